@@ -1,0 +1,16 @@
+# Sourced by scripts/server and scripts/test: make sure .venv exists and matches pyproject.toml.
+# Usage: ensure_venv EXTRAS   (e.g. "" or "test")
+ensure_venv() {
+    local extras="$1" python="${PYTHON:-python3}"
+    local stamp=".venv/.installed-${extras:-base}"
+    if [ ! -x .venv/bin/python ]; then
+        echo "roost: creating .venv with $($python --version)" >&2
+        "$python" -m venv .venv
+    fi
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+        echo "roost: installing dependencies into .venv" >&2
+        .venv/bin/python -m pip install --quiet --upgrade pip >&2
+        .venv/bin/python -m pip install --quiet -e ".${extras:+[$extras]}" >&2
+        touch "$stamp"
+    fi
+}

@@ -1,0 +1,434 @@
+"""One open AMQP channel as a core client: each method becomes broker calls.
+
+``AMQPChannel`` is the DeliverySink of its core Session. Core errors are mapped to reply
+codes by ``ERROR_CODES``, the one table that decides soft (channel) or hard (connection).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from roost.amqp import codec_methods as m
+from roost.amqp.channel import ConfirmTracker, Mode, TxBuffer
+from roost.amqp.codec import (
+    decode_properties,
+    encode_basic_deliver,
+    encode_basic_get_ok,
+    encode_basic_return,
+    encode_method_frame,
+    encode_properties,
+)
+from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, reply_text
+from roost.core.broker import EMPTY_PROPERTIES, Message, Properties
+from roost.core.errors import (
+    AccessRefused,
+    BrokerError,
+    CommandInvalid,
+    InternalError,
+    NotAllowed,
+    NotFound,
+    NotImplementedFeature,
+    PreconditionFailed,
+    ResourceError,
+    ResourceLocked,
+)
+
+if TYPE_CHECKING:
+    from roost.core.broker import Broker
+    from roost.core.client import Client
+
+# core error -> (reply code, hard?)
+ERROR_CODES: dict[type[BrokerError], tuple[int, bool]] = {
+    NotFound: (m.NOT_FOUND, False),
+    AccessRefused: (m.ACCESS_REFUSED, False),
+    ResourceLocked: (m.RESOURCE_LOCKED, False),
+    PreconditionFailed: (m.PRECONDITION_FAILED, False),
+    NotAllowed: (m.NOT_ALLOWED, True),
+    CommandInvalid: (m.COMMAND_INVALID, True),
+    NotImplementedFeature: (m.NOT_IMPLEMENTED, True),
+    ResourceError: (m.RESOURCE_ERROR, True),
+    InternalError: (m.INTERNAL_ERROR, True),
+}
+
+EMPTY_PROPERTY_BYTES = b"\x00\x00"
+
+
+def to_amqp_error(exc: BrokerError, method: m.Method) -> AMQPError:
+    code, hard = ERROR_CODES.get(type(exc), (m.INTERNAL_ERROR, True))
+    cls = ConnectionError if hard else ChannelError
+    return cls(code, reply_text(code, exc.text), method.CLASS_ID, method.METHOD_ID)
+
+
+def new_consumer_tag() -> str:
+    return "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
+
+
+def properties_from_wire(raw: bytes) -> Properties:
+    if raw == EMPTY_PROPERTY_BYTES:
+        return EMPTY_PROPERTIES
+    return Properties(*decode_properties(raw))
+
+
+def encoded_properties(message: Message) -> bytes:
+    raw = message.encoded_properties
+    if raw is None:
+        raw = message.encoded_properties = encode_properties(message.properties)
+    return raw
+
+
+class ConnectionContext:
+    """What a channel needs from its connection (implemented by the asyncio protocol)."""
+
+    broker: Broker
+    client: Client
+    frame_max: int
+    cancel_notify: bool
+
+    def write(self, data: bytes) -> None: ...
+
+    def confirms_pending(self, channel: AMQPChannel) -> None: ...
+
+
+class AMQPChannel:
+    def __init__(self, conn: ConnectionContext, channel_id: int) -> None:
+        self.id = channel_id
+        self.conn = conn
+        self.broker = conn.broker
+        self.client = conn.client
+        self.session = self.broker.open_session(conn.client, self)
+        self.mode = Mode.NORMAL
+        self.confirms = ConfirmTracker()
+        self.tx = TxBuffer()
+        self.last_queue = ""  # the spec's "last queue declared on this channel"
+        self.handlers: dict[int, Callable[[Any], None]] = {
+            m.ChannelFlow.INDEX: self.on_flow,
+            m.AccessRequest.INDEX: self.on_access_request,
+            m.ExchangeDeclare.INDEX: self.on_exchange_declare,
+            m.ExchangeDelete.INDEX: self.on_exchange_delete,
+            m.ExchangeBind.INDEX: self.on_exchange_bind,
+            m.ExchangeUnbind.INDEX: self.on_exchange_unbind,
+            m.QueueDeclare.INDEX: self.on_queue_declare,
+            m.QueueBind.INDEX: self.on_queue_bind,
+            m.QueueUnbind.INDEX: self.on_queue_unbind,
+            m.QueuePurge.INDEX: self.on_queue_purge,
+            m.QueueDelete.INDEX: self.on_queue_delete,
+            m.BasicQos.INDEX: self.on_qos,
+            m.BasicConsume.INDEX: self.on_consume,
+            m.BasicCancel.INDEX: self.on_cancel,
+            m.BasicGet.INDEX: self.on_get,
+            m.BasicAck.INDEX: self.on_ack,
+            m.BasicNack.INDEX: self.on_nack,
+            m.BasicReject.INDEX: self.on_reject,
+            m.BasicRecover.INDEX: self.on_recover,
+            m.BasicRecoverAsync.INDEX: self.on_recover_async,
+            m.TxSelect.INDEX: self.on_tx_select,
+            m.TxCommit.INDEX: self.on_tx_commit,
+            m.TxRollback.INDEX: self.on_tx_rollback,
+            m.ConfirmSelect.INDEX: self.on_confirm_select,
+        }
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def reply(self, method: m.Method) -> None:
+        self.conn.write(encode_method_frame(self.id, method))
+
+    def handle(self, method: m.Method) -> None:
+        """Run one method; core errors become AMQP errors carrying the method's ids."""
+        handler = self.handlers.get(method.INDEX)
+        if handler is None:
+            raise ConnectionError(
+                m.COMMAND_INVALID,
+                reply_text(m.COMMAND_INVALID, f"unexpected '{method.NAME}' from a client"),
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        try:
+            handler(method)
+        except BrokerError as exc:
+            raise to_amqp_error(exc, method) from None
+
+    def close(self) -> None:
+        """The channel is gone (closed either way, or the connection died)."""
+        self.tx.clear()
+        self.broker.close_session(self.session)
+
+    def flush_confirms(self) -> None:
+        if self.confirms.has_output:
+            for frame in self.confirms.frames(self.id):
+                self.conn.write(frame)
+
+    # -- DeliverySink -----------------------------------------------------------------------
+
+    def deliver(
+        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
+    ) -> None:
+        self.conn.write(
+            encode_basic_deliver(
+                self.id,
+                consumer_tag,
+                delivery_tag,
+                redelivered,
+                message.exchange,
+                message.routing_key,
+                encoded_properties(message),
+                message.body,
+                self.conn.frame_max,
+            )
+        )
+
+    def consumer_cancelled(self, consumer_tag: str) -> None:
+        if self.conn.cancel_notify:
+            self.reply(m.BasicCancel(consumer_tag=consumer_tag, nowait=True))
+
+    # -- channel / access -------------------------------------------------------------------
+
+    def on_flow(self, method: m.ChannelFlow) -> None:
+        self.session.set_flow(method.active)
+        self.reply(m.ChannelFlowOk(active=method.active))
+
+    def on_access_request(self, method: m.AccessRequest) -> None:
+        self.reply(m.AccessRequestOk(ticket=1))
+
+    # -- exchanges --------------------------------------------------------------------------
+
+    def on_exchange_declare(self, method: m.ExchangeDeclare) -> None:
+        self.broker.declare_exchange(
+            self.client,
+            method.exchange,
+            method.type,
+            passive=method.passive,
+            durable=method.durable,
+            auto_delete=method.auto_delete,
+            internal=method.internal,
+            arguments=method.arguments,
+        )
+        if not method.nowait:
+            self.reply(m.ExchangeDeclareOk())
+
+    def on_exchange_delete(self, method: m.ExchangeDelete) -> None:
+        self.broker.delete_exchange(self.client, method.exchange, if_unused=method.if_unused)
+        if not method.nowait:
+            self.reply(m.ExchangeDeleteOk())
+
+    def on_exchange_bind(self, method: m.ExchangeBind) -> None:
+        self.broker.bind_exchange(
+            self.client, method.destination, method.source, method.routing_key, method.arguments
+        )
+        if not method.nowait:
+            self.reply(m.ExchangeBindOk())
+
+    def on_exchange_unbind(self, method: m.ExchangeUnbind) -> None:
+        self.broker.unbind_exchange(
+            self.client, method.destination, method.source, method.routing_key, method.arguments
+        )
+        if not method.nowait:
+            self.reply(m.ExchangeUnbindOk())
+
+    # -- queues -----------------------------------------------------------------------------
+
+    def _queue_name(self, name: str) -> str:
+        """An empty queue name means the last queue declared on this channel."""
+        if name:
+            return name
+        if not self.last_queue:
+            raise NotFound("no previously declared queue")
+        return self.last_queue
+
+    def on_queue_declare(self, method: m.QueueDeclare) -> None:
+        queue = self.broker.declare_queue(
+            self.client,
+            method.queue,
+            passive=method.passive,
+            durable=method.durable,
+            exclusive=method.exclusive,
+            auto_delete=method.auto_delete,
+            arguments=method.arguments,
+        )
+        self.last_queue = queue.name
+        if not method.nowait:
+            self.reply(
+                m.QueueDeclareOk(
+                    queue=queue.name,
+                    message_count=queue.message_count,
+                    consumer_count=len(queue.consumers),
+                )
+            )
+
+    def on_queue_bind(self, method: m.QueueBind) -> None:
+        queue = self._queue_name(method.queue)
+        key = method.routing_key if (method.routing_key or method.queue) else queue
+        self.broker.bind_queue(self.client, queue, method.exchange, key, method.arguments)
+        if not method.nowait:
+            self.reply(m.QueueBindOk())
+
+    def on_queue_unbind(self, method: m.QueueUnbind) -> None:
+        queue = self._queue_name(method.queue)
+        self.broker.unbind_queue(
+            self.client, queue, method.exchange, method.routing_key, method.arguments
+        )
+        self.reply(m.QueueUnbindOk())
+
+    def on_queue_purge(self, method: m.QueuePurge) -> None:
+        count = self.broker.purge_queue(self.client, self._queue_name(method.queue))
+        if not method.nowait:
+            self.reply(m.QueuePurgeOk(message_count=count))
+
+    def on_queue_delete(self, method: m.QueueDelete) -> None:
+        count = self.broker.delete_queue(
+            self.client,
+            self._queue_name(method.queue),
+            if_unused=method.if_unused,
+            if_empty=method.if_empty,
+        )
+        if not method.nowait:
+            self.reply(m.QueueDeleteOk(message_count=count))
+
+    # -- consuming --------------------------------------------------------------------------
+
+    def on_qos(self, method: m.BasicQos) -> None:
+        # prefetch_size is accepted and ignored, as the issue asks (RabbitMQ refuses it)
+        self.session.set_qos(method.prefetch_count, method.global_)
+        self.reply(m.BasicQosOk())
+
+    def on_consume(self, method: m.BasicConsume) -> None:
+        tag = method.consumer_tag or new_consumer_tag()
+        consumer = self.broker.consume(
+            self.session,
+            self._queue_name(method.queue),
+            tag,
+            no_ack=method.no_ack,
+            exclusive=method.exclusive,
+            arguments=method.arguments,
+        )
+        if not method.nowait:
+            self.reply(m.BasicConsumeOk(consumer_tag=tag))
+        self.session.start(consumer)  # deliveries only after consume-ok
+
+    def on_cancel(self, method: m.BasicCancel) -> None:
+        self.session.cancel(method.consumer_tag)
+        if not method.nowait:
+            self.reply(m.BasicCancelOk(consumer_tag=method.consumer_tag))
+
+    def on_get(self, method: m.BasicGet) -> None:
+        got = self.broker.get(self.session, self._queue_name(method.queue), method.no_ack)
+        if got is None:
+            self.reply(m.BasicGetEmpty())
+            return
+        tag, entry, left = got
+        message = entry.message
+        self.conn.write(
+            encode_basic_get_ok(
+                self.id,
+                tag,
+                entry.redelivered,
+                message.exchange,
+                message.routing_key,
+                left,
+                encoded_properties(message),
+                message.body,
+                self.conn.frame_max,
+            )
+        )
+
+    def on_ack(self, method: m.BasicAck) -> None:
+        self._settle(lambda: self.session.ack(method.delivery_tag, method.multiple))
+
+    def on_nack(self, method: m.BasicNack) -> None:
+        self._settle(
+            lambda: self.session.nack(method.delivery_tag, method.multiple, method.requeue)
+        )
+
+    def on_reject(self, method: m.BasicReject) -> None:
+        self._settle(lambda: self.session.nack(method.delivery_tag, False, method.requeue))
+
+    def _settle(self, op: Callable[[], None]) -> None:
+        if self.mode is Mode.TX:
+            self.tx.add(op)
+        else:
+            op()
+
+    def on_recover(self, method: m.BasicRecover) -> None:
+        self.on_recover_async(method)
+        self.reply(m.BasicRecoverOk())
+
+    def on_recover_async(self, method: m.BasicRecover | m.BasicRecoverAsync) -> None:
+        if not method.requeue:
+            raise NotImplementedFeature("requeue=false")
+        self.session.recover()
+
+    # -- publishing -------------------------------------------------------------------------
+
+    def publish(self, method: m.BasicPublish, properties: bytes, body: bytes) -> None:
+        if method.immediate:
+            raise ConnectionError(
+                m.NOT_IMPLEMENTED,
+                reply_text(m.NOT_IMPLEMENTED, "immediate=true"),
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        message = Message(
+            method.exchange,
+            method.routing_key,
+            properties_from_wire(properties),
+            body,
+            properties,
+        )
+        if self.mode is Mode.TX:
+            self.broker.check_exchange(self.client, method.exchange)
+            self.tx.add(lambda: self._route(method, message))
+            return
+        try:
+            self._route(method, message)
+        except BrokerError as exc:
+            raise to_amqp_error(exc, method) from None
+
+    def _route(self, method: m.BasicPublish, message: Message) -> None:
+        seq = self.confirms.publish() if self.mode is Mode.CONFIRM else 0
+        routed = self.broker.publish(self.client, method.exchange, message)
+        if not routed and method.mandatory:
+            self.conn.write(
+                encode_basic_return(
+                    self.id,
+                    m.NO_ROUTE,
+                    "NO_ROUTE",
+                    message.exchange,
+                    message.routing_key,
+                    encoded_properties(message),
+                    message.body,
+                    self.conn.frame_max,
+                )
+            )
+        if seq:
+            self.confirms.settle(seq, True)
+            self.conn.confirms_pending(self)
+
+    # -- transactions and confirms ----------------------------------------------------------
+
+    def on_tx_select(self, method: m.TxSelect) -> None:
+        if self.mode is Mode.CONFIRM:
+            raise PreconditionFailed("cannot switch from confirm to tx mode")
+        self.mode = Mode.TX
+        self.reply(m.TxSelectOk())
+
+    def on_tx_commit(self, method: m.TxCommit) -> None:
+        if self.mode is not Mode.TX:
+            raise PreconditionFailed("channel is not transactional")
+        for op in self.tx.take():
+            op()
+        self.reply(m.TxCommitOk())
+
+    def on_tx_rollback(self, method: m.TxRollback) -> None:
+        if self.mode is not Mode.TX:
+            raise PreconditionFailed("channel is not transactional")
+        self.tx.clear()
+        self.reply(m.TxRollbackOk())
+
+    def on_confirm_select(self, method: m.ConfirmSelect) -> None:
+        if self.mode is Mode.TX:
+            raise PreconditionFailed("cannot switch from tx to confirm mode")
+        self.mode = Mode.CONFIRM
+        if not method.nowait:
+            self.reply(m.ConfirmSelectOk())

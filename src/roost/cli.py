@@ -1,0 +1,77 @@
+"""The ``roost`` command."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import logging
+import sys
+
+from roost import __version__, config
+
+
+def _server(args: argparse.Namespace) -> int:
+    from roost.server import run
+
+    try:
+        cfg = config.load(args)
+    except (ValueError, OSError) as exc:
+        print(f"roost: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=cfg.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return run(cfg)
+    except (ValueError, OSError) as exc:  # a bad users file, a port in use
+        print(f"roost: {exc}", file=sys.stderr)
+        return 2
+
+
+def _hash_password(args: argparse.Namespace) -> int:
+    from roost.core.auth import hash_password
+
+    password = args.password if args.password is not None else getpass.getpass("Password: ")
+    print(hash_password(password))
+    return 0
+
+
+def _perf(args: argparse.Namespace) -> int:
+    from roost.perf.cli import run
+
+    return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="roost", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"roost {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    server = sub.add_parser("server", help="run the broker", description="Run the broker.")
+    config.add_arguments(server)
+    server.set_defaults(func=_server)
+
+    users = sub.add_parser("users", help="user helpers")
+    users_sub = users.add_subparsers(dest="users_command", required=True)
+    hp = users_sub.add_parser(
+        "hash-password", help="print a password hash for the users file"
+    )
+    hp.add_argument("password", nargs="?", help="the password (prompted when omitted)")
+    hp.set_defaults(func=_hash_password)
+
+    from roost.perf.cli import add_arguments as add_perf_arguments
+
+    perf = sub.add_parser(
+        "perf",
+        help="load generator for any AMQP 0-9-1 broker",
+        description="Publish and consume against an AMQP 0-9-1 broker and report rates.",
+    )
+    add_perf_arguments(perf)
+    perf.set_defaults(func=_perf)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))

@@ -1,0 +1,108 @@
+"""Settings, each declared once: default, command-line flag, ROOST_* variable, TOML key.
+
+Precedence: command line > environment > config file (``--config FILE``) > default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def setting(default: Any, help: str, *, metavar: str | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "metavar": metavar})
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Config:
+    bind: str = setting("127.0.0.1", "address to listen on (use 0.0.0.0 for every interface)")
+    amqp_port: int = setting(5672, "AMQP 0-9-1 port; 0 disables the listener")
+    data_dir: str = setting("./data", "directory for durable data")
+    log_level: str = setting("info", "log level: debug, info, warning or error")
+    users_file: str | None = setting(None, "TOML file of users, vhosts and permissions")
+    frame_max: int = setting(131072, "largest AMQP frame offered to clients, in bytes")
+    channel_max: int = setting(2047, "most channels per AMQP connection")
+    heartbeat: int = setting(60, "AMQP heartbeat offered to clients, in seconds (0 = off)")
+    max_message_size: int = setting(128 * 1024 * 1024, "largest message body, in bytes")
+    handshake_timeout: float = setting(10.0, "seconds a client has to finish the handshake")
+    loopback_users: str = setting(
+        "guest", "comma-separated users who may connect only from loopback"
+    )
+
+    def validate(self) -> Config:
+        if self.log_level not in LOG_LEVELS:
+            raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
+        if not 0 <= self.amqp_port <= 65535:
+            raise ValueError("amqp_port must be 0..65535")
+        if self.frame_max < 4096:
+            raise ValueError("frame_max must be at least 4096")
+        if not 1 <= self.channel_max <= 65535:
+            raise ValueError("channel_max must be 1..65535")
+        if self.heartbeat < 0:
+            raise ValueError("heartbeat must be >= 0")
+        return self
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def env_name(name: str) -> str:
+    return "ROOST_" + name.upper()
+
+
+def _coerce(name: str, value: Any) -> Any:
+    default = FIELDS[name].default
+    if isinstance(default, bool):
+        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+    if isinstance(default, int):
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    return value if value is None else str(value)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML config file (flags win over it)")
+    for name, f in FIELDS.items():
+        default = f.default
+        parser.add_argument(
+            flag(name),
+            dest=name,
+            default=None,
+            metavar=f.metadata.get("metavar") or name.split("_")[-1].upper(),
+            help=f"{f.metadata['help']} (default: {default}; env {env_name(name)})",
+        )
+
+
+def load(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Config:
+    values: dict[str, Any] = {}
+    path = getattr(args, "config", None) or environ.get("ROOST_CONFIG")
+    if path:
+        with Path(path).open("rb") as fh:
+            data = tomllib.load(fh)
+        data = data.get("server", data)
+        unknown = set(data) - set(FIELDS)
+        if unknown:
+            raise ValueError(f"unknown setting(s) in {path}: {', '.join(sorted(unknown))}")
+        values.update(data)
+    for name in FIELDS:
+        if env_name(name) in environ:
+            values[name] = environ[env_name(name)]
+    for name in FIELDS:
+        given = getattr(args, name, None)
+        if given is not None:
+            values[name] = given
+    return Config(**{k: _coerce(k, v) for k, v in values.items()}).validate()

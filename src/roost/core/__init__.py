@@ -1,0 +1,1 @@
+"""The broker model, independent of any wire protocol."""

@@ -1,0 +1,252 @@
+"""The broker facade: the one API protocol adapters and the HTTP layer call."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from typing import Any
+
+from roost.core.auth import Permission, User, hash_password
+from roost.core.client import Client
+from roost.core.consumer import Consumer
+from roost.core.errors import AccessRefused, NotAllowed, NotFound
+from roost.core.exchanges import Exchange
+from roost.core.message import EMPTY_PROPERTIES, Message, Properties
+from roost.core.queues.base import Entry, Queue
+from roost.core.session import DeliverySink, Session
+from roost.core.vhost import VHost
+
+# Message types are part of the facade: adapters build and read them.
+__all__ = ["EMPTY_PROPERTIES", "Broker", "Message", "Properties"]
+
+log = logging.getLogger("roost.broker")
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"})
+
+
+class Broker:
+    def __init__(self, *, loopback_users: Collection[str] = ("guest",)) -> None:
+        self.users: dict[str, User] = {}
+        self.vhosts: dict[str, VHost] = {}
+        self.permissions: dict[tuple[str, str], Permission] = {}
+        self.loopback_users = set(loopback_users)
+        self.clients: dict[int, Client] = {}
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    @classmethod
+    def with_defaults(cls) -> Broker:
+        """vhost '/', user guest/guest with full rights on it (RabbitMQ's first start)."""
+        broker = cls()
+        broker.add_vhost("/")
+        broker.add_user("guest", hash_password("guest"), tags=["administrator"])
+        broker.set_permission("guest", "/", Permission())
+        return broker
+
+    def add_vhost(self, name: str) -> VHost:
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            vhost = self.vhosts[name] = VHost(name)
+        return vhost
+
+    def add_user(self, name: str, password_hash: str, *, tags: list[str] | None = None) -> User:
+        user = User(name, password_hash, list(tags or []))
+        self.users[name] = user
+        return user
+
+    def set_permission(self, user: str, vhost: str, permission: Permission) -> None:
+        self.permissions[(user, vhost)] = permission
+
+    # -- connections ----------------------------------------------------------------------
+
+    def authenticate(self, username: str, password: str, *, peer_host: str) -> User:
+        """The user, or AccessRefused. Loopback-only users (guest) fail from elsewhere."""
+        user = self.users.get(username)
+        if user is None or not user.check(password):
+            raise AccessRefused(f"invalid credentials for user '{username}'")
+        if username in self.loopback_users and peer_host not in LOOPBACK_HOSTS:
+            raise AccessRefused(f"user '{username}' can only connect via localhost")
+        return user
+
+    def connect(
+        self,
+        user: User,
+        vhost_name: str,
+        *,
+        protocol: str,
+        peer: str,
+        closer: Callable[[str], None] | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> Client:
+        vhost = self.vhosts.get(vhost_name)
+        if vhost is None:
+            raise NotAllowed(f"vhost {vhost_name} not found")
+        if (user.name, vhost_name) not in self.permissions:
+            raise NotAllowed(f"access to vhost '{vhost_name}' refused for user '{user.name}'")
+        client = Client(
+            protocol=protocol,
+            peer=peer,
+            user=user,
+            vhost=vhost,
+            closer=closer,
+            properties=properties,
+        )
+        self.clients[client.id] = client
+        return client
+
+    def disconnect(self, client: Client) -> None:
+        """Free what the client held: sessions (unacked messages requeue), exclusive queues."""
+        for session in list(client.sessions):
+            self.close_session(session)
+        for queue in list(client.exclusive_queues):
+            client.vhost.delete_queue(queue)
+        self.clients.pop(client.id, None)
+
+    def open_session(self, client: Client, sink: DeliverySink) -> Session:
+        session = Session(client, sink)
+        client.sessions.add(session)
+        return session
+
+    def close_session(self, session: Session) -> None:
+        session.close()
+        session.client.sessions.discard(session)
+
+    # -- exchanges ------------------------------------------------------------------------
+
+    def declare_exchange(
+        self,
+        client: Client,
+        name: str,
+        kind: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> Exchange:
+        return client.vhost.declare_exchange(
+            name,
+            kind,
+            passive=passive,
+            durable=durable,
+            auto_delete=auto_delete,
+            internal=internal,
+            arguments=arguments,
+        )
+
+    def delete_exchange(self, client: Client, name: str, *, if_unused: bool = False) -> None:
+        client.vhost.delete_exchange(name, if_unused=if_unused)
+
+    def bind_exchange(
+        self, client: Client, destination: str, source: str, key: str, arguments: dict
+    ) -> None:
+        vhost = client.vhost
+        vhost.bind(source, self._exchange_dest(vhost, destination), key, arguments)
+
+    def unbind_exchange(
+        self, client: Client, destination: str, source: str, key: str, arguments: dict
+    ) -> None:
+        vhost = client.vhost
+        vhost.unbind(source, self._exchange_dest(vhost, destination), key, arguments)
+
+    @staticmethod
+    def _exchange_dest(vhost: VHost, name: str) -> Exchange:
+        if name == "":
+            raise AccessRefused("operation not permitted on the default exchange")
+        return vhost.exchange(name)
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def declare_queue(
+        self,
+        client: Client,
+        name: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> Queue:
+        return client.vhost.declare_queue(
+            name,
+            client=client,
+            passive=passive,
+            durable=durable,
+            exclusive=exclusive,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
+
+    def queue(self, client: Client, name: str) -> Queue:
+        return client.vhost.queue(name, client)
+
+    def bind_queue(
+        self, client: Client, queue: str, exchange: str, key: str, arguments: dict
+    ) -> None:
+        if exchange == "":  # RabbitMQ checks this before looking the queue up
+            raise AccessRefused("operation not permitted on the default exchange")
+        vhost = client.vhost
+        vhost.bind(exchange, vhost.queue(queue, client), key, arguments)
+
+    def unbind_queue(
+        self, client: Client, queue: str, exchange: str, key: str, arguments: dict
+    ) -> None:
+        vhost = client.vhost
+        try:
+            q = vhost.queue(queue, client)
+            vhost.exchange(exchange)
+        except NotFound:
+            return  # RabbitMQ: unbinding something that is not there succeeds
+        vhost.unbind(exchange, q, key, arguments)
+
+    def purge_queue(self, client: Client, name: str) -> int:
+        return client.vhost.queue(name, client).purge()
+
+    def delete_queue(
+        self, client: Client, name: str, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int:
+        return client.vhost.delete_queue_named(
+            name, client=client, if_unused=if_unused, if_empty=if_empty
+        )
+
+    # -- messages -------------------------------------------------------------------------
+
+    def publish(self, client: Client, exchange: str, message: Message) -> int:
+        """Route and enqueue; returns how many queues took the message."""
+        return client.vhost.publish(exchange, message)
+
+    def get(self, session: Session, name: str, no_ack: bool) -> tuple[int, Entry, int] | None:
+        """basic.get: (delivery tag, entry, messages left) or None when empty."""
+        queue = session.client.vhost.queue(name, session.client)
+        got = session.get(queue, no_ack)
+        if got is None:
+            return None
+        return got[0], got[1], queue.message_count
+
+    def consume(
+        self,
+        session: Session,
+        name: str,
+        tag: str,
+        *,
+        no_ack: bool,
+        exclusive: bool,
+        arguments: dict[str, Any] | None = None,
+    ) -> Consumer:
+        """Register a consumer; call ``session.start(consumer)`` to begin deliveries."""
+        queue = session.client.vhost.queue(name, session.client)
+        return session.consume(
+            queue, tag, no_ack=no_ack, exclusive=exclusive, arguments=arguments
+        )
+
+    def check_exchange(self, client: Client, name: str) -> None:
+        """Raise NotFound unless the exchange exists (tx publishes are checked early)."""
+        client.vhost.exchange(name)
+
+    def vhost(self, name: str) -> VHost:
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            raise NotFound(f"no vhost '{name}'")
+        return vhost

@@ -1,0 +1,54 @@
+"""A connected client (AMQP or STOMP connection, or an HTTP request) as the core sees it."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from roost.core.auth import User
+    from roost.core.queues.base import Queue
+    from roost.core.session import Session
+    from roost.core.vhost import VHost
+
+_ids = itertools.count(1)
+
+
+class Client:
+    def __init__(
+        self,
+        *,
+        protocol: str,
+        peer: str,
+        user: User,
+        vhost: VHost,
+        closer: Callable[[str], None] | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> None:
+        self.id = next(_ids)
+        self.protocol = protocol
+        self.peer = peer
+        self.user = user
+        self.vhost = vhost
+        self.properties = properties or {}
+        self.opened_at = time.time()
+        self.sessions: set[Session] = set()
+        self.exclusive_queues: set[Queue] = set()
+        self._closer = closer
+        self.closed_reason: str | None = None
+
+    @property
+    def name(self) -> str:
+        """RabbitMQ's connection name: ``peer -> server`` or the client's connection_name."""
+        given = self.properties.get("connection_name")
+        return given if isinstance(given, str) and given else self.peer
+
+    def force_close(self, reason: str) -> None:
+        """Ask the adapter to close this connection (management, shutdown)."""
+        if self._closer is not None:
+            self._closer(reason)
+
+    def __repr__(self) -> str:
+        return f"<Client {self.id} {self.protocol} {self.peer} user={self.user.name!r}>"

@@ -1,0 +1,119 @@
+"""What every exchange type shares: identity, flags and the set of its bindings."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from roost.core.message import Message
+
+# A binding's destination is a queue or an exchange; both are plain hashable objects.
+Destination = Any
+
+
+def freeze(value: Any) -> Any:
+    """A hashable stand-in for a binding's arguments (tables nest dicts and lists)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+class Binding:
+    __slots__ = ("arguments", "destination", "key", "routing_key", "source")
+
+    def __init__(
+        self, source: Exchange, destination: Destination, routing_key: str, arguments: dict
+    ) -> None:
+        self.source = source
+        self.destination = destination
+        self.routing_key = routing_key
+        self.arguments = arguments
+        self.key = (destination, routing_key, freeze(arguments))
+
+    def __repr__(self) -> str:
+        return f"Binding({self.source.name!r} -> {self.destination.name!r}, {self.routing_key!r})"
+
+
+class Exchange:
+    """Base class. Subclasses keep their own lookup structure in step with ``bindings``."""
+
+    kind: ClassVar[str] = ""
+    is_exchange: ClassVar[bool] = True  # lets routing tell exchanges from queues cheaply
+
+    def __init__(
+        self,
+        vhost: str,
+        name: str,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: dict[str, Any],
+    ) -> None:
+        self.vhost = vhost
+        self.name = name
+        self.durable = durable
+        self.auto_delete = auto_delete
+        self.internal = internal
+        self.arguments = arguments
+        self.bindings: dict[tuple, Binding] = {}
+        self.deleted = False
+
+    # -- bindings -----------------------------------------------------------------------
+
+    def bind(self, destination: Destination, routing_key: str, arguments: dict) -> Binding | None:
+        """Add a binding; None when an identical one exists (binding is idempotent)."""
+        binding = Binding(self, destination, routing_key, arguments)
+        if binding.key in self.bindings:
+            return None
+        self.bindings[binding.key] = binding
+        self._add(binding)
+        return binding
+
+    def unbind(self, destination: Destination, routing_key: str, arguments: dict) -> Binding | None:
+        binding = self.bindings.pop((destination, routing_key, freeze(arguments)), None)
+        if binding is not None:
+            self._remove(binding)
+        return binding
+
+    def bindings_to(self, destination: Destination) -> list[Binding]:
+        return [b for b in self.bindings.values() if b.destination is destination]
+
+    def _add(self, binding: Binding) -> None:
+        raise NotImplementedError  # each type defines its index
+
+    def _remove(self, binding: Binding) -> None:
+        raise NotImplementedError
+
+    # -- routing ------------------------------------------------------------------------
+
+    def route(self, message: Message) -> Collection[Destination]:
+        """Destinations (queues or exchanges) bound for this message. Callers must not
+        mutate the returned collection: it may be the exchange's own index."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} vhost={self.vhost!r}>"
+
+
+class CountedDestinations:
+    """Destinations with a reference count: several bindings may lead to one destination."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[Destination, int] = {}
+
+    def add(self, destination: Destination) -> None:
+        self.counts[destination] = self.counts.get(destination, 0) + 1
+
+    def remove(self, destination: Destination) -> bool:
+        """Drop one reference; True when the destination is gone entirely."""
+        left = self.counts[destination] - 1
+        if left:
+            self.counts[destination] = left
+            return False
+        del self.counts[destination]
+        return True

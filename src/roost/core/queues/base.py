@@ -1,0 +1,182 @@
+"""The classic queue: FIFO of entries, round-robin dispatch to consumers with credit."""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from roost.core.errors import AccessRefused
+
+if TYPE_CHECKING:
+    from roost.core.client import Client
+    from roost.core.consumer import Consumer
+    from roost.core.message import Message
+    from roost.core.vhost import VHost
+
+
+class Entry:
+    """A message's place in one queue. ``seq`` orders it; requeues go back by seq."""
+
+    __slots__ = ("deliveries", "message", "redelivered", "seq")
+
+    def __init__(self, seq: int, message: Message) -> None:
+        self.seq = seq
+        self.message = message
+        self.redelivered = False
+        self.deliveries = 0
+
+    def __lt__(self, other: Entry) -> bool:
+        return self.seq < other.seq
+
+
+class Queue:
+    kind = "classic"
+    is_exchange = False
+
+    def __init__(
+        self,
+        vhost: VHost,
+        name: str,
+        *,
+        durable: bool = False,
+        exclusive_owner: Client | None = None,
+        auto_delete: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        self.vhost = vhost
+        self.name = name
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments = arguments or {}
+        self.ready: deque[Entry] = deque()
+        self.ready_bytes = 0
+        self.consumers: list[Consumer] = []
+        self.unacked = 0
+        self.deleted = False
+        self._had_consumer = False
+        self._rr = 0
+        self._seq = 0
+        # lifetime counters for management and metrics
+        self.stat_published = 0
+        self.stat_delivered = 0
+        self.stat_acked = 0
+        self.stat_redelivered = 0
+
+    @property
+    def exclusive(self) -> bool:
+        return self.exclusive_owner is not None
+
+    @property
+    def message_count(self) -> int:
+        return len(self.ready)
+
+    # -- incoming -----------------------------------------------------------------------
+
+    def push(self, message: Message) -> None:
+        self._seq += 1
+        entry = Entry(self._seq, message)
+        self.stat_published += 1
+        if self.ready or not self._offer(entry):
+            self.ready.append(entry)
+            self.ready_bytes += len(message.body)
+
+    # -- outgoing -----------------------------------------------------------------------
+
+    def _offer(self, entry: Entry) -> bool:
+        """Hand the entry to the next consumer with credit, round robin."""
+        consumers = self.consumers
+        n = len(consumers)
+        for _ in range(n):
+            consumer = consumers[self._rr % n]
+            self._rr += 1
+            if consumer.has_credit():
+                self._delivered(entry)
+                consumer.session.deliver(consumer, self, entry)
+                return True
+        return False
+
+    def dispatch(self) -> None:
+        """Deliver ready entries while some consumer has credit."""
+        ready = self.ready
+        while ready and self.consumers:
+            entry = ready.popleft()
+            if not self._offer(entry):
+                ready.appendleft(entry)
+                return
+            self.ready_bytes -= len(entry.message.body)
+
+    def take(self) -> Entry | None:
+        """Remove the head for basic.get."""
+        if not self.ready:
+            return None
+        entry = self.ready.popleft()
+        self.ready_bytes -= len(entry.message.body)
+        self._delivered(entry)
+        return entry
+
+    def _delivered(self, entry: Entry) -> None:
+        entry.deliveries += 1
+        self.unacked += 1
+        self.stat_delivered += 1
+        if entry.redelivered:
+            self.stat_redelivered += 1
+
+    # -- settlement ---------------------------------------------------------------------
+
+    def settle(self, entry: Entry) -> None:
+        """The entry was acknowledged (or delivered without ack): it leaves the queue."""
+        self.unacked -= 1
+        self.stat_acked += 1
+
+    def discard(self, entry: Entry) -> None:
+        """Rejected without requeue."""
+        self.unacked -= 1
+
+    def requeue(self, entries: Iterable[Entry]) -> None:
+        """Put delivered entries back at their original position, marked redelivered."""
+        if self.deleted:
+            return
+        ready = self.ready
+        for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
+            self.unacked -= 1
+            entry.redelivered = True
+            self.ready_bytes += len(entry.message.body)
+            if not ready or ready[0].seq > entry.seq:
+                ready.appendleft(entry)
+            else:
+                insort(ready, entry)
+        self.dispatch()
+
+    def purge(self) -> int:
+        count = len(self.ready)
+        self.ready.clear()
+        self.ready_bytes = 0
+        return count
+
+    # -- consumers ----------------------------------------------------------------------
+
+    def check_consume(self, exclusive: bool) -> None:
+        if (exclusive and self.consumers) or any(c.exclusive for c in self.consumers):
+            raise AccessRefused(
+                f"queue '{self.name}' in vhost '{self.vhost.name}' in exclusive use"
+            )
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Register; the caller dispatches once the client has been told (consume-ok)."""
+        self.consumers.append(consumer)
+        self._had_consumer = True
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Forget a consumer; an auto-delete queue goes when its last consumer leaves."""
+        try:
+            self.consumers.remove(consumer)
+        except ValueError:
+            return
+        if self.auto_delete and self._had_consumer and not self.consumers and not self.deleted:
+            self.vhost.delete_queue(self)
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} vhost={self.vhost.name!r} ready={len(self.ready)}>"

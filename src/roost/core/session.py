@@ -1,0 +1,238 @@
+"""A session: what an AMQP channel or a STOMP connection holds in the core.
+
+It owns consumers, delivery tags and the unacknowledged deliveries, applies prefetch
+limits, and hands every delivery to its protocol adapter through a ``DeliverySink``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
+
+from roost.core.consumer import Consumer
+from roost.core.errors import NotAllowed, PreconditionFailed
+
+if TYPE_CHECKING:
+    from roost.core.client import Client
+    from roost.core.message import Message
+    from roost.core.queues.base import Entry, Queue
+
+
+class DeliverySink(Protocol):
+    """Implemented by a protocol adapter; called synchronously by the core."""
+
+    def deliver(
+        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
+    ) -> None: ...
+
+    def consumer_cancelled(self, consumer_tag: str) -> None:
+        """The broker cancelled the consumer (its queue was deleted)."""
+
+
+# An unacknowledged delivery: (queue, entry, consumer or None for basic.get).
+Unacked = tuple["Queue", "Entry", "Consumer | None"]
+
+
+class Session:
+    def __init__(self, client: Client, sink: DeliverySink) -> None:
+        self.client = client
+        self.sink = sink
+        self.consumers: dict[str, Consumer] = {}
+        self.prefetch_count = 0  # basic.qos global=false: applies to consumers created later
+        self.global_prefetch = 0  # basic.qos global=true: shared by the session's consumers
+        self.unacked_count = 0
+        self.flow_active = True  # the client's channel.flow
+        self.writable = True  # the transport's back-pressure
+        self.can_deliver = True
+        self.closed = False
+        self._next_tag = 1
+        self._unacked: dict[int, Unacked] = {}
+        self._order: deque[int] = deque()  # tags in delivery order, acked ones skipped lazily
+
+    # -- flow -----------------------------------------------------------------------------
+
+    def set_flow(self, active: bool) -> None:
+        self.flow_active = active
+        self._update_can_deliver()
+
+    def set_writable(self, writable: bool) -> None:
+        self.writable = writable
+        self._update_can_deliver()
+
+    def _update_can_deliver(self) -> None:
+        was = self.can_deliver
+        self.can_deliver = self.flow_active and self.writable and not self.closed
+        if self.can_deliver and not was:
+            self._kick()
+
+    def set_qos(self, prefetch_count: int, global_: bool) -> None:
+        if global_:
+            self.global_prefetch = prefetch_count
+        else:
+            self.prefetch_count = prefetch_count
+        self._kick()
+
+    def _kick(self) -> None:
+        """Credit may have appeared: let each queue we consume from dispatch again."""
+        for queue in {c.queue for c in self.consumers.values()}:
+            queue.dispatch()
+
+    # -- consuming ------------------------------------------------------------------------
+
+    def consume(
+        self,
+        queue: Queue,
+        tag: str,
+        *,
+        no_ack: bool,
+        exclusive: bool,
+        arguments: dict[str, Any] | None = None,
+    ) -> Consumer:
+        if tag in self.consumers:
+            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
+        queue.check_consume(exclusive)
+        consumer = Consumer(
+            self,
+            queue,
+            tag,
+            no_ack=no_ack,
+            exclusive=exclusive,
+            prefetch=self.prefetch_count,
+            arguments=arguments or {},
+        )
+        self.consumers[tag] = consumer
+        queue.add_consumer(consumer)
+        return consumer
+
+    def start(self, consumer: Consumer) -> None:
+        """Begin deliveries to a consumer registered by ``consume``."""
+        if self.consumers.get(consumer.tag) is consumer:
+            consumer.queue.dispatch()
+
+    def cancel(self, tag: str) -> bool:
+        consumer = self.consumers.pop(tag, None)
+        if consumer is None:
+            return False
+        consumer.queue.remove_consumer(consumer)
+        return True
+
+    def consumer_gone(self, consumer: Consumer) -> None:
+        """The queue went away under the consumer: forget it and tell the client."""
+        if self.consumers.pop(consumer.tag, None) is not None:
+            self.sink.consumer_cancelled(consumer.tag)
+
+    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None:
+        tag = self._next_tag
+        self._next_tag = tag + 1
+        if consumer.no_ack:
+            queue.settle(entry)
+        else:
+            self._unacked[tag] = (queue, entry, consumer)
+            self._order.append(tag)
+            consumer.unacked += 1
+            self.unacked_count += 1
+        self.sink.deliver(consumer.tag, tag, entry.redelivered, entry.message)
+
+    def get(self, queue: Queue, no_ack: bool) -> tuple[int, Entry] | None:
+        """basic.get: (delivery tag, entry) or None when the queue is empty."""
+        entry = queue.take()
+        if entry is None:
+            return None
+        tag = self._next_tag
+        self._next_tag = tag + 1
+        if no_ack:
+            queue.settle(entry)
+        else:
+            self._unacked[tag] = (queue, entry, None)
+            self._order.append(tag)
+            self.unacked_count += 1
+        return tag, entry
+
+    # -- settling -------------------------------------------------------------------------
+
+    def _pop(self, tag: int, multiple: bool) -> list[Unacked]:
+        unacked = self._unacked
+        if multiple:
+            if tag != 0 and tag not in unacked:
+                raise PreconditionFailed(f"unknown delivery tag {tag}")
+            out: list[Unacked] = []
+            order = self._order
+            while order and (tag == 0 or order[0] <= tag):
+                item = unacked.pop(order.popleft(), None)
+                if item is not None:
+                    out.append(item)
+            return out
+        item = unacked.pop(tag, None)
+        if item is None:
+            raise PreconditionFailed(f"unknown delivery tag {tag}")
+        order = self._order
+        if order and order[0] == tag:
+            order.popleft()
+        elif len(order) > 2 * len(unacked) + 1024:
+            # out-of-order acks leave stale tags behind; drop them now and then
+            self._order = deque(t for t in order if t in unacked)
+        return [item]
+
+    def _release(self, items: list[Unacked]) -> set[Queue]:
+        """Return credit for settled deliveries; the queues whose consumers got credit."""
+        queues: set[Queue] = set()
+        self.unacked_count -= len(items)
+        for _queue, _entry, consumer in items:
+            if consumer is not None:
+                consumer.unacked -= 1
+                queues.add(consumer.queue)
+        return queues
+
+    def ack(self, tag: int, multiple: bool) -> None:
+        items = self._pop(tag, multiple)
+        for queue, entry, _consumer in items:
+            queue.settle(entry)
+        self._after_settle(items)
+
+    def nack(self, tag: int, multiple: bool, requeue: bool) -> None:
+        items = self._pop(tag, multiple)
+        if requeue:
+            self._requeue(items)
+        else:
+            for queue, entry, _consumer in items:
+                queue.discard(entry)
+        self._after_settle(items)
+
+    def _after_settle(self, items: list[Unacked]) -> None:
+        queues = self._release(items)
+        if self.global_prefetch:
+            self._kick()  # channel-wide credit frees every consumer, not just these
+        else:
+            for queue in queues:
+                queue.dispatch()
+
+    def _requeue(self, items: list[Unacked]) -> None:
+        by_queue: dict[Queue, list[Entry]] = {}
+        for queue, entry, _consumer in items:
+            by_queue.setdefault(queue, []).append(entry)
+        for queue, entries in by_queue.items():
+            queue.requeue(entries)
+
+    def recover(self) -> None:
+        """basic.recover: every unacknowledged delivery goes back to its queue."""
+        items = list(self._unacked.values())
+        self._unacked.clear()
+        self._order.clear()
+        self._release(items)
+        self._requeue(items)
+
+    def has_unacked(self) -> bool:
+        return bool(self._unacked)
+
+    # -- end ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Cancel consumers first (so requeued messages go elsewhere), then requeue."""
+        if self.closed:
+            return
+        self.closed = True
+        self.can_deliver = False
+        for consumer in list(self.consumers.values()):
+            self.consumers.pop(consumer.tag, None)
+            consumer.queue.remove_consumer(consumer)
+        self.recover()

@@ -1,0 +1,319 @@
+"""A virtual host: its exchanges, queues and bindings, and routing between them."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any
+
+from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
+from roost.core.exchanges import Exchange, exchange_class, make_exchange
+from roost.core.exchanges.default import DefaultExchange
+from roost.core.queues.base import Queue
+
+if TYPE_CHECKING:
+    from roost.core.client import Client
+    from roost.core.message import Message
+
+# RabbitMQ compares these queue arguments on redeclare; other arguments are ignored.
+EQUIVALENCE_ARGS = (
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-type",
+    "x-single-active-consumer",
+    "x-delivery-limit",
+)
+
+PREDECLARED = (
+    ("amq.direct", "direct"),
+    ("amq.fanout", "fanout"),
+    ("amq.topic", "topic"),
+    ("amq.headers", "headers"),
+    ("amq.match", "headers"),
+)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    return str(value)
+
+
+def server_name(prefix: str = "amq.gen-") -> str:
+    return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
+
+
+class VHost:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.queues: dict[str, Queue] = {}
+        self.exchanges: dict[str, Exchange] = {"": DefaultExchange(name, self.queues)}
+        for ex_name, kind in PREDECLARED:
+            self.exchanges[ex_name] = make_exchange(name, ex_name, kind, durable=True)
+        # Called with (kind, object) on durable definition changes; the store listens.
+        self.on_change: list[Callable[[str, Any], None]] = []
+
+    # -- lookups --------------------------------------------------------------------------
+
+    def exchange(self, name: str) -> Exchange:
+        ex = self.exchanges.get(name)
+        if ex is None:
+            raise NotFound(f"no exchange '{name}' in vhost '{self.name}'")
+        return ex
+
+    def queue(self, name: str, client: Client | None = None) -> Queue:
+        """The queue, checking exclusive ownership when a client asks."""
+        q = self.queues.get(name)
+        if q is None:
+            raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
+        if client is not None and q.exclusive_owner is not None and q.exclusive_owner is not client:
+            raise ResourceLocked(
+                f"cannot obtain exclusive access to locked queue '{name}' in vhost "
+                f"'{self.name}'. It could be originally declared on another connection or "
+                "the exclusive property value does not match that of the original declaration."
+            )
+        return q
+
+    # -- exchanges ------------------------------------------------------------------------
+
+    def declare_exchange(
+        self,
+        name: str,
+        kind: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> Exchange:
+        arguments = arguments or {}
+        if passive:
+            return self.exchange(name)
+        if name == "":
+            raise AccessRefused("operation not permitted on the default exchange")
+        existing = self.exchanges.get(name)
+        if existing is None and name.startswith("amq."):
+            raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'")
+        cls = exchange_class(kind)
+        if existing is not None:
+            self._check_exchange_equivalence(existing, kind, durable, auto_delete, internal)
+            return existing
+        ex = cls(self.name, name, durable, auto_delete, internal, arguments)
+        self.exchanges[name] = ex
+        self._changed("exchange", ex)
+        return ex
+
+    def _check_exchange_equivalence(
+        self, ex: Exchange, kind: str, durable: bool, auto_delete: bool, internal: bool
+    ) -> None:
+        for field, received, current in (
+            ("type", kind, ex.kind),
+            ("durable", durable, ex.durable),
+            ("auto_delete", auto_delete, ex.auto_delete),
+            ("internal", internal, ex.internal),
+        ):
+            if received != current:
+                raise PreconditionFailed(
+                    f"inequivalent arg '{field}' for exchange '{ex.name}' in vhost "
+                    f"'{self.name}': received '{_fmt(received)}' but current is '{_fmt(current)}'"
+                )
+
+    def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
+        if name == "" or name.startswith("amq."):
+            raise AccessRefused(
+                "operation not permitted on the default exchange"
+                if name == ""
+                else f"exchange name '{name}' contains reserved prefix 'amq.*'"
+            )
+        ex = self.exchanges.get(name)
+        if ex is None:
+            return  # RabbitMQ: deleting a missing exchange succeeds
+        if if_unused and (ex.bindings or self._bindings_to(ex)):
+            raise PreconditionFailed(f"exchange '{name}' in vhost '{self.name}' in use")
+        self._remove_exchange(ex)
+
+    def _remove_exchange(self, ex: Exchange) -> None:
+        ex.deleted = True
+        del self.exchanges[ex.name]
+        for binding in list(ex.bindings.values()):
+            ex.unbind(binding.destination, binding.routing_key, binding.arguments)
+        for binding in self._bindings_to(ex):
+            self._unbind(binding.source, ex, binding.routing_key, binding.arguments)
+        self._changed("exchange.deleted", ex)
+
+    def _bindings_to(self, destination: Any) -> list:
+        return [b for ex in self.exchanges.values() for b in ex.bindings_to(destination)]
+
+    # -- bindings -------------------------------------------------------------------------
+
+    def bind(self, source: str, destination: Queue | Exchange, key: str, arguments: dict) -> None:
+        if source == "":
+            raise AccessRefused("operation not permitted on the default exchange")
+        ex = self.exchange(source)
+        binding = ex.bind(destination, key, arguments)
+        if binding is not None:
+            self._changed("binding", binding)
+
+    def unbind(self, source: str, destination: Queue | Exchange, key: str, arguments: dict) -> None:
+        if source == "":
+            raise AccessRefused("operation not permitted on the default exchange")
+        self._unbind(self.exchange(source), destination, key, arguments)
+
+    def _unbind(self, ex: Exchange, destination: Any, key: str, arguments: dict) -> None:
+        binding = ex.unbind(destination, key, arguments)
+        if binding is None:
+            return
+        self._changed("binding.deleted", binding)
+        if ex.auto_delete and not ex.bindings and not ex.deleted:
+            self._remove_exchange(ex)
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def declare_queue(
+        self,
+        name: str,
+        *,
+        client: Client | None = None,
+        passive: bool = False,
+        durable: bool = False,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> Queue:
+        arguments = arguments or {}
+        if passive:
+            if not name:
+                raise NotFound(f"no queue '' in vhost '{self.name}'")
+            return self.queue(name, client)
+        if not name:
+            name = server_name()
+        elif name.startswith("amq."):
+            raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
+        existing = self.queues.get(name)
+        if existing is not None:
+            self.queue(name, client)  # exclusivity check
+            self._check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments)
+            return existing
+        owner = client if exclusive else None
+        queue = Queue(
+            self,
+            name,
+            durable=durable,
+            exclusive_owner=owner,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
+        self.queues[name] = queue
+        if owner is not None:
+            owner.exclusive_queues.add(queue)
+        self._changed("queue", queue)
+        return queue
+
+    def _check_queue_equivalence(
+        self, q: Queue, durable: bool, exclusive: bool, auto_delete: bool, arguments: dict
+    ) -> None:
+        where = f"for queue '{q.name}' in vhost '{self.name}'"
+        for field, received, current in (
+            ("durable", durable, q.durable),
+            ("exclusive", exclusive, q.exclusive),
+            ("auto_delete", auto_delete, q.auto_delete),
+        ):
+            if received != current:
+                raise PreconditionFailed(
+                    f"inequivalent arg '{field}' {where}: "
+                    f"received '{_fmt(received)}' but current is '{_fmt(current)}'"
+                )
+        for key in EQUIVALENCE_ARGS:
+            received, current = arguments.get(key), q.arguments.get(key)
+            if received != current:
+                raise PreconditionFailed(
+                    f"inequivalent arg '{key}' {where}: "
+                    f"received {_fmt(received)!s} but current is {_fmt(current)!s}"
+                    if received is None or current is None
+                    else f"inequivalent arg '{key}' {where}: "
+                    f"received '{_fmt(received)}' but current is '{_fmt(current)}'"
+                )
+
+    def delete_queue(self, queue: Queue) -> int:
+        """Remove a queue: cancel its consumers, drop its bindings. Returns messages lost."""
+        if queue.deleted:
+            return 0
+        queue.deleted = True
+        count = queue.message_count
+        self.queues.pop(queue.name, None)
+        if queue.exclusive_owner is not None:
+            queue.exclusive_owner.exclusive_queues.discard(queue)
+        for consumer in list(queue.consumers):
+            queue.consumers.remove(consumer)
+            consumer.session.consumer_gone(consumer)
+        for binding in self._bindings_to(queue):
+            self._unbind(binding.source, queue, binding.routing_key, binding.arguments)
+        queue.purge()
+        self._changed("queue.deleted", queue)
+        return count
+
+    def delete_queue_named(
+        self, name: str, *, client: Client | None, if_unused: bool = False, if_empty: bool = False
+    ) -> int:
+        try:
+            queue = self.queue(name, client)
+        except NotFound:
+            return 0  # RabbitMQ: deleting a missing queue succeeds with a count of 0
+        if if_unused and queue.consumers:
+            raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' in use")
+        if if_empty and queue.message_count:
+            raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' is not empty")
+        return self.delete_queue(queue)
+
+    # -- routing --------------------------------------------------------------------------
+
+    def route(self, exchange: Exchange, message: Message) -> Collection[Queue]:
+        """Queues the message reaches, following exchange-to-exchange bindings."""
+        dests = exchange.route(message)
+        for dest in dests:
+            if dest.is_exchange:
+                break
+        else:
+            return dests  # the common case: only queues, no copy
+        queues: dict[Queue, None] = {}
+        seen = {exchange}
+        pending = list(dests)
+        while pending:
+            dest = pending.pop()
+            if not dest.is_exchange:
+                queues[dest] = None
+            elif dest not in seen:
+                seen.add(dest)
+                pending.extend(dest.route(message))
+        return queues.keys()
+
+    def publish(self, exchange_name: str, message: Message) -> int:
+        """Route and enqueue; the number of queues reached."""
+        ex = self.exchanges.get(exchange_name)
+        if ex is None:
+            raise NotFound(f"no exchange '{exchange_name}' in vhost '{self.name}'")
+        if ex.internal:
+            raise AccessRefused(
+                f"cannot publish to internal exchange '{exchange_name}' in vhost '{self.name}'"
+            )
+        queues = self.route(ex, message)
+        for queue in queues:
+            queue.push(message)
+        return len(queues)
+
+    # -- change notification --------------------------------------------------------------
+
+    def _changed(self, kind: str, obj: Any) -> None:
+        for listener in self.on_change:
+            listener(kind, obj)

@@ -1,0 +1,94 @@
+"""Wires config, core and listeners; owns start-up and the ordered shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
+from roost.config import Config
+from roost.core.broker import Broker
+from roost.users import load_users_file
+
+log = logging.getLogger("roost.server")
+
+SHUTDOWN_GRACE = 5.0  # seconds connections get to answer connection.close
+
+
+class Server:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.broker = Broker.with_defaults()
+        self.broker.loopback_users = {
+            u.strip() for u in config.loopback_users.split(",") if u.strip()
+        }
+        if config.users_file:
+            load_users_file(self.broker, config.users_file)
+        self.connections: set[Any] = set()
+        self._listeners: list[asyncio.base_events.Server] = []
+        self.ports: dict[str, int] = {}
+
+    async def start(self) -> None:
+        cfg = self.config
+        Path(cfg.data_dir).mkdir(parents=True, exist_ok=True)
+        loop = asyncio.get_running_loop()
+        if cfg.amqp_port:
+            limits = AMQPLimits(
+                channel_max=cfg.channel_max,
+                frame_max=cfg.frame_max,
+                heartbeat=cfg.heartbeat,
+                max_message_size=cfg.max_message_size,
+                handshake_timeout=cfg.handshake_timeout,
+            )
+            listener = await loop.create_server(
+                lambda: AMQPServerProtocol(self.broker, limits, self.connections),
+                host=cfg.bind,
+                port=cfg.amqp_port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self._listeners.append(listener)
+            self.ports["amqp"] = listener.sockets[0].getsockname()[1]
+            log.info("AMQP 0-9-1 listening on %s:%d", cfg.bind, self.ports["amqp"])
+        log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
+
+    async def stop(self) -> None:
+        """Stop accepting, ask every client to close, wait a little, then cut the rest."""
+        for listener in self._listeners:
+            listener.close()
+        for conn in list(self.connections):
+            conn.shutdown("shutdown")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SHUTDOWN_GRACE
+        while self.connections and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        for conn in list(self.connections):
+            conn._abort("shutdown")
+        for listener in self._listeners:
+            await listener.wait_closed()
+        log.info("Roost stopped")
+
+
+async def serve(config: Config) -> None:
+    server = Server(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await server.stop()
+
+
+def run(config: Config) -> int:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        asyncio.run(serve(config))
+    else:
+        uvloop.run(serve(config))
+    return 0

@@ -1,0 +1,34 @@
+"""The spec as the generator reads it, for tests that need argument types."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_amqp", REPO / "tools" / "gen_amqp.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gen_amqp"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = load_generator()
+_SPEC_PATH = REPO / gen.DEFAULT_SPEC
+if not _SPEC_PATH.exists():  # the shared folder beside the repository (as scripts/test)
+    pytest.skip(f"{_SPEC_PATH} not here", allow_module_level=True)
+SPEC = json.loads(_SPEC_PATH.read_text())
+CONSTANTS, METHOD_SPECS, PROPERTY_SPECS = gen.load(SPEC)
+# "basic.publish" -> {"ticket": "short", "exchange": "shortstr", ...}
+ARGUMENT_KINDS: dict[str, dict[str, str]] = {
+    f"{ms.class_name}.{ms.name}": {a.name: a.kind for a in ms.arguments} for ms in METHOD_SPECS
+}

@@ -1,0 +1,35 @@
+"""Fixtures shared by every test directory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import RoostProcess
+
+
+@pytest.fixture(scope="session")
+def roost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
+    """One broker for the tests that only need a broker; each test uses its own names."""
+    server = RoostProcess(tmp_path_factory.mktemp("roost-data")).start()
+    yield server
+    code = server.stop()
+    assert code == 0, f"graceful shutdown failed ({code}):\n{server.log}"
+    assert "Traceback" not in server.log, server.log
+
+
+@pytest.fixture
+def fresh_roost(tmp_path: Path) -> Iterator[RoostProcess]:
+    """A broker of the test's own, for tests that restart it or check its log."""
+    server = RoostProcess(tmp_path / "data").start()
+    yield server
+    server.kill()
+    assert "Traceback" not in server.log, server.log
+
+
+@pytest.fixture
+def qname(request: pytest.FixtureRequest) -> str:
+    """A queue name unique to the test."""
+    return "q." + request.node.name.replace("[", ".").replace("]", "")

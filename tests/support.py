@@ -1,0 +1,154 @@
+"""Test support: a real ``roost server`` subprocess on free ports, and a raw AMQP socket."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+READY_LINE = "Roost ready"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RoostProcess:
+    """``roost server`` in a subprocess. Its log is kept for assertions and failures."""
+
+    def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.extra = list(extra)
+        self.env = env or {}
+        self.amqp_port = 0
+        self.proc: subprocess.Popen[str] | None = None
+        self.log_lines: list[str] = []
+        self._ready = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/%2F"
+
+    @property
+    def log(self) -> str:
+        return "".join(self.log_lines)
+
+    def start(self, timeout: float = 20.0) -> RoostProcess:
+        for _attempt in range(3):  # a free port can be taken between probe and bind
+            self.amqp_port = free_port()
+            args = [
+                sys.executable,
+                "-m",
+                "roost",
+                "server",
+                "--amqp-port",
+                str(self.amqp_port),
+                "--data-dir",
+                str(self.data_dir),
+                *self.extra,
+            ]
+            self._ready.clear()
+            self.proc = subprocess.Popen(
+                args,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, **self.env},
+            )
+            threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if self._ready.wait(0.05):
+                    return self
+            if self.proc.poll() is None:
+                self.kill()
+                raise RuntimeError(f"roost server did not become ready:\n{self.log}")
+            if "Address already in use" not in self.log:
+                break
+        raise RuntimeError(f"roost server exited with {self.proc.returncode}:\n{self.log}")
+
+    def _pump(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        with proc.stdout:
+            for line in proc.stdout:
+                self.log_lines.append(line)
+                if READY_LINE in line:
+                    self._ready.set()
+
+    def wait_for_log(self, text: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"{text!r} never appeared in the server log:\n{self.log}")
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait: the graceful path."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class RawAMQP:
+    """A bare socket for byte-level conformance tests (what no client library will send)."""
+
+    def __init__(self, port: int, timeout: float = 5.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv_until_closed(self, limit: float = 5.0) -> bytes:
+        """Everything the server sends until it closes the socket (or ``limit`` passes)."""
+        self.sock.settimeout(limit)
+        chunks = []
+        with contextlib.suppress(OSError):
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    break
+                chunks.append(data)
+        return b"".join(chunks)
+
+    def recv_some(self, n: int = 65536, timeout: float = 5.0) -> bytes:
+        self.sock.settimeout(timeout)
+        return self.sock.recv(n)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawAMQP:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def running_server(tmp: Path, *extra: str) -> Iterator[RoostProcess]:
+    server = RoostProcess(tmp, *extra).start()
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -1,0 +1,56 @@
+"""Settings: defaults, precedence (flag > env > file > default), validation."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from roost import config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_defaults() -> None:
+    cfg = config.load(parse(), environ={})
+    assert (cfg.bind, cfg.amqp_port, cfg.data_dir) == ("127.0.0.1", 5672, "./data")
+
+
+def test_precedence(tmp_path: Path) -> None:
+    file = tmp_path / "r.toml"
+    file.write_text('amqp_port = 1111\nheartbeat = 5\nlog_level = "debug"\n')
+    env = {"ROOST_AMQP_PORT": "2222", "ROOST_HEARTBEAT": "6"}
+    cfg = config.load(parse("--config", str(file), "--amqp-port", "3333"), environ=env)
+    assert cfg.amqp_port == 3333  # flag
+    assert cfg.heartbeat == 6  # env over file
+    assert cfg.log_level == "debug"  # file over default
+
+
+def test_sample_file_is_the_defaults() -> None:
+    sample = ROOT / "roost.sample.toml"
+    assert config.load(parse("--config", str(sample)), environ={}) == config.Config()
+
+
+def test_unknown_key_and_bad_values(tmp_path: Path) -> None:
+    file = tmp_path / "r.toml"
+    file.write_text("amqp_prot = 1\n")
+    with pytest.raises(ValueError, match="amqp_prot"):
+        config.load(parse("--config", str(file)), environ={})
+    with pytest.raises(ValueError, match="frame_max"):
+        config.load(parse("--frame-max", "100"), environ={})
+
+
+def test_every_setting_has_a_flag_and_help() -> None:
+    helptext = argparse.ArgumentParser()
+    config.add_arguments(helptext)
+    text = helptext.format_help()
+    for name in config.FIELDS:
+        assert config.flag(name) in text
+        assert config.env_name(name) in text
