@@ -56,6 +56,9 @@ CAPABILITIES = {
 }
 
 CLOSE_TIMEOUT = 3.0  # seconds to wait for close-ok before dropping the socket
+# Pending output beyond this is written at once, so the transport's high-water mark can
+# pause deliveries (pause_writing) instead of a backlog piling up in our own list.
+FLUSH_AT = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_event_loop()
         self._out: list[bytes] = []
+        self._out_bytes = 0
         self._in_receive = False
         self._flush_scheduled = False
         self._confirm_channels: set[AMQPChannel] = set()
@@ -216,7 +220,10 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def write(self, data: bytes) -> None:
         self._out.append(data)
-        if not self._in_receive and not self._flush_scheduled:
+        self._out_bytes += len(data)
+        if self._out_bytes >= FLUSH_AT:
+            self._flush()
+        elif not self._in_receive and not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
@@ -233,6 +240,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         if not out:
             return
         self._out = []
+        self._out_bytes = 0
         transport = self._transport
         if transport is None or transport.is_closing():
             return
