@@ -172,3 +172,19 @@ def test_broker_keeps_serving_after_errors(roost: RoostProcess, qname: str) -> N
     gch.basic_publish("", qname, b"still fine")
     assert gch.basic_get(qname, auto_ack=True)[2] == b"still fine"
     good.close()
+
+
+def test_texts_match_rabbitmq_for_argument_and_system_exchange_errors(conn, qname: str) -> None:  # type: ignore[no-untyped-def]
+    # texts recorded from RabbitMQ 3.10 with the same client calls
+    conn.channel().queue_declare(qname)
+    text = closed_with(406, conn.channel().queue_declare, qname, arguments={"x-max-length": 11})
+    assert text == (
+        f"PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue '{qname}' in vhost "
+        "'/': received the value '11' of type 'signedint' but current is none"
+    )
+    text = closed_with(403, conn.channel().exchange_delete, "amq.direct")
+    assert text == (
+        "ACCESS_REFUSED - deletion of system exchange 'amq.direct' in vhost '/' not allowed"
+    )
+    text = closed_with(403, conn.channel().exchange_declare, "", passive=True)
+    assert text == "ACCESS_REFUSED - operation not permitted on the default exchange"

@@ -49,6 +49,25 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _typed(value: Any) -> str:
+    """RabbitMQ's wording for an argument on one side of an inequivalence."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        kind = "bool"
+    elif isinstance(value, int):
+        kind = "signedint" if -(2**31) <= value < 2**31 else "long"
+    elif isinstance(value, float):
+        kind = "double"
+    elif isinstance(value, dict):
+        kind = "table"
+    elif isinstance(value, list):
+        kind = "array"
+    else:
+        kind = "longstr"
+    return f"the value '{_fmt(value)}' of type '{kind}'"
+
+
 def server_name(prefix: str = "amq.gen-") -> str:
     return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
 
@@ -98,10 +117,10 @@ class VHost:
         arguments: dict[str, Any] | None = None,
     ) -> Exchange:
         arguments = arguments or {}
-        if passive:
-            return self.exchange(name)
         if name == "":
             raise AccessRefused("operation not permitted on the default exchange")
+        if passive:
+            return self.exchange(name)
         existing = self.exchanges.get(name)
         if existing is None and name.startswith("amq."):
             raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'")
@@ -130,11 +149,11 @@ class VHost:
                 )
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
-        if name == "" or name.startswith("amq."):
+        if name == "":
+            raise AccessRefused("operation not permitted on the default exchange")
+        if name.startswith("amq."):
             raise AccessRefused(
-                "operation not permitted on the default exchange"
-                if name == ""
-                else f"exchange name '{name}' contains reserved prefix 'amq.*'"
+                f"deletion of system exchange '{name}' in vhost '{self.name}' not allowed"
             )
         ex = self.exchanges.get(name)
         if ex is None:
@@ -236,14 +255,16 @@ class VHost:
                 )
         for key in EQUIVALENCE_ARGS:
             received, current = arguments.get(key), q.arguments.get(key)
-            if received != current:
-                raise PreconditionFailed(
-                    f"inequivalent arg '{key}' {where}: "
-                    f"received {_fmt(received)!s} but current is {_fmt(current)!s}"
-                    if received is None or current is None
-                    else f"inequivalent arg '{key}' {where}: "
-                    f"received '{_fmt(received)}' but current is '{_fmt(current)}'"
-                )
+            if received == current:
+                continue
+            if received is None or current is None:  # one side lacks it: name the types
+                received_text, current_text = _typed(received), _typed(current)
+            else:
+                received_text, current_text = f"'{_fmt(received)}'", f"'{_fmt(current)}'"
+            raise PreconditionFailed(
+                f"inequivalent arg '{key}' {where}: "
+                f"received {received_text} but current is {current_text}"
+            )
 
     def delete_queue(self, queue: Queue) -> int:
         """Remove a queue: cancel its consumers, drop its bindings. Returns messages lost."""
