@@ -1,0 +1,144 @@
+"""Start Roost or RabbitMQ on free loopback ports with everything in a temp dir.
+
+Each launcher is a context manager yielding an AMQP URL; leaving it stops the broker
+and removes its files. Nothing listens on anything but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")  # the real scripts; /usr/sbin's wrappers su away
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}:\n{_tail(log)}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"broker not listening on {port} after {timeout:g} s:\n{_tail(log)}")
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _roost_command() -> list[str]:
+    exe = Path(sys.executable).parent / "roost"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "roost"]
+
+
+@contextlib.contextmanager
+def roost(*extra: str, timeout: float = 30.0) -> Iterator[str]:
+    """``roost server`` on a free port; yields its URL."""
+    with tempfile.TemporaryDirectory(prefix="bench-roost-") as tmp:
+        port = free_port()
+        log = Path(tmp) / "server.log"
+        cmd = [*_roost_command(), "server", "--amqp-port", str(port),
+               "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning", *extra]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
+        try:
+            _wait_for_port(port, proc, timeout, log)
+            yield f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def rabbitmq_installed() -> bool:
+    return (RABBITMQ_BIN / "rabbitmq-server").exists() and shutil.which("erl") is not None
+
+
+def _epmd_running() -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", 4369), 0.5):
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def rabbitmq(timeout: float = 90.0) -> Iterator[str]:
+    """A throwaway RabbitMQ node (no plugins) on free ports; yields its URL."""
+    if not rabbitmq_installed():
+        raise RuntimeError("rabbitmq-server is not installed")
+    with tempfile.TemporaryDirectory(prefix="bench-rabbitmq-") as tmp:
+        base = Path(tmp)
+        port, dist = free_port(), free_port()
+        node = f"bench-{os.getpid()}@localhost"
+        (base / "home").mkdir()
+        (base / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = 127.0.0.1:{port}\n"
+            "loopback_users = none\n"
+        )
+        (base / "enabled_plugins").write_text("[].\n")
+        env = {
+            **os.environ,
+            "HOME": str(base / "home"),  # the Erlang cookie lives here
+            "RABBITMQ_NODENAME": node,
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(port),
+            "RABBITMQ_DIST_PORT": str(dist),
+            "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(base / "log"),
+            "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+            "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+        }
+        epmd_was_running = _epmd_running()
+        log = base / "server.log"
+        ctl = [str(RABBITMQ_BIN / "rabbitmqctl"), "-n", node]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([str(RABBITMQ_BIN / "rabbitmq-server")], env=env,
+                                    stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
+        try:
+            # ``wait`` on the pid file blocks until the node has booted (await_startup
+            # fails outright if the node has not registered with epmd yet).
+            subprocess.run([*ctl, "wait", env["RABBITMQ_PID_FILE"], "--timeout", str(int(timeout))],
+                           env=env, check=True, capture_output=True, timeout=timeout + 10)
+            _wait_for_port(port, proc, 10, log)
+            yield f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"RabbitMQ did not start: {exc.stderr!r}\n{_tail(log)}") from None
+        finally:
+            with contextlib.suppress(subprocess.SubprocessError, OSError):
+                subprocess.run([*ctl, "stop"], env=env, capture_output=True, timeout=60)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if not epmd_was_running:
+                # We started epmd (Erlang does on first use); leave no daemon behind.
+                subprocess.run(["epmd", "-kill"], env=env, capture_output=True, check=False)
+
+
+LAUNCHERS = {"roost": roost, "rabbitmq": rabbitmq}
