@@ -366,6 +366,7 @@ def render_method(w: Writer, method: MethodSpec) -> None:
     w(f"SYNCHRONOUS = {method.synchronous}", 1)
     w(f"CONTENT = {method.content}", 1)
     emit_tuple(w, "ARGUMENTS = ", slots, 1)
+    emit_tuple(w, "KINDS = ", [f'"{a.kind}"' for a in method.arguments], 1)
     w()
     if method.arguments:
         for arg in method.arguments:
@@ -526,6 +527,7 @@ class Method:
     CONTENT: ClassVar[bool]  # followed by a content header and body
     RESPONSES: ClassVar[tuple[type[Method], ...]] = ()
     ARGUMENTS: ClassVar[tuple[str, ...]]  # attribute names in wire order
+    KINDS: ClassVar[tuple[str, ...]]  # their wire types ("shortstr", "table", ...)
 
     def encode(self) -> bytes:
         raise NotImplementedError

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.codec.spec import REPO, gen
+from tests.codec.spec import REPO, gen, requires_spec
+
+pytestmark = requires_spec
 
 GENERATOR = REPO / "tools" / "gen_amqp.py"
 

@@ -127,6 +127,7 @@ class Method:
     CONTENT: ClassVar[bool]  # followed by a content header and body
     RESPONSES: ClassVar[tuple[type[Method], ...]] = ()
     ARGUMENTS: ClassVar[tuple[str, ...]]  # attribute names in wire order
+    KINDS: ClassVar[tuple[str, ...]]  # their wire types ("shortstr", "table", ...)
 
     def encode(self) -> bytes:
         raise NotImplementedError
@@ -177,6 +178,7 @@ class ConnectionStart(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("version_major", "version_minor", "server_properties", "mechanisms", "locales")
+    KINDS = ("octet", "octet", "table", "longstr", "longstr")
 
     version_major: int
     version_minor: int
@@ -238,6 +240,7 @@ class ConnectionStartOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("client_properties", "mechanism", "response", "locale")
+    KINDS = ("table", "shortstr", "longstr", "shortstr")
 
     client_properties: dict[str, Any]
     mechanism: str
@@ -300,6 +303,7 @@ class ConnectionSecure(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("challenge",)
+    KINDS = ("longstr",)
 
     challenge: bytes
 
@@ -341,6 +345,7 @@ class ConnectionSecureOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("response",)
+    KINDS = ("longstr",)
 
     response: bytes
 
@@ -382,6 +387,7 @@ class ConnectionTune(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("channel_max", "frame_max", "heartbeat")
+    KINDS = ("short", "long", "short")
 
     channel_max: int
     frame_max: int
@@ -425,6 +431,7 @@ class ConnectionTuneOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("channel_max", "frame_max", "heartbeat")
+    KINDS = ("short", "long", "short")
 
     channel_max: int
     frame_max: int
@@ -468,6 +475,7 @@ class ConnectionOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("virtual_host", "capabilities", "insist")
+    KINDS = ("shortstr", "shortstr", "bit")
 
     virtual_host: str
     capabilities: str
@@ -525,6 +533,7 @@ class ConnectionOpenOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("known_hosts",)
+    KINDS = ("shortstr",)
 
     known_hosts: str
 
@@ -568,6 +577,7 @@ class ConnectionClose(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("reply_code", "reply_text", "class_id", "method_id")
+    KINDS = ("short", "shortstr", "short", "short")
 
     reply_code: int
     reply_text: str
@@ -625,6 +635,7 @@ class ConnectionCloseOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x0a\x00\x33"
@@ -647,6 +658,7 @@ class ConnectionBlocked(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("reason",)
+    KINDS = ("shortstr",)
 
     reason: str
 
@@ -690,6 +702,7 @@ class ConnectionUnblocked(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x0a\x00\x3d"
@@ -712,6 +725,7 @@ class ConnectionUpdateSecret(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("new_secret", "reason")
+    KINDS = ("longstr", "shortstr")
 
     new_secret: bytes
     reason: str
@@ -762,6 +776,7 @@ class ConnectionUpdateSecretOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x0a\x00\x47"
@@ -784,6 +799,7 @@ class ChannelOpen(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("out_of_band",)
+    KINDS = ("shortstr",)
 
     out_of_band: str
 
@@ -827,6 +843,7 @@ class ChannelOpenOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("channel_id",)
+    KINDS = ("longstr",)
 
     channel_id: bytes
 
@@ -868,6 +885,7 @@ class ChannelFlow(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("active",)
+    KINDS = ("bit",)
 
     active: bool
 
@@ -906,6 +924,7 @@ class ChannelFlowOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("active",)
+    KINDS = ("bit",)
 
     active: bool
 
@@ -944,6 +963,7 @@ class ChannelClose(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("reply_code", "reply_text", "class_id", "method_id")
+    KINDS = ("short", "shortstr", "short", "short")
 
     reply_code: int
     reply_text: str
@@ -1001,6 +1021,7 @@ class ChannelCloseOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x14\x00\x29"
@@ -1023,6 +1044,7 @@ class AccessRequest(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("realm", "exclusive", "passive", "active", "write", "read")
+    KINDS = ("shortstr", "bit", "bit", "bit", "bit", "bit")
 
     realm: str
     exclusive: bool
@@ -1095,6 +1117,7 @@ class AccessRequestOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("ticket",)
+    KINDS = ("short",)
 
     ticket: int
 
@@ -1152,6 +1175,7 @@ class ExchangeDeclare(Method):
         "nowait",
         "arguments",
     )
+    KINDS = ("short", "shortstr", "shortstr", "bit", "bit", "bit", "bit", "bit", "table")
 
     ticket: int
     exchange: str
@@ -1241,6 +1265,7 @@ class ExchangeDeclareOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x28\x00\x0b"
@@ -1263,6 +1288,7 @@ class ExchangeDelete(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("ticket", "exchange", "if_unused", "nowait")
+    KINDS = ("short", "shortstr", "bit", "bit")
 
     ticket: int
     exchange: str
@@ -1322,6 +1348,7 @@ class ExchangeDeleteOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x28\x00\x15"
@@ -1344,6 +1371,7 @@ class ExchangeBind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("ticket", "destination", "source", "routing_key", "nowait", "arguments")
+    KINDS = ("short", "shortstr", "shortstr", "shortstr", "bit", "table")
 
     ticket: int
     destination: str
@@ -1418,6 +1446,7 @@ class ExchangeBindOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x28\x00\x1f"
@@ -1440,6 +1469,7 @@ class ExchangeUnbind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("ticket", "destination", "source", "routing_key", "nowait", "arguments")
+    KINDS = ("short", "shortstr", "shortstr", "shortstr", "bit", "table")
 
     ticket: int
     destination: str
@@ -1514,6 +1544,7 @@ class ExchangeUnbindOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x28\x00\x33"
@@ -1554,6 +1585,7 @@ class QueueDeclare(Method):
         "nowait",
         "arguments",
     )
+    KINDS = ("short", "shortstr", "bit", "bit", "bit", "bit", "bit", "table")
 
     ticket: int
     queue: str
@@ -1636,6 +1668,7 @@ class QueueDeclareOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("queue", "message_count", "consumer_count")
+    KINDS = ("shortstr", "long", "long")
 
     queue: str
     message_count: int
@@ -1688,6 +1721,7 @@ class QueueBind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("ticket", "queue", "exchange", "routing_key", "nowait", "arguments")
+    KINDS = ("short", "shortstr", "shortstr", "shortstr", "bit", "table")
 
     ticket: int
     queue: str
@@ -1762,6 +1796,7 @@ class QueueBindOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x32\x00\x15"
@@ -1784,6 +1819,7 @@ class QueuePurge(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("ticket", "queue", "nowait")
+    KINDS = ("short", "shortstr", "bit")
 
     ticket: int
     queue: str
@@ -1839,6 +1875,7 @@ class QueuePurgeOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("message_count",)
+    KINDS = ("long",)
 
     message_count: int
 
@@ -1876,6 +1913,7 @@ class QueueDelete(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("ticket", "queue", "if_unused", "if_empty", "nowait")
+    KINDS = ("short", "shortstr", "bit", "bit", "bit")
 
     ticket: int
     queue: str
@@ -1943,6 +1981,7 @@ class QueueDeleteOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("message_count",)
+    KINDS = ("long",)
 
     message_count: int
 
@@ -1980,6 +2019,7 @@ class QueueUnbind(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("ticket", "queue", "exchange", "routing_key", "arguments")
+    KINDS = ("short", "shortstr", "shortstr", "shortstr", "table")
 
     ticket: int
     queue: str
@@ -2047,6 +2087,7 @@ class QueueUnbindOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x32\x00\x33"
@@ -2069,6 +2110,7 @@ class BasicQos(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("prefetch_size", "prefetch_count", "global_")
+    KINDS = ("long", "short", "bit")
 
     prefetch_size: int
     prefetch_count: int
@@ -2119,6 +2161,7 @@ class BasicQosOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x3c\x00\x0b"
@@ -2159,6 +2202,7 @@ class BasicConsume(Method):
         "nowait",
         "arguments",
     )
+    KINDS = ("short", "shortstr", "shortstr", "bit", "bit", "bit", "bit", "table")
 
     ticket: int
     queue: str
@@ -2243,6 +2287,7 @@ class BasicConsumeOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("consumer_tag",)
+    KINDS = ("shortstr",)
 
     consumer_tag: str
 
@@ -2286,6 +2331,7 @@ class BasicCancel(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("consumer_tag", "nowait")
+    KINDS = ("shortstr", "bit")
 
     consumer_tag: str
     nowait: bool
@@ -2336,6 +2382,7 @@ class BasicCancelOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("consumer_tag",)
+    KINDS = ("shortstr",)
 
     consumer_tag: str
 
@@ -2379,6 +2426,7 @@ class BasicPublish(Method):
     SYNCHRONOUS = False
     CONTENT = True
     ARGUMENTS = ("ticket", "exchange", "routing_key", "mandatory", "immediate")
+    KINDS = ("short", "shortstr", "shortstr", "bit", "bit")
 
     ticket: int
     exchange: str
@@ -2445,6 +2493,7 @@ class BasicReturn(Method):
     SYNCHRONOUS = False
     CONTENT = True
     ARGUMENTS = ("reply_code", "reply_text", "exchange", "routing_key")
+    KINDS = ("short", "shortstr", "shortstr", "shortstr")
 
     reply_code: int
     reply_text: str
@@ -2507,6 +2556,7 @@ class BasicDeliver(Method):
     SYNCHRONOUS = False
     CONTENT = True
     ARGUMENTS = ("consumer_tag", "delivery_tag", "redelivered", "exchange", "routing_key")
+    KINDS = ("shortstr", "longlong", "bit", "shortstr", "shortstr")
 
     consumer_tag: str
     delivery_tag: int
@@ -2574,6 +2624,7 @@ class BasicGet(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("ticket", "queue", "no_ack")
+    KINDS = ("short", "shortstr", "bit")
 
     ticket: int
     queue: str
@@ -2629,6 +2680,7 @@ class BasicGetOk(Method):
     SYNCHRONOUS = False
     CONTENT = True
     ARGUMENTS = ("delivery_tag", "redelivered", "exchange", "routing_key", "message_count")
+    KINDS = ("longlong", "bit", "shortstr", "shortstr", "long")
 
     delivery_tag: int
     redelivered: bool
@@ -2694,6 +2746,7 @@ class BasicGetEmpty(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("cluster_id",)
+    KINDS = ("shortstr",)
 
     cluster_id: str
 
@@ -2737,6 +2790,7 @@ class BasicAck(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("delivery_tag", "multiple")
+    KINDS = ("longlong", "bit")
 
     delivery_tag: int
     multiple: bool
@@ -2778,6 +2832,7 @@ class BasicReject(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("delivery_tag", "requeue")
+    KINDS = ("longlong", "bit")
 
     delivery_tag: int
     requeue: bool
@@ -2819,6 +2874,7 @@ class BasicRecoverAsync(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("requeue",)
+    KINDS = ("bit",)
 
     requeue: bool
 
@@ -2857,6 +2913,7 @@ class BasicRecover(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("requeue",)
+    KINDS = ("bit",)
 
     requeue: bool
 
@@ -2895,6 +2952,7 @@ class BasicRecoverOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x3c\x00\x6f"
@@ -2917,6 +2975,7 @@ class BasicNack(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ("delivery_tag", "multiple", "requeue")
+    KINDS = ("longlong", "bit", "bit")
 
     delivery_tag: int
     multiple: bool
@@ -2967,6 +3026,7 @@ class ConfirmSelect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ("nowait",)
+    KINDS = ("bit",)
 
     nowait: bool
 
@@ -3005,6 +3065,7 @@ class ConfirmSelectOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x55\x00\x0b"
@@ -3027,6 +3088,7 @@ class TxSelect(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x5a\x00\x0a"
@@ -3049,6 +3111,7 @@ class TxSelectOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x5a\x00\x0b"
@@ -3071,6 +3134,7 @@ class TxCommit(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x5a\x00\x14"
@@ -3093,6 +3157,7 @@ class TxCommitOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x5a\x00\x15"
@@ -3115,6 +3180,7 @@ class TxRollback(Method):
     SYNCHRONOUS = True
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x5a\x00\x1e"
@@ -3137,6 +3203,7 @@ class TxRollbackOk(Method):
     SYNCHRONOUS = False
     CONTENT = False
     ARGUMENTS = ()
+    KINDS = ()
 
     def encode(self) -> bytes:
         return b"\x00\x5a\x00\x1f"
