@@ -30,6 +30,7 @@ class RoostProcess:
         self.extra = list(extra)
         self.env = env or {}
         self.amqp_port = 0
+        self.http_port = 0  # the management API; a free port, never the default 15672
         self.proc: subprocess.Popen[str] | None = None
         self.log_lines: list[str] = []
         self._ready = threading.Event()
@@ -39,12 +40,17 @@ class RoostProcess:
         return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/%2F"
 
     @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
     def log(self) -> str:
         return "".join(self.log_lines)
 
     def start(self, timeout: float = 20.0) -> RoostProcess:
         for _attempt in range(3):  # a free port can be taken between probe and bind
             self.amqp_port = free_port()
+            self.http_port = free_port()
             args = [
                 sys.executable,
                 "-m",
@@ -54,6 +60,8 @@ class RoostProcess:
                 str(self.amqp_port),
                 "--data-dir",
                 str(self.data_dir),
+                "--http-port",
+                str(self.http_port),
                 *self.extra,
             ]
             self._ready.clear()

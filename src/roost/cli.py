@@ -37,6 +37,12 @@ def _hash_password(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ctl(args: argparse.Namespace) -> int:
+    from roost.ctl.commands import run
+
+    return run(args)
+
+
 def _perf(args: argparse.Namespace) -> int:
     from roost.perf.cli import run
 
@@ -69,6 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_perf_arguments(perf)
     perf.set_defaults(func=_perf)
+
+    from roost.ctl.parser import add_arguments as add_ctl_arguments
+
+    ctl = sub.add_parser(
+        "ctl",
+        help="operate a running broker through its management API",
+        description="List, declare, delete, publish, get; users, vhosts, permissions, "
+        "policies; definitions export/import. Talks HTTP to the management API.",
+    )
+    add_ctl_arguments(ctl)
+    ctl.set_defaults(func=_ctl)
     return parser
 
 

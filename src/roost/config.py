@@ -37,6 +37,14 @@ class Config:
     loopback_users: str = setting(
         "guest", "comma-separated users who may connect only from loopback"
     )
+    http_port: int = setting(15672, "management API, web UI and /metrics port; 0 disables it")
+    stats_interval: float = setting(
+        5.0, "seconds between samples of message rates (management API, StatsD)"
+    )
+    statsd: str | None = setting(
+        None, "push statistics to this StatsD HOST:PORT after every sample", metavar="HOST:PORT"
+    )
+    statsd_prefix: str = setting("roost", "prefix of every StatsD metric name")
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -49,6 +57,12 @@ class Config:
             raise ValueError("channel_max must be 1..65535")
         if self.heartbeat < 0:
             raise ValueError("heartbeat must be >= 0")
+        if not 0 <= self.http_port <= 65535:
+            raise ValueError("http_port must be 0..65535")
+        if self.stats_interval <= 0:
+            raise ValueError("stats_interval must be > 0")
+        if self.statsd is not None and not self.statsd.rpartition(":")[2].isdigit():
+            raise ValueError("statsd must be HOST:PORT")
         return self
 
 

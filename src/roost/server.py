@@ -12,6 +12,7 @@ from typing import Any
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.config import Config
 from roost.core.broker import Broker
+from roost.core.info import ListenerInfo
 from roost.users import load_users_file
 
 log = logging.getLogger("roost.server")
@@ -28,6 +29,8 @@ class Server:
         }
         if config.users_file:
             load_users_file(self.broker, config.users_file)
+        self.broker.data_dir = config.data_dir
+        self._http_runner: Any = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
         self.ports: dict[str, int] = {}
@@ -53,13 +56,39 @@ class Server:
             )
             self._listeners.append(listener)
             self.ports["amqp"] = listener.sockets[0].getsockname()[1]
+            self.broker.listeners.append(ListenerInfo("amqp", cfg.bind, self.ports["amqp"]))
             log.info("AMQP 0-9-1 listening on %s:%d", cfg.bind, self.ports["amqp"])
+        if cfg.http_port:
+            await self._start_http()
         log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
+
+    async def _start_http(self) -> None:
+        from aiohttp import web
+
+        from roost.http.app import create_app
+        from roost.http.keys import HttpSettings
+
+        cfg = self.config
+        settings = HttpSettings(cfg.stats_interval, cfg.statsd, cfg.statsd_prefix)
+        runner = web.AppRunner(
+            create_app(self.broker, settings),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=2.0,
+        )
+        await runner.setup()
+        await web.TCPSite(runner, cfg.bind, cfg.http_port, reuse_address=True).start()
+        self._http_runner = runner
+        self.ports["http"] = runner.addresses[0][1]
+        self.broker.listeners.append(ListenerInfo("http", cfg.bind, self.ports["http"]))
+        log.info("HTTP management listening on %s:%d", cfg.bind, self.ports["http"])
 
     async def stop(self) -> None:
         """Stop accepting, ask every client to close, wait a little, then cut the rest."""
         for listener in self._listeners:
             listener.close()
+        if self._http_runner is not None:  # requests are short: stop serving them first
+            await self._http_runner.cleanup()
         for conn in list(self.connections):
             conn.shutdown("shutdown")
         loop = asyncio.get_running_loop()

@@ -98,7 +98,7 @@ class AMQPChannel:
         self.conn = conn
         self.broker = conn.broker
         self.client = conn.client
-        self.session = self.broker.open_session(conn.client, self)
+        self.session = self.broker.open_session(conn.client, self, number=channel_id)
         self.mode = Mode.NORMAL
         self.confirms = ConfirmTracker()
         self.tx = TxBuffer()

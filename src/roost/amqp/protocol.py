@@ -35,7 +35,7 @@ from roost.amqp.connection import (
 )
 from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, FrameError, reply_text
 from roost.amqp.handlers import AMQPChannel
-from roost.core.broker import Broker
+from roost.core.broker import Broker, Traffic
 from roost.core.errors import AccessRefused, BrokerError
 
 if TYPE_CHECKING:
@@ -126,6 +126,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.cancel_notify = False
         self.peer = "?"
         self.close_reason = ""
+        self.traffic = Traffic()  # bytes in/out for the management API, from the first byte
         self._user: Any = None
         self._client_properties: dict[str, Any] = {}
         self._auth_failure_close = False
@@ -156,6 +157,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         if self._closing:
             return
         self._heard = True
+        traffic = self.traffic
+        traffic.recv_oct += len(data)
+        traffic.recv_cnt += 1
         reader = self.reader
         reader.feed(data)
         self._in_receive = True
@@ -244,7 +248,11 @@ class AMQPServerProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        transport.write(out[0] if len(out) == 1 else b"".join(out))
+        data = out[0] if len(out) == 1 else b"".join(out)
+        transport.write(data)
+        traffic = self.traffic
+        traffic.send_oct += len(data)
+        traffic.send_cnt += 1
         self._wrote = True
 
     # -- events ----------------------------------------------------------------------------
@@ -345,6 +353,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 peer=self.peer,
                 closer=self.shutdown,
                 properties=self._client_properties,
+                traffic=self.traffic,
             )
         except BrokerError as exc:
             log.warning("%s: connection.open refused: %s", self.peer, exc.text)
@@ -413,7 +422,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             channel.close()
         self._confirm_channels.clear()
         if self.client is not None and self.client.id in self.broker.clients:
-            self.broker.disconnect(self.client)
+            self.broker.disconnect(self.client, self.close_reason)
 
     def shutdown(self, reason: str = "shutdown") -> None:
         """Close from the broker side (server shutdown, management API)."""

@@ -6,31 +6,43 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
+from roost.core.activity import ActivityMixin
+from roost.core.admin import AdminMixin
 from roost.core.auth import Permission, User, hash_password
 from roost.core.client import Client
 from roost.core.consumer import Consumer
+from roost.core.definitions import export_definitions, import_definitions
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
+from roost.core.info import ImportReport
+from roost.core.manage import ManageMixin
 from roost.core.message import EMPTY_PROPERTIES, Message, Properties
+from roost.core.queries import QueriesMixin
 from roost.core.queues.base import Entry, Queue
 from roost.core.session import DeliverySink, Session
+from roost.core.stats import Traffic
 from roost.core.vhost import VHost
 
-# Message types are part of the facade: adapters build and read them.
-__all__ = ["EMPTY_PROPERTIES", "Broker", "Message", "Properties"]
+# Message types are part of the facade: adapters build and read them; adapters count
+# their connection's bytes into a Traffic.
+__all__ = ["EMPTY_PROPERTIES", "Broker", "Message", "Properties", "Traffic"]
 
 log = logging.getLogger("roost.broker")
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"})
 
 
-class Broker:
+class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
+    """Management queries, definitions and management operations come from the mixins
+    (core/queries.py, activity.py, admin.py, manage.py), so this file stays the map."""
+
     def __init__(self, *, loopback_users: Collection[str] = ("guest",)) -> None:
         self.users: dict[str, User] = {}
         self.vhosts: dict[str, VHost] = {}
         self.permissions: dict[tuple[str, str], Permission] = {}
         self.loopback_users = set(loopback_users)
         self.clients: dict[int, Client] = {}
+        self._init_management()
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -47,15 +59,29 @@ class Broker:
         vhost = self.vhosts.get(name)
         if vhost is None:
             vhost = self.vhosts[name] = VHost(name)
+            vhost.on_change.append(self._count_queue_churn)
+            self._changed("vhost", vhost)
         return vhost
 
     def add_user(self, name: str, password_hash: str, *, tags: list[str] | None = None) -> User:
         user = User(name, password_hash, list(tags or []))
         self.users[name] = user
+        self._changed("user", user)
         return user
 
     def set_permission(self, user: str, vhost: str, permission: Permission) -> None:
         self.permissions[(user, vhost)] = permission
+        self._changed("permission", (user, vhost, permission))
+
+    def export_definitions(self, vhost: str | None = None) -> dict[str, Any]:
+        """RabbitMQ's definitions JSON: the whole broker, or one vhost's objects."""
+        return export_definitions(self, vhost)
+
+    def import_definitions(
+        self, data: Any, vhost: str | None = None, *, creator: str | None = None
+    ) -> ImportReport:
+        """Additive import; ``creator`` gets full permissions in vhosts it creates."""
+        return import_definitions(self, data, vhost, creator=creator)
 
     # -- connections ----------------------------------------------------------------------
 
@@ -77,6 +103,7 @@ class Broker:
         peer: str,
         closer: Callable[[str], None] | None = None,
         properties: dict[str, Any] | None = None,
+        traffic: Traffic | None = None,
     ) -> Client:
         vhost = self.vhosts.get(vhost_name)
         if vhost is None:
@@ -90,26 +117,52 @@ class Broker:
             vhost=vhost,
             closer=closer,
             properties=properties,
+            traffic=traffic,
         )
         self.clients[client.id] = client
+        self.counters.connection_created += 1
         return client
 
-    def disconnect(self, client: Client) -> None:
-        """Free what the client held: sessions (unacked messages requeue), exclusive queues."""
+    def disconnect(self, client: Client, reason: str = "") -> None:
+        """Free what the client held: sessions (unacked messages requeue), exclusive queues.
+        The reason is kept with the connection's last snapshot (``list_connections``)."""
         for session in list(client.sessions):
             self.close_session(session)
         for queue in list(client.exclusive_queues):
             client.vhost.delete_queue(queue)
-        self.clients.pop(client.id, None)
+        if self.clients.pop(client.id, None) is not None:
+            client.closed_reason = reason or "closed"
+            self._record_closed(client, client.closed_reason)
 
-    def open_session(self, client: Client, sink: DeliverySink) -> Session:
+    def open_session(self, client: Client, sink: DeliverySink, *, number: int = 0) -> Session:
+        """``number`` is the channel number the management API shows (0 when none)."""
         session = Session(client, sink)
+        session.number = number
         client.sessions.add(session)
+        if client.id in self.clients:  # not the management API's short-lived sessions
+            self.counters.channel_created += 1
         return session
 
     def close_session(self, session: Session) -> None:
+        if not session.closed and session.client.id in self.clients:
+            self.counters.channel_closed += 1
         session.close()
         session.client.sessions.discard(session)
+
+    def _count_queue_churn(self, kind: str, obj: Any) -> None:
+        """A vhost listener: counts created and deleted queues, and keeps the lifetime
+        counters of deleted queues and exchanges so overview totals never go down."""
+        c = self.counters
+        if kind == "queue":
+            c.queue_created += 1
+        elif kind == "queue.deleted":
+            c.queue_deleted += 1
+            c.retired_delivered += obj.stat_delivered
+            c.retired_acked += obj.stat_acked
+            c.retired_redelivered += obj.stat_redelivered
+        elif kind == "exchange.deleted":
+            c.retired_published_in += obj.stat_in
+            c.retired_published_out += obj.stat_out
 
     # -- exchanges ------------------------------------------------------------------------
 
@@ -169,6 +222,7 @@ class Broker:
         auto_delete: bool = False,
         arguments: dict[str, Any] | None = None,
     ) -> Queue:
+        self.counters.queue_declared += 1
         return client.vhost.declare_queue(
             name,
             client=client,

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from roost.core.stats import Traffic
+
 if TYPE_CHECKING:
     from roost.core.auth import User
     from roost.core.queues.base import Queue
@@ -26,6 +28,7 @@ class Client:
         vhost: VHost,
         closer: Callable[[str], None] | None = None,
         properties: dict[str, Any] | None = None,
+        traffic: Traffic | None = None,
     ) -> None:
         self.id = next(_ids)
         self.protocol = protocol
@@ -38,6 +41,8 @@ class Client:
         self.exclusive_queues: set[Queue] = set()
         self._closer = closer
         self.closed_reason: str | None = None
+        # bytes in and out, counted by the protocol adapter from the first byte on
+        self.traffic = traffic if traffic is not None else Traffic()
 
     @property
     def name(self) -> str:

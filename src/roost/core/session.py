@@ -45,6 +45,7 @@ class Session:
         self.writable = True  # the transport's back-pressure
         self.can_deliver = True
         self.closed = False
+        self.number = 0  # the protocol's channel number, for the management API
         self._next_tag = 1
         self._unacked: dict[int, Unacked] = {}
         self._order: deque[int] = deque()  # tags in delivery order, acked ones skipped lazily

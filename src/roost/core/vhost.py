@@ -81,6 +81,10 @@ class VHost:
             self.exchanges[ex_name] = make_exchange(name, ex_name, kind, durable=True)
         # Called with (kind, object) on durable definition changes; the store listens.
         self.on_change: list[Callable[[str, Any], None]] = []
+        # metadata shown and set by the management API
+        self.description = ""
+        self.tags: list[str] = []
+        self.default_queue_type = "classic"
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -329,8 +333,11 @@ class VHost:
                 f"cannot publish to internal exchange '{exchange_name}' in vhost '{self.name}'"
             )
         queues = self.route(ex, message)
+        ex.stat_in += 1
         for queue in queues:
             queue.push(message)
+        if queues:
+            ex.stat_out += 1
         return len(queues)
 
     # -- change notification --------------------------------------------------------------

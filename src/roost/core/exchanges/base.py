@@ -60,6 +60,9 @@ class Exchange:
         self.arguments = arguments
         self.bindings: dict[tuple, Binding] = {}
         self.deleted = False
+        # lifetime counters for management and metrics (RabbitMQ's publish_in/publish_out)
+        self.stat_in = 0
+        self.stat_out = 0
 
     # -- bindings -----------------------------------------------------------------------
 

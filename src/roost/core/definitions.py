@@ -1,0 +1,302 @@
+"""Definitions export and import in RabbitMQ's JSON format (``rabbitmqctl export_definitions``).
+
+Import is additive, as RabbitMQ's is: objects that exist are updated or checked for
+equivalence, nothing is deleted. The whole document is validated before anything is
+applied, so a malformed file changes nothing; a conflict found while applying (an
+inequivalent queue) stops the import there with a reason.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from roost import __version__
+from roost.core.auth import User
+from roost.core.client import Client
+from roost.core.errors import PreconditionFailed
+from roost.core.info import ImportReport
+
+if TYPE_CHECKING:
+    from roost.core.broker import Broker
+
+# section -> (required keys, optional keys with their defaults)
+SCHEMA: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "vhosts": (("name",), {"description": None, "tags": None, "default_queue_type": None}),
+    "users": (
+        ("name",),
+        {"password_hash": None, "password": None, "hashing_algorithm": None, "tags": []},
+    ),
+    "permissions": (("user", "vhost", "configure", "write", "read"), {}),
+    "topic_permissions": (("user", "vhost", "exchange", "write", "read"), {}),
+    "policies": (
+        ("vhost", "name", "pattern", "definition"),
+        {"priority": 0, "apply-to": "all"},
+    ),
+    "queues": (("name", "vhost"), {"durable": True, "auto_delete": False, "arguments": {}}),
+    "exchanges": (
+        ("name", "vhost", "type"),
+        {"durable": True, "auto_delete": False, "internal": False, "arguments": {}},
+    ),
+    "bindings": (
+        ("source", "vhost", "destination", "destination_type"),
+        {"routing_key": "", "arguments": {}},
+    ),
+}
+GLOBAL_SECTIONS = ("vhosts", "users", "permissions", "topic_permissions")
+ORDER = (*GLOBAL_SECTIONS, "policies", "exchanges", "queues", "bindings")
+BOOLEAN_KEYS = ("durable", "auto_delete", "internal")
+MAP_KEYS = ("arguments", "definition")
+
+
+def _validate(data: Any, vhost: str | None) -> dict[str, list[dict[str, Any]]]:
+    if not isinstance(data, dict):
+        raise PreconditionFailed("definitions must be a JSON object")
+    sections: dict[str, list[dict[str, Any]]] = {}
+    for section in ORDER:
+        items = data.get(section)
+        if items is None:
+            continue
+        if vhost is not None and section in GLOBAL_SECTIONS:
+            continue  # a vhost's definitions carry no users, vhosts or permissions
+        if not isinstance(items, list):
+            raise PreconditionFailed(f"'{section}' must be a list")
+        required, optional = SCHEMA[section]
+        if vhost is not None and "vhost" in required:
+            required = tuple(k for k in required if k != "vhost")
+        checked = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise PreconditionFailed(f"{section}[{i}] must be an object")
+            missing = [k for k in required if k not in item]
+            if missing:
+                raise PreconditionFailed(f"{section}[{i}] lacks {', '.join(missing)}")
+            entry = {**optional, **item}
+            if vhost is not None:
+                entry["vhost"] = vhost
+            for key in ("name", "vhost", "user", "source", "destination", "type"):
+                if key in entry and not isinstance(entry[key], str):
+                    raise PreconditionFailed(f"{section}[{i}].{key} must be a string")
+            for key in BOOLEAN_KEYS:
+                if key in entry and not isinstance(entry[key], bool):
+                    raise PreconditionFailed(f"{section}[{i}].{key} must be true or false")
+            for key in MAP_KEYS:
+                if key in entry and not isinstance(entry[key], dict):
+                    raise PreconditionFailed(f"{section}[{i}].{key} must be an object")
+            if section == "bindings" and entry["destination_type"] not in ("queue", "exchange"):
+                raise PreconditionFailed(
+                    f"{section}[{i}].destination_type must be queue or exchange"
+                )
+            checked.append(entry)
+        sections[section] = checked
+    return sections
+
+
+def import_definitions(
+    broker: Broker, data: Any, vhost: str | None = None, *, creator: str | None = None
+) -> ImportReport:
+    sections = _validate(data, vhost)
+    if vhost is not None:
+        broker._vhost(vhost)
+    counts: dict[str, int] = {}
+    for entry in sections.get("vhosts", []):
+        broker.put_vhost(
+            entry["name"],
+            description=entry["description"],
+            tags=entry["tags"],
+            default_queue_type=entry["default_queue_type"],
+            creator=creator,
+        )
+    for entry in sections.get("users", []):
+        broker.put_user(
+            entry["name"],
+            password=entry["password"],
+            password_hash=entry["password_hash"],
+            hashing_algorithm=entry["hashing_algorithm"],
+            tags=entry["tags"],
+        )
+    for entry in sections.get("permissions", []):
+        broker.put_permission(
+            entry["user"],
+            entry["vhost"],
+            configure=entry["configure"],
+            write=entry["write"],
+            read=entry["read"],
+        )
+    for entry in sections.get("topic_permissions", []):
+        broker.put_topic_permission(
+            entry["user"],
+            entry["vhost"],
+            exchange=entry["exchange"],
+            write=entry["write"],
+            read=entry["read"],
+        )
+    for entry in sections.get("policies", []):
+        broker.put_policy(
+            entry["vhost"],
+            entry["name"],
+            pattern=entry["pattern"],
+            definition=entry["definition"],
+            priority=entry["priority"],
+            apply_to=entry["apply-to"],
+        )
+    clients: dict[str, Client] = {}
+
+    def client(name: str) -> Client:
+        if name not in clients:
+            clients[name] = Client(
+                protocol="definitions",
+                peer="import",
+                user=User("rmq-internal", ""),
+                vhost=broker._vhost(name),
+            )
+        return clients[name]
+
+    for entry in sections.get("exchanges", []):
+        broker.declare_exchange(
+            client(entry["vhost"]),
+            entry["name"],
+            entry["type"],
+            durable=entry["durable"],
+            auto_delete=entry["auto_delete"],
+            internal=entry["internal"],
+            arguments=entry["arguments"],
+        )
+    for entry in sections.get("queues", []):
+        broker.declare_queue(
+            client(entry["vhost"]),
+            entry["name"],
+            durable=entry["durable"],
+            auto_delete=entry["auto_delete"],
+            arguments=entry["arguments"],
+        )
+    for entry in sections.get("bindings", []):
+        c = client(entry["vhost"])
+        if entry["destination_type"] == "queue":
+            broker.bind_queue(
+                c, entry["destination"], entry["source"], entry["routing_key"], entry["arguments"]
+            )
+        else:
+            broker.bind_exchange(
+                c, entry["destination"], entry["source"], entry["routing_key"], entry["arguments"]
+            )
+    for section, items in sections.items():
+        counts[section] = len(items)
+    return ImportReport(counts)
+
+
+def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
+    """Everything a restart needs to recreate, as RabbitMQ writes it; messages excluded."""
+    vhosts = [broker._vhost(vhost)] if vhost is not None else list(broker.vhosts.values())
+    names = {v.name for v in vhosts}
+    scoped = vhost is not None
+
+    def where(item: dict[str, Any], vhost_name: str) -> dict[str, Any]:
+        return item if scoped else {**item, "vhost": vhost_name}
+
+    out: dict[str, Any] = {
+        "rabbit_version": __version__,
+        "rabbitmq_version": __version__,
+        "product_name": "Roost",
+        "product_version": __version__,
+    }
+    if not scoped:
+        out["users"] = [
+            {
+                "name": u.name,
+                "password_hash": u.password_hash,
+                "hashing_algorithm": u.hashing_algorithm,
+                "tags": list(u.tags),
+                "limits": {},
+            }
+            for u in broker.users.values()
+        ]
+        out["vhosts"] = [
+            {
+                "name": v.name,
+                "description": getattr(v, "description", ""),
+                "tags": list(getattr(v, "tags", [])),
+                "default_queue_type": getattr(v, "default_queue_type", "classic"),
+                "metadata": {
+                    "description": getattr(v, "description", ""),
+                    "tags": list(getattr(v, "tags", [])),
+                },
+            }
+            for v in vhosts
+        ]
+        out["permissions"] = [
+            {"user": u, "vhost": v, "configure": p.configure, "write": p.write, "read": p.read}
+            for (u, v), p in broker.permissions.items()
+        ]
+        out["topic_permissions"] = [
+            {"user": u, "vhost": v, "exchange": x, "write": p.write, "read": p.read}
+            for (u, v, x), p in broker.topic_permissions.items()
+        ]
+        out["global_parameters"] = []
+    out["parameters"] = []
+    out["policies"] = [
+        where(
+            {
+                "name": p.name,
+                "pattern": p.pattern,
+                "apply-to": p.apply_to,
+                "definition": dict(p.definition),
+                "priority": p.priority,
+            },
+            p.vhost,
+        )
+        for (v, _), p in broker.policies.items()
+        if v in names
+    ]
+    out["queues"] = [
+        where(
+            {
+                "name": q.name,
+                "durable": q.durable,
+                "auto_delete": q.auto_delete,
+                "arguments": dict(q.arguments),
+            },
+            v.name,
+        )
+        for v in vhosts
+        for q in v.queues.values()
+        if q.exclusive_owner is None
+    ]
+    out["exchanges"] = [
+        where(
+            {
+                "name": ex.name,
+                "type": ex.kind,
+                "durable": ex.durable,
+                "auto_delete": ex.auto_delete,
+                "internal": ex.internal,
+                "arguments": dict(ex.arguments),
+            },
+            v.name,
+        )
+        for v in vhosts
+        for ex in v.exchanges.values()
+        if ex.name and not ex.name.startswith("amq.")
+    ]
+    out["bindings"] = [
+        where(
+            {
+                "source": b.source,
+                "destination": b.destination,
+                "destination_type": b.destination_type,
+                "routing_key": b.routing_key,
+                "arguments": b.arguments,
+            },
+            b.vhost,
+        )
+        for v in vhosts
+        for b in broker.list_bindings(v.name)
+        if b.source and not _exclusive(v, b.destination, b.destination_type)
+    ]
+    return out
+
+
+def _exclusive(vhost: Any, name: str, kind: str) -> bool:
+    if kind != "queue":
+        return False
+    q = vhost.queues.get(name)
+    return q is not None and q.exclusive_owner is not None

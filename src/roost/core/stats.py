@@ -1,0 +1,115 @@
+"""Lifetime counters and the rate sampler behind the management API's message rates.
+
+The hot path only ever adds to integers (queues' ``stat_*``, exchanges' ``stat_in/out``,
+connections' ``Traffic``). Rates are computed away from it: every few seconds the broker
+takes a sample of those counters, and a rate is the difference between the last two
+samples divided by the time between them, as RabbitMQ's ``*_details.rate`` is.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Sequence
+
+from roost.core.info import NO_RATES, Rates, Sample
+
+
+class Traffic:
+    """Bytes and socket operations of one connection; a protocol adapter adds to it."""
+
+    __slots__ = ("recv_cnt", "recv_oct", "send_cnt", "send_oct")
+
+    def __init__(self) -> None:
+        self.recv_oct = 0
+        self.send_oct = 0
+        self.recv_cnt = 0
+        self.send_cnt = 0
+
+
+class Counters:
+    """Broker-wide churn counts, and what deleted objects had counted before they went."""
+
+    __slots__ = (
+        "channel_closed",
+        "channel_created",
+        "connection_closed",
+        "connection_created",
+        "queue_created",
+        "queue_declared",
+        "queue_deleted",
+        "retired_acked",
+        "retired_delivered",
+        "retired_published_in",
+        "retired_published_out",
+        "retired_recv_oct",
+        "retired_redelivered",
+        "retired_send_oct",
+    )
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+
+class RateSampler:
+    """Keeps the previous sample of each object's counters and the rates derived from it.
+
+    ``observe`` is called for every live object during one sampling pass, between
+    ``begin`` and ``end``; objects that were not observed are forgotten at ``end``.
+    """
+
+    def __init__(self, history: int = 120) -> None:
+        self._previous: dict[Hashable, tuple[float, Sequence[float]]] = {}
+        self._seen: dict[Hashable, tuple[float, Sequence[float]]] = {}
+        self._rates: dict[Hashable, Rates] = {}
+        self._fresh: dict[Hashable, Rates] = {}
+        self.history: dict[str, deque[Sample]] = {}
+        self.history_length = history
+        self.now = 0.0
+        self.samples_taken = 0
+
+    def begin(self, now: float) -> None:
+        self.now = now
+        self._seen = {}
+        self._fresh = {}
+
+    def observe(self, key: Hashable, names: Sequence[str], values: Sequence[float]) -> Rates:
+        """Record ``values`` for ``key``; returns the rates since its previous sample."""
+        now = self.now
+        self._seen[key] = (now, values)
+        before = self._previous.get(key)
+        if before is None or now <= before[0]:
+            rates = NO_RATES
+        else:
+            elapsed = now - before[0]
+            # a counter that went down belongs to a new object of the same name: no rate
+            rates = Rates(
+                {
+                    name: round(max(0.0, (value - old) / elapsed), 2)
+                    for name, value, old in zip(names, values, before[1], strict=True)
+                }
+            )
+        self._fresh[key] = rates
+        return rates
+
+    def record(self, name: str, value: float) -> None:
+        """Append a point to a named history (overview charts)."""
+        points = self.history.get(name)
+        if points is None:
+            points = self.history[name] = deque(maxlen=self.history_length)
+        points.append(Sample(int(self.now * 1000), value))
+
+    def end(self) -> None:
+        self._previous = self._seen
+        self._rates = self._fresh
+        self.samples_taken += 1
+
+    def rates(self, key: Hashable) -> Rates:
+        return self._rates.get(key, NO_RATES)
+
+    def recent(self, name: str, age_seconds: float) -> tuple[Sample, ...]:
+        points = self.history.get(name)
+        if not points:
+            return ()
+        cutoff = (self.now - age_seconds) * 1000
+        return tuple(p for p in points if p.timestamp >= cutoff)

@@ -1,0 +1,1 @@
+"""The management HTTP API, web UI and Prometheus metrics (aiohttp)."""

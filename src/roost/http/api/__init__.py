@@ -1,0 +1,46 @@
+"""One module per RabbitMQ management resource; each lists its ``ROUTES``."""
+
+from __future__ import annotations
+
+from roost.http.api import (
+    bindings,
+    channels,
+    connections,
+    consumers,
+    definitions,
+    exchanges,
+    health,
+    nodes,
+    overview,
+    permissions,
+    policies,
+    queues,
+    topic_permissions,
+    users,
+    vhosts,
+    whoami,
+)
+from roost.http.routes import Route
+
+MODULES = (
+    overview,
+    nodes,
+    vhosts,
+    exchanges,
+    queues,
+    bindings,
+    connections,
+    channels,
+    consumers,
+    users,
+    permissions,
+    topic_permissions,
+    policies,
+    definitions,
+    whoami,
+    health,
+)
+
+
+def all_routes() -> list[Route]:
+    return [route for module in MODULES for route in module.ROUTES]

@@ -1,0 +1,82 @@
+"""Health checks (``/api/health/checks/…``) and ``/api/aliveness-test/{vhost}``.
+
+A passing check answers 200 ``{"status": "ok"}``; a failing one 503 with a reason, so a
+load balancer or Kubernetes probe can use the status code alone.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from roost.http.auth import check_vhost_write
+from roost.http.keys import broker, user
+from roost.http.routes import Route
+from roost.http.util import MANAGEMENT, MONITORING, access, bad_request
+
+OK = {"status": "ok"}
+
+
+def failed(reason: str, **extra: object) -> web.Response:
+    return web.json_response({"status": "failed", "reason": reason, **extra}, status=503)
+
+
+@access(MONITORING)
+async def alarms(request: web.Request) -> web.Response:
+    active = broker(request).alarms()
+    if active:
+        return failed("resource alarm(s) in effect", alarms=[{"resource": a} for a in active])
+    return web.json_response(OK)
+
+
+@access(MONITORING)
+async def virtual_hosts(request: web.Request) -> web.Response:
+    return web.json_response(OK)  # every vhost runs in this process: up while we answer
+
+
+@access(MONITORING)
+async def port_listener(request: web.Request) -> web.Response:
+    raw = request.match_info["port"]
+    if not raw.isdigit():
+        raise bad_request(f"invalid port '{raw}'")
+    ports = [li.port for li in broker(request).listeners]
+    if int(raw) in ports:
+        return web.json_response({**OK, "port": int(raw)})
+    return failed(f"no active listener on port {raw}", missing=int(raw), ports=ports)
+
+
+@access(MONITORING)
+async def protocol_listener(request: web.Request) -> web.Response:
+    proto = request.match_info["protocol"].lower()
+    protocols = sorted({li.protocol for li in broker(request).listeners})
+    if proto in protocols or proto.replace("-", "") in protocols:
+        return web.json_response({**OK, "protocol": proto})
+    return failed(f"no active listener for protocol {proto}", protocols=protocols)
+
+
+@access(MANAGEMENT)
+async def aliveness(request: web.Request) -> web.Response:
+    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    check_vhost_write(b, me, vhost)
+    b.aliveness_test(me.name, vhost)
+    return web.json_response(OK)
+
+
+H = "/api/health/checks"
+ROUTES = [
+    Route("GET", H + "/alarms", alarms, "Fails while a memory or disk alarm is on"),
+    Route("GET", H + "/local-alarms", alarms, "Same as alarms (one node)"),
+    Route("GET", H + "/virtual-hosts", virtual_hosts, "Every vhost is running"),
+    Route("GET", H + "/port-listener/{port}", port_listener, "Something listens on the port"),
+    Route(
+        "GET",
+        H + "/protocol-listener/{protocol}",
+        protocol_listener,
+        "Something serves the protocol (amqp, http, …)",
+    ),
+    Route(
+        "GET",
+        "/api/aliveness-test/{vhost}",
+        aliveness,
+        "Declare a queue, publish and get a message back",
+    ),
+]

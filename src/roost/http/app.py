@@ -1,0 +1,143 @@
+"""The aiohttp application: management API, OpenAPI document, /metrics and the web UI.
+
+``create_app(broker, settings)`` builds it; the server runs it on ``--http-port``. Two
+middlewares do what every API handler would otherwise repeat: one authenticates and
+checks the route's tag, one turns core errors into RabbitMQ's ``{"error", "reason"}``.
+A background task samples the broker's counters into rates every ``stats_interval``
+seconds, and pushes them to StatsD when configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from roost.core.broker import Broker
+from roost.core.errors import (
+    AccessRefused,
+    BrokerError,
+    InternalError,
+    NotFound,
+)
+from roost.http import metrics, openapi
+from roost.http.api import all_routes
+from roost.http.auth import REALM, authenticate, require
+from roost.http.keys import BROKER, SETTINGS, USER_KEY, HttpSettings
+from roost.http.statsd import StatsdPusher
+from roost.http.util import MANAGEMENT, PUBLIC, HTTPProblem, problem_response
+
+log = logging.getLogger("roost.http")
+
+UI_DIR = Path(__file__).parent / "ui"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _status_for(exc: BrokerError) -> HTTPProblem:
+    if isinstance(exc, NotFound):
+        return HTTPProblem(404, "Object Not Found", exc.text)
+    if isinstance(exc, AccessRefused):
+        return HTTPProblem(403, "access_refused", exc.text)
+    if isinstance(exc, InternalError):
+        return HTTPProblem(500, "internal_error", exc.text)
+    return HTTPProblem(400, "bad_request", exc.text)  # precondition, invalid, not allowed
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except HTTPProblem as p:
+        # only a request without credentials is invited to log in: a browser page that
+        # sent wrong ones gets no native password dialog
+        prompt = p.status == 401 and p.reason == "Login required"
+        return problem_response(p, {"WWW-Authenticate": REALM} if prompt else None)
+    except BrokerError as exc:
+        return problem_response(_status_for(exc))
+    except web.HTTPException as exc:
+        if exc.status == 404:
+            return problem_response(HTTPProblem(404, "Object Not Found", "Not Found"))
+        if exc.status == 405:
+            return problem_response(HTTPProblem(405, "method_not_allowed", exc.reason))
+        raise
+
+
+@web.middleware
+async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    level = getattr(handler, "roost_access", None)
+    if level is None or level == PUBLIC:
+        return await handler(request)
+    user = authenticate(request.app[BROKER], request)
+    require(user, level or MANAGEMENT)
+    request[USER_KEY] = user
+    return await handler(request)
+
+
+async def _sampler(app: web.Application) -> AsyncIterator[None]:
+    broker, settings = app[BROKER], app[SETTINGS]
+    pusher = StatsdPusher.from_setting(settings.statsd, settings.statsd_prefix)
+
+    async def loop() -> None:
+        if pusher is not None:
+            await pusher.open()
+        while True:
+            try:
+                broker.sample_rates()
+                if pusher is not None:
+                    pusher.push(broker)
+            except Exception:  # a bad sample must not end sampling for good
+                log.exception("sampling broker statistics failed")
+            await asyncio.sleep(settings.stats_interval)
+
+    task = asyncio.create_task(loop(), name="roost-stats-sampler")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    if pusher is not None:
+        pusher.close()
+
+
+class _MalformedRequests(logging.Filter):
+    """aiohttp logs a malformed request (a NUL in a header, a bad request line) as an
+    ERROR with a traceback. It is the client's fault and it got a 400: one warning line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg = f"{record.getMessage()}: {exc.message}"
+            record.args = ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_quiet = _MalformedRequests()
+
+
+async def index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(UI_DIR / "index.html")
+
+
+def create_app(broker: Broker, settings: HttpSettings | None = None) -> web.Application:
+    server_log = logging.getLogger("aiohttp.server")
+    if _quiet not in server_log.filters:
+        server_log.addFilter(_quiet)
+    app = web.Application(middlewares=[errors, auth], client_max_size=64 * 1024 * 1024)
+    app[BROKER] = broker
+    app[SETTINGS] = settings or HttpSettings()
+    routes = all_routes()
+    for route in routes:
+        app.router.add_route(route.method, route.path, route.handler)
+    app.router.add_get("/api/openapi.json", openapi.handler(routes))
+    app.router.add_get("/metrics", metrics.handler)
+    app.router.add_get("/metrics/{kind:per-object}", metrics.handler)
+    app.router.add_get("/", index)
+    app.router.add_static("/ui/", UI_DIR, append_version=False)
+    app.cleanup_ctx.append(_sampler)
+    return app

@@ -1,0 +1,26 @@
+"""Health checks and the aliveness test."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.http.conftest import json_of
+from tests.support import RoostProcess
+
+
+def test_checks(http: httpx.Client, mgmt: RoostProcess) -> None:
+    assert json_of(http.get("/api/health/checks/alarms")) == {"status": "ok"}
+    assert json_of(http.get("/api/health/checks/local-alarms")) == {"status": "ok"}
+    assert json_of(http.get("/api/health/checks/virtual-hosts")) == {"status": "ok"}
+    assert json_of(http.get(f"/api/health/checks/port-listener/{mgmt.amqp_port}"))["status"] == "ok"
+    r = http.get("/api/health/checks/port-listener/1")
+    assert r.status_code == 503 and r.json()["status"] == "failed"
+    assert http.get("/api/health/checks/port-listener/abc").status_code == 400
+    assert json_of(http.get("/api/health/checks/protocol-listener/amqp"))["status"] == "ok"
+    assert http.get("/api/health/checks/protocol-listener/mqtt").status_code == 503
+
+
+def test_aliveness(http: httpx.Client) -> None:
+    assert json_of(http.get("/api/aliveness-test/%2F")) == {"status": "ok"}
+    assert json_of(http.get("/api/queues/%2F/aliveness-test"))["messages"] == 0
+    assert http.get("/api/aliveness-test/nope").status_code == 404
