@@ -23,7 +23,7 @@ SHUTDOWN_GRACE = 5.0  # seconds connections get to answer connection.close
 class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.broker = Broker.with_defaults()
+        self.broker = Broker.with_defaults(Path(config.data_dir))
         self.broker.loopback_users = {
             u.strip() for u in config.loopback_users.split(",") if u.strip()
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import Any
 
 from roost.core.activity import ActivityMixin
@@ -36,7 +37,11 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
     """Management queries, definitions and management operations come from the mixins
     (core/queries.py, activity.py, admin.py, manage.py), so this file stays the map."""
 
-    def __init__(self, *, loopback_users: Collection[str] = ("guest",)) -> None:
+    def __init__(
+        self, *, loopback_users: Collection[str] = ("guest",), data_dir: Path | None = None
+    ) -> None:
+        # None keeps everything in memory (unit tests); the server passes --data-dir.
+        self.data_dir_path = data_dir
         self.users: dict[str, User] = {}
         self.vhosts: dict[str, VHost] = {}
         self.permissions: dict[tuple[str, str], Permission] = {}
@@ -47,9 +52,9 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
     # -- set-up ---------------------------------------------------------------------------
 
     @classmethod
-    def with_defaults(cls) -> Broker:
+    def with_defaults(cls, data_dir: Path | None = None) -> Broker:
         """vhost '/', user guest/guest with full rights on it (RabbitMQ's first start)."""
-        broker = cls()
+        broker = cls(data_dir=data_dir)
         broker.add_vhost("/")
         broker.add_user("guest", hash_password("guest"), tags=["administrator"])
         broker.set_permission("guest", "/", Permission())
@@ -58,7 +63,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
     def add_vhost(self, name: str) -> VHost:
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VHost(name)
+            vhost = self.vhosts[name] = VHost(name, data_dir=self.data_dir_path)
             vhost.on_change.append(self._count_queue_churn)
             self._changed("vhost", vhost)
         return vhost

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
@@ -73,8 +74,11 @@ def server_name(prefix: str = "amq.gen-") -> str:
 
 
 class VHost:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, data_dir: Path | None = None) -> None:
         self.name = name
+        # Root of the broker's files (None: nothing on disk); durable queues and streams
+        # find their directories under it through roost.store.paths.
+        self.data_dir = data_dir
         self.queues: dict[str, Queue] = {}
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(name, self.queues)}
         for ex_name, kind in PREDECLARED:
