@@ -91,6 +91,13 @@ class ConnectionContext:
 
     def confirms_pending(self, channel: AMQPChannel) -> None: ...
 
+    # publisher flow control (protocol.py): a congested queue holds the channel
+    flow_paused: bool
+
+    def set_channel_held(self, channel: AMQPChannel, held: bool) -> None: ...
+
+    def update_flow(self) -> None: ...
+
 
 class AMQPChannel:
     def __init__(self, conn: ConnectionContext, channel_id: int) -> None:
@@ -103,6 +110,7 @@ class AMQPChannel:
         self.confirms = ConfirmTracker()
         self.tx = TxBuffer()
         self.last_queue = ""  # the spec's "last queue declared on this channel"
+        self.publisher = self.broker.new_publisher(self._held_changed)
         self.handlers: dict[int, Callable[[Any], None]] = {
             m.ChannelFlow.INDEX: self.on_flow,
             m.AccessRequest.INDEX: self.on_access_request,
@@ -153,7 +161,12 @@ class AMQPChannel:
     def close(self) -> None:
         """The channel is gone (closed either way, or the connection died)."""
         self.tx.clear()
+        self.publisher.close()
+        self.conn.set_channel_held(self, False)
         self.broker.close_session(self.session)
+
+    def _held_changed(self, held: bool) -> None:
+        self.conn.set_channel_held(self, held)
 
     def flush_confirms(self) -> None:
         if self.confirms.has_output:
@@ -178,6 +191,8 @@ class AMQPChannel:
                 self.conn.frame_max,
             )
         )
+        if self.conn.flow_paused:  # a delivery to be acked: the socket must be read again
+            self.conn.update_flow()
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
         if self.conn.cancel_notify:
@@ -387,7 +402,7 @@ class AMQPChannel:
 
     def _route(self, method: m.BasicPublish, message: Message) -> None:
         seq = self.confirms.publish() if self.mode is Mode.CONFIRM else 0
-        routed = self.broker.publish(self.client, method.exchange, message)
+        routed = self.broker.publish(self.client, method.exchange, message, self.publisher)
         if not routed and method.mandatory:
             self.conn.write(
                 encode_basic_return(

@@ -59,6 +59,10 @@ CLOSE_TIMEOUT = 3.0  # seconds to wait for close-ok before dropping the socket
 # Pending output beyond this is written at once, so the transport's high-water mark can
 # pause deliveries (pause_writing) instead of a backlog piling up in our own list.
 FLUSH_AT = 256 * 1024
+# While a congested queue holds a channel, its queues are asked this often whether their
+# consumers still make progress (core/flow.py: a stalled queue lets its publishers go).
+FLOW_CHECK_INTERVAL = 1.0  # seconds
+CONGESTION = "queue-congested"  # a pause reason (see _pause_reasons)
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,12 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._heard = True
         self._wrote = False
         self._missed = 0
+        # Reading the socket is paused while this set is non-empty; each part of the broker
+        # that wants publishers to wait (queue congestion, resource alarms) adds its reason.
+        self._pause_reasons: set[str] = set()
+        self._held_channels: set[AMQPChannel] = set()
+        self.flow_paused = False  # paused for CONGESTION
+        self._flow_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -187,6 +197,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             )
         finally:
             self._in_receive = False
+            if self._held_channels:
+                self.update_flow()  # acks in this batch may have changed the answer
             self._flush()
 
     def eof_received(self) -> bool:
@@ -199,6 +211,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._closing = True
         if self._timer is not None:
             self._timer.cancel()
+        if self._flow_timer is not None:
+            self._flow_timer.cancel()
         self._release()
         self.registry.discard(self)
         if self.client is not None:
@@ -219,6 +233,62 @@ class AMQPServerProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         for channel in list(self.channels.values()):
             channel.session.set_writable(True)
+
+    # -- input flow control ----------------------------------------------------------------
+
+    def pause_for(self, reason: str) -> None:
+        """Stop reading the socket until every reason is withdrawn (``resume_for``)."""
+        if not self._pause_reasons:
+            transport = self._transport
+            if transport is not None and not transport.is_closing():
+                transport.pause_reading()
+        self._pause_reasons.add(reason)
+
+    def resume_for(self, reason: str) -> None:
+        if reason not in self._pause_reasons:
+            return
+        self._pause_reasons.discard(reason)
+        if not self._pause_reasons:
+            transport = self._transport
+            if transport is not None and not transport.is_closing():
+                transport.resume_reading()
+
+    def set_channel_held(self, channel: AMQPChannel, held: bool) -> None:
+        if held:
+            self._held_channels.add(channel)
+        elif channel in self._held_channels:
+            self._held_channels.discard(channel)
+        else:
+            return
+        self.update_flow()
+
+    def update_flow(self) -> None:
+        """Pause for congestion while a channel is held, unless the connection holds
+        deliveries it has yet to ack: their acks arrive on this socket, and without them
+        the queues (maybe the very queue that holds us) could never drain. A connection
+        that both publishes and consumes with manual acks is therefore never paused by
+        congestion while it has unacked messages; one with no-ack consumers may be."""
+        want = bool(self._held_channels) and not any(
+            ch.session.unacked_count for ch in self.channels.values()
+        )
+        if want == self.flow_paused:
+            return
+        self.flow_paused = want
+        if want:
+            self.pause_for(CONGESTION)
+            if self._flow_timer is None:
+                self._flow_timer = self._loop.call_later(FLOW_CHECK_INTERVAL, self._flow_check)
+        else:
+            self.resume_for(CONGESTION)
+
+    def _flow_check(self) -> None:
+        self._flow_timer = None
+        if self._closing or not self._held_channels:
+            return
+        for channel in list(self._held_channels):
+            channel.publisher.check_progress()
+        if self._held_channels:
+            self._flow_timer = self._loop.call_later(FLOW_CHECK_INTERVAL, self._flow_check)
 
     # -- output ----------------------------------------------------------------------------
 
@@ -454,7 +524,7 @@ class AMQPServerProtocol(asyncio.Protocol):
     def _tick(self) -> None:
         if self._closing:
             return
-        if self._heard:
+        if self._heard or self._pause_reasons:  # a paused socket's heartbeats wait unread
             self._heard = False
             self._missed = 0
         else:

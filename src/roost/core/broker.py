@@ -15,6 +15,7 @@ from roost.core.consumer import Consumer
 from roost.core.definitions import export_definitions, import_definitions
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
+from roost.core.flow import Publisher
 from roost.core.info import ImportReport
 from roost.core.manage import ManageMixin
 from roost.core.message import EMPTY_PROPERTIES, Message, Properties
@@ -272,9 +273,18 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
 
     # -- messages -------------------------------------------------------------------------
 
-    def publish(self, client: Client, exchange: str, message: Message) -> int:
-        """Route and enqueue; returns how many queues took the message."""
-        return client.vhost.publish(exchange, message)
+    def publish(
+        self, client: Client, exchange: str, message: Message, publisher: Publisher | None = None
+    ) -> int:
+        """Route and enqueue; returns how many queues took the message. ``publisher``
+        (from ``new_publisher``) is held while a queue it reached is congested."""
+        return client.vhost.publish(exchange, message, publisher)
+
+    def new_publisher(self, on_change: Callable[[bool], None]) -> Publisher:
+        """Flow control for one publishing session: ``on_change(True)`` when a congested
+        queue wants it to stop, ``on_change(False)`` when it may go on (core/flow.py).
+        Call ``check_progress()`` about once a second while held, ``close()`` at the end."""
+        return Publisher(on_change)
 
     def get(self, session: Session, name: str, no_ack: bool) -> tuple[int, Entry, int] | None:
         """basic.get: (delivery tag, entry, messages left) or None when empty."""

@@ -15,6 +15,7 @@ from roost.core.queues.base import Queue
 
 if TYPE_CHECKING:
     from roost.core.client import Client
+    from roost.core.flow import Publisher
     from roost.core.message import Message
 
 # RabbitMQ compares these queue arguments on redeclare; other arguments are ignored.
@@ -327,8 +328,11 @@ class VHost:
                 pending.extend(dest.route(message))
         return queues.keys()
 
-    def publish(self, exchange_name: str, message: Message) -> int:
-        """Route and enqueue; the number of queues reached."""
+    def publish(
+        self, exchange_name: str, message: Message, publisher: Publisher | None = None
+    ) -> int:
+        """Route and enqueue; the number of queues reached. A congested queue holds the
+        ``publisher`` (core/flow.py)."""
         ex = self.exchanges.get(exchange_name)
         if ex is None:
             raise NotFound(f"no exchange '{exchange_name}' in vhost '{self.name}'")
@@ -340,6 +344,8 @@ class VHost:
         ex.stat_in += 1
         for queue in queues:
             queue.push(message)
+            if publisher is not None and queue.flow.congested:
+                queue.flow.hold(publisher)
         if queues:
             ex.stat_out += 1
         return len(queues)

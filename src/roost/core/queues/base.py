@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import AccessRefused
+from roost.core.flow import QueueFlow
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -59,6 +60,7 @@ class Queue:
         self._had_consumer = False
         self._rr = 0
         self._seq = 0
+        self.flow = QueueFlow(self)  # congestion: holds publishers while consumers catch up
         # lifetime counters for management and metrics
         self.stat_published = 0
         self.stat_delivered = 0
@@ -82,6 +84,7 @@ class Queue:
         if self.ready or not self._offer(entry):
             self.ready.append(entry)
             self.ready_bytes += len(message.body)
+            self.flow.after_push()
 
     # -- outgoing -----------------------------------------------------------------------
 
@@ -105,8 +108,10 @@ class Queue:
             entry = ready.popleft()
             if not self._offer(entry):
                 ready.appendleft(entry)
-                return
+                break
             self.ready_bytes -= len(entry.message.body)
+        if self.flow.congested:
+            self.flow.after_drain()
 
     def take(self) -> Entry | None:
         """Remove the head for basic.get."""
@@ -115,6 +120,8 @@ class Queue:
         entry = self.ready.popleft()
         self.ready_bytes -= len(entry.message.body)
         self._delivered(entry)
+        if self.flow.congested:
+            self.flow.after_drain()
         return entry
 
     def _delivered(self, entry: Entry) -> None:
@@ -154,6 +161,7 @@ class Queue:
         count = len(self.ready)
         self.ready.clear()
         self.ready_bytes = 0
+        self.flow.after_drain()
         return count
 
     # -- consumers ----------------------------------------------------------------------
@@ -175,6 +183,7 @@ class Queue:
             self.consumers.remove(consumer)
         except ValueError:
             return
+        self.flow.after_drain()  # no consumers left: nobody to wait for
         if self.auto_delete and self._had_consumer and not self.consumers and not self.deleted:
             self.vhost.delete_queue(self)
 
