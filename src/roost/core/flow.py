@@ -24,12 +24,15 @@ The core knows no protocol: it only calls ``on_change``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from roost.core.queues.base import Queue
+
+log = logging.getLogger("roost.flow")
 
 # Watermarks, per queue. High enough that a burst never pauses anyone and consumers
 # always have a backlog to take from; low enough that latency under overload stays in
@@ -113,6 +116,12 @@ class QueueFlow:
             return  # several publishers' watchdogs may ask within one interval
         delivered = self.queue.stat_delivered
         if delivered == self._mark:
+            queue = self.queue
+            log.info(
+                "queue '%s' in vhost '%s' stalled (no delivery for %.0fs with %d ready):"
+                " its publishers may go on",
+                queue.name, queue.vhost.name, now - self._checked, len(queue.ready),
+            )
             self.congested = False
             self.stalled = True
             self.release_all()

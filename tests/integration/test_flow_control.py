@@ -1,0 +1,170 @@
+"""Publisher flow control against a real server: a congested queue pauses reading of its
+publishers' sockets (bounding the backlog), and never deadlocks a connection that both
+publishes and consumes, nor waits for ever on a consumer that stopped acking."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pika
+
+from roost.amqp import codec
+from roost.amqp import codec_methods as m
+from roost.core.flow import HIGH_MESSAGES
+from roost.perf import client as perf_client
+from roost.perf.options import parse_url
+from tests.support import RoostProcess
+
+
+class Peer(perf_client.Connection):
+    """A perf-client connection that can consume and hands every delivery to a hook."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_deliver: Callable[[int], None] | None = None
+        self.delivered = 0
+
+    def frames_received(self, frames: list[Any]) -> None:
+        for frame in frames:
+            if isinstance(frame, codec.MethodFrame) and frame.method.INDEX == m.BasicDeliver.INDEX:
+                self.delivered += 1
+                if self.on_deliver is not None:
+                    self.on_deliver(frame.method.delivery_tag)
+            elif isinstance(frame, codec.MethodFrame):
+                self.control(frame)
+
+    def ack(self, tag: int) -> None:
+        self.write(codec.encode_method_frame(1, m.BasicAck(delivery_tag=tag)))
+
+    async def consume(self, queue: str, prefetch: int) -> None:
+        await self.call(m.BasicQos(prefetch_count=prefetch), m.BasicQosOk)
+        await self.call(m.BasicConsume(queue=queue), m.BasicConsumeOk)
+
+    def publish_many(self, queue: str, n: int) -> None:
+        one = codec.encode_basic_publish(
+            1, "", queue, False, False, b"\x00\x00", b"0123456789abcdef", self.frame_max
+        )
+        self.write(one * n)
+
+
+async def connect(server: RoostProcess) -> Peer:
+    return await perf_client.connect(parse_url(server.url), Peer)  # type: ignore[return-value]
+
+
+def ready_count(server: RoostProcess, queue: str) -> int:
+    conn = pika.BlockingConnection(pika.URLParameters(server.url))
+    try:
+        ok = conn.channel().queue_declare(queue, passive=True)
+        return int(ok.method.message_count)
+    finally:
+        conn.close()
+
+
+async def until(cond: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+def declare(server: RoostProcess, queue: str) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(server.url))
+    conn.channel().queue_declare(queue)
+    conn.close()
+
+
+def test_flooding_publisher_is_held_at_the_high_watermark(
+    fresh_roost: RoostProcess, qname: str
+) -> None:
+    total = 100_000
+    declare(fresh_roost, qname)
+
+    async def run() -> None:
+        consumer = await connect(fresh_roost)
+        slow = True
+        pending: list[int] = []
+
+        def on_deliver(tag: int) -> None:
+            if slow:
+                pending.append(tag)  # acked by the trickle below, one every 5 ms
+            else:
+                consumer.ack(tag)
+
+        consumer.on_deliver = on_deliver
+        await consumer.consume(qname, prefetch=10)
+        publisher = await connect(fresh_roost)
+        publisher.publish_many(qname, total)
+        # the consumer makes progress (so the queue is not stalled), slowly
+        peak = 0
+        stop_at = time.monotonic() + 2.5
+        while time.monotonic() < stop_at:
+            while pending:
+                consumer.ack(pending.pop(0))
+            await asyncio.sleep(0.005)
+            if int(time.monotonic() * 10) % 5 == 0:
+                peak = max(peak, await asyncio.to_thread(ready_count, fresh_roost, qname))
+        taken = consumer.delivered + await asyncio.to_thread(ready_count, fresh_roost, qname)
+        # Without flow control the broker reads all 100k within a second or two.
+        assert taken < total / 2, taken
+        assert peak < HIGH_MESSAGES + 10_000, peak  # one socket read beyond the mark
+        assert publisher.transport is not None
+        assert publisher.transport.get_write_buffer_size() > 0  # the socket is not read
+        slow = False
+        for tag in pending:
+            consumer.ack(tag)
+        await until(lambda: consumer.delivered == total, 30)
+        await publisher.close()
+        await consumer.close()
+
+    asyncio.run(run())
+    assert "stalled" not in fresh_roost.log
+
+
+def test_one_connection_publishing_and_consuming_with_manual_acks(
+    fresh_roost: RoostProcess, qname: str
+) -> None:
+    """Acks share the socket with the publishes: pausing it would block the acks."""
+    total = 60_000
+    declare(fresh_roost, qname)
+
+    async def run() -> None:
+        conn = await connect(fresh_roost)
+        conn.on_deliver = conn.ack
+        await conn.consume(qname, prefetch=100)
+        conn.publish_many(qname, total)
+        await until(lambda: conn.delivered == total, 30)
+        await conn.close()
+
+    asyncio.run(run())
+    # Had the connection been paused, its acks would have waited behind its publishes and
+    # only the stall watchdog would have got it going again.
+    assert "stalled" not in fresh_roost.log
+
+
+def test_consumer_that_stops_acking_does_not_hold_publishers_for_ever(
+    fresh_roost: RoostProcess, qname: str
+) -> None:
+    total = 40_000
+    declare(fresh_roost, qname)
+
+    async def run() -> None:
+        consumer = await connect(fresh_roost)
+        await consumer.consume(qname, prefetch=1)  # takes one message, never acks
+        publisher = await connect(fresh_roost)
+        publisher.publish_many(qname, total)
+
+        async def all_in() -> bool:
+            return await asyncio.to_thread(ready_count, fresh_roost, qname) == total - 1
+
+        deadline = time.monotonic() + 20
+        while not await all_in():
+            assert time.monotonic() < deadline, "publisher still held"
+            await asyncio.sleep(0.1)
+        await publisher.close()
+        await consumer.close()
+
+    asyncio.run(run())
+    assert f"queue '{qname}' in vhost '/' stalled" in fresh_roost.log

@@ -1,0 +1,139 @@
+"""Queue congestion and the publishers it holds (core/flow.py), on the core alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from roost.core import flow
+from roost.core.broker import Broker
+from roost.core.message import Message, Properties
+from roost.core.session import Session
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.tags: list[int] = []
+
+    def deliver(self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message):
+        self.tags.append(delivery_tag)
+
+    def consumer_cancelled(self, consumer_tag: str) -> None:
+        pass
+
+
+@pytest.fixture
+def broker() -> Broker:
+    broker = Broker.with_defaults()
+    return broker
+
+
+@pytest.fixture
+def client(broker: Broker):
+    user = broker.authenticate("guest", "guest", peer_host="127.0.0.1")
+    return broker.connect(user, "/", protocol="test", peer="127.0.0.1:1")
+
+
+def small_watermarks(broker: Broker, client, name: str = "q"):
+    queue = broker.declare_queue(client, name)
+    queue.flow.high_messages, queue.flow.low_messages = 10, 4
+    return queue
+
+
+def consumer(broker: Broker, client, queue: str, prefetch: int) -> tuple[Session, Sink]:
+    sink = Sink()
+    session = broker.open_session(client, sink)
+    session.set_qos(prefetch, False)
+    c = broker.consume(session, queue, "c", no_ack=False, exclusive=False)
+    session.start(c)
+    return session, sink
+
+
+def publish(broker: Broker, client, publisher, n: int, queue: str = "q") -> None:
+    for _ in range(n):
+        broker.publish(client, "", Message("", queue, Properties(), b"x"), publisher)
+
+
+def test_publisher_held_at_high_watermark_and_released_at_low(broker: Broker, client) -> None:
+    small_watermarks(broker, client)
+    session, sink = consumer(broker, client, "q", prefetch=1)
+    changes: list[bool] = []
+    publisher = broker.new_publisher(changes.append)
+    publish(broker, client, publisher, 10)  # 1 delivered, 9 ready: below 10
+    assert changes == []
+    publish(broker, client, publisher, 1)  # 10 ready: congested
+    assert changes == [True] and publisher.held
+    for _ in range(5):  # 10 -> 5 ready: still above the low watermark
+        session.ack(sink.tags[-1], False)
+    assert changes == [True]
+    session.ack(sink.tags[-1], False)  # 4 ready
+    assert changes == [True, False] and not publisher.held
+
+
+def test_queue_without_consumers_never_holds(broker: Broker, client) -> None:
+    small_watermarks(broker, client)
+    changes: list[bool] = []
+    publish(broker, client, broker.new_publisher(changes.append), 100)
+    assert changes == []
+
+
+def test_last_consumer_leaving_releases(broker: Broker, client) -> None:
+    small_watermarks(broker, client)
+    session, _ = consumer(broker, client, "q", prefetch=1)
+    changes: list[bool] = []
+    publish(broker, client, broker.new_publisher(changes.append), 20)
+    assert changes == [True]
+    session.cancel("c")
+    assert changes == [True, False]
+
+
+def test_deleting_the_queue_releases(broker: Broker, client) -> None:
+    small_watermarks(broker, client)
+    consumer(broker, client, "q", prefetch=1)
+    changes: list[bool] = []
+    publish(broker, client, broker.new_publisher(changes.append), 20)
+    broker.delete_queue(client, "q")
+    assert changes == [True, False]
+
+
+def test_held_until_every_congested_queue_lets_go(broker: Broker, client) -> None:
+    small_watermarks(broker, client, "a")
+    small_watermarks(broker, client, "b")
+    sa, _ = consumer(broker, client, "a", prefetch=1)
+    sb, _ = consumer(broker, client, "b", prefetch=1)
+    changes: list[bool] = []
+    publisher = broker.new_publisher(changes.append)
+    publish(broker, client, publisher, 20, "a")
+    publish(broker, client, publisher, 20, "b")
+    assert changes == [True]
+    sa.ack(0, True)
+    sa.cancel("c")
+    assert changes == [True]  # b still congested
+    sb.cancel("c")
+    assert changes == [True, False]
+
+
+def test_stalled_queue_lets_publishers_go(broker: Broker, client, monkeypatch) -> None:
+    """A consumer that never acks must not hold publishers for ever."""
+    queue = small_watermarks(broker, client)
+    consumer(broker, client, "q", prefetch=1)
+    changes: list[bool] = []
+    publisher = broker.new_publisher(changes.append)
+    publish(broker, client, publisher, 20)
+    assert changes == [True]
+    publisher.check_progress()  # too soon to tell
+    assert changes == [True]
+    clock = flow.time.monotonic() + flow.STALL_AFTER + 0.1
+    monkeypatch.setattr(flow.time, "monotonic", lambda: clock)
+    publisher.check_progress()
+    assert changes == [True, False] and queue.flow.stalled
+    publish(broker, client, publisher, 20)  # stalled: holds nobody
+    assert changes == [True, False]
+
+
+def test_closed_publisher_is_forgotten(broker: Broker, client) -> None:
+    queue = small_watermarks(broker, client)
+    consumer(broker, client, "q", prefetch=1)
+    publisher = broker.new_publisher(lambda held: None)
+    publish(broker, client, publisher, 20)
+    publisher.close()
+    assert not queue.flow.publishers
