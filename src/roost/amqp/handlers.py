@@ -66,10 +66,32 @@ def new_consumer_tag() -> str:
     return "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
 
 
-def properties_from_wire(raw: bytes) -> Properties:
-    if raw == EMPTY_PROPERTY_BYTES:
-        return EMPTY_PROPERTIES
-    return Properties(*decode_properties(raw))
+_HEADERS_FLAG = 0x2000  # the property flag of ``headers``, the only mutable property
+
+
+class PropertiesCache:
+    """The last decoded properties of one channel, reused while the bytes repeat.
+
+    Publishers mostly send the same property bytes message after message (a content
+    type, a delivery mode), and decoding them was ~7% of the broker's time in bench
+    scenario 3. ``Properties`` without headers hold only immutable values, so sharing
+    one object between messages is safe; property lists with headers (a dict) are
+    decoded anew each time.
+    """
+
+    __slots__ = ("_props", "_raw")
+
+    def __init__(self) -> None:
+        self._raw = EMPTY_PROPERTY_BYTES
+        self._props = EMPTY_PROPERTIES
+
+    def decode(self, raw: bytes) -> Properties:
+        if raw == self._raw:
+            return self._props
+        props = Properties(*decode_properties(raw))
+        if not raw[0] << 8 & _HEADERS_FLAG:
+            self._raw, self._props = raw, props
+        return props
 
 
 def encoded_properties(message: Message) -> bytes:
@@ -111,6 +133,7 @@ class AMQPChannel:
         self.tx = TxBuffer()
         self.last_queue = ""  # the spec's "last queue declared on this channel"
         self.publisher = self.broker.new_publisher(self._held_changed)
+        self.properties_cache = PropertiesCache()
         self.handlers: dict[int, Callable[[Any], None]] = {
             m.ChannelFlow.INDEX: self.on_flow,
             m.AccessRequest.INDEX: self.on_access_request,
@@ -349,7 +372,10 @@ class AMQPChannel:
         )
 
     def on_ack(self, method: m.BasicAck) -> None:
-        self._settle(lambda: self.session.ack(method.delivery_tag, method.multiple))
+        if self.mode is Mode.TX:
+            self.tx.add(lambda: self.session.ack(method.delivery_tag, method.multiple))
+        else:  # the hot path: no closure per ack
+            self.session.ack(method.delivery_tag, method.multiple)
 
     def on_nack(self, method: m.BasicNack) -> None:
         self._settle(
@@ -387,7 +413,7 @@ class AMQPChannel:
         message = Message(
             method.exchange,
             method.routing_key,
-            properties_from_wire(properties),
+            self.properties_cache.decode(properties),
             body,
             properties,
         )

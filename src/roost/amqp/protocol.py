@@ -65,6 +65,11 @@ FLOW_CHECK_INTERVAL = 1.0  # seconds
 CONGESTION = "queue-congested"  # a pause reason (see _pause_reasons)
 
 
+_CHANNEL_LIFECYCLE = frozenset(
+    (m.ChannelOpen.INDEX, m.ChannelClose.INDEX, m.ChannelCloseOk.INDEX)
+)
+
+
 @dataclass(frozen=True)
 class AMQPLimits:
     channel_max: int = 2047
@@ -351,7 +356,9 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def _channel_method(self, ch: int, method: m.Method) -> None:
         index = method.INDEX
-        if index == m.ChannelOpen.INDEX:
+        if index not in _CHANNEL_LIFECYCLE:  # acks and the rest: test the common case first
+            self.channels[ch].handle(method)
+        elif index == m.ChannelOpen.INDEX:
             self.channels[ch] = AMQPChannel(self, ch)
             self.write(encode_method_frame(ch, m.ChannelOpenOk()))
         elif index == m.ChannelClose.INDEX:
@@ -359,10 +366,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             if channel is not None:
                 channel.close()
             self.write(encode_method_frame(ch, m.ChannelCloseOk()))
-        elif index == m.ChannelCloseOk.INDEX:
-            pass  # the channel was released when we sent channel.close
-        else:
-            self.channels[ch].handle(method)
+        # channel.close-ok: the channel was released when we sent channel.close
 
     def _connection_method(self, method: m.Method) -> None:
         index = method.INDEX

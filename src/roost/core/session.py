@@ -185,6 +185,23 @@ class Session:
         return queues
 
     def ack(self, tag: int, multiple: bool) -> None:
+        if not multiple and self.global_prefetch == 0:
+            # One ack per message is the common case (bench scenario 3): settle it without
+            # the lists and sets of the general path below.
+            item = self._unacked.pop(tag, None)
+            if item is not None:
+                order = self._order
+                if order and order[0] == tag:
+                    order.popleft()
+                elif len(order) > 2 * len(self._unacked) + 1024:
+                    self._order = deque(t for t in order if t in self._unacked)
+                queue, entry, consumer = item
+                queue.settle(entry)
+                self.unacked_count -= 1
+                if consumer is not None:
+                    consumer.unacked -= 1
+                    consumer.queue.dispatch()
+                return
         items = self._pop(tag, multiple)
         for queue, entry, _consumer in items:
             queue.settle(entry)
