@@ -200,7 +200,7 @@ class Session:
                 self.unacked_count -= 1
                 if consumer is not None:
                     consumer.unacked -= 1
-                    consumer.queue.dispatch()
+                    consumer.queue.dispatch_to(consumer)
                 return
         items = self._pop(tag, multiple)
         for queue, entry, _consumer in items:

@@ -61,6 +61,8 @@ class Queue:
         self._rr = 0
         self._seq = 0
         self.flow = QueueFlow(self)  # congestion: holds publishers while consumers catch up
+        cls = type(self)
+        self._plain_dispatch = cls.dispatch is Queue.dispatch and cls._offer is Queue._offer
         # lifetime counters for management and metrics
         self.stat_published = 0
         self.stat_delivered = 0
@@ -110,6 +112,30 @@ class Queue:
                 ready.appendleft(entry)
                 break
             self.ready_bytes -= len(entry.message.body)
+        if self.flow.congested:
+            self.flow.after_drain()
+
+    def dispatch_to(self, consumer: Consumer) -> None:
+        """Credit came back to one consumer (it acked): feed it from the backlog.
+
+        While a queue has ready entries no other consumer has credit, because every
+        change that gives credit (ack, qos, consume, flow, a writable socket) dispatches;
+        so skipping the round robin here is fair, and it halves the cost of an ack in
+        bench scenario 3 (each ``_offer`` asked every consumer for credit).
+        """
+        if not self._plain_dispatch:  # a subclass dispatches its own way
+            self.dispatch()
+            return
+        ready = self.ready
+        if not ready or self.deleted:
+            return
+        if consumer.session.consumers.get(consumer.tag) is not consumer:
+            return  # cancelled meanwhile
+        while ready and consumer.has_credit():
+            entry = ready.popleft()
+            self.ready_bytes -= len(entry.message.body)
+            self._delivered(entry)
+            consumer.session.deliver(consumer, self, entry)
         if self.flow.congested:
             self.flow.after_drain()
 
