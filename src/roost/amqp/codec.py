@@ -287,48 +287,59 @@ class FrameReader:
         return out
 
     def next_frame(self) -> Frame | _NeedData:
+        # Hand-tuned: this runs three times per published message and was the largest
+        # single cost in bench scenario 3 (18% of the broker). Frame types are literals
+        # (1 method, 2 header, 3 body, 8 heartbeat) to spare global lookups, and the
+        # type check is folded into the dispatch below.
         buf = self._buf
         pos = self._pos
-        available = len(buf) - pos
         if self._header_pending:
-            if available < 8:
-                return NEED_DATA
-            self._header_pending = False
-            self._pos = pos + 8
-            return ProtocolHeader(bytes(buf[pos : pos + 8]))
-        if available < 7:
+            return self._protocol_header()
+        if len(buf) - pos < 7:
             return NEED_DATA
         kind, channel, size = _FRAME_HEAD.unpack_from(buf, pos)
         if size > self.frame_max > 0:
             raise _frame_too_large(kind, size, self.frame_max)
-        if kind not in _KNOWN_FRAME_TYPES:
-            raise FrameError(_FRAME_ERROR, f"FRAME_ERROR - unknown frame type {kind}")
         start = pos + 7
         end = start + size
         if end >= len(buf):
+            if kind not in _KNOWN_FRAME_TYPES:
+                raise FrameError(_FRAME_ERROR, f"FRAME_ERROR - unknown frame type {kind}")
             return NEED_DATA
-        if buf[end] != FRAME_END:
+        if buf[end] != 206:  # FRAME_END
+            if kind not in _KNOWN_FRAME_TYPES:
+                raise FrameError(_FRAME_ERROR, f"FRAME_ERROR - unknown frame type {kind}")
             raise FrameError(
                 _FRAME_ERROR,
                 f"FRAME_ERROR - frame_end octet missing (found 0x{buf[end]:02X}) "
                 f"in a type {kind} frame on channel {channel}",
             )
-        if kind == FRAME_METHOD:
+        if kind == 1:
             if size < 4:
                 raise FrameError(_FRAME_ERROR, f"FRAME_ERROR - method frame of {size} bytes")
             # A bytearray slice (one small copy) is cheaper than a memoryview slice, and
             # its strings decode faster (measured on 3.11); no view outlives the call.
             frame: Frame = MethodFrame(channel, self._decode_method(buf[start:end]))
-        elif kind == FRAME_BODY:
+        elif kind == 3:
             if channel == 0:
                 raise _content_on_channel_zero(kind)
             frame = BodyFrame(channel, self._viewed()[start:end].tobytes())  # its one copy
-        elif kind == FRAME_HEADER:
+        elif kind == 2:
             frame = _header_frame(channel, self._viewed(), start, end)
-        else:
+        elif kind == 8:
             frame = _heartbeat_frame(channel, size)
+        else:
+            raise FrameError(_FRAME_ERROR, f"FRAME_ERROR - unknown frame type {kind}")
         self._pos = end + 1
         return frame
+
+    def _protocol_header(self) -> ProtocolHeader | _NeedData:
+        pos = self._pos
+        if len(self._buf) - pos < 8:
+            return NEED_DATA
+        self._header_pending = False
+        self._pos = pos + 8
+        return ProtocolHeader(bytes(self._buf[pos : pos + 8]))
 
 
 _KNOWN_FRAME_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
