@@ -519,7 +519,7 @@ def _array_items(data: bytes, offset: int, end: int) -> list[Any]:
     return items
 
 
-def _container(buf: memoryview | bytes, offset: int, what: str) -> tuple[bytes, int]:
+def _container(buf: memoryview | bytes | bytearray, offset: int, what: str) -> tuple[bytes, int]:
     """The body of the length-prefixed table/array at ``offset`` as bytes, and its end."""
     try:
         (size,) = _UINT32.unpack_from(buf, offset)
@@ -536,7 +536,7 @@ def _truncated(what: str) -> FrameError:
     return FrameError(_FRAME_ERROR, f"FRAME_ERROR - truncated {what}")
 
 
-def decode_table(buf: memoryview | bytes, offset: int) -> tuple[dict[str, Any], int]:
+def decode_table(buf: memoryview | bytes | bytearray, offset: int) -> tuple[dict[str, Any], int]:
     """Decode the field table at ``offset`` (length prefix included): (table, new offset)."""
     data, end = _container(buf, offset, "field table")
     try:
@@ -545,7 +545,7 @@ def decode_table(buf: memoryview | bytes, offset: int) -> tuple[dict[str, Any], 
         raise _truncated("field table") from None
 
 
-def decode_array(buf: memoryview | bytes, offset: int) -> tuple[list[Any], int]:
+def decode_array(buf: memoryview | bytes | bytearray, offset: int) -> tuple[list[Any], int]:
     """Decode the field array at ``offset`` (length prefix included): (list, new offset)."""
     data, end = _container(buf, offset, "field array")
     try:

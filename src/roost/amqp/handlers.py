@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.amqp import codec_methods as m
 from roost.amqp.channel import ConfirmTracker, Mode, TxBuffer
@@ -101,7 +101,7 @@ def encoded_properties(message: Message) -> bytes:
     return raw
 
 
-class ConnectionContext:
+class ConnectionContext(Protocol):
     """What a channel needs from its connection (implemented by the asyncio protocol)."""
 
     broker: Broker

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import platform
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from roost import __version__
 from roost.amqp import codec_methods as m
@@ -34,7 +34,7 @@ from roost.amqp.connection import (
     State,
 )
 from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, FrameError, reply_text
-from roost.amqp.handlers import AMQPChannel
+from roost.amqp.handlers import AMQPChannel, ConnectionContext
 from roost.core.broker import Broker, Traffic
 from roost.core.errors import AccessRefused, BrokerError
 
@@ -359,7 +359,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         if index not in _CHANNEL_LIFECYCLE:  # acks and the rest: test the common case first
             self.channels[ch].handle(method)
         elif index == m.ChannelOpen.INDEX:
-            self.channels[ch] = AMQPChannel(self, ch)
+            # the context's client is set: connection.open precedes every channel.open
+            self.channels[ch] = AMQPChannel(cast(ConnectionContext, self), ch)
             self.write(encode_method_frame(ch, m.ChannelOpenOk()))
         elif index == m.ChannelClose.INDEX:
             channel = self.channels.pop(ch, None)

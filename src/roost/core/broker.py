@@ -198,13 +198,13 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         client.vhost.delete_exchange(name, if_unused=if_unused)
 
     def bind_exchange(
-        self, client: Client, destination: str, source: str, key: str, arguments: dict
+        self, client: Client, destination: str, source: str, key: str, arguments: dict[str, Any]
     ) -> None:
         vhost = client.vhost
         vhost.bind(source, self._exchange_dest(vhost, destination), key, arguments)
 
     def unbind_exchange(
-        self, client: Client, destination: str, source: str, key: str, arguments: dict
+        self, client: Client, destination: str, source: str, key: str, arguments: dict[str, Any]
     ) -> None:
         vhost = client.vhost
         vhost.unbind(source, self._exchange_dest(vhost, destination), key, arguments)
@@ -243,7 +243,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         return client.vhost.queue(name, client)
 
     def bind_queue(
-        self, client: Client, queue: str, exchange: str, key: str, arguments: dict
+        self, client: Client, queue: str, exchange: str, key: str, arguments: dict[str, Any]
     ) -> None:
         if exchange == "":  # RabbitMQ checks this before looking the queue up
             raise AccessRefused("operation not permitted on the default exchange")
@@ -251,7 +251,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         vhost.bind(exchange, vhost.queue(queue, client), key, arguments)
 
     def unbind_queue(
-        self, client: Client, queue: str, exchange: str, key: str, arguments: dict
+        self, client: Client, queue: str, exchange: str, key: str, arguments: dict[str, Any]
     ) -> None:
         vhost = client.vhost
         try:

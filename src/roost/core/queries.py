@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.exchanges import Exchange
     from roost.core.queues.base import Queue
+    from roost.core.stats import RateSampler
     from roost.core.vhost import VHost
 
 
@@ -57,6 +58,9 @@ class QueriesMixin:
         clients: dict[int, Client]
         topic_permissions: dict[tuple[str, str, str], TopicPermission]
         policies: dict[tuple[str, str], Policy]
+        sampler: RateSampler  # ActivityMixin
+
+        def _message_counts(self, vhost: VHost | None = None) -> MessageCounts: ...
 
     def _init_management(self) -> None:
         self.topic_permissions = {}

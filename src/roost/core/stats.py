@@ -45,6 +45,20 @@ class Counters:
         "retired_redelivered",
         "retired_send_oct",
     )
+    channel_closed: int
+    channel_created: int
+    connection_closed: int
+    connection_created: int
+    queue_created: int
+    queue_declared: int
+    queue_deleted: int
+    retired_acked: int
+    retired_delivered: int
+    retired_published_in: int
+    retired_published_out: int
+    retired_recv_oct: int
+    retired_redelivered: int
+    retired_send_oct: int
 
     def __init__(self) -> None:
         for name in self.__slots__:

@@ -180,12 +180,14 @@ class VHost:
             self._unbind(binding.source, ex, binding.routing_key, binding.arguments)
         self._changed("exchange.deleted", ex)
 
-    def _bindings_to(self, destination: Any) -> list:
+    def _bindings_to(self, destination: Any) -> list[Any]:
         return [b for ex in self.exchanges.values() for b in ex.bindings_to(destination)]
 
     # -- bindings -------------------------------------------------------------------------
 
-    def bind(self, source: str, destination: Queue | Exchange, key: str, arguments: dict) -> None:
+    def bind(
+        self, source: str, destination: Queue | Exchange, key: str, arguments: dict[str, Any]
+    ) -> None:
         if source == "":
             raise AccessRefused("operation not permitted on the default exchange")
         ex = self.exchange(source)
@@ -193,12 +195,14 @@ class VHost:
         if binding is not None:
             self._changed("binding", binding)
 
-    def unbind(self, source: str, destination: Queue | Exchange, key: str, arguments: dict) -> None:
+    def unbind(
+        self, source: str, destination: Queue | Exchange, key: str, arguments: dict[str, Any]
+    ) -> None:
         if source == "":
             raise AccessRefused("operation not permitted on the default exchange")
         self._unbind(self.exchange(source), destination, key, arguments)
 
-    def _unbind(self, ex: Exchange, destination: Any, key: str, arguments: dict) -> None:
+    def _unbind(self, ex: Exchange, destination: Any, key: str, arguments: dict[str, Any]) -> None:
         binding = ex.unbind(destination, key, arguments)
         if binding is None:
             return
@@ -249,18 +253,18 @@ class VHost:
         return queue
 
     def _check_queue_equivalence(
-        self, q: Queue, durable: bool, exclusive: bool, auto_delete: bool, arguments: dict
+        self, q: Queue, durable: bool, exclusive: bool, auto_delete: bool, arguments: dict[str, Any]
     ) -> None:
         where = f"for queue '{q.name}' in vhost '{self.name}'"
-        for field, received, current in (
+        for field, given, existing in (
             ("durable", durable, q.durable),
             ("exclusive", exclusive, q.exclusive),
             ("auto_delete", auto_delete, q.auto_delete),
         ):
-            if received != current:
+            if given != existing:
                 raise PreconditionFailed(
                     f"inequivalent arg '{field}' {where}: "
-                    f"received '{_fmt(received)}' but current is '{_fmt(current)}'"
+                    f"received '{_fmt(given)}' but current is '{_fmt(existing)}'"
                 )
         for key in EQUIVALENCE_ARGS:
             received, current = arguments.get(key), q.arguments.get(key)

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from aiohttp import web
 
@@ -78,7 +78,7 @@ def render(broker: Broker, *, per_object: bool) -> str:
     overview = broker.overview()
     queues = broker.list_queues()
 
-    def per_queue(values: list[float]) -> list[tuple[dict[str, str], float]]:
+    def per_queue(values: Sequence[float]) -> list[tuple[dict[str, str], float]]:
         if per_object:
             return [
                 ({"vhost": q.vhost, "queue": q.name}, v)

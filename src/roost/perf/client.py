@@ -105,10 +105,10 @@ class Connection(asyncio.Protocol):
         if index in self._expect and self._reply is not None and not self._reply.done():
             self._expect = frozenset()
             self._reply.set_result(method)
-        elif index == m.ConnectionClose.INDEX:
+        elif isinstance(method, m.ConnectionClose):
             self.write(codec.encode_method_frame(0, m.ConnectionCloseOk()))
             self._fail(ClosedByBroker("connection", method.reply_code, method.reply_text))
-        elif index == m.ChannelClose.INDEX:
+        elif isinstance(method, m.ChannelClose):
             self.write(codec.encode_method_frame(CHANNEL, m.ChannelCloseOk()))
             self._fail(ClosedByBroker("channel", method.reply_code, method.reply_text))
         elif self.on_method is not None:

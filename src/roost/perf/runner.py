@@ -11,7 +11,7 @@ from collections.abc import Coroutine, Sequence
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait as wait_pipes
 from multiprocessing.process import BaseProcess
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from roost.amqp import codec_methods as m
 from roost.perf import client, worker
@@ -210,7 +210,7 @@ def _await_ready(group: Sequence[_Worker]) -> None:
             raise PerfError(f"{', '.join(w.name for w in pending.values())}: no ready "
                             f"signal after {SETUP_TIMEOUT_S:g} s")
         for pipe in ready:
-            w = pending.pop(pipe)  # type: ignore[arg-type]
+            w = pending.pop(cast(Pipe, pipe))
             try:
                 msg = w.pipe.recv()
             except EOFError:
@@ -243,7 +243,7 @@ def _collect(workers: list[_Worker], limit_ns: int) -> None:
         if not ready:
             raise PerfError(f"{', '.join(w.name for w in pending.values())}: no result in time")
         for pipe in ready:
-            w = pending.pop(pipe)  # type: ignore[arg-type]
+            w = pending.pop(cast(Pipe, pipe))
             try:
                 msg = w.pipe.recv()
             except EOFError:

@@ -104,7 +104,8 @@ def aggregate(
         latency.merge(c.latency_us)
     published = sum(p.published for p in producers)
     in_window = sum(c.consumed_in_window for c in consumers)
-    errors = [r.error for r in [*producers, *consumers] if r.error]
+    results: list[ProducerResult | ConsumerResult] = [*producers, *consumers]
+    errors = [r.error for r in results if r.error]
     return {
         "mode": "throughput",
         "server": server,

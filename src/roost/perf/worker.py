@@ -14,7 +14,7 @@ import asyncio
 import multiprocessing
 import signal
 import time
-from collections.abc import MutableSequence
+from collections.abc import Coroutine, MutableSequence
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
@@ -61,7 +61,8 @@ def _main(
     name = multiprocessing.current_process().name  # "producer-0", set by the parent
     with asyncio.Runner(loop_factory=client.new_event_loop) as runner:
         try:
-            worker = runner.run(role.setup(opts, slot, progress))
+            setup: Coroutine[Any, Any, Producer | Consumer] = role.setup(opts, slot, progress)
+            worker = runner.run(setup)
         except Exception as exc:
             pipe.send(("error", f"{name}: {exc or type(exc).__name__}"))
             return
@@ -94,11 +95,10 @@ class ProducerConnection(client.Connection):
         for frame in frames:
             if type(frame) is codec.MethodFrame:
                 method = frame.method
-                kind = type(method)
-                if kind is m.BasicAck:
+                if type(method) is m.BasicAck:
                     settle(method.delivery_tag, method.multiple)
                     continue
-                if kind is m.BasicNack:
+                if type(method) is m.BasicNack:
                     settle(method.delivery_tag, method.multiple, ok=False)
                     continue
             self.control(frame)

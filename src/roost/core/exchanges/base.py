@@ -25,7 +25,11 @@ class Binding:
     __slots__ = ("arguments", "destination", "key", "routing_key", "source")
 
     def __init__(
-        self, source: Exchange, destination: Destination, routing_key: str, arguments: dict
+        self,
+        source: Exchange,
+        destination: Destination,
+        routing_key: str,
+        arguments: dict[str, Any],
     ) -> None:
         self.source = source
         self.destination = destination
@@ -58,7 +62,7 @@ class Exchange:
         self.auto_delete = auto_delete
         self.internal = internal
         self.arguments = arguments
-        self.bindings: dict[tuple, Binding] = {}
+        self.bindings: dict[tuple[Any, ...], Binding] = {}
         self.deleted = False
         # lifetime counters for management and metrics (RabbitMQ's publish_in/publish_out)
         self.stat_in = 0
@@ -66,7 +70,9 @@ class Exchange:
 
     # -- bindings -----------------------------------------------------------------------
 
-    def bind(self, destination: Destination, routing_key: str, arguments: dict) -> Binding | None:
+    def bind(
+        self, destination: Destination, routing_key: str, arguments: dict[str, Any]
+    ) -> Binding | None:
         """Add a binding; None when an identical one exists (binding is idempotent)."""
         binding = Binding(self, destination, routing_key, arguments)
         if binding.key in self.bindings:
@@ -75,7 +81,9 @@ class Exchange:
         self._add(binding)
         return binding
 
-    def unbind(self, destination: Destination, routing_key: str, arguments: dict) -> Binding | None:
+    def unbind(
+        self, destination: Destination, routing_key: str, arguments: dict[str, Any]
+    ) -> Binding | None:
         binding = self.bindings.pop((destination, routing_key, freeze(arguments)), None)
         if binding is not None:
             self._remove(binding)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from roost.core.exchanges.base import Binding, CountedDestinations, Destination, Exchange
 
 if TYPE_CHECKING:
     from roost.core.message import Message
 
-_NOWHERE: tuple = ()
+_NOWHERE: tuple[Any, ...] = ()
 
 
 class DirectExchange(Exchange):

@@ -32,7 +32,9 @@ def _rule(arguments: dict[str, Any]) -> tuple[bool, list[tuple[str, Any]]]:
     return mode.startswith("all"), pairs
 
 
-def headers_match(match_all: bool, pairs: list[tuple[str, Any]], headers: dict | None) -> bool:
+def headers_match(
+    match_all: bool, pairs: list[tuple[str, Any]], headers: dict[str, Any] | None
+) -> bool:
     headers = headers or {}
     missing = object()
     if match_all:
@@ -53,9 +55,11 @@ class HeadersExchange(Exchange):
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
-        self._rules: dict[tuple, tuple[Destination, bool, list[tuple[str, Any]]]] = {}
+        self._rules: dict[tuple[Any, ...], tuple[Destination, bool, list[tuple[str, Any]]]] = {}
 
-    def bind(self, destination: Destination, routing_key: str, arguments: dict) -> Binding | None:
+    def bind(
+        self, destination: Destination, routing_key: str, arguments: dict[str, Any]
+    ) -> Binding | None:
         _rule(arguments)  # validate before the binding exists
         return super().bind(destination, routing_key, arguments)
 

@@ -3,6 +3,8 @@ permissions, connections and channels."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from roost.http import serialize as ser
@@ -31,7 +33,8 @@ async def get_vhost(request: web.Request) -> web.Response:
 @access(ADMINISTRATOR)
 async def put_vhost(request: web.Request) -> web.Response:
     body = await read_json(request)
-    metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    raw_metadata = body.get("metadata")
+    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     made = broker(request).put_vhost(
         request.match_info["vhost"],
         description=body.get("description", metadata.get("description")),
