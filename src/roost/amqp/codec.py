@@ -232,7 +232,16 @@ class FrameReader:
     ``frame_max`` may be changed after connection.tune-ok; 0 means no limit (spec).
     """
 
-    __slots__ = ("_buf", "_decode_method", "_header_pending", "_pos", "_view", "frame_max")
+    __slots__ = (
+        "_buf",
+        "_decode_method",
+        "_header_pending",
+        "_last_publish",
+        "_last_publish_payload",
+        "_pos",
+        "_view",
+        "frame_max",
+    )
 
     def __init__(self, *, frame_max: int = 131072, expect_protocol_header: bool = True) -> None:
         # Imported here: the generated module imports this one at module level.
@@ -244,6 +253,11 @@ class FrameReader:
         self._view: memoryview | None = None
         self._header_pending = expect_protocol_header
         self._decode_method = decode_method
+        # The last basic.publish payload and its decoded method: publishers repeat the same
+        # exchange and routing key, and reusing the (never mutated) method object saves
+        # ~10% of the broker's time in bench scenario 1.
+        self._last_publish_payload = bytearray()
+        self._last_publish: Any = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._view is not None:
@@ -319,7 +333,15 @@ class FrameReader:
                 raise FrameError(_FRAME_ERROR, f"FRAME_ERROR - method frame of {size} bytes")
             # A bytearray slice (one small copy) is cheaper than a memoryview slice, and
             # its strings decode faster (measured on 3.11); no view outlives the call.
-            frame: Frame = MethodFrame(channel, self._decode_method(buf[start:end]))
+            payload = buf[start:end]
+            if payload == self._last_publish_payload:
+                method = self._last_publish
+            else:
+                method = self._decode_method(payload)
+                if method.INDEX == _BASIC_PUBLISH_INDEX:
+                    self._last_publish_payload = payload
+                    self._last_publish = method
+            frame: Frame = MethodFrame(channel, method)
         elif kind == 3:
             if channel == 0:
                 raise _content_on_channel_zero(kind)
@@ -342,6 +364,7 @@ class FrameReader:
         return ProtocolHeader(bytes(self._buf[pos : pos + 8]))
 
 
+_BASIC_PUBLISH_INDEX = 60 << 16 | 40
 _KNOWN_FRAME_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
 
 
