@@ -236,6 +236,8 @@ class FrameReader:
         "_buf",
         "_decode_method",
         "_header_pending",
+        "_last_header",
+        "_last_header_payload",
         "_last_publish",
         "_last_publish_payload",
         "_pos",
@@ -258,6 +260,9 @@ class FrameReader:
         # ~10% of the broker's time in bench scenario 1.
         self._last_publish_payload = bytearray()
         self._last_publish: Any = None
+        # Likewise the last content header (same channel, size and properties).
+        self._last_header_payload = bytearray()
+        self._last_header: HeaderFrame | None = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._view is not None:
@@ -347,7 +352,17 @@ class FrameReader:
                 raise _content_on_channel_zero(kind)
             frame = BodyFrame(channel, self._viewed()[start:end].tobytes())  # its one copy
         elif kind == 2:
-            frame = _header_frame(channel, self._viewed(), start, end)
+            payload = buf[start:end]
+            last = self._last_header
+            if (
+                last is not None
+                and last.channel == channel
+                and payload == self._last_header_payload
+            ):
+                frame = last
+            else:
+                frame = self._last_header = _header_frame(channel, self._viewed(), start, end)
+                self._last_header_payload = payload
         elif kind == 8:
             frame = _heartbeat_frame(channel, size)
         else:
