@@ -137,3 +137,19 @@ def test_closed_publisher_is_forgotten(broker: Broker, client) -> None:
     publish(broker, client, publisher, 20)
     publisher.close()
     assert not queue.flow.publishers
+
+
+def test_ack_feeds_the_acking_consumer_but_never_a_cancelled_one(broker: Broker, client) -> None:
+    """``Queue.dispatch_to``: an ack's credit goes to that consumer, unless it was cancelled."""
+    broker.declare_queue(client, "q")
+    s1, k1 = consumer(broker, client, "q", prefetch=1)
+    s2, k2 = consumer(broker, client, "q", prefetch=1)
+    publish(broker, client, None, 4)
+    assert (len(k1.tags), len(k2.tags)) == (1, 1)  # 2 ready
+    s1.ack(k1.tags[-1], False)
+    assert (len(k1.tags), len(k2.tags)) == (2, 1)  # the acker got the next one
+    s1.cancel("c")
+    s1.ack(k1.tags[-1], False)
+    assert len(k1.tags) == 2  # cancelled: nothing more for it
+    s2.ack(k2.tags[-1], False)
+    assert len(k2.tags) == 2  # the last message went to the live consumer
