@@ -168,3 +168,28 @@ def test_consumer_that_stops_acking_does_not_hold_publishers_for_ever(
 
     asyncio.run(run())
     assert f"queue '{qname}' in vhost '/' stalled" in fresh_roost.log
+
+
+def test_graceful_shutdown_closes_a_held_publisher(fresh_roost: RoostProcess, qname: str) -> None:
+    """A paused socket must still read the client's close-ok: shutdown does not hang."""
+    declare(fresh_roost, qname)
+
+    async def run() -> Peer:
+        consumer = await connect(fresh_roost)
+        pending: list[int] = []
+        consumer.on_deliver = pending.append
+        await consumer.consume(qname, prefetch=10)
+        publisher = await connect(fresh_roost)
+        publisher.publish_many(qname, 100_000)
+        await until(lambda: "stalled" in fresh_roost.log or len(pending) >= 10, 10)
+        started = time.monotonic()
+        code = await asyncio.to_thread(fresh_roost.stop)
+        assert code == 0
+        assert time.monotonic() - started < 10
+        await until(lambda: publisher.lost.done(), 5)
+        consumer.transport.abort() if consumer.transport else None
+        return publisher
+
+    publisher = asyncio.run(run())
+    assert isinstance(publisher.error, perf_client.ClosedByBroker)
+    assert publisher.error.reply_code == 320

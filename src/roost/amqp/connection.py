@@ -299,9 +299,11 @@ class ServerConnection:
         return ChannelMethod(ch, method)
 
     def _header(self, frame: HeaderFrame) -> Event | None:
+        if self.state is State.CLOSING:
+            return None  # after connection.close only close/close-ok count (spec 4.2.2)
         chan = self.channels.get(frame.channel)
         if chan is None or chan.closing:
-            if chan is not None or self.state is State.CLOSING:
+            if chan is not None:
                 return None
             raise ConnectionError(
                 m.CHANNEL_ERROR, reply_text(m.CHANNEL_ERROR, f"unknown channel {frame.channel}")
@@ -338,9 +340,11 @@ class ServerConnection:
         return None
 
     def _body(self, frame: BodyFrame) -> Event | None:
+        if self.state is State.CLOSING:
+            return None
         chan = self.channels.get(frame.channel)
         if chan is None or chan.closing:
-            if chan is not None or self.state is State.CLOSING:
+            if chan is not None:
                 return None
             raise ConnectionError(
                 m.CHANNEL_ERROR, reply_text(m.CHANNEL_ERROR, f"unknown channel {frame.channel}")

@@ -335,7 +335,9 @@ class AMQPServerProtocol(asyncio.Protocol):
     def _handle(self, event: object) -> None:
         cls = type(event)
         if cls is ContentReceived:
-            self.channels[event.channel].publish(event.method, event.properties, event.body)  # type: ignore[attr-defined]
+            channel = self.channels.get(event.channel)  # type: ignore[attr-defined]
+            if channel is not None:  # None: released by an error or a close we sent
+                channel.publish(event.method, event.properties, event.body)  # type: ignore[attr-defined]
         elif cls is ChannelMethod:
             self._channel_method(event.channel, event.method)  # type: ignore[attr-defined]
         elif cls is ConnectionMethod:
@@ -472,6 +474,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         if self.conn.state in (State.CLOSING, State.CLOSED):
             return
         self._release()
+        for reason in list(self._pause_reasons):  # whatever held us, close-ok must be read
+            self.resume_for(reason)
         self.write(self.conn.close_frame(code, text, class_id, method_id))
         if self._timer is not None:
             self._timer.cancel()
