@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pika
 
 from roost.amqp import codec
@@ -63,6 +64,13 @@ def ready_count(server: RoostProcess, queue: str) -> int:
         conn.close()
 
 
+def connection_states(server: RoostProcess) -> list[str]:
+    """Each connection's state from the management API (RabbitMQ's "flow" when held)."""
+    reply = httpx.get(f"{server.http_url}/api/connections", auth=("guest", "guest"), timeout=5)
+    reply.raise_for_status()
+    return [c["state"] for c in reply.json()]
+
+
 async def until(cond: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -112,6 +120,8 @@ def test_flooding_publisher_is_held_at_the_high_watermark(
         assert peak < HIGH_MESSAGES + 10_000, peak  # one socket read beyond the mark
         assert publisher.transport is not None
         assert publisher.transport.get_write_buffer_size() > 0  # the socket is not read
+        states = await asyncio.to_thread(connection_states, fresh_roost)
+        assert sorted(states) == ["flow", "running"], states  # publisher held, consumer not
         slow = False
         for tag in pending:
             consumer.ack(tag)

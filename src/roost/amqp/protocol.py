@@ -279,6 +279,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         if want == self.flow_paused:
             return
         self.flow_paused = want
+        if self.client is not None:
+            self.client.flow_held = want  # the management API's connection state
         if want:
             self.pause_for(CONGESTION)
             if self._flow_timer is None:

@@ -234,6 +234,7 @@ class ActivityMixin:
             recv_cnt=t.recv_cnt,
             send_cnt=t.send_cnt,
             rates=self.sampler.rates(client),
+            state="flow" if client.flow_held else "running",
         )
 
     def list_connections(

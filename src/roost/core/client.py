@@ -41,6 +41,9 @@ class Client:
         self.exclusive_queues: set[Queue] = set()
         self._closer = closer
         self.closed_reason: str | None = None
+        # set by the protocol adapter while publisher flow control pauses this client
+        # (RabbitMQ's connection state "flow")
+        self.flow_held = False
         # bytes in and out, counted by the protocol adapter from the first byte on
         self.traffic = traffic if traffic is not None else Traffic()
 

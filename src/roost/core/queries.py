@@ -127,6 +127,8 @@ class QueriesMixin:
             owner=None if owner is None else connection_ref(owner),
             exclusive_consumer_tag=exclusive_tag,
             policy=self._policy_for(q.vhost.name, "queue", q.name, q.kind),
+            # RabbitMQ's "flow": the queue holds its publishers back (core/flow.py)
+            state="flow" if getattr(getattr(q, "flow", None), "congested", False) else "running",
         )
 
     def list_queues(self, vhost: str | None = None) -> list[QueueInfo]:
