@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from roost.amqp import codec_methods as m
@@ -387,7 +388,8 @@ class AMQPChannel:
 
     def _route(self, method: m.BasicPublish, message: Message) -> None:
         seq = self.confirms.publish() if self.mode is Mode.CONFIRM else 0
-        routed = self.broker.publish(self.client, method.exchange, message)
+        confirm = partial(self._confirmed, seq) if seq else None
+        routed = self.broker.publish(self.client, method.exchange, message, confirm)
         if not routed and method.mandatory:
             self.conn.write(
                 encode_basic_return(
@@ -401,9 +403,13 @@ class AMQPChannel:
                     self.conn.frame_max,
                 )
             )
-        if seq:
-            self.confirms.settle(seq, True)
-            self.conn.confirms_pending(self)
+
+    def _confirmed(self, seq: int, ok: bool) -> None:
+        """The core says the message is safe (at once, or after the store's fsync)."""
+        if self.session.closed:
+            return  # the channel is gone; its number may already belong to a new one
+        self.confirms.settle(seq, ok)
+        self.conn.confirms_pending(self)
 
     # -- transactions and confirms ----------------------------------------------------------
 

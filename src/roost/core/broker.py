@@ -13,6 +13,7 @@ from roost.core.auth import Permission, User, hash_password
 from roost.core.client import Client
 from roost.core.consumer import Consumer
 from roost.core.definitions import export_definitions, import_definitions
+from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
 from roost.core.info import ImportReport
@@ -272,9 +273,33 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
 
     # -- messages -------------------------------------------------------------------------
 
-    def publish(self, client: Client, exchange: str, message: Message) -> int:
-        """Route and enqueue; returns how many queues took the message."""
-        return client.vhost.publish(exchange, message)
+    # set by core.persistence when the server runs with a disk store
+    message_store: MessageStore | None = None
+
+    def publish(
+        self,
+        client: Client,
+        exchange: str,
+        message: Message,
+        confirm: Callable[[bool], None] | None = None,
+    ) -> int:
+        """Route and enqueue; returns how many queues took the message.
+
+        ``confirm(ok)`` is called once the message is safe: at once, unless it was written
+        to a durable queue's store, then after the group commit that puts it on disk."""
+        store = self.message_store
+        if confirm is None or store is None or message.properties.delivery_mode != 2:
+            routed = client.vhost.publish(exchange, message)
+            if confirm is not None:
+                confirm(True)
+            return routed
+        before = store.appends
+        routed = client.vhost.publish(exchange, message)
+        if store.appends != before:
+            store.when_durable(confirm)
+        else:
+            confirm(True)
+        return routed
 
     def get(self, session: Session, name: str, no_ack: bool) -> tuple[int, Entry, int] | None:
         """basic.get: (delivery tag, entry, messages left) or None when empty."""

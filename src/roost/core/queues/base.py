@@ -12,6 +12,7 @@ from roost.core.errors import AccessRefused
 if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.consumer import Consumer
+    from roost.core.durability import QueueStore
     from roost.core.message import Message
     from roost.core.vhost import VHost
 
@@ -19,13 +20,14 @@ if TYPE_CHECKING:
 class Entry:
     """A message's place in one queue. ``seq`` orders it; requeues go back by seq."""
 
-    __slots__ = ("deliveries", "message", "redelivered", "seq")
+    __slots__ = ("deliveries", "message", "redelivered", "seq", "slot")
 
     def __init__(self, seq: int, message: Message) -> None:
         self.seq = seq
         self.message = message
         self.redelivered = False
         self.deliveries = 0
+        self.slot = 0  # the message's sequence number in the queue's store; 0: not stored
 
     def __lt__(self, other: Entry) -> bool:
         return self.seq < other.seq
@@ -64,6 +66,9 @@ class Queue:
         self.stat_delivered = 0
         self.stat_acked = 0
         self.stat_redelivered = 0
+        # durable storage (core.durability.QueueStore), set by core.persistence for durable
+        # queues; only persistent messages are written to it
+        self.store: QueueStore | None = None
 
     @property
     def exclusive(self) -> bool:
@@ -79,9 +84,27 @@ class Queue:
         self._seq += 1
         entry = Entry(self._seq, message)
         self.stat_published += 1
+        if self.store is not None and message.properties.delivery_mode == 2:
+            entry.slot = self.store.append(
+                message.exchange, message.routing_key, message.properties.as_tuple(), message.body
+            )
         if self.ready or not self._offer(entry):
             self.ready.append(entry)
             self.ready_bytes += len(message.body)
+
+    def restore(self, message: Message, slot: int, redelivered: bool) -> None:
+        """Put back a message recovered from the store (no consumers exist yet)."""
+        self._seq += 1
+        entry = Entry(self._seq, message)
+        entry.slot = slot
+        entry.redelivered = redelivered
+        self.ready.append(entry)
+        self.ready_bytes += len(message.body)
+
+    def _forget(self, entry: Entry) -> None:
+        """The entry left the queue for good: release its stored copy."""
+        if entry.slot and self.store is not None:
+            self.store.remove(entry.slot)
 
     # -- outgoing -----------------------------------------------------------------------
 
@@ -119,6 +142,8 @@ class Queue:
 
     def _delivered(self, entry: Entry) -> None:
         entry.deliveries += 1
+        if entry.slot and entry.deliveries == 1 and self.store is not None:
+            self.store.mark_delivered(entry.slot)
         self.unacked += 1
         self.stat_delivered += 1
         if entry.redelivered:
@@ -130,10 +155,14 @@ class Queue:
         """The entry was acknowledged (or delivered without ack): it leaves the queue."""
         self.unacked -= 1
         self.stat_acked += 1
+        if entry.slot:
+            self._forget(entry)
 
     def discard(self, entry: Entry) -> None:
         """Rejected without requeue."""
         self.unacked -= 1
+        if entry.slot:
+            self._forget(entry)
 
     def requeue(self, entries: Iterable[Entry]) -> None:
         """Put delivered entries back at their original position, marked redelivered."""
@@ -152,6 +181,10 @@ class Queue:
 
     def purge(self) -> int:
         count = len(self.ready)
+        if self.store is not None:
+            for entry in self.ready:
+                if entry.slot:
+                    self._forget(entry)
         self.ready.clear()
         self.ready_bytes = 0
         return count
