@@ -53,6 +53,9 @@ class MessageStore(Protocol):
     fsync_stats: FsyncHistogram
     before_flush: list[Callable[[], None]]
 
+    @property
+    def has_waiters(self) -> bool: ...
+
     def open_queue(self, vhost: str, name: str) -> QueueStore: ...
 
     def when_durable(self, waiter: Callable[[bool], None]) -> None: ...

@@ -72,6 +72,7 @@ class Persistence:
         self._dirty = False
         self._urgent = False
         self._last_save = 0.0
+        self._save_cost = 0.0
         self._recovering = False
         self.recovered_messages = 0
         self.recovered_queues = 0
@@ -136,17 +137,23 @@ class Persistence:
         if not self._dirty:
             return
         now = time.monotonic()
-        if self._urgent or now - self._last_save >= SAVE_EVERY:
+        # a confirm waiting on a queue declared since the last save cannot wait; otherwise
+        # save at most every SAVE_EVERY s, and never spend over a tenth of the time saving
+        if (self._urgent and self.store.has_waiters) or now - self._last_save >= max(
+            SAVE_EVERY, 10 * self._save_cost
+        ):
             self.save()
 
     def save(self) -> None:
         self._dirty = self._urgent = False
-        self._last_save = time.monotonic()
+        started = time.monotonic()
         try:
             self.definitions.save(persistable(self.broker.export_definitions()))
         except OSError as exc:
             self._dirty = True
             log.error("definitions: save failed: %s", exc)
+        self._last_save = time.monotonic()
+        self._save_cost = self._last_save - started
 
     def tick(self) -> None:
         """Called now and then by the server so quiet changes are saved too."""

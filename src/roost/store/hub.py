@@ -86,8 +86,9 @@ class DiskStore:
         return QueueStore(self, queue_dir(self.data_dir, vhost, name), f"{vhost}/{name}")
 
     def new_segment(self, store: QueueStore) -> None:
-        if not store.dir.is_dir():
+        if not store.dir_made:
             store.dir.mkdir(parents=True, exist_ok=True)
+            store.dir_made = True
             self._new_dirs.add(store.dir.parent)
         self._new_dirs.add(store.dir)
 
@@ -111,6 +112,10 @@ class DiskStore:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self.flush)
+
+    @property
+    def has_waiters(self) -> bool:
+        return bool(self._waiters)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -161,14 +166,11 @@ class DiskStore:
         paths, self._unsynced = self._unsynced, set()
         dirs, self._new_dirs = self._new_dirs, set()
         waiters = self._take_waiters()
-        fds = [(p, self.files.pin(p)) for p in paths if p.exists()]
         self._syncing = True
-        future = self._loop.run_in_executor(self._executor, _sync, [fd for _, fd in fds], dirs)
+        future = self._loop.run_in_executor(self._executor, _sync, paths, dirs)
 
         def done(fut: asyncio.Future[float]) -> None:
             self._syncing = False
-            for path, _fd in fds:
-                self.files.unpin(path)
             exc = fut.exception()
             if exc is not None:
                 log.error("store: fsync failed: %s", exc)
@@ -194,13 +196,7 @@ class DiskStore:
         paths, self._unsynced = self._unsynced, set()
         dirs, self._new_dirs = self._new_dirs, set()
         if self.mode != "never":
-            pinned = [p for p in paths if p.exists()]
-            fds = [self.files.pin(p) for p in pinned]
-            try:
-                self.fsync_stats.observe(_sync(fds, dirs))
-            finally:
-                for p in pinned:
-                    self.files.unpin(p)
+            self.fsync_stats.observe(_sync(paths, dirs))
         self._settle(self._take_waiters(), True)
 
     async def close(self) -> None:
@@ -216,10 +212,19 @@ class DiskStore:
         self.files.close_all()
 
 
-def _sync(fds: list[int], dirs: set[Path]) -> float:
+def _sync(paths: set[Path], dirs: set[Path]) -> float:
+    """fsync each file through a descriptor of its own: Linux syncs the file (the inode)
+    whatever descriptor wrote it, and the pool may close its descriptors meanwhile."""
     started = time.perf_counter()
-    for fd in fds:
-        os.fsync(fd)
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue  # deleted since (a consumed segment): nothing to make durable
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     for directory in dirs:
         if directory.is_dir():
             _fsync_dir(directory)

@@ -69,6 +69,7 @@ class QueueStore:
         self.bytes_on_disk = 0
         self.count = 0
         self.deleted = False
+        self.dir_made = False
 
     # -- paths ------------------------------------------------------------------------
 
@@ -258,6 +259,7 @@ class QueueStore:
         in order. Damage is dropped with one warning line per problem, never raised."""
         if not self.dir.is_dir():
             return 0
+        self.dir_made = True
         acked, delivered, floor, max_ack = self._read_acks()
         next_seq = max(floor, max_ack + 1, 1)
         segs = sorted(int(p.name[:-4]) for p in self.dir.glob("*.seg") if p.name[:-4].isdigit())

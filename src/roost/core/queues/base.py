@@ -8,19 +8,23 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import AccessRefused
+from roost.core.message import Message, Properties
+
+# A durable queue keeps the messages of this many ready entries in memory; persistent
+# messages queued behind them live only in the store and are read back for delivery.
+PAGE_WINDOW = 1024
 
 if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.consumer import Consumer
     from roost.core.durability import QueueStore
-    from roost.core.message import Message
     from roost.core.vhost import VHost
 
 
 class Entry:
     """A message's place in one queue. ``seq`` orders it; requeues go back by seq."""
 
-    __slots__ = ("deliveries", "message", "redelivered", "seq", "slot")
+    __slots__ = ("deliveries", "message", "redelivered", "seq", "size", "slot")
 
     def __init__(self, seq: int, message: Message) -> None:
         self.seq = seq
@@ -28,6 +32,7 @@ class Entry:
         self.redelivered = False
         self.deliveries = 0
         self.slot = 0  # the message's sequence number in the queue's store; 0: not stored
+        self.size = len(message.body)
 
     def __lt__(self, other: Entry) -> bool:
         return self.seq < other.seq
@@ -89,8 +94,10 @@ class Queue:
                 message.exchange, message.routing_key, message.properties.as_tuple(), message.body
             )
         if self.ready or not self._offer(entry):
+            if entry.slot and len(self.ready) >= PAGE_WINDOW:
+                entry.message = None  # type: ignore[assignment]  # paged out: see _page_in
             self.ready.append(entry)
-            self.ready_bytes += len(message.body)
+            self.ready_bytes += entry.size
 
     def restore(self, message: Message, slot: int, redelivered: bool) -> None:
         """Put back a message recovered from the store (no consumers exist yet)."""
@@ -98,8 +105,16 @@ class Queue:
         entry = Entry(self._seq, message)
         entry.slot = slot
         entry.redelivered = redelivered
+        if len(self.ready) >= PAGE_WINDOW:
+            entry.message = None  # type: ignore[assignment]
         self.ready.append(entry)
-        self.ready_bytes += len(message.body)
+        self.ready_bytes += entry.size
+
+    def _page_in(self, entry: Entry) -> None:
+        """Read a paged-out message back from the store before it is handed out."""
+        assert self.store is not None
+        _seq, _redelivered, exchange, routing_key, props, body = self.store.read(entry.slot)
+        entry.message = Message(exchange, routing_key, Properties(*props), body)
 
     def _forget(self, entry: Entry) -> None:
         """The entry left the queue for good: release its stored copy."""
@@ -126,17 +141,21 @@ class Queue:
         ready = self.ready
         while ready and self.consumers:
             entry = ready.popleft()
+            if entry.message is None:
+                self._page_in(entry)
             if not self._offer(entry):
                 ready.appendleft(entry)
                 return
-            self.ready_bytes -= len(entry.message.body)
+            self.ready_bytes -= entry.size
 
     def take(self) -> Entry | None:
         """Remove the head for basic.get."""
         if not self.ready:
             return None
         entry = self.ready.popleft()
-        self.ready_bytes -= len(entry.message.body)
+        if entry.message is None:
+            self._page_in(entry)
+        self.ready_bytes -= entry.size
         self._delivered(entry)
         return entry
 
@@ -172,7 +191,7 @@ class Queue:
         for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
             self.unacked -= 1
             entry.redelivered = True
-            self.ready_bytes += len(entry.message.body)
+            self.ready_bytes += entry.size
             if not ready or ready[0].seq > entry.seq:
                 ready.appendleft(entry)
             else:
