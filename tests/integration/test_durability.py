@@ -261,3 +261,46 @@ def test_crash_rounds_confirmed_messages_are_never_lost(data_dir: Path) -> None:
             assert confirmed <= got, confirmed - got
     finally:
         server.kill()
+
+
+def test_metrics_report_store_bytes_and_fsync_latency(data_dir: Path) -> None:
+    import urllib.request
+
+    server = RoostProcess(data_dir).start()
+    try:
+        conn = connect(server)
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("metered", durable=True)
+        ch.basic_publish("", "metered", b"x" * 5000, pika.BasicProperties(delivery_mode=2))
+        conn.close()
+        with urllib.request.urlopen(server.http_url + "/metrics") as resp:
+            text = resp.read().decode()
+        values = {
+            line.split()[0]: float(line.split()[1])
+            for line in text.splitlines()
+            if line and not line.startswith("#")
+        }
+        assert values["roost_store_bytes"] >= 5000
+        assert values["roost_store_segments"] == 1
+        assert values["roost_store_fsync_seconds_count"] >= 1
+        assert 'roost_store_fsync_seconds_bucket{le="+Inf"}' in values
+    finally:
+        server.kill()
+
+
+@pytest.mark.parametrize("mode", ["interval", "never"])
+def test_other_fsync_modes_confirm_and_persist(data_dir: Path, mode: str) -> None:
+    server = RoostProcess(data_dir, "--fsync", mode, "--fsync-interval-ms", "20").start()
+    try:
+        conn = connect(server)
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("modes", durable=True)
+        for i in range(30):
+            ch.basic_publish("", "modes", b"%d" % i, pika.BasicProperties(delivery_mode=2))
+        conn.close()
+        server = restart(server)  # graceful: everything is written on the way out
+        assert len(drain(server, "modes")) == 30
+    finally:
+        server.kill()

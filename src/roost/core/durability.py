@@ -42,6 +42,7 @@ class QueueStore(Protocol):
 
 
 class FsyncHistogram(Protocol):
+    bounds: tuple[float, ...]  # upper bounds in seconds; counts has one more (+Inf)
     counts: list[int]
     total: float
     count: int
@@ -50,6 +51,7 @@ class FsyncHistogram(Protocol):
 class MessageStore(Protocol):
     appends: int  # grows with every buffered change: compared around a publish
     bytes_on_disk: int
+    segment_count: int
     fsync_stats: FsyncHistogram
     before_flush: list[Callable[[], None]]
 

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from roost.core.durability import DefinitionsStore, MessageStore, StoredMessage
+from roost.core.info import StoreInfo
 from roost.core.message import Message, Properties
 from roost.core.queues.base import Queue
 
@@ -84,6 +85,23 @@ class Persistence:
         for vhost in self.broker.vhosts.values():
             self._watch(vhost)
         self.store.before_flush.append(self._maybe_save)
+        self.broker.store_stats = self.store_info
+
+    def store_info(self) -> StoreInfo:
+        """Bytes, segments and the fsync latency histogram for /metrics."""
+        stats = self.store.fsync_stats
+        running = 0
+        buckets = []
+        for bound, count in zip(stats.bounds, stats.counts, strict=False):
+            running += count
+            buckets.append((bound, running))
+        return StoreInfo(
+            bytes_on_disk=self.store.bytes_on_disk,
+            segments=self.store.segment_count,
+            fsyncs=stats.count,
+            fsync_buckets=tuple(buckets),
+            fsync_seconds_sum=stats.total,
+        )
 
     def _watch(self, vhost: VHost) -> None:
         if self._vhost_changed not in vhost.on_change:

@@ -36,6 +36,7 @@ Waiter = Callable[[bool], None]
 
 class FsyncStats:
     def __init__(self) -> None:
+        self.bounds = FSYNC_BUCKETS
         self.counts = [0] * (len(FSYNC_BUCKETS) + 1)
         self.total = 0.0
         self.count = 0
@@ -66,6 +67,7 @@ class DiskStore:
         self.ack_compact_bytes = ack_compact_bytes
         self.files = FilePool(max_open)
         self.bytes_on_disk = 0
+        self.segment_count = 0
         self.fsync_stats = FsyncStats()
         self.appends = 0  # bumped by every dirty(); the broker compares it around a publish
         self.before_flush: list[Callable[[], None]] = []  # e.g. save definitions when dirty
@@ -91,6 +93,7 @@ class DiskStore:
             store.dir_made = True
             self._new_dirs.add(store.dir.parent)
         self._new_dirs.add(store.dir)
+        self.segment_count += 1
 
     def bytes_changed(self, delta: int) -> None:
         self.bytes_on_disk += delta

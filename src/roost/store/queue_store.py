@@ -176,6 +176,7 @@ class QueueStore:
             size = 0
         self.bytes_on_disk -= size
         self.hub.bytes_changed(-size)
+        self.hub.segment_count -= 1
 
     def write_pending(self) -> list[Path]:
         """Write buffered records and acks (no fsync); the files written."""
@@ -305,6 +306,7 @@ class QueueStore:
             if found:
                 self._live[seg] = found
                 self.bytes_on_disk += len(data)
+                self.hub.segment_count += 1
             else:
                 path.unlink()
         live.sort(key=lambda item: item[0])
@@ -370,6 +372,7 @@ class QueueStore:
         self.deleted = True
         for seg in list(self._live):
             self.hub.files.close(self._seg_path(seg))
+            self.hub.segment_count -= 1
         self.hub.files.close(self.dir / ACK_FILE)
         self._out.clear()
         self._acks.clear()
