@@ -142,6 +142,7 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
         broker.add_user("guest", hash_password("guest"), tags=["administrator"])
         broker.set_permission("guest", "/", Permission())
         persistence.save()
+    disk.remove_orphans()
     return disk, persistence, broker
 
 

@@ -218,3 +218,14 @@ def test_model(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, in
     hub.sync_now()
     _, got = reopen(tmp, segment_size=4096)
     assert [(m[0], m[5], d) for m, d in got] == [(s, live[s], s in delivered) for s in sorted(live)]
+
+
+def test_orphan_directories_are_removed(tmp_path: Path) -> None:
+    hub, store = make(tmp_path)
+    store.append("", "q", PROPS, b"x")
+    hub.sync_now()
+    fresh = DiskStore(tmp_path)
+    kept = fresh.open_queue("/", "other")
+    assert fresh.remove_orphans() == 1
+    assert not store.dir.exists()
+    assert kept.dir.parent.exists()

@@ -16,6 +16,7 @@ import asyncio
 import bisect
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +73,7 @@ class DiskStore:
         self.appends = 0  # bumped by every dirty(); the broker compares it around a publish
         self.before_flush: list[Callable[[], None]] = []  # e.g. save definitions when dirty
         self._dirty: set[QueueStore] = set()
+        self._opened: set[Path] = set()
         self._new_dirs: set[Path] = set()
         self._unsynced: set[Path] = set()
         self._waiters: list[Waiter] = []
@@ -85,7 +87,20 @@ class DiskStore:
     # -- queues -----------------------------------------------------------------------
 
     def open_queue(self, vhost: str, name: str) -> QueueStore:
-        return QueueStore(self, queue_dir(self.data_dir, vhost, name), f"{vhost}/{name}")
+        directory = queue_dir(self.data_dir, vhost, name)
+        self._opened.add(directory)
+        return QueueStore(self, directory, f"{vhost}/{name}")
+
+    def remove_orphans(self) -> int:
+        """After recovery: delete queue directories no durable queue claimed (a queue
+        declared and fed, then a crash before its definition was saved)."""
+        removed = 0
+        for directory in self.data_dir.glob("vhosts/*/queues/*"):
+            if directory.is_dir() and directory not in self._opened:
+                log.warning("store: %s belongs to no durable queue, removed", directory)
+                shutil.rmtree(directory, ignore_errors=True)
+                removed += 1
+        return removed
 
     def new_segment(self, store: QueueStore) -> None:
         if not store.dir_made:

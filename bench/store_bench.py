@@ -1,0 +1,120 @@
+"""Durable store figures: confirmed persistent publish rate per ``--fsync`` mode (and
+RabbitMQ's, when installed), and recovery time for a backlog of N messages.
+
+    .venv/bin/python bench/store_bench.py [--repeat 3] [--duration 10]
+        [--recover 100000] [--brokers roost,rabbitmq]
+
+Publish scenario (the issue's): 1 producer / 1 consumer, persistent 1 KiB messages to a
+durable queue, publisher confirms (window 1000), manual ack with prefetch 100. The table
+shows medians of ``--repeat`` runs. Recovery: publish N persistent 1 KiB messages with no
+consumer, SIGKILL the server, start it again and read its "recovered ..." log line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _brokers  # a sibling module, not a package
+from amqp_throughput import Scenario, perf
+
+PUBLISH = Scenario(
+    "store",
+    "1 producer / 1 consumer, persistent 1 KiB, durable queue, confirms 1000, prefetch 100",
+    ("--producers", "1", "--consumers", "1", "--size", "1024", "--persistent",
+     "--confirm", "1000", "--durable-queue", "--prefetch", "100"),
+)
+RECOVERED = re.compile(r"recovered (\d+) messages in (\d+) queues in ([0-9.]+) s")
+
+
+def publish_rates(url: str, repeat: int, duration: float, log: object) -> list[float]:
+    runs = [perf(url, PUBLISH, duration, "store-bench", log) for _ in range(repeat)]
+    return [float(r["consume_rate"]) for r in runs]
+
+
+def _start(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "roost", "server", "--amqp-port", str(port),
+           "--http-port", "0", "--data-dir", str(data)]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    _brokers._wait_for_port(port, proc, 120, log)
+    return proc
+
+
+def recovery_seconds(count: int) -> tuple[int, float]:
+    import pika
+
+    with tempfile.TemporaryDirectory(prefix="store-bench-") as tmp:
+        data, log = Path(tmp) / "data", Path(tmp) / "server.log"
+        port = _brokers.free_port()
+        proc = _start(data, port, log)
+        try:
+            conn = pika.BlockingConnection(
+                pika.URLParameters(f"amqp://guest:guest@127.0.0.1:{port}/%2F"))
+            ch = conn.channel()
+            ch.queue_declare("recover", durable=True)
+            props = pika.BasicProperties(delivery_mode=2)
+            body = b"x" * 1024
+            for _ in range(count):
+                ch.basic_publish("", "recover", body, props)
+            ch.confirm_delivery()
+            ch.basic_publish("", "recover", body, props)  # acked after the last fsync
+            conn.close()
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        log.write_text("")
+        proc = _start(data, port, log)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                found = RECOVERED.search(log.read_text())
+                if found:
+                    return int(found[1]), float(found[3])
+                time.sleep(0.1)
+            raise RuntimeError("no recovery line in the log")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--recover", type=int, default=100_000, help="backlog for recovery")
+    parser.add_argument("--brokers", default="roost,rabbitmq")
+    args = parser.parse_args(argv)
+    rows: list[tuple[str, str]] = []
+    log = sys.stderr
+    for mode in ("always", "interval", "never"):
+        with _brokers.roost("--fsync", mode) as url:
+            rates = publish_rates(url, args.repeat, args.duration, log)
+        rows.append((f"Roost --fsync {mode}: confirmed msg/s (median of {args.repeat})",
+                     f"{statistics.median(rates):,.0f}"))
+    if "rabbitmq" in args.brokers and _brokers.rabbitmq_installed():
+        with _brokers.rabbitmq() as url:
+            rates = publish_rates(url, args.repeat, args.duration, log)
+        rows.append((f"RabbitMQ: confirmed msg/s (median of {args.repeat})",
+                     f"{statistics.median(rates):,.0f}"))
+    times = [recovery_seconds(args.recover) for _ in range(args.repeat)]
+    rows.append((f"Roost recovery of {times[0][0]:,} x 1 KiB (median of {args.repeat})",
+                 f"{statistics.median(t for _, t in times):.2f} s"))
+    print(f"\n{PUBLISH.title}\n")
+    print("| measurement | value |\n|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
