@@ -200,7 +200,7 @@ class Queue:
 
     def purge(self) -> int:
         count = len(self.ready)
-        if self.store is not None:
+        if self.store is not None and not self.deleted:  # a deleted queue's files just go
             for entry in self.ready:
                 if entry.slot:
                     self._forget(entry)
