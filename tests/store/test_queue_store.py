@@ -229,3 +229,30 @@ def test_orphan_directories_are_removed(tmp_path: Path) -> None:
     assert fresh.remove_orphans() == 1
     assert not store.dir.exists()
     assert kept.dir.parent.exists()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    garbage=st.binary(max_size=400),
+    payloads=st.lists(st.binary(max_size=60), max_size=5),
+    acks=st.binary(max_size=50),
+)
+def test_recovery_never_raises_on_damaged_files(
+    tmp_path_factory: pytest.TempPathFactory, garbage: bytes, payloads: list[bytes], acks: bytes
+) -> None:
+    """Raw garbage, and well-framed records whose payloads are garbage (checksums pass):
+    recovery drops what it cannot read and never raises."""
+    from roost.store.segment import frame
+
+    tmp = tmp_path_factory.mktemp("fuzz")
+    hub, store = make(tmp)
+    store.append("", "q", PROPS, b"good")
+    hub.sync_now()
+    (store.dir / "00000007.seg").write_bytes(garbage)
+    (store.dir / "00000008.seg").write_bytes(b"".join(frame(p) for p in payloads))
+    with (store.dir / ACK_FILE).open("ab") as fh:
+        fh.write(acks)
+    _, got = reopen(tmp)
+    assert all(isinstance(m[5], bytes) for m, _ in got)

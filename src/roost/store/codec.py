@@ -97,7 +97,7 @@ def decode_message(
         if pos > len(data):
             raise CodecError("payload too short")
         return seq, bool(flags & FLAG_REDELIVERED), exchange, routing_key, tuple(props), data[pos:]
-    except (IndexError, struct.error, UnicodeDecodeError, KeyError) as exc:
+    except (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError) as exc:
         raise CodecError(str(exc)) from None
 
 

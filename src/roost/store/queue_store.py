@@ -39,6 +39,7 @@ ACK_FLOOR = 1 << 62
 SEQ_MASK = (1 << 62) - 1
 DELIVERED = 1 << 63
 LOC_MASK = DELIVERED - 1
+MAX_GAP = 1 << 32  # sequence numbers further apart than this in one queue are damage
 ACK_FILE = "acks"
 
 
@@ -309,7 +310,15 @@ class QueueStore:
                 self.hub.segment_count += 1
             else:
                 path.unlink()
-        live.sort(key=lambda item: item[0])
+        live = self._plausible(sorted(live, key=lambda item: item[0]))
+        for seg in [seg for seg, n in self._live.items() if n <= 0]:
+            del self._live[seg]
+            path = self._seg_path(seg)
+            self.bytes_on_disk -= path.stat().st_size
+            self.hub.segment_count -= 1
+            path.unlink()
+        if next_seq > SEQ_MASK >> 1:  # only damage gets here: restart numbering after the live
+            next_seq = live[-1][0] + 1 if live else 1
         self._seg = max(segs, default=0)
         self._seg_fill = self.hub.segment_size  # never append to a recovered segment
         self._next_seq = next_seq
@@ -328,6 +337,22 @@ class QueueStore:
         if self._ack_size:
             self.compact_acks()  # also cuts a torn ack tail
         return len(live)
+
+    def _plausible(
+        self, live: list[tuple[int, int, Recovered]]
+    ) -> list[tuple[int, int, Recovered]]:
+        """Drop records whose sequence number cannot be real (a checksum that passed on
+        damage, or a foreign file): zero, flag bits set, or far past the others."""
+        out: list[tuple[int, int, Recovered]] = []
+        for item in live:
+            seq = item[0]
+            if seq < 1 or seq > SEQ_MASK or (out and seq - out[-1][0] > MAX_GAP):
+                log.warning("store %s: record with impossible seq %d dropped", self.label, seq)
+                seg = item[1] >> 32
+                self._live[seg] -= 1
+                continue
+            out.append(item)
+        return out
 
     def _read_acks(self) -> tuple[set[int], set[int], int, int]:
         acked: set[int] = set()
