@@ -25,8 +25,13 @@ def make(tmp: Path, **kw: Any) -> tuple[DiskStore, QueueStore]:
 def reopen(tmp: Path, **kw: Any) -> tuple[QueueStore, list[tuple[Any, bool]]]:
     hub = DiskStore(tmp, **kw)
     store = hub.open_queue("/", "q")
+    found: list[tuple[int, int, bool]] = []
+    store.recover(lambda seq, size, delivered: found.append((seq, size, delivered)))
     got: list[tuple[Any, bool]] = []
-    store.recover(lambda msg, delivered: got.append((msg, delivered)))
+    for seq, size, delivered in found:
+        msg = store.read(seq)
+        assert size == len(msg[5])
+        got.append((msg, delivered))
     return store, got
 
 

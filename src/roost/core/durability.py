@@ -35,8 +35,9 @@ class QueueStore(Protocol):
 
     def read(self, seq: int) -> StoredMessage: ...
 
-    def recover(self, keep: Callable[[StoredMessage, bool], None]) -> int:
-        """Rebuild from disk; ``keep(message, was_delivered)`` per live message, in order."""
+    def recover(self, keep: Callable[[int, int, bool], None]) -> int:
+        """Rebuild from disk; ``keep(seq, body size, was_delivered)`` per live message, in
+        order. Bodies stay on disk until ``read``."""
 
     def destroy(self) -> None: ...
 

@@ -13,9 +13,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from roost.core.durability import DefinitionsStore, MessageStore, StoredMessage
+from roost.core.durability import DefinitionsStore, MessageStore
 from roost.core.info import StoreInfo
-from roost.core.message import Message, Properties
 from roost.core.queues.base import Queue
 
 if TYPE_CHECKING:
@@ -137,12 +136,7 @@ class Persistence:
         store = self.store.open_queue(queue.vhost.name, queue.name)
         queue.store = store
 
-        def keep(stored: StoredMessage, delivered: bool) -> None:
-            seq, redelivered, exchange, routing_key, props, body = stored
-            message = Message(exchange, routing_key, Properties(*props), body)
-            queue.restore(message, seq, redelivered or delivered)
-
-        count = store.recover(keep)
+        count = store.recover(queue.restore)
         if self._recovering:
             self.recovered_messages += count
             self.recovered_queues += 1

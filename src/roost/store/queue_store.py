@@ -256,16 +256,17 @@ class QueueStore:
 
     # -- recovery ---------------------------------------------------------------------
 
-    def recover(self, keep: Callable[[Recovered, bool], None]) -> int:
-        """Rebuild the index from the files; ``keep(message, delivered)`` for each live one
-        in order. Damage is dropped with one warning line per problem, never raised."""
+    def recover(self, keep: Callable[[int, int, bool], None]) -> int:
+        """Rebuild the index from the files; ``keep(seq, body size, delivered)`` for each
+        live message in order (bodies stay on disk: ``read`` fetches one when needed).
+        Damage is dropped with one warning line per problem, never raised."""
         if not self.dir.is_dir():
             return 0
         self.dir_made = True
         acked, delivered, floor, max_ack = self._read_acks()
         next_seq = max(floor, max_ack + 1, 1)
         segs = sorted(int(p.name[:-4]) for p in self.dir.glob("*.seg") if p.name[:-4].isdigit())
-        live: list[tuple[int, int, Recovered]] = []
+        live: list[tuple[int, int, int]] = []  # (seq, location, body size)
         for seg in segs:
             path = self._seg_path(seg)
             try:
@@ -291,7 +292,8 @@ class QueueStore:
                         exc,
                     )
                     continue
-                live.append((seq, seg << 32 | offset, msg))
+                live.append((seq, seg << 32 | offset, len(msg[5])))
+                del msg
                 found += 1
             for offset in result.bad_crc:
                 log.warning(
@@ -323,12 +325,12 @@ class QueueStore:
         self._seg_fill = self.hub.segment_size  # never append to a recovered segment
         self._next_seq = next_seq
         self._base = live[0][0] if live else next_seq
-        for seq, loc, msg in live:
+        for seq, loc, size in live:
             while self._base + len(self._pos) < seq:
                 self._pos.append(0)
             was = seq in delivered
             self._pos.append(loc | (DELIVERED if was else 0))
-            keep(msg, was)
+            keep(seq, size, was)
         self.count = len(live)
         ack_path = self.dir / ACK_FILE
         self._ack_size = ack_path.stat().st_size if ack_path.exists() else 0
@@ -338,12 +340,10 @@ class QueueStore:
             self.compact_acks()  # also cuts a torn ack tail
         return len(live)
 
-    def _plausible(
-        self, live: list[tuple[int, int, Recovered]]
-    ) -> list[tuple[int, int, Recovered]]:
+    def _plausible(self, live: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
         """Drop records whose sequence number cannot be real (a checksum that passed on
         damage, or a foreign file): zero, flag bits set, or far past the others."""
-        out: list[tuple[int, int, Recovered]] = []
+        out: list[tuple[int, int, int]] = []
         for item in live:
             seq = item[0]
             if seq < 1 or seq > SEQ_MASK or (out and seq - out[-1][0] > MAX_GAP):

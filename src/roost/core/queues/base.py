@@ -26,13 +26,14 @@ class Entry:
 
     __slots__ = ("deliveries", "message", "redelivered", "seq", "size", "slot")
 
-    def __init__(self, seq: int, message: Message) -> None:
+    def __init__(self, seq: int, message: Message | None, size: int = 0) -> None:
         self.seq = seq
+        # None while paged out: only in the store (slot), read back by Queue._page_in
         self.message = message
         self.redelivered = False
         self.deliveries = 0
         self.slot = 0  # the message's sequence number in the queue's store; 0: not stored
-        self.size = len(message.body)
+        self.size = len(message.body) if message is not None else size
 
     def __lt__(self, other: Entry) -> bool:
         return self.seq < other.seq
@@ -95,18 +96,16 @@ class Queue:
             )
         if self.ready or not self._offer(entry):
             if entry.slot and len(self.ready) >= PAGE_WINDOW:
-                entry.message = None  # type: ignore[assignment]  # paged out: see _page_in
+                entry.message = None  # paged out: see _page_in
             self.ready.append(entry)
             self.ready_bytes += entry.size
 
-    def restore(self, message: Message, slot: int, redelivered: bool) -> None:
-        """Put back a message recovered from the store (no consumers exist yet)."""
+    def restore(self, slot: int, size: int, redelivered: bool) -> None:
+        """Put back a message recovered from the store, paged out (no consumers yet)."""
         self._seq += 1
-        entry = Entry(self._seq, message)
+        entry = Entry(self._seq, None, size)
         entry.slot = slot
         entry.redelivered = redelivered
-        if len(self.ready) >= PAGE_WINDOW:
-            entry.message = None  # type: ignore[assignment]
         self.ready.append(entry)
         self.ready_bytes += entry.size
 
