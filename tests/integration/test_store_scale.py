@@ -82,6 +82,13 @@ def test_backlog_larger_than_memory_is_paged(tmp_path: Path) -> None:
         assert ch.queue_declare("backlog", passive=True).method.message_count == count
         rss = rss_bytes(pid)
         assert rss < count * size / 2, f"RSS {rss / 1e6:.0f} MB for a 200 MB backlog"
+        conn.close()
+        assert server.stop() == 0
+        server = RoostProcess(tmp_path / "data").start()  # recovery keeps bodies on disk too
+        recovered_rss = rss_bytes(pid_of(server))
+        assert recovered_rss < count * size / 2, f"RSS {recovered_rss / 1e6:.0f} MB after restart"
+        conn = pika.BlockingConnection(pika_params(server))
+        ch = conn.channel()
         ch.basic_qos(prefetch_count=500)
         stream = ch.consume("backlog", inactivity_timeout=5)
         for expected, (method, _props, body) in enumerate(stream, start=1):
@@ -92,7 +99,8 @@ def test_backlog_larger_than_memory_is_paged(tmp_path: Path) -> None:
             if expected == count:
                 break
         ch.cancel()
-        print(f"RSS with {count} x {size} B queued: {rss / 1e6:.0f} MB")
+        print(f"RSS with {count} x {size} B queued: {rss / 1e6:.0f} MB, "
+              f"after restart {recovered_rss / 1e6:.0f} MB")
         conn.close()
     finally:
         server.kill()

@@ -266,7 +266,8 @@ class QueueStore:
         acked, delivered, floor, max_ack = self._read_acks()
         next_seq = max(floor, max_ack + 1, 1)
         segs = sorted(int(p.name[:-4]) for p in self.dir.glob("*.seg") if p.name[:-4].isdigit())
-        live: list[tuple[int, int, int]] = []  # (seq, location, body size)
+        # live records as parallel arrays (no per-message objects even while recovering)
+        seqs, locs, sizes = array("Q"), array("Q"), array("Q")
         for seg in segs:
             path = self._seg_path(seg)
             try:
@@ -292,7 +293,9 @@ class QueueStore:
                         exc,
                     )
                     continue
-                live.append((seq, seg << 32 | offset, len(msg[5])))
+                seqs.append(seq)
+                locs.append(seg << 32 | offset)
+                sizes.append(len(msg[5]))
                 del msg
                 found += 1
             for offset in result.bad_crc:
@@ -312,7 +315,7 @@ class QueueStore:
                 self.hub.segment_count += 1
             else:
                 path.unlink()
-        live = self._plausible(sorted(live, key=lambda item: item[0]))
+        live = self._plausible(seqs, locs)
         for seg in [seg for seg, n in self._live.items() if n <= 0]:
             del self._live[seg]
             path = self._seg_path(seg)
@@ -320,12 +323,13 @@ class QueueStore:
             self.hub.segment_count -= 1
             path.unlink()
         if next_seq > SEQ_MASK >> 1:  # only damage gets here: restart numbering after the live
-            next_seq = live[-1][0] + 1 if live else 1
+            next_seq = seqs[live[-1]] + 1 if live else 1
         self._seg = max(segs, default=0)
         self._seg_fill = self.hub.segment_size  # never append to a recovered segment
         self._next_seq = next_seq
-        self._base = live[0][0] if live else next_seq
-        for seq, loc, size in live:
+        self._base = seqs[live[0]] if live else next_seq
+        for i in live:
+            seq, loc, size = seqs[i], locs[i], sizes[i]
             while self._base + len(self._pos) < seq:
                 self._pos.append(0)
             was = seq in delivered
@@ -340,18 +344,21 @@ class QueueStore:
             self.compact_acks()  # also cuts a torn ack tail
         return len(live)
 
-    def _plausible(self, live: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-        """Drop records whose sequence number cannot be real (a checksum that passed on
-        damage, or a foreign file): zero, flag bits set, or far past the others."""
-        out: list[tuple[int, int, int]] = []
-        for item in live:
-            seq = item[0]
-            if seq < 1 or seq > SEQ_MASK or (out and seq - out[-1][0] > MAX_GAP):
+    def _plausible(self, seqs: array[int], locs: array[int]) -> array[int]:
+        """Indexes of the live records in seq order, without records whose sequence number
+        cannot be real (a checksum that passed on damage, or a foreign file): zero, flag
+        bits set, or far past the others."""
+        n = len(seqs)
+        in_order = all(seqs[i] < seqs[i + 1] for i in range(n - 1))
+        order = range(n) if in_order else sorted(range(n), key=seqs.__getitem__)
+        out = array("Q")
+        for i in order:
+            seq = seqs[i]
+            if seq < 1 or seq > SEQ_MASK or (out and seq - seqs[out[-1]] > MAX_GAP):
                 log.warning("store %s: record with impossible seq %d dropped", self.label, seq)
-                seg = item[1] >> 32
-                self._live[seg] -= 1
+                self._live[locs[i] >> 32] -= 1
                 continue
-            out.append(item)
+            out.append(i)
         return out
 
     def _read_acks(self) -> tuple[set[int], set[int], int, int]:
