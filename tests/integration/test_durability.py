@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import random
 import re
+import shutil
 import threading
 from pathlib import Path
 
@@ -202,6 +203,13 @@ def test_damaged_files_do_not_stop_the_server(data_dir: Path) -> None:
         assert "recovered 8 messages in 2 queues" in server.log
         d1, d2 = drain(server, "d1"), drain(server, "d2")
         assert len(d1) + len(d2) == 8
+        server.kill()
+        shutil.rmtree(queues[0])  # a missing queue directory: that queue is empty, no more
+        (queues[1] / "acks").write_bytes(b"\x00" * 7)  # an ack log cut inside its first entry
+        server = RoostProcess(data_dir).start()
+        assert "acks torn tail of 7 bytes dropped" in server.log
+        counts = sorted(len(drain(server, q)) for q in ("d1", "d2"))
+        assert counts == [0, 4]
     finally:
         server.kill()
     assert "Traceback" not in server.log, server.log
