@@ -45,6 +45,17 @@ class Config:
         None, "push statistics to this StatsD HOST:PORT after every sample", metavar="HOST:PORT"
     )
     statsd_prefix: str = setting("roost", "prefix of every StatsD metric name")
+    fsync: str = setting(
+        "always",
+        "when durable messages are fsync'ed: always (confirm after fsync), interval, or "
+        "never (unsafe: a crash loses confirmed messages)",
+    )
+    fsync_interval_ms: int = setting(200, "fsync period for --fsync interval, in milliseconds")
+    segment_size: int = setting(8 * 1024 * 1024, "size of a durable queue's segment files")
+    ack_compact_bytes: int = setting(
+        1024 * 1024, "a durable queue's ack log is rewritten when it passes this size"
+    )
+    max_open_files: int = setting(256, "segment files the store keeps open at most")
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -63,6 +74,14 @@ class Config:
             raise ValueError("stats_interval must be > 0")
         if self.statsd is not None and not self.statsd.rpartition(":")[2].isdigit():
             raise ValueError("statsd must be HOST:PORT")
+        if self.fsync not in ("always", "interval", "never"):
+            raise ValueError("fsync must be always, interval or never")
+        if self.fsync_interval_ms <= 0:
+            raise ValueError("fsync_interval_ms must be > 0")
+        if not 4096 <= self.segment_size <= 1 << 30:
+            raise ValueError("segment_size must be 4096..1073741824")
+        if self.max_open_files < 8:
+            raise ValueError("max_open_files must be at least 8")
         return self
 
 

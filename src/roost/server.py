@@ -11,8 +11,12 @@ from typing import Any
 
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.config import Config
+from roost.core.auth import Permission, hash_password
 from roost.core.broker import Broker
 from roost.core.info import ListenerInfo
+from roost.core.persistence import Persistence
+from roost.store.definitions import DefinitionsFile
+from roost.store.hub import DiskStore
 from roost.users import load_users_file
 
 log = logging.getLogger("roost.server")
@@ -23,7 +27,7 @@ SHUTDOWN_GRACE = 5.0  # seconds connections get to answer connection.close
 class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.broker = Broker.with_defaults(Path(config.data_dir))
+        self.disk, self.persistence, self.broker = open_storage(config)
         self.broker.loopback_users = {
             u.strip() for u in config.loopback_users.split(",") if u.strip()
         }
@@ -31,6 +35,7 @@ class Server:
             load_users_file(self.broker, config.users_file)
         self.broker.data_dir = config.data_dir
         self._http_runner: Any = None
+        self._save_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
         self.ports: dict[str, int] = {}
@@ -39,6 +44,8 @@ class Server:
         cfg = self.config
         Path(cfg.data_dir).mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
+        self.disk.start(loop)
+        self._save_timer = loop.call_later(SAVE_TICK, self._save_tick)
         if cfg.amqp_port:
             limits = AMQPLimits(
                 channel_max=cfg.channel_max,
@@ -99,7 +106,44 @@ class Server:
             conn._abort("shutdown")
         for listener in self._listeners:
             await listener.wait_closed()
+        if self._save_timer is not None:
+            self._save_timer.cancel()
+        self.persistence.save()
+        await self.disk.close()
         log.info("Roost stopped")
+
+    def _save_tick(self) -> None:
+        """Definitions changed without any message traffic are saved within a tick."""
+        self.persistence.tick()
+        self._save_timer = asyncio.get_running_loop().call_later(SAVE_TICK, self._save_tick)
+
+
+SAVE_TICK = 0.25
+
+
+def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
+    """The disk store, then the broker rebuilt from it (or RabbitMQ's first-start defaults)."""
+    data_dir = Path(config.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    disk = DiskStore(
+        data_dir,
+        fsync=config.fsync,
+        interval_ms=config.fsync_interval_ms,
+        segment_size=config.segment_size,
+        ack_compact_bytes=config.ack_compact_bytes,
+        max_open=config.max_open_files,
+    )
+    broker = Broker(data_dir=data_dir)
+    persistence = Persistence(broker, disk, DefinitionsFile(data_dir))
+    persistence.install()
+    if not persistence.recover():
+        # RabbitMQ's first start (as Broker.with_defaults): vhost '/', guest/guest on it
+        broker.add_vhost("/")
+        broker.add_user("guest", hash_password("guest"), tags=["administrator"])
+        broker.set_permission("guest", "/", Permission())
+        persistence.save()
+    disk.remove_orphans()
+    return disk, persistence, broker
 
 
 def tune_gc() -> None:

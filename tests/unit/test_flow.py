@@ -50,7 +50,7 @@ def consumer(broker: Broker, client, queue: str, prefetch: int) -> tuple[Session
 
 def publish(broker: Broker, client, publisher, n: int, queue: str = "q") -> None:
     for _ in range(n):
-        broker.publish(client, "", Message("", queue, Properties(), b"x"), publisher)
+        broker.publish(client, "", Message("", queue, Properties(), b"x"), publisher=publisher)
 
 
 def test_publisher_held_at_high_watermark_and_released_at_low(broker: Broker, client) -> None:

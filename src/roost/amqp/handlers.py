@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.amqp import codec_methods as m
@@ -357,6 +358,7 @@ class AMQPChannel:
             return
         tag, entry, left = got
         message = entry.message
+        assert message is not None  # Queue.take pages it in
         self.conn.write(
             encode_basic_get_ok(
                 self.id,
@@ -428,7 +430,10 @@ class AMQPChannel:
 
     def _route(self, method: m.BasicPublish, message: Message) -> None:
         seq = self.confirms.publish() if self.mode is Mode.CONFIRM else 0
-        routed = self.broker.publish(self.client, method.exchange, message, self.publisher)
+        confirm = partial(self._confirmed, seq) if seq else None
+        routed = self.broker.publish(
+            self.client, method.exchange, message, confirm, self.publisher
+        )
         if not routed and method.mandatory:
             self.conn.write(
                 encode_basic_return(
@@ -442,9 +447,13 @@ class AMQPChannel:
                     self.conn.frame_max,
                 )
             )
-        if seq:
-            self.confirms.settle(seq, True)
-            self.conn.confirms_pending(self)
+
+    def _confirmed(self, seq: int, ok: bool) -> None:
+        """The core says the message is safe (at once, or after the store's fsync)."""
+        if self.session.closed:
+            return  # the channel is gone; its number may already belong to a new one
+        self.confirms.settle(seq, ok)
+        self.conn.confirms_pending(self)
 
     # -- transactions and confirms ----------------------------------------------------------
 

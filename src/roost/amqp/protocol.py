@@ -310,6 +310,9 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def confirms_pending(self, channel: AMQPChannel) -> None:
         self._confirm_channels.add(channel)
+        if not self._in_receive and not self._flush_scheduled:  # settled after an fsync
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -13,6 +13,7 @@ from roost.core.auth import Permission, User, hash_password
 from roost.core.client import Client
 from roost.core.consumer import Consumer
 from roost.core.definitions import export_definitions, import_definitions
+from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
 from roost.core.flow import Publisher
@@ -273,12 +274,36 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
 
     # -- messages -------------------------------------------------------------------------
 
+    # set by core.persistence when the server runs with a disk store
+    message_store: MessageStore | None = None
+
     def publish(
-        self, client: Client, exchange: str, message: Message, publisher: Publisher | None = None
+        self,
+        client: Client,
+        exchange: str,
+        message: Message,
+        confirm: Callable[[bool], None] | None = None,
+        publisher: Publisher | None = None,
     ) -> int:
-        """Route and enqueue; returns how many queues took the message. ``publisher``
-        (from ``new_publisher``) is held while a queue it reached is congested."""
-        return client.vhost.publish(exchange, message, publisher)
+        """Route and enqueue; returns how many queues took the message.
+
+        ``confirm(ok)`` is called once the message is safe: at once, unless it was written
+        to a durable queue's store, then after the group commit that puts it on disk.
+        ``publisher`` (from ``new_publisher``) is held while a queue it reached is
+        congested."""
+        store = self.message_store
+        if confirm is None or store is None or message.properties.delivery_mode != 2:
+            routed = client.vhost.publish(exchange, message, publisher)
+            if confirm is not None:
+                confirm(True)
+            return routed
+        before = store.appends
+        routed = client.vhost.publish(exchange, message, publisher)
+        if store.appends != before:
+            store.when_durable(confirm)
+        else:
+            confirm(True)
+        return routed
 
     def new_publisher(self, on_change: Callable[[bool], None]) -> Publisher:
         """Flow control for one publishing session: ``on_change(True)`` when a congested

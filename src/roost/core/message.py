@@ -67,6 +67,10 @@ class Properties:
         values.update(changes)
         return Properties(**values)
 
+    def as_tuple(self) -> tuple[Any, ...]:
+        """All fourteen values in PROPERTY_NAMES order (the store's encoding input)."""
+        return tuple(getattr(self, n) for n in PROPERTY_NAMES)
+
     def as_dict(self) -> dict[str, Any]:
         """Only the properties that are set."""
         return {n: v for n in PROPERTY_NAMES if (v := getattr(self, n)) is not None}

@@ -132,7 +132,9 @@ class Session:
             self._order.append(tag)
             consumer.unacked += 1
             self.unacked_count += 1
-        self.sink.deliver(consumer.tag, tag, entry.redelivered, entry.message)
+        message = entry.message
+        assert message is not None  # the queue pages a message in before handing it out
+        self.sink.deliver(consumer.tag, tag, entry.redelivered, message)
 
     def get(self, queue: Queue, no_ack: bool) -> tuple[int, Entry] | None:
         """basic.get: (delivery tag, entry) or None when the queue is empty."""

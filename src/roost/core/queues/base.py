@@ -9,24 +9,32 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import AccessRefused
 from roost.core.flow import QueueFlow
+from roost.core.message import Message, Properties
+
+# A durable queue keeps the messages of this many ready entries in memory; persistent
+# messages queued behind them live only in the store and are read back for delivery.
+PAGE_WINDOW = 1024
 
 if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.consumer import Consumer
-    from roost.core.message import Message
+    from roost.core.durability import QueueStore
     from roost.core.vhost import VHost
 
 
 class Entry:
     """A message's place in one queue. ``seq`` orders it; requeues go back by seq."""
 
-    __slots__ = ("deliveries", "message", "redelivered", "seq")
+    __slots__ = ("deliveries", "message", "redelivered", "seq", "size", "slot")
 
-    def __init__(self, seq: int, message: Message) -> None:
+    def __init__(self, seq: int, message: Message | None, size: int = 0) -> None:
         self.seq = seq
+        # None while paged out: only in the store (slot), read back by Queue._page_in
         self.message = message
         self.redelivered = False
         self.deliveries = 0
+        self.slot = 0  # the message's sequence number in the queue's store; 0: not stored
+        self.size = len(message.body) if message is not None else size
 
     def __lt__(self, other: Entry) -> bool:
         return self.seq < other.seq
@@ -68,6 +76,9 @@ class Queue:
         self.stat_delivered = 0
         self.stat_acked = 0
         self.stat_redelivered = 0
+        # durable storage (core.durability.QueueStore), set by core.persistence for durable
+        # queues; only persistent messages are written to it
+        self.store: QueueStore | None = None
 
     @property
     def exclusive(self) -> bool:
@@ -83,10 +94,36 @@ class Queue:
         self._seq += 1
         entry = Entry(self._seq, message)
         self.stat_published += 1
+        if self.store is not None and message.properties.delivery_mode == 2:
+            entry.slot = self.store.append(
+                message.exchange, message.routing_key, message.properties.as_tuple(), message.body
+            )
         if self.ready or not self._offer(entry):
+            if entry.slot and len(self.ready) >= PAGE_WINDOW:
+                entry.message = None  # paged out: see _page_in
             self.ready.append(entry)
-            self.ready_bytes += len(message.body)
+            self.ready_bytes += entry.size
             self.flow.after_push()
+
+    def restore(self, slot: int, size: int, redelivered: bool) -> None:
+        """Put back a message recovered from the store, paged out (no consumers yet)."""
+        self._seq += 1
+        entry = Entry(self._seq, None, size)
+        entry.slot = slot
+        entry.redelivered = redelivered
+        self.ready.append(entry)
+        self.ready_bytes += entry.size
+
+    def _page_in(self, entry: Entry) -> None:
+        """Read a paged-out message back from the store before it is handed out."""
+        assert self.store is not None
+        _seq, _redelivered, exchange, routing_key, props, body = self.store.read(entry.slot)
+        entry.message = Message(exchange, routing_key, Properties(*props), body)
+
+    def _forget(self, entry: Entry) -> None:
+        """The entry left the queue for good: release its stored copy."""
+        if entry.slot and self.store is not None:
+            self.store.remove(entry.slot)
 
     # -- outgoing -----------------------------------------------------------------------
 
@@ -108,10 +145,12 @@ class Queue:
         ready = self.ready
         while ready and self.consumers:
             entry = ready.popleft()
+            if entry.message is None:
+                self._page_in(entry)
             if not self._offer(entry):
                 ready.appendleft(entry)
                 break
-            self.ready_bytes -= len(entry.message.body)
+            self.ready_bytes -= entry.size
         if self.flow.congested:
             self.flow.after_drain()
 
@@ -133,7 +172,9 @@ class Queue:
             return  # cancelled meanwhile
         while ready and consumer.has_credit():
             entry = ready.popleft()
-            self.ready_bytes -= len(entry.message.body)
+            if entry.message is None:
+                self._page_in(entry)
+            self.ready_bytes -= entry.size
             self._delivered(entry)
             consumer.session.deliver(consumer, self, entry)
         if self.flow.congested:
@@ -144,7 +185,9 @@ class Queue:
         if not self.ready:
             return None
         entry = self.ready.popleft()
-        self.ready_bytes -= len(entry.message.body)
+        if entry.message is None:
+            self._page_in(entry)
+        self.ready_bytes -= entry.size
         self._delivered(entry)
         if self.flow.congested:
             self.flow.after_drain()
@@ -152,6 +195,8 @@ class Queue:
 
     def _delivered(self, entry: Entry) -> None:
         entry.deliveries += 1
+        if entry.slot and entry.deliveries == 1 and self.store is not None:
+            self.store.mark_delivered(entry.slot)
         self.unacked += 1
         self.stat_delivered += 1
         if entry.redelivered:
@@ -163,10 +208,14 @@ class Queue:
         """The entry was acknowledged (or delivered without ack): it leaves the queue."""
         self.unacked -= 1
         self.stat_acked += 1
+        if entry.slot:
+            self._forget(entry)
 
     def discard(self, entry: Entry) -> None:
         """Rejected without requeue."""
         self.unacked -= 1
+        if entry.slot:
+            self._forget(entry)
 
     def requeue(self, entries: Iterable[Entry]) -> None:
         """Put delivered entries back at their original position, marked redelivered."""
@@ -176,7 +225,7 @@ class Queue:
         for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
             self.unacked -= 1
             entry.redelivered = True
-            self.ready_bytes += len(entry.message.body)
+            self.ready_bytes += entry.size
             if not ready or ready[0].seq > entry.seq:
                 ready.appendleft(entry)
             else:
@@ -185,6 +234,10 @@ class Queue:
 
     def purge(self) -> int:
         count = len(self.ready)
+        if self.store is not None and not self.deleted:  # a deleted queue's files just go
+            for entry in self.ready:
+                if entry.slot:
+                    self._forget(entry)
         self.ready.clear()
         self.ready_bytes = 0
         self.flow.after_drain()

@@ -1,0 +1,200 @@
+"""The store's own compact encoding of a message (no AMQP dependency).
+
+A record payload is::
+
+    u64 seq | u8 flags | u16 exchange | u16 routing key | u16 property mask
+    | property values in mask order | body (the rest)
+
+Property values: strings as u16 length + UTF-8, small ints as one byte, the timestamp
+as i64, headers through ``encode_value``: a tag byte and a value, recursively.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import struct
+from typing import Any
+
+_HEAD = struct.Struct(">QB")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+_F64 = struct.Struct(">d")
+
+# The fourteen properties in the core's order; which ones are strings, bytes, ints, tables.
+PROPERTY_COUNT = 14
+_STRING = frozenset({0, 1, 5, 6, 7, 8, 10, 11, 12, 13})
+_OCTET = frozenset({3, 4})  # delivery_mode, priority
+_TIMESTAMP = 9
+_HEADERS = 2
+
+FLAG_REDELIVERED = 1
+
+
+class CodecError(ValueError):
+    """A payload that does not decode (checksum passed but content is not ours)."""
+
+
+def _str(value: str) -> bytes:
+    raw = value.encode("utf-8")
+    return _U16.pack(len(raw)) + raw
+
+
+def encode_message(
+    seq: int,
+    exchange: str,
+    routing_key: str,
+    properties: tuple[Any, ...],
+    body: bytes,
+    redelivered: bool = False,
+) -> bytes:
+    mask = 0
+    parts: list[bytes] = []
+    for i, value in enumerate(properties):
+        if value is None:
+            continue
+        mask |= 1 << i
+        if i in _STRING:
+            parts.append(_str(str(value)))
+        elif i in _OCTET:
+            parts.append(bytes((int(value) & 0xFF,)))
+        elif i == _TIMESTAMP:
+            parts.append(_I64.pack(int(value)))
+        else:
+            parts.append(encode_value(value))
+    head = _HEAD.pack(seq, FLAG_REDELIVERED if redelivered else 0)
+    return b"".join((head, _str(exchange), _str(routing_key), _U16.pack(mask), *parts, body))
+
+
+def decode_message(
+    payload: bytes | memoryview,
+) -> tuple[int, bool, str, str, tuple[Any, ...], bytes]:
+    """(seq, redelivered, exchange, routing key, properties, body)."""
+    try:
+        data = bytes(payload)
+        seq = int.from_bytes(data[0:8], "big")
+        flags = data[8]
+        pos = 9
+        exchange, pos = _read_str(data, pos)
+        routing_key, pos = _read_str(data, pos)
+        (mask,) = _U16.unpack_from(data, pos)
+        pos += 2
+        props: list[Any] = [None] * PROPERTY_COUNT
+        for i in range(PROPERTY_COUNT):
+            if not mask & (1 << i):
+                continue
+            if i in _STRING:
+                props[i], pos = _read_str(data, pos)
+            elif i in _OCTET:
+                props[i] = data[pos]
+                pos += 1
+            elif i == _TIMESTAMP:
+                (props[i],) = _I64.unpack_from(data, pos)
+                pos += 8
+            else:
+                props[i], pos = decode_value(data, pos)
+        if pos > len(data):
+            raise CodecError("payload too short")
+        return seq, bool(flags & FLAG_REDELIVERED), exchange, routing_key, tuple(props), data[pos:]
+    except (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError) as exc:
+        raise CodecError(str(exc)) from None
+
+
+def peek_seq(payload: bytes | memoryview) -> int:
+    return int.from_bytes(payload[0:8], "big")
+
+
+def _read_str(data: bytes, pos: int) -> tuple[str, int]:
+    (n,) = _U16.unpack_from(data, pos)
+    end = pos + 2 + n
+    if end > len(data):
+        raise CodecError("string runs past the payload")
+    return data[pos + 2 : end].decode("utf-8"), end
+
+
+# -- typed values (headers) -------------------------------------------------------------
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def encode_value(value: Any) -> bytes:
+    if value is None:
+        return b"V"
+    if value is True:
+        return b"t"
+    if value is False:
+        return b"f"
+    if isinstance(value, int):
+        return b"l" + _I64.pack(value) if -(2**63) <= value < 2**63 else b"s" + _str(str(value))
+    if isinstance(value, float):
+        return b"d" + _F64.pack(value)
+    if isinstance(value, str):
+        raw = value.encode("utf-8")
+        return b"S" + _U32.pack(len(raw)) + raw
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        return b"x" + _U32.pack(len(raw)) + raw
+    if isinstance(value, decimal.Decimal):
+        return b"D" + _str(str(value))
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return b"T" + _I64.pack(int((value - _EPOCH).total_seconds()))
+    if isinstance(value, dict):
+        parts = [b"F", _U32.pack(len(value))]
+        for key, item in value.items():
+            parts.append(_str(str(key)))
+            parts.append(encode_value(item))
+        return b"".join(parts)
+    if isinstance(value, (list, tuple)):
+        return b"".join((b"A", _U32.pack(len(value)), *(encode_value(v) for v in value)))
+    return b"S" + _U32.pack(len(raw := str(value).encode("utf-8"))) + raw
+
+
+def decode_value(data: bytes, pos: int) -> tuple[Any, int]:
+    tag = data[pos : pos + 1]
+    pos += 1
+    if tag == b"V":
+        return None, pos
+    if tag == b"t":
+        return True, pos
+    if tag == b"f":
+        return False, pos
+    if tag == b"l":
+        return _I64.unpack_from(data, pos)[0], pos + 8
+    if tag == b"s":
+        text, pos = _read_str(data, pos)
+        return int(text), pos
+    if tag == b"d":
+        return _F64.unpack_from(data, pos)[0], pos + 8
+    if tag in (b"S", b"x"):
+        (n,) = _U32.unpack_from(data, pos)
+        end = pos + 4 + n
+        if end > len(data):
+            raise CodecError("value runs past the payload")
+        raw = data[pos + 4 : end]
+        return (raw.decode("utf-8") if tag == b"S" else raw), end
+    if tag == b"D":
+        text, pos = _read_str(data, pos)
+        return decimal.Decimal(text), pos
+    if tag == b"T":
+        secs = _I64.unpack_from(data, pos)[0]
+        return _EPOCH + datetime.timedelta(seconds=secs), pos + 8
+    if tag == b"F":
+        (n,) = _U32.unpack_from(data, pos)
+        pos += 4
+        table: dict[str, Any] = {}
+        for _ in range(n):
+            key, pos = _read_str(data, pos)
+            table[key], pos = decode_value(data, pos)
+        return table, pos
+    if tag == b"A":
+        (n,) = _U32.unpack_from(data, pos)
+        pos += 4
+        items: list[Any] = []
+        for _ in range(n):
+            item, pos = decode_value(data, pos)
+            items.append(item)
+        return items, pos
+    raise CodecError(f"unknown value tag {tag!r}")

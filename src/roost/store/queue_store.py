@@ -1,0 +1,426 @@
+"""One durable queue's messages: segment files, an in-memory index and an ack log.
+
+Files in the queue's directory::
+
+    00000001.seg …   records framed by segment.py, payloads from codec.py (each carries
+                     its sequence number, so the segments are also the enqueue log)
+    acks             12-byte entries ``[u64 seq|flags][u32 crc32]``: an ack, a
+                     "delivered" mark, or a floor (every seq below it is acked)
+
+The index is ``array('Q')`` with one slot per sequence number from ``_base``: the
+record's location ``segment << 32 | offset`` (bit 63: delivered), 0 once removed.
+A segment file is deleted when its last live record goes; when the ack log passes
+``ack_compact_bytes`` it is rewritten from the index (temp file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import struct
+import zlib
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roost.store.codec import CodecError, decode_message, encode_message, peek_seq
+from roost.store.segment import HEADER_SIZE, ScanResult, frame, read_record, scan
+
+if TYPE_CHECKING:
+    from roost.store.hub import DiskStore
+
+log = logging.getLogger("roost.store")
+
+ACK = struct.Struct(">QI")
+ACK_DELIVERED = 1 << 63
+ACK_FLOOR = 1 << 62
+SEQ_MASK = (1 << 62) - 1
+DELIVERED = 1 << 63
+LOC_MASK = DELIVERED - 1
+MAX_GAP = 1 << 32  # sequence numbers further apart than this in one queue are damage
+ACK_FILE = "acks"
+
+
+def _seg_name(n: int) -> str:
+    return f"{n:08d}.seg"
+
+
+# A recovered message: (seq, redelivered, exchange, routing key, properties, body).
+Recovered = tuple[int, bool, str, str, tuple[Any, ...], bytes]
+
+
+class QueueStore:
+    def __init__(self, hub: DiskStore, directory: Path, label: str) -> None:
+        self.hub = hub
+        self.dir = directory
+        self.label = label  # "vhost/queue" for log lines
+        self._pos = array("Q")
+        self._head = 0  # index of seq _base in _pos (front trimmed lazily)
+        self._base = 1
+        self._next_seq = 1
+        self._live: dict[int, int] = {}  # segment -> live records
+        self._seg = 0  # segment being appended to (0: none yet)
+        self._seg_fill = 0
+        self._out: dict[int, bytearray] = {}  # segment -> records not yet written
+        self._out_at: dict[int, int] = {}  # segment -> file offset of that buffer
+        self._acks = bytearray()
+        self._ack_size = 0
+        self.bytes_on_disk = 0
+        self.count = 0
+        self.deleted = False
+        self.dir_made = False
+
+    # -- paths ------------------------------------------------------------------------
+
+    def _seg_path(self, n: int) -> Path:
+        return self.dir / _seg_name(n)
+
+    # -- writing ----------------------------------------------------------------------
+
+    def append(
+        self,
+        exchange: str,
+        routing_key: str,
+        properties: tuple[Any, ...],
+        body: bytes,
+        redelivered: bool = False,
+    ) -> int:
+        """Buffer a message for the next group commit; its sequence number."""
+        seq = self._next_seq
+        self._next_seq = seq + 1
+        record = frame(encode_message(seq, exchange, routing_key, properties, body, redelivered))
+        if self._seg == 0 or (
+            self._seg_fill + len(record) > self.hub.segment_size and self._seg_fill
+        ):
+            self._roll()
+        seg = self._seg
+        buf = self._out.get(seg)
+        if buf is None:
+            buf = self._out[seg] = bytearray()
+            self._out_at[seg] = self._seg_fill
+        offset = self._seg_fill
+        buf += record
+        self._seg_fill += len(record)
+        self._live[seg] = self._live.get(seg, 0) + 1
+        self._pos.append(seg << 32 | offset)
+        self.count += 1
+        self.hub.dirty(self)
+        return seq
+
+    def _roll(self) -> None:
+        self._seg = max(self._seg, max(self._live, default=0)) + 1
+        self._seg_fill = 0
+        self.hub.new_segment(self)
+
+    def _slot(self, seq: int) -> int:
+        i = seq - self._base
+        if i < 0 or seq >= self._next_seq:
+            return -1
+        return self._head + i
+
+    def remove(self, seq: int) -> None:
+        """The message left the queue (acked, dropped, purged)."""
+        i = self._slot(seq)
+        if i < 0 or not self._pos[i]:
+            return
+        loc = self._pos[i] & LOC_MASK
+        self._pos[i] = 0
+        self.count -= 1
+        self._acks += _ack_entry(seq)
+        seg = loc >> 32
+        left = self._live[seg] - 1
+        if left:
+            self._live[seg] = left
+        else:
+            del self._live[seg]
+            self._drop_segment(seg)
+            if seg == self._seg:
+                self._seg_fill = self.hub.segment_size  # the next append starts a new file
+        self._trim_front()
+        self.hub.dirty(self)
+
+    def mark_delivered(self, seq: int) -> None:
+        i = self._slot(seq)
+        if i < 0 or not self._pos[i] or self._pos[i] & DELIVERED:
+            return
+        self._pos[i] |= DELIVERED
+        self._acks += _ack_entry(seq | ACK_DELIVERED)
+        self.hub.dirty(self)
+
+    def _trim_front(self) -> None:
+        pos = self._pos
+        head = self._head
+        end = len(pos)
+        while head < end and not pos[head]:
+            head += 1
+        self._base += head - self._head
+        if head > 4096 and head * 2 > end:
+            del pos[:head]
+            head = 0
+        self._head = head
+        if head == len(pos):  # empty: start the array afresh
+            del pos[:]
+            self._head = 0
+            self._base = self._next_seq
+
+    def _drop_segment(self, seg: int) -> None:
+        path = self._seg_path(seg)
+        self._out.pop(seg, None)
+        self._out_at.pop(seg, None)
+        self.hub.files.close(path)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            size = 0
+        self.bytes_on_disk -= size
+        self.hub.bytes_changed(-size)
+        self.hub.segment_count -= 1
+
+    def write_pending(self) -> list[Path]:
+        """Write buffered records and acks (no fsync); the files written."""
+        written: list[Path] = []
+        files = self.hub.files
+        for seg, buf in self._out.items():
+            path = self._seg_path(seg)
+            os.pwrite(files.fd(path), buf, self._out_at[seg])
+            self.bytes_on_disk += len(buf)
+            self.hub.bytes_changed(len(buf))
+            written.append(path)
+        self._out.clear()
+        self._out_at.clear()
+        if self._acks:
+            path = self.dir / ACK_FILE
+            os.pwrite(files.fd(path), self._acks, self._ack_size)
+            self._ack_size += len(self._acks)
+            self.bytes_on_disk += len(self._acks)
+            self.hub.bytes_changed(len(self._acks))
+            self._acks.clear()
+            written.append(path)
+            if self._ack_size > self.hub.ack_compact_bytes:
+                self.compact_acks()
+        return written
+
+    def compact_acks(self) -> None:
+        """Rewrite the ack log from the index: a floor plus the holes and delivered marks."""
+        parts = [_ack_entry(self._base | ACK_FLOOR)]
+        pos = self._pos
+        for i in range(self._head, len(pos)):
+            seq = self._base + i - self._head
+            loc = pos[i]
+            if not loc:
+                parts.append(_ack_entry(seq))
+            elif loc & DELIVERED:
+                parts.append(_ack_entry(seq | ACK_DELIVERED))
+        data = b"".join(parts)
+        path = self.dir / ACK_FILE
+        tmp = self.dir / (ACK_FILE + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.hub.files.close(path)
+        os.replace(tmp, path)
+        _fsync_dir(self.dir)
+        self.hub.bytes_changed(len(data) - self._ack_size)
+        self.bytes_on_disk += len(data) - self._ack_size
+        self._ack_size = len(data)
+
+    # -- reading ----------------------------------------------------------------------
+
+    def read(self, seq: int) -> Recovered:
+        """A stored message back from its record (buffered or on disk)."""
+        i = self._slot(seq)
+        if i < 0 or not self._pos[i]:
+            raise KeyError(seq)
+        loc = self._pos[i] & LOC_MASK
+        seg, offset = loc >> 32, loc & 0xFFFFFFFF
+        buf = self._out.get(seg)
+        start = self._out_at.get(seg, 0)
+        if buf is not None and offset >= start:
+            data = bytes(buf[offset - start : offset - start + HEADER_SIZE])
+            length = int.from_bytes(data[:4], "big")
+            data = bytes(buf[offset - start : offset - start + HEADER_SIZE + length])
+        else:
+            fd = self.hub.files.fd(self._seg_path(seg))
+            head = os.pread(fd, HEADER_SIZE, offset)
+            length = int.from_bytes(head[:4], "big")
+            data = head + os.pread(fd, length, offset + HEADER_SIZE)
+        return decode_message(read_record(data, offset))
+
+    # -- recovery ---------------------------------------------------------------------
+
+    def recover(self, keep: Callable[[int, int, bool], None]) -> int:
+        """Rebuild the index from the files; ``keep(seq, body size, delivered)`` for each
+        live message in order (bodies stay on disk: ``read`` fetches one when needed).
+        Damage is dropped with one warning line per problem, never raised."""
+        if not self.dir.is_dir():
+            return 0
+        self.dir_made = True
+        acked, delivered, floor, max_ack = self._read_acks()
+        next_seq = max(floor, max_ack + 1, 1)
+        segs = sorted(int(p.name[:-4]) for p in self.dir.glob("*.seg") if p.name[:-4].isdigit())
+        # live records as parallel arrays (no per-message objects even while recovering)
+        seqs, locs, sizes = array("Q"), array("Q"), array("Q")
+        for seg in segs:
+            path = self._seg_path(seg)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                log.warning("store %s: cannot read %s: %s", self.label, path.name, exc)
+                continue
+            result = ScanResult()
+            found = 0
+            for offset, payload in scan(data, result):
+                seq = peek_seq(payload)
+                next_seq = max(next_seq, seq + 1)
+                if seq < floor or seq in acked:
+                    continue
+                try:
+                    msg = decode_message(payload)
+                except CodecError as exc:
+                    log.warning(
+                        "store %s: %s@%d undecodable (%s), dropped",
+                        self.label,
+                        path.name,
+                        offset,
+                        exc,
+                    )
+                    continue
+                seqs.append(seq)
+                locs.append(seg << 32 | offset)
+                sizes.append(len(msg[5]))
+                del msg
+                found += 1
+            for offset in result.bad_crc:
+                log.warning(
+                    "store %s: %s@%d bad checksum, record dropped", self.label, path.name, offset
+                )
+            if result.torn_tail:
+                log.warning(
+                    "store %s: %s torn tail of %d bytes dropped",
+                    self.label,
+                    path.name,
+                    result.torn_tail,
+                )
+            if found:
+                self._live[seg] = found
+                self.bytes_on_disk += len(data)
+                self.hub.segment_count += 1
+            else:
+                path.unlink()
+        live = self._plausible(seqs, locs)
+        for seg in [seg for seg, n in self._live.items() if n <= 0]:
+            del self._live[seg]
+            path = self._seg_path(seg)
+            self.bytes_on_disk -= path.stat().st_size
+            self.hub.segment_count -= 1
+            path.unlink()
+        if next_seq > SEQ_MASK >> 1:  # only damage gets here: restart numbering after the live
+            next_seq = seqs[live[-1]] + 1 if live else 1
+        self._seg = max(segs, default=0)
+        self._seg_fill = self.hub.segment_size  # never append to a recovered segment
+        self._next_seq = next_seq
+        self._base = seqs[live[0]] if live else next_seq
+        for i in live:
+            seq, loc, size = seqs[i], locs[i], sizes[i]
+            while self._base + len(self._pos) < seq:
+                self._pos.append(0)
+            was = seq in delivered
+            self._pos.append(loc | (DELIVERED if was else 0))
+            keep(seq, size, was)
+        self.count = len(live)
+        ack_path = self.dir / ACK_FILE
+        self._ack_size = ack_path.stat().st_size if ack_path.exists() else 0
+        self.bytes_on_disk += self._ack_size
+        self.hub.bytes_changed(self.bytes_on_disk)
+        if self._ack_size:
+            self.compact_acks()  # also cuts a torn ack tail
+        return len(live)
+
+    def _plausible(self, seqs: array[int], locs: array[int]) -> array[int]:
+        """Indexes of the live records in seq order, without records whose sequence number
+        cannot be real (a checksum that passed on damage, or a foreign file): zero, flag
+        bits set, or far past the others."""
+        n = len(seqs)
+        in_order = all(seqs[i] < seqs[i + 1] for i in range(n - 1))
+        order = range(n) if in_order else sorted(range(n), key=seqs.__getitem__)
+        out = array("Q")
+        for i in order:
+            seq = seqs[i]
+            if seq < 1 or seq > SEQ_MASK or (out and seq - seqs[out[-1]] > MAX_GAP):
+                log.warning("store %s: record with impossible seq %d dropped", self.label, seq)
+                self._live[locs[i] >> 32] -= 1
+                continue
+            out.append(i)
+        return out
+
+    def _read_acks(self) -> tuple[set[int], set[int], int, int]:
+        acked: set[int] = set()
+        delivered: set[int] = set()
+        floor = 0
+        top = 0
+        path = self.dir / ACK_FILE
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return acked, delivered, floor, top
+        size = len(data) - len(data) % ACK.size
+        if size != len(data):
+            log.warning(
+                "store %s: acks torn tail of %d bytes dropped", self.label, len(data) - size
+            )
+        bad = 0
+        for value, crc in ACK.iter_unpack(data[:size]):
+            if zlib.crc32(value.to_bytes(8, "big")) != crc:
+                bad += 1
+                continue
+            seq = value & SEQ_MASK
+            if value & ACK_FLOOR:
+                floor = max(floor, seq)
+            elif value & ACK_DELIVERED:
+                delivered.add(seq)
+            else:
+                acked.add(seq)
+            top = max(top, seq)
+        if bad:
+            log.warning("store %s: %d ack entries with bad checksums dropped", self.label, bad)
+        return acked, delivered, floor, top
+
+    # -- end --------------------------------------------------------------------------
+
+    def purge(self, seqs: list[int]) -> None:
+        for seq in seqs:
+            self.remove(seq)
+
+    def destroy(self) -> None:
+        """The queue was deleted: forget everything and remove its directory."""
+        self.deleted = True
+        for seg in list(self._live):
+            self.hub.files.close(self._seg_path(seg))
+            self.hub.segment_count -= 1
+        self.hub.files.close(self.dir / ACK_FILE)
+        self._out.clear()
+        self._acks.clear()
+        self.hub.bytes_changed(-self.bytes_on_disk)
+        self.bytes_on_disk = 0
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _ack_entry(value: int) -> bytes:
+    raw = value.to_bytes(8, "big")
+    return raw + zlib.crc32(raw).to_bytes(4, "big")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,107 @@
+"""The store at scale: thousands of durable queues with bounded file descriptors, and a
+backlog far larger than the broker's memory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pika
+import pytest
+
+from tests.integration.conftest import pika_params
+from tests.support import RoostProcess
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def pid_of(server: RoostProcess) -> int:
+    assert server.proc is not None
+    return server.proc.pid
+
+
+@pytest.mark.timeout(400)
+def test_ten_thousand_durable_queues_recover_with_bounded_fds(tmp_path: Path) -> None:
+    n = 10_000
+    data = tmp_path / "data"
+    server = RoostProcess(data, "--max-open-files", "64").start()
+    try:
+        conn = pika.BlockingConnection(pika_params(server))
+        ch = conn.channel()
+        persistent = pika.BasicProperties(delivery_mode=2)
+        for i in range(n):
+            ch.queue_declare(f"many.{i}", durable=True)
+            ch.basic_publish("", f"many.{i}", b"m%d" % i, persistent)
+        assert open_fds(pid_of(server)) < 64 + 40
+        confirm = conn.channel()
+        confirm.confirm_delivery()  # confirmed after the fsync that also covers the rest
+        confirm.basic_publish("", "many.0", b"last", persistent)
+        conn.close()
+        server.kill()
+        server = RoostProcess(data, "--max-open-files", "64").start()
+        assert f"recovered {n + 1} messages in {n} queues" in server.log
+        pid = pid_of(server)
+        assert open_fds(pid) < 64 + 40
+        conn = pika.BlockingConnection(pika_params(server))
+        ch = conn.channel()
+        for i in range(0, n, 97):  # a sample: each holds its message
+            method, _, body = ch.basic_get(f"many.{i}", auto_ack=True)
+            assert method is not None and body == b"m%d" % i
+        for i in range(n):  # writes to every queue again: the open files stay capped
+            ch.basic_publish("", f"many.{i}", b"again", persistent)
+        ch.queue_declare("many.0", passive=True)
+        assert open_fds(pid) < 64 + 40
+        conn.close()
+    finally:
+        server.kill()
+    assert "Traceback" not in server.log, server.log
+
+
+@pytest.mark.timeout(400)
+def test_backlog_larger_than_memory_is_paged(tmp_path: Path) -> None:
+    count, size = 100_000, 2048  # 200 MB of bodies
+    server = RoostProcess(tmp_path / "data").start()
+    try:
+        pid = pid_of(server)
+        conn = pika.BlockingConnection(pika_params(server))
+        ch = conn.channel()
+        ch.queue_declare("backlog", durable=True)
+        persistent = pika.BasicProperties(delivery_mode=2)
+        pad = b"x" * (size - 8)
+        for i in range(count):
+            ch.basic_publish("", "backlog", b"%08d" % i + pad, persistent)
+        assert ch.queue_declare("backlog", passive=True).method.message_count == count
+        rss = rss_bytes(pid)
+        assert rss < count * size / 2, f"RSS {rss / 1e6:.0f} MB for a 200 MB backlog"
+        conn.close()
+        assert server.stop() == 0
+        server = RoostProcess(tmp_path / "data").start()  # recovery keeps bodies on disk too
+        recovered_rss = rss_bytes(pid_of(server))
+        assert recovered_rss < count * size / 2, f"RSS {recovered_rss / 1e6:.0f} MB after restart"
+        conn = pika.BlockingConnection(pika_params(server))
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=500)
+        stream = ch.consume("backlog", inactivity_timeout=5)
+        for expected, (method, _props, body) in enumerate(stream, start=1):
+            assert method is not None, f"stalled after {expected - 1}"
+            assert body[:8] == b"%08d" % (expected - 1)
+            if expected % 250 == 0 or expected == count:
+                ch.basic_ack(method.delivery_tag, multiple=True)
+            if expected == count:
+                break
+        ch.cancel()
+        print(f"RSS with {count} x {size} B queued: {rss / 1e6:.0f} MB, "
+              f"after restart {recovered_rss / 1e6:.0f} MB")
+        conn.close()
+    finally:
+        server.kill()
+    assert "Traceback" not in server.log, server.log
