@@ -30,6 +30,7 @@ class Server:
         if config.users_file:
             load_users_file(self.broker, config.users_file)
         self.broker.data_dir = config.data_dir
+        self.broker.recover_streams()
         self._http_runner: Any = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
@@ -99,6 +100,7 @@ class Server:
             conn._abort("shutdown")
         for listener in self._listeners:
             await listener.wait_closed()
+        self.broker.close_streams()
         log.info("Roost stopped")
 
 
