@@ -33,7 +33,6 @@ exchange, routingKey, producerName (batch writes: fixed name for cross-job dedup
 
 from __future__ import annotations
 
-import datetime
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -51,14 +50,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from roost.pipeline.amqp import Client, Delivery, RoostError, properties
+from roost.pipeline.amqp import Client, RoostError, properties
 
 SCHEMA = (
     "offset long, timestamp timestamp, exchange string, routing_key string, "
     "headers map<string,string>, content_type string, message_id string, "
     "correlation_id string, body binary"
 )
-_UTC = datetime.UTC
 _BATCH_SHIFT = 32  # publishing id = batch id << 32 | row position + 1
 
 
@@ -83,28 +81,56 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def to_row(d: Delivery) -> tuple[Any, ...]:
-    props = d.properties
-    headers = dict(props[2] or {})
-    offset = headers.pop("x-stream-offset", None)
-    ts = headers.pop("x-stream-timestamp", 0)
-    return (
-        offset,
-        datetime.datetime.fromtimestamp(ts / 1000, _UTC),
-        d.exchange,
-        d.routing_key,
-        {k: _text(v) for k, v in headers.items()},
-        props[0],
-        props[8],
-        props[5],
-        d.body,
-    )
+def read_partition(url: str, partition: RoostPartition, batch_rows: int = 8192) -> Iterator[Any]:
+    """Arrow record batches (much cheaper for Spark than row tuples)."""
+    import pyarrow as pa
 
-
-def read_partition(url: str, partition: RoostPartition) -> Iterator[tuple[Any, ...]]:
+    schema = arrow_schema()
+    columns: list[list[Any]] = [[] for _ in range(9)]
+    (offsets, stamps, exchanges, keys, headers_col, ctypes, mids, cids, bodies) = columns
     with Client(url) as client:
-        for delivery in client.read_range(partition.stream, partition.start, partition.end):
-            yield to_row(delivery)
+        for d in client.read_range(partition.stream, partition.start, partition.end):
+            props = d.properties
+            headers = props[2]
+            offsets.append(headers.pop("x-stream-offset"))
+            stamps.append(headers.pop("x-stream-timestamp", 0) * 1000)
+            exchanges.append(d.exchange)
+            keys.append(d.routing_key)
+            headers_col.append([(k, _text(v)) for k, v in headers.items()])
+            ctypes.append(props[0])
+            mids.append(props[8])
+            cids.append(props[5])
+            bodies.append(d.body)
+            if len(offsets) >= batch_rows:
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
+                    schema=schema,
+                )
+                for c in columns:
+                    c.clear()
+    if offsets:
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
+            schema=schema,
+        )
+
+
+def arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+            ("exchange", pa.string()),
+            ("routing_key", pa.string()),
+            ("headers", pa.map_(pa.string(), pa.string())),
+            ("content_type", pa.string()),
+            ("message_id", pa.string()),
+            ("correlation_id", pa.string()),
+            ("body", pa.binary()),
+        ]
+    )
 
 
 def split(stream: str, start: int, end: int, parts: int) -> list[RoostPartition]:
@@ -161,7 +187,7 @@ class RoostBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         return split(self.opts.stream, self.start, self.end, self.opts.parts)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RoostPartition)
         yield from read_partition(self.opts.url, partition)
 
@@ -193,7 +219,7 @@ class RoostStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         return split(self.opts.stream, int(start["offset"]), int(end["offset"]), self.opts.parts)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RoostPartition)
         yield from read_partition(self.opts.url, partition)
 
