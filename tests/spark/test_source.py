@@ -9,6 +9,7 @@ from typing import Any
 import pika
 import pytest
 
+from roost.amqp import codec_methods as m
 from roost.pipeline.amqp import Client
 from tests.support import RoostProcess
 
@@ -136,3 +137,19 @@ def test_clear_errors(spark: Any, broker: RoostProcess) -> None:
     bad = broker.url.replace("guest:guest", "guest:wrong")
     with pytest.raises(Exception, match=r"403|ACCESS_REFUSED"):
         spark.read.format("roost").option("url", bad).option("stream", "x").load().collect()
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    ch = conn.channel()
+    ch.queue_declare("classic-q")
+    ch.basic_publish("", "classic-q", b"keep me")
+    conn.close()
+    with pytest.raises(Exception, match="'classic-q' is not a stream"):
+        spark.read.format("roost").option("url", broker.url).option(
+            "stream", "classic-q"
+        ).load().collect()
+    with Client(broker.url) as client:  # the probe put the classic queue's message back
+        client.call(m.QueueDeclare(queue="classic-q", passive=True), m.QueueDeclareOk)
+    conn = pika.BlockingConnection(pika.URLParameters(broker.url))
+    assert conn.channel().queue_declare("classic-q", passive=True).method.message_count == 1
+    conn.close()
+    with pytest.raises(Exception, match="not an amqp://"):
+        spark.read.format("roost").option("url", "http://x").option("stream", "s").load().collect()

@@ -185,14 +185,21 @@ class Client:
     def stream_info(self, stream: str) -> dict[str, Any]:
         """First and next offsets (and producers' last ids) in one round trip: a basic.get
         on a stream answers with an empty message carrying them as headers."""
-        self._send(codec.encode_method_frame(CHANNEL, m.BasicGet(queue=stream, no_ack=True)))
+        # no_ack=False: should the queue be a classic one, its message goes back
+        self._send(codec.encode_method_frame(CHANNEL, m.BasicGet(queue=stream, no_ack=False)))
         reply = self._wait((m.BasicGetOk, m.BasicGetEmpty))
         if type(reply) is m.BasicGetEmpty:
             raise RoostError(f"queue '{stream}' is not a stream")
-        delivery = self._content(0, reply)
+        delivery = self._content(reply.delivery_tag, reply)
         headers = delivery.properties[2] or {}
         if "x-stream-next-offset" not in headers:
+            self._send(
+                codec.encode_method_frame(
+                    CHANNEL, m.BasicReject(delivery_tag=delivery.tag, requeue=True)
+                )
+            )
             raise RoostError(f"queue '{stream}' is not a stream")
+        self._send(codec.encode_method_frame(CHANNEL, m.BasicAck(delivery_tag=delivery.tag)))
         return dict(headers)
 
     def _content(self, tag: int, method: Any) -> Delivery:
