@@ -98,6 +98,11 @@ def main() -> int:
     args = p.parse_args()
     results: dict[str, list[float]] = {}
     spark = None if args.no_spark else spark_session()
+    if spark is not None:  # first use starts Python workers: keep it out of the figures
+        with roost() as url:
+            publish(url, "warm", 2000, args.size)
+            spark_read(spark, url, "warm", 2000)
+            spark_write(spark, url, "warm", "warm-out", 2000)
     for run in range(args.runs):
         with roost() as url:
             n = args.messages
