@@ -128,3 +128,28 @@ def test_cancel_with_unacked_and_nack_keep_connection(
     assert ch.is_open and conn.is_open
     # nacked messages are not redelivered: the log is unchanged, a re-read sees all five
     assert [o for o, _ in read(conn, ch, qname, 5, {"x-stream-offset": "first"})] == [0, 1, 2, 3, 4]
+
+
+def test_delete_stream_with_consumer_and_late_acks(
+    conn: pika.BlockingConnection, qname: str
+) -> None:
+    ch = conn.channel()
+    declare_stream(ch, qname)
+    publish(ch, qname, [b"a", b"b"])
+    tags: list[int] = []
+    cancelled: list[object] = []
+    ch.add_on_cancel_callback(cancelled.append)
+    ch.basic_qos(prefetch_count=5)
+    ch.basic_consume(
+        qname,
+        lambda c, m, p, b: tags.append(m.delivery_tag),
+        arguments={"x-stream-offset": "first", "x-stream-consumer-name": "n"},
+    )
+    assert pump(conn, lambda: len(tags) == 2)
+    other = conn.channel()
+    assert other.queue_delete(qname).method.message_count == 2
+    assert pump(conn, lambda: bool(cancelled))
+    ch.basic_ack(tags[-1], multiple=True)
+    declare_stream(other, qname)  # a new, empty stream of the same name
+    assert query(other, qname)["x-stream-next-offset"] == 0
+    assert ch.is_open and conn.is_open

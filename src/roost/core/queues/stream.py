@@ -228,6 +228,8 @@ class StreamQueue(Queue):
 
     def store_offset(self, name: str, offset: int) -> None:
         """Remember the last offset a named consumer has processed (acks only move it on)."""
+        if self.deleted:
+            return  # acks arriving after the stream was deleted
         previous = self.offsets.get(name)
         if previous is None or offset > previous:
             self.offsets.store(name, offset)
@@ -235,6 +237,8 @@ class StreamQueue(Queue):
 
     def commit_offset(self, name: str, offset: int) -> None:
         """An explicit commit: set the stored offset, also backwards (a rewind)."""
+        if self.deleted:
+            return
         self.offsets.store(name, offset)
         DIRTY.add(self)
 
