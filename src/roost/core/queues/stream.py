@@ -20,7 +20,7 @@ from roost.core.errors import PreconditionFailed
 from roost.core.message import Message, Properties
 from roost.core.queues.base import Entry, Queue
 from roost.core.queues.stream_args import int_arg, parse_max_age, parse_start
-from roost.core.queues.stream_codec import decode_message, encode_message
+from roost.core.queues.stream_codec import decode_for_delivery, encode_message
 from roost.store.paths import stream_dir
 from roost.store.stream_log import StreamLog
 from roost.store.stream_offsets import OffsetStore
@@ -185,11 +185,7 @@ class StreamQueue(Queue):
             if end is not None and record.offset >= end:
                 self._finish(consumer)
                 return
-            message = decode_message(record.payload)
-            headers = dict(message.properties.headers or {})
-            headers["x-stream-offset"] = record.offset
-            headers["x-stream-timestamp"] = record.timestamp
-            message = message.with_properties(message.properties.replace(headers=headers))
+            message = decode_for_delivery(record.payload, record.offset, record.timestamp)
             self.unacked += 1
             self.stat_delivered += 1
             session.deliver(consumer, self, StreamEntry(record.offset, message, cursor.name))

@@ -38,3 +38,25 @@ def decode_message(payload: bytes) -> Message:
     props = Properties(*pickle.loads(payload[pos : pos + lprops])) if lprops else EMPTY_PROPERTIES
     pos += lprops
     return Message(exchange, routing_key, props, payload[pos:])
+
+
+def decode_for_delivery(payload: bytes, offset: int, timestamp: int) -> Message:
+    """``decode_message`` plus the ``x-stream-offset``/``x-stream-timestamp`` headers,
+    built in one pass (this runs once per delivery)."""
+    lex, lrk, lprops = _HEAD.unpack_from(payload)
+    pos = _HEAD.size
+    exchange = payload[pos : pos + lex].decode("utf-8")
+    pos += lex
+    routing_key = payload[pos : pos + lrk].decode("utf-8")
+    pos += lrk
+    if lprops:
+        values = list(pickle.loads(payload[pos : pos + lprops]))  # fresh objects: ours
+        headers = values[2]
+        if headers is None:
+            headers = values[2] = {}
+    else:
+        values = [None] * len(PROPERTY_NAMES)
+        headers = values[2] = {}
+    headers["x-stream-offset"] = offset
+    headers["x-stream-timestamp"] = timestamp
+    return Message(exchange, routing_key, Properties(*values), payload[pos + lprops :])
