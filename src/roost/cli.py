@@ -43,6 +43,12 @@ def _ctl(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _pipeline(args: argparse.Namespace) -> int:
+    from roost.pipeline.cli import run
+
+    return run(args)
+
+
 def _perf(args: argparse.Namespace) -> int:
     from roost.perf.cli import run
 
@@ -86,6 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_ctl_arguments(ctl)
     ctl.set_defaults(func=_ctl)
+
+    from roost.pipeline.cli import add_arguments as add_pipeline_arguments
+
+    pipeline = sub.add_parser(
+        "pipeline",
+        help="ready-made PySpark jobs over streams (etl, traffic) and sample data",
+        description="Run an example Spark pipeline against Roost streams.",
+    )
+    add_pipeline_arguments(pipeline)
+    pipeline.set_defaults(func=_pipeline)
     return parser
 
 

@@ -34,6 +34,7 @@ class Server:
         if config.users_file:
             load_users_file(self.broker, config.users_file)
         self.broker.data_dir = config.data_dir
+        self.broker.recover_streams()
         self._http_runner: Any = None
         self._save_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
@@ -110,6 +111,7 @@ class Server:
             self._save_timer.cancel()
         self.persistence.save()
         await self.disk.close()
+        self.broker.close_streams()
         log.info("Roost stopped")
 
     def _save_tick(self) -> None:

@@ -317,6 +317,7 @@ class AMQPServerProtocol(asyncio.Protocol):
     def _flush(self) -> None:
         self._flush_scheduled = False
         if self._confirm_channels:
+            self.broker.sync_streams()  # confirm stream appends only once on disk
             for channel in self._confirm_channels:
                 channel.flush_confirms()
             self._confirm_channels.clear()

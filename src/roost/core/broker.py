@@ -22,6 +22,8 @@ from roost.core.manage import ManageMixin
 from roost.core.message import EMPTY_PROPERTIES, Message, Properties
 from roost.core.queries import QueriesMixin
 from roost.core.queues.base import Entry, Queue
+from roost.core.queues.stream import close_streams, sync_streams
+from roost.core.queues.stream_recovery import recover_streams
 from roost.core.session import DeliverySink, Session
 from roost.core.stats import Traffic
 from roost.core.vhost import VHost
@@ -344,3 +346,19 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         if vhost is None:
             raise NotFound(f"no vhost '{name}'")
         return vhost
+
+    # -- streams --------------------------------------------------------------------------
+
+    def sync_streams(self) -> None:
+        """Group commit: fsync every stream appended to since the last call. Adapters call
+        it before sending publisher confirms."""
+        sync_streams()
+
+    def recover_streams(self) -> int:
+        """Reopen the streams found under the data directory (start-up)."""
+        if self.data_dir_path is None:
+            return 0
+        return recover_streams(self, self.data_dir_path)
+
+    def close_streams(self) -> None:
+        close_streams()

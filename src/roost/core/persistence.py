@@ -27,7 +27,13 @@ SAVE_EVERY = 0.2
 
 
 def wants_store(queue: Queue) -> bool:
-    return queue.durable and not queue.exclusive and not queue.auto_delete
+    """Streams keep their own log (core.queues.stream), so they get no message store."""
+    return (
+        queue.durable
+        and not queue.exclusive
+        and not queue.auto_delete
+        and queue.kind != "stream"
+    )
 
 
 def persistable(data: dict[str, Any]) -> dict[str, Any]:

@@ -101,8 +101,8 @@ class Session:
             prefetch=self.prefetch_count,
             arguments=arguments or {},
         )
+        queue.add_consumer(consumer)  # may refuse (a stream checks its arguments)
         self.consumers[tag] = consumer
-        queue.add_consumer(consumer)
         return consumer
 
     def start(self, consumer: Consumer) -> None:

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from roost.core.exchanges import Exchange, exchange_class, make_exchange
 from roost.core.exchanges.default import DefaultExchange
+from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
 from roost.core.queues.base import Queue
+from roost.core.queues.kinds import queue_class
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -84,6 +86,7 @@ class VHost:
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(name, self.queues)}
         for ex_name, kind in PREDECLARED:
             self.exchanges[ex_name] = make_exchange(name, ex_name, kind, durable=True)
+        self.exchanges[OFFSETS_EXCHANGE] = OffsetsExchange(name, self.queues)
         # Called with (kind, object) on durable definition changes; the store listens.
         self.on_change: list[Callable[[str, Any], None]] = []
         # metadata shown and set by the management API
@@ -238,7 +241,7 @@ class VHost:
             self._check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments)
             return existing
         owner = client if exclusive else None
-        queue = Queue(
+        queue = queue_class(arguments)(
             self,
             name,
             durable=durable,

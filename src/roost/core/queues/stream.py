@@ -1,0 +1,313 @@
+"""The stream queue: an append-only, replayable log; consumption removes nothing.
+
+Each consumer reads from its own cursor. Acks only return credit (and, for a consumer
+named by ``x-stream-consumer-name``, store the acknowledged offset); nack and reject
+return credit too and never redeliver: re-subscribe with an offset to read again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roost.core.errors import PreconditionFailed
+from roost.core.message import Message, Properties
+from roost.core.queues.base import Entry, Queue
+from roost.core.queues.stream_args import int_arg, parse_max_age, parse_start
+from roost.core.queues.stream_codec import decode_for_delivery, encode_message
+from roost.store.paths import stream_dir
+from roost.store.stream_log import StreamLog
+from roost.store.stream_offsets import OffsetStore
+from roost.store.stream_reader import StreamReader
+
+if TYPE_CHECKING:
+    from roost.core.client import Client
+    from roost.core.consumer import Consumer
+    from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.stream")
+
+PRODUCER_HEADER = "x-stream-producer-name"
+PUBLISHING_ID_HEADER = "x-publishing-id"
+
+# Streams with appends or stored offsets not yet fsynced. The protocol adapter calls
+# ``sync_streams`` before it sends confirms: one fsync per stream per batch.
+DIRTY: set[StreamQueue] = set()
+OPEN: set[StreamQueue] = set()
+
+
+def sync_streams() -> None:
+    while DIRTY:
+        DIRTY.pop().sync()
+
+
+def close_streams() -> None:
+    for queue in list(OPEN):
+        queue.close()
+
+
+class StreamEntry(Entry):
+    """A delivery's entry; ``seq`` is the stream offset, ``name`` the consumer's name."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, offset: int, message: Message, name: str) -> None:
+        super().__init__(offset, message)
+        self.name = name
+
+
+class Cursor:
+    __slots__ = ("end", "name", "reader")
+
+    def __init__(self, reader: StreamReader, name: str, end: int | None) -> None:
+        self.reader = reader
+        self.name = name
+        self.end = end
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else ""
+
+
+class StreamQueue(Queue):
+    kind = "stream"
+
+    def __init__(
+        self,
+        vhost: VHost,
+        name: str,
+        *,
+        durable: bool = False,
+        exclusive_owner: Client | None = None,
+        auto_delete: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        # RabbitMQ's wording (rabbit_queue_type_util): streams are durable and shared
+        where = f"queue '{name}' in vhost '{vhost.name}'"
+        if not durable:
+            raise PreconditionFailed(f"invalid property 'non-durable' for {where}")
+        if exclusive_owner is not None:
+            raise PreconditionFailed(f"invalid property 'exclusive-owner' for {where}")
+        if auto_delete:
+            raise PreconditionFailed(f"invalid property 'auto-delete' for {where}")
+        arguments = arguments or {}
+        max_segment = int_arg(arguments, "x-stream-max-segment-size-bytes")
+        max_bytes = int_arg(arguments, "x-max-length-bytes")
+        max_age = parse_max_age(arguments.get("x-max-age"))
+        super().__init__(vhost, name, durable=True, arguments=arguments)
+        root = vhost.data_dir or Path(tempfile.mkdtemp(prefix="roost-stream-"))
+        self.directory = stream_dir(Path(root), vhost.name, name)
+        self.log = StreamLog(
+            self.directory, max_segment_bytes=max_segment, max_bytes=max_bytes, max_age_ms=max_age
+        )
+        if self.log.dropped_bytes:
+            log.warning(
+                "stream %r: dropped a torn tail of %d bytes on recovery",
+                name,
+                self.log.dropped_bytes,
+            )
+        self.offsets = OffsetStore(self.directory / "offsets.log")
+        meta = {"vhost": vhost.name, "name": name, "arguments": arguments}
+        (self.directory / "meta.json").write_text(json.dumps(meta, default=str))
+        self._cursors: dict[Consumer, Cursor] = {}
+        self._dispatching = False
+        self.stat_deduplicated = 0
+        OPEN.add(self)
+
+    # -- incoming -----------------------------------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        return self.log.next_offset - self.log.first_offset
+
+    def push(self, message: Message) -> None:
+        producer = ""
+        publishing_id = 0
+        headers = message.properties.headers
+        if headers and PUBLISHING_ID_HEADER in headers:
+            producer = _text(headers.get(PRODUCER_HEADER))
+            raw_id = headers[PUBLISHING_ID_HEADER]
+            if producer and isinstance(raw_id, int) and not isinstance(raw_id, bool):
+                if self.log.is_duplicate(producer, raw_id):
+                    self.stat_deduplicated += 1
+                    return  # dropped, yet the publisher's confirm is positive
+                publishing_id = raw_id
+            else:
+                producer = ""
+        self.log.append(
+            encode_message(message),
+            timestamp_ms=time.time_ns() // 1_000_000,
+            producer=producer,
+            publishing_id=publishing_id,
+        )
+        self.stat_published += 1
+        DIRTY.add(self)
+        if self.consumers:
+            self.dispatch()
+
+    def sync(self) -> None:
+        self.log.sync()
+        self.offsets.sync()
+
+    # -- outgoing -----------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            for consumer in list(self.consumers):
+                cursor = self._cursors.get(consumer)
+                if cursor is not None:
+                    self._feed(consumer, cursor)
+        finally:
+            self._dispatching = False
+
+    def _feed(self, consumer: Consumer, cursor: Cursor) -> None:
+        reader = cursor.reader
+        end = cursor.end
+        if end is not None and reader.offset >= end:
+            self._finish(consumer)
+            return
+        session = consumer.session
+        while consumer.has_credit():
+            record = reader.next()
+            if record is None:
+                return  # caught up: wait for the next push
+            if end is not None and record.offset >= end:
+                self._finish(consumer)
+                return
+            message = decode_for_delivery(record.payload, record.offset, record.timestamp)
+            self.unacked += 1
+            self.stat_delivered += 1
+            session.deliver(consumer, self, StreamEntry(record.offset, message, cursor.name))
+            if end is not None and record.offset + 1 >= end:
+                self._finish(consumer)
+                return
+
+    def _finish(self, consumer: Consumer) -> None:
+        """x-stream-end-offset reached: cancel the consumer and tell the client."""
+        self.remove_consumer(consumer)
+        consumer.session.consumer_gone(consumer)
+
+    def take(self) -> Entry | None:
+        """basic.get on a stream answers the offset query in one round trip: an empty
+        message whose headers give the first and next offsets and the producers' ids."""
+        lg = self.log
+        headers: dict[str, Any] = {
+            "x-stream-first-offset": lg.first_offset,
+            "x-stream-next-offset": lg.next_offset,
+            "x-stream-first-timestamp": lg.first_timestamp or 0,
+            "x-stream-last-timestamp": lg.last_timestamp,
+            "x-stream-producers": dict(lg.producers),
+        }
+        self.unacked += 1
+        message = Message("", self.name, Properties(headers=headers), b"")
+        return StreamEntry(lg.next_offset, message, "")
+
+    # -- settlement ---------------------------------------------------------------------
+
+    def settle(self, entry: Entry) -> None:
+        self.unacked -= 1
+        self.stat_acked += 1
+        name = entry.name if isinstance(entry, StreamEntry) else ""
+        if name:
+            self.store_offset(name, entry.seq)
+
+    def store_offset(self, name: str, offset: int) -> None:
+        """Remember the last offset a named consumer has processed (acks only move it on)."""
+        if self.deleted:
+            return  # acks arriving after the stream was deleted
+        previous = self.offsets.get(name)
+        if previous is None or offset > previous:
+            self.offsets.store(name, offset)
+            DIRTY.add(self)
+
+    def commit_offset(self, name: str, offset: int) -> None:
+        """An explicit commit: set the stored offset, also backwards (a rewind)."""
+        if self.deleted:
+            return
+        self.offsets.store(name, offset)
+        DIRTY.add(self)
+
+    def discard(self, entry: Entry) -> None:
+        self.unacked -= 1
+
+    def requeue(self, entries: Iterable[Entry]) -> None:
+        """Streams never redeliver: a requeue only returns the credit."""
+        self.unacked -= sum(1 for _ in entries)
+        if not self.deleted:
+            self.dispatch()
+
+    def purge(self) -> int:
+        if not self.deleted:
+            raise PreconditionFailed(
+                f"purge not supported by stream queue '{self.name}' in vhost '{self.vhost.name}'"
+            )
+        count = self.message_count
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        return count
+
+    def close(self) -> None:
+        for cursor in self._cursors.values():
+            cursor.reader.close()
+        self._cursors.clear()
+        self.log.close()
+        self.offsets.close()
+        DIRTY.discard(self)
+        OPEN.discard(self)
+
+    # -- consumers ----------------------------------------------------------------------
+
+    def start_offset(self, kind: str, value: int | None, name: str) -> int:
+        lg = self.log
+        if kind == "first":
+            return lg.first_offset
+        if kind == "last":
+            return max(lg.next_offset - 1, lg.first_offset)
+        if kind == "offset":
+            return value or 0
+        if kind == "timestamp":
+            return lg.offset_for_time(value or 0)
+        if kind == "stored":
+            if not name:
+                raise PreconditionFailed(
+                    "x-stream-offset 'stored' needs the consumer argument x-stream-consumer-name"
+                )
+            stored = self.offsets.get(name)
+            return lg.first_offset if stored is None else stored + 1
+        return lg.next_offset
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        where = f"stream queue '{self.name}' in vhost '{self.vhost.name}'"
+        if consumer.no_ack:
+            raise PreconditionFailed(f"consuming from {where} requires manual acknowledgements")
+        if not (consumer.prefetch or consumer.session.global_prefetch):
+            raise PreconditionFailed(f"consumer prefetch count is not set for {where}")
+        args = consumer.arguments
+        name = _text(args.get("x-stream-consumer-name"))
+        kind, value = parse_start(args.get("x-stream-offset"))
+        end = args.get("x-stream-end-offset")
+        if end is not None and (isinstance(end, bool) or not isinstance(end, int)):
+            raise PreconditionFailed(f"invalid x-stream-end-offset '{end}'")
+        start = self.start_offset(kind, value, name)
+        super().add_consumer(consumer)
+        self._cursors[consumer] = Cursor(self.log.reader(start), name, end)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        cursor = self._cursors.pop(consumer, None)
+        if cursor is not None:
+            cursor.reader.close()
+        super().remove_consumer(consumer)
+
+    def __repr__(self) -> str:
+        return f"<StreamQueue {self.name!r} vhost={self.vhost.name!r} next={self.log.next_offset}>"

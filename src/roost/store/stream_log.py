@@ -1,0 +1,339 @@
+"""A stream's append-only log: numbered segments of CRC-checked records.
+
+Layout of one stream directory::
+
+    00000000000000000000.seg   records whose offsets start at the name's number
+    00000000000000000000.idx   sparse index of that segment: (offset, position, timestamp)
+    producers.json             last publishing id per producer, as of offset ``upto``
+    offsets.log                stored consumer offsets (see stream_offsets.py)
+    meta.json                  the stream's vhost, name and arguments (for recovery)
+
+A record is ``crc32 | length | offset | timestamp_ms | publishing_id | name_len`` then the
+producer name and the payload; the CRC covers everything after itself. The log knows
+nothing of messages: the payload is opaque bytes. Retention drops whole old segments.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import os
+import struct
+import time
+import zlib
+from array import array
+from pathlib import Path
+
+from roost.store.stream_reader import StreamReader
+
+HEADER = struct.Struct("<IIQqqH")  # crc, length after crc+length, offset, ts, pub id, name len
+INDEX_ENTRY = struct.Struct("<QQq")  # offset, file position, timestamp
+INDEX_EVERY = 4096  # bytes of records between two index entries
+SEGMENT_SUFFIX = ".seg"
+DEFAULT_SEGMENT_BYTES = 500_000_000  # RabbitMQ's default x-stream-max-segment-size-bytes
+
+
+def segment_name(base: int) -> str:
+    return f"{base:020d}"
+
+
+class Segment:
+    """One segment file and its sparse index, held in memory as three parallel arrays."""
+
+    def __init__(self, directory: Path, base: int) -> None:
+        self.base = base
+        self.path = directory / (segment_name(base) + SEGMENT_SUFFIX)
+        self.index_path = directory / (segment_name(base) + ".idx")
+        self.idx_offsets = array("Q")
+        self.idx_positions = array("Q")
+        self.idx_times = array("q")
+        self.size = 0
+
+    @property
+    def first_timestamp(self) -> int | None:
+        return self.idx_times[0] if self.idx_times else None
+
+    def add_index(self, offset: int, position: int, ts: int) -> bytes:
+        self.idx_offsets.append(offset)
+        self.idx_positions.append(position)
+        self.idx_times.append(ts)
+        return INDEX_ENTRY.pack(offset, position, ts)
+
+    def load_index(self) -> None:
+        """Read the index file, dropping a torn or out-of-file tail."""
+        try:
+            data = self.index_path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        usable = len(data) - len(data) % INDEX_ENTRY.size
+        for pos in range(0, usable, INDEX_ENTRY.size):
+            offset, position, ts = INDEX_ENTRY.unpack_from(data, pos)
+            if position >= self.size:
+                break
+            self.idx_offsets.append(offset)
+            self.idx_positions.append(position)
+            self.idx_times.append(ts)
+
+    def seek_offset(self, offset: int) -> int:
+        """File position of the last indexed record at or before ``offset``."""
+        i = bisect.bisect_right(self.idx_offsets, offset) - 1
+        return self.idx_positions[i] if i >= 0 else 0
+
+    def seek_time(self, ts: int) -> int:
+        i = bisect.bisect_left(self.idx_times, ts) - 1
+        return self.idx_positions[i] if i >= 0 else 0
+
+
+def scan(path: Path, start: int) -> tuple[int, int, int | None, list[tuple[int, int, int]]]:
+    """Walk valid records from ``start``: (end of last good record, next offset, last ts,
+    index entries to add). Stops at the first torn or corrupt record."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read()
+    pos = 0
+    next_offset = -1
+    last_ts: int | None = None
+    entries: list[tuple[int, int, int]] = []
+    last_indexed = -INDEX_EVERY
+    while pos + HEADER.size <= len(data):
+        crc, length, offset, ts, _pid, _nlen = HEADER.unpack_from(data, pos)
+        end = pos + 8 + length
+        if length < HEADER.size - 8 or end > len(data):
+            break
+        if zlib.crc32(memoryview(data)[pos + 4 : end]) != crc:
+            break
+        if pos + start - last_indexed >= INDEX_EVERY:
+            entries.append((offset, pos + start, ts))
+            last_indexed = pos + start
+        next_offset = offset + 1
+        last_ts = ts
+        pos = end
+    return start + pos, next_offset, last_ts, entries
+
+
+class StreamLog:
+    """Append, read from an offset or a time, retention, producer ids, group commit."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        max_bytes: int = 0,
+        max_age_ms: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.max_segment_bytes = max_segment_bytes or DEFAULT_SEGMENT_BYTES
+        self.max_bytes = max_bytes
+        self.max_age_ms = max_age_ms
+        directory.mkdir(parents=True, exist_ok=True)
+        self.segments: list[Segment] = []
+        self.bases: list[int] = []
+        self.next_offset = 0
+        self.last_timestamp = 0
+        self.producers: dict[str, int] = {}
+        self.dirty = False
+        self.dropped_bytes = 0  # what recovery cut off a torn tail (reported, not hidden)
+        self._fd = -1
+        self._idx_fd = -1
+        self._last_indexed = -INDEX_EVERY
+        self._recover()
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        bases = sorted(
+            int(p.name[: -len(SEGMENT_SUFFIX)])
+            for p in self.directory.glob("*" + SEGMENT_SUFFIX)
+            if p.name[: -len(SEGMENT_SUFFIX)].isdigit()
+        )
+        for base in bases:
+            seg = Segment(self.directory, base)
+            seg.size = seg.path.stat().st_size
+            seg.load_index()
+            self.segments.append(seg)
+            self.bases.append(base)
+        self.next_offset = bases[0] if bases else 0
+        if self.segments:
+            self._recover_tail(self.segments[-1])
+        self._load_producers()
+        if not self.segments:
+            self._open_segment(self.next_offset)
+        else:
+            self._open_active(self.segments[-1])
+
+    def _recover_tail(self, seg: Segment) -> None:
+        """Scan the active segment from its last index entry; cut a torn tail."""
+        start = seg.idx_positions[-1] if seg.idx_positions else 0
+        good_end, next_offset, last_ts, entries = scan(seg.path, start)
+        for offset, position, ts in entries:
+            if not seg.idx_offsets or offset > seg.idx_offsets[-1]:
+                seg.add_index(offset, position, ts)
+        if good_end < seg.size:
+            self.dropped_bytes = seg.size - good_end
+            with open(seg.path, "r+b") as f:
+                f.truncate(good_end)
+            seg.size = good_end
+        self._rewrite_index(seg)
+        self.next_offset = next_offset if next_offset >= 0 else seg.base
+        self.last_timestamp = last_ts or 0
+
+    def _rewrite_index(self, seg: Segment) -> None:
+        data = b"".join(
+            INDEX_ENTRY.pack(o, p, t)
+            for o, p, t in zip(seg.idx_offsets, seg.idx_positions, seg.idx_times, strict=True)
+        )
+        tmp = seg.index_path.with_suffix(".idx.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, seg.index_path)
+
+    def _load_producers(self) -> None:
+        path = self.directory / "producers.json"
+        upto = self.first_offset
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            saved = json.loads(path.read_text())
+            if int(saved["upto"]) <= self.next_offset:  # else the log lost its tail: rebuild
+                self.producers = {str(k): int(v) for k, v in saved["producers"].items()}
+                upto = max(int(saved["upto"]), upto)
+        # records written after the snapshot still carry their producer: replay them
+        for record in self.reader(upto).drain():
+            if record.producer:
+                self.producers[record.producer] = record.publishing_id
+
+    def _save_producers(self) -> None:
+        path = self.directory / "producers.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"upto": self.next_offset, "producers": self.producers}))
+        os.replace(tmp, path)
+
+    # -- segments -------------------------------------------------------------------------
+
+    def _open_active(self, seg: Segment) -> None:
+        self._fd = os.open(seg.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._idx_fd = os.open(seg.index_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._last_indexed = seg.idx_positions[-1] if seg.idx_positions else -INDEX_EVERY
+
+    def _open_segment(self, base: int) -> None:
+        seg = Segment(self.directory, base)
+        self.segments.append(seg)
+        self.bases.append(base)
+        self._open_active(seg)
+
+    def _roll(self) -> None:
+        os.fsync(self._fd)
+        os.close(self._fd)
+        os.close(self._idx_fd)
+        self._save_producers()
+        self._open_segment(self.next_offset)
+        self.apply_retention()
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Drop whole old segments (never the active one). Returns how many went."""
+        dropped = 0
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        while len(self.segments) > 1:
+            oldest, following = self.segments[0], self.segments[1]
+            too_big = self.max_bytes and self.total_bytes > self.max_bytes
+            # every record of ``oldest`` is older than the first one of the next segment
+            newest_ts = following.first_timestamp
+            too_old = (
+                self.max_age_ms and newest_ts is not None and newest_ts < now_ms - self.max_age_ms
+            )
+            if not (too_big or too_old):
+                break
+            self.segments.pop(0)
+            self.bases.pop(0)
+            oldest.path.unlink(missing_ok=True)
+            oldest.index_path.unlink(missing_ok=True)
+            dropped += 1
+        return dropped
+
+    # -- properties -----------------------------------------------------------------------
+
+    @property
+    def first_offset(self) -> int:
+        return self.bases[0] if self.bases else self.next_offset
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def first_timestamp(self) -> int | None:
+        for seg in self.segments:
+            if seg.first_timestamp is not None:
+                return seg.first_timestamp
+        return None
+
+    # -- writing --------------------------------------------------------------------------
+
+    def append(
+        self, payload: bytes, *, timestamp_ms: int, producer: str = "", publishing_id: int = 0
+    ) -> int:
+        """Write one record; it is readable at once and durable after ``sync``."""
+        seg = self.segments[-1]
+        if seg.size >= self.max_segment_bytes:
+            self._roll()
+            seg = self.segments[-1]
+        offset = self.next_offset
+        name = producer.encode("utf-8")
+        length = HEADER.size - 8 + len(name) + len(payload)
+        head = HEADER.pack(0, length, offset, timestamp_ms, publishing_id, len(name))
+        crc = zlib.crc32(payload, zlib.crc32(name, zlib.crc32(head[4:])))
+        record = struct.pack("<I", crc) + head[4:] + name + payload
+        position = seg.size
+        os.write(self._fd, record)
+        seg.size += len(record)
+        if position - self._last_indexed >= INDEX_EVERY:
+            os.write(self._idx_fd, seg.add_index(offset, position, timestamp_ms))
+            self._last_indexed = position
+        self.next_offset = offset + 1
+        self.last_timestamp = timestamp_ms
+        if producer:
+            self.producers[producer] = publishing_id
+        self.dirty = True
+        return offset
+
+    def is_duplicate(self, producer: str, publishing_id: int) -> bool:
+        last = self.producers.get(producer)
+        return last is not None and publishing_id <= last
+
+    def sync(self) -> None:
+        """Group commit: one fsync covers every record appended since the last one."""
+        if self.dirty and self._fd >= 0:
+            os.fsync(self._fd)
+            self.dirty = False
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.sync()
+            os.close(self._fd)
+            os.close(self._idx_fd)
+            self._fd = self._idx_fd = -1
+            self._save_producers()
+
+    # -- reading --------------------------------------------------------------------------
+
+    def segment_for(self, offset: int) -> int:
+        """Index into ``segments`` of the segment holding ``offset``."""
+        return max(bisect.bisect_right(self.bases, offset) - 1, 0)
+
+    def reader(self, offset: int) -> StreamReader:
+        return StreamReader(self, max(offset, self.first_offset))
+
+    def offset_for_time(self, ts_ms: int) -> int:
+        """The first offset whose timestamp is at or after ``ts_ms`` (next offset if none)."""
+        start = 0
+        for i, seg in enumerate(self.segments):
+            first = seg.first_timestamp
+            if first is not None and first < ts_ms:
+                start = i
+        if not self.segments:
+            return self.next_offset
+        seg = self.segments[start]
+        reader = StreamReader(self, seg.base, position=seg.seek_time(ts_ms))
+        for record in reader.drain():
+            if record.timestamp >= ts_ms:
+                return record.offset
+        return self.next_offset

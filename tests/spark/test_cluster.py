@@ -1,0 +1,124 @@
+"""A job on a real Spark standalone master and worker (started from the pyspark
+installation, loopback only): the same code as on local[*], only --master differs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from roost.pipeline.generate import generate
+from tests.support import RoostProcess, free_port
+
+SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "spark daemon exited"
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"nothing listening on {port}")
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[str]:
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_WORKER_DIR": str(tmp_path / "work"),
+    }
+    port, worker_port = free_port(), free_port()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        master = subprocess.Popen(
+            [
+                str(SPARK_CLASS),
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(free_port()),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        procs.append(master)
+        _wait_port(port, master)
+        worker = subprocess.Popen(
+            [
+                str(SPARK_CLASS),
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(worker_port),
+                "--webui-port",
+                str(free_port()),
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                f"spark://127.0.0.1:{port}",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        procs.append(worker)
+        _wait_port(worker_port, worker)
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_traffic_job_on_standalone_cluster(
+    standalone: str, broker: RoostProcess, tmp_path: Path
+) -> None:
+    generate(broker.url, "cluster.in", 300, invalid_every=0)
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "roost",
+            "pipeline",
+            "traffic",
+            "--master",
+            standalone,
+            "--url",
+            broker.url,
+            "--input",
+            "cluster.in",
+            "--output",
+            str(out),
+        ],
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "traffic: 300 messages" in done.stderr
+    assert "300 messages" in (out / "report.html").read_text()
