@@ -45,6 +45,14 @@ class Config:
         None, "push statistics to this StatsD HOST:PORT after every sample", metavar="HOST:PORT"
     )
     statsd_prefix: str = setting("roost", "prefix of every StatsD metric name")
+    stomp_port: int = setting(61613, "STOMP port; 0 disables the listener")
+    ws_port: int = setting(15674, "STOMP over WebSocket port (path /ws); 0 disables it")
+    stomp_max_frame_size: int = setting(4 * 1024 * 1024, "largest STOMP frame, in bytes")
+    stomp_max_headers: int = setting(1000, "most headers in one STOMP frame")
+    stomp_max_header_length: int = setting(8192, "longest STOMP header line, in bytes")
+    stomp_heartbeat_ms: int = setting(
+        10000, "smallest STOMP heart-beat interval the server agrees to, in ms"
+    )
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -63,6 +71,8 @@ class Config:
             raise ValueError("stats_interval must be > 0")
         if self.statsd is not None and not self.statsd.rpartition(":")[2].isdigit():
             raise ValueError("statsd must be HOST:PORT")
+        if not (0 <= self.stomp_port <= 65535 and 0 <= self.ws_port <= 65535):
+            raise ValueError("stomp_port and ws_port must be 0..65535")
         return self
 
 
