@@ -51,7 +51,7 @@ class Config:
     stomp_max_headers: int = setting(1000, "most headers in one STOMP frame")
     stomp_max_header_length: int = setting(8192, "longest STOMP header line, in bytes")
     stomp_heartbeat_ms: int = setting(
-        10000, "smallest STOMP heart-beat interval the server agrees to, in ms"
+        1000, "smallest STOMP heart-beat interval the server agrees to, in ms"
     )
 
     def validate(self) -> Config:

@@ -80,7 +80,7 @@ class StompTransport(Protocol):
 @dataclass(frozen=True)
 class StompSettings:
     limits: Limits = field(default_factory=Limits)
-    heartbeat_ms: int = 10_000  # the smallest interval the server offers to send/expect
+    heartbeat_ms: int = 1000  # the smallest interval the server offers to send/expect
     connect_timeout: float = 10.0
     default_user: str = "guest"
     default_passcode: str = "guest"
