@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.stomp.conftest import Connect, RawStomp
-from tests.support import running_server
+from tests.support import RoostProcess, running_server
 
 CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00"
 
@@ -90,3 +90,13 @@ def test_limits_give_error_and_others_keep_working(tmp_path: Path) -> None:
 def test_unknown_vhost_host_header_falls_back_and_bad_user(connect: Connect) -> None:
     conn, _ = connect(host="not-a-vhost")
     assert conn.is_connected()
+
+
+def test_shutdown_sends_error_to_stomp_clients(fresh_roost: RoostProcess) -> None:
+    s = RawStomp(fresh_roost.stomp_port)
+    s.send(CONNECT)
+    assert s.read_frame().startswith(b"CONNECTED")
+    assert fresh_roost.stop() == 0
+    reply = s.read_until_closed()
+    assert reply.startswith(b"ERROR\n") and b"shutdown" in reply
+    s.close()
