@@ -78,3 +78,35 @@ def test_websocket_error_closes_with_error_frame(roost: RoostProcess) -> None:
     finally:
         ws.close()
         ws.shutdown()
+
+
+def test_websocket_reader_that_stops_reading_pauses_deliveries(
+    roost: RoostProcess, qname: str
+) -> None:
+    import time
+
+    import pika
+
+    ws = websocket.create_connection(f"ws://127.0.0.1:{roost.ws_port}/ws", timeout=5)
+    try:
+        ws.send(CONNECT)
+        assert ws.recv().startswith("CONNECTED")
+        ws.send(f"SUBSCRIBE\nid:1\ndestination:/queue/{qname}\nreceipt:r\n\n\x00")
+        assert ws.recv().startswith("RECEIPT")
+        with pika.BlockingConnection(pika.URLParameters(roost.url)) as amqp:
+            ch = amqp.channel()
+            body = b"x" * 65536
+            for _ in range(300):  # ~20 MB that this reader never reads
+                ch.basic_publish("", qname, body)
+            deadline = time.monotonic() + 5
+            ready = 0
+            while time.monotonic() < deadline:
+                ready = ch.queue_declare(qname, passive=True).method.message_count
+                if ready > 0:
+                    break
+                amqp.sleep(0.1)
+            # auto-ack deliveries stop once the WebSocket's output backs up
+            assert ready > 0
+    finally:
+        ws.close()
+        ws.shutdown()

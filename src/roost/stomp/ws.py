@@ -23,16 +23,32 @@ SETTINGS_KEY: web.AppKey[StompSettings] = web.AppKey("stomp_settings", StompSett
 REGISTRY_KEY: web.AppKey[set[Any]] = web.AppKey("registry", set)
 
 
+PAUSE_AT = 1024 * 1024  # queued output that pauses deliveries until the socket drains
+
+
 class WebSocketTransport:
-    """Queues frames for a writer task: the handler writes synchronously."""
+    """Queues frames for a writer task: the handler writes synchronously. Deliveries
+    pause while more than PAUSE_AT bytes wait, as TCP's pause_writing does."""
 
     def __init__(self, ws: web.WebSocketResponse, peer: str) -> None:
         self.ws = ws
         self.peer = peer
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.handler: StompHandler | None = None
+        self.queued = 0
+        self.paused = False
 
     def write(self, data: bytes) -> None:
         self.queue.put_nowait(data)
+        self.queued += len(data)
+        if not self.paused and self.queued > PAUSE_AT:
+            self._set_writable(False)
+
+    def _set_writable(self, writable: bool) -> None:
+        self.paused = not writable
+        handler = self.handler
+        if handler is not None and handler.session is not None and not handler.closed:
+            handler.session.set_writable(writable)
 
     def close(self) -> None:
         self.queue.put_nowait(None)
@@ -55,12 +71,15 @@ class WebSocketTransport:
                     break
                 chunks.append(more)
             payload = b"".join(chunks)
+            self.queued -= len(payload)
             try:
                 await ws.send_str(payload.decode("utf-8"))
             except UnicodeDecodeError:
                 await ws.send_bytes(payload)
             except ConnectionError:
                 break
+            if self.paused and self.queued <= PAUSE_AT // 4:
+                self._set_writable(True)
         await ws.close(code=WSCloseCode.OK)
 
 
@@ -77,6 +96,7 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
         request.app[REGISTRY_KEY],
         protocol="Web STOMP",
     )
+    transport.handler = handler
     writer = asyncio.create_task(transport.run_writer())
     try:
         async for msg in ws:
