@@ -214,19 +214,31 @@ def test_receipts_and_disconnect_receipt(raw: type[RawStomp], qname: str) -> Non
 
 
 def test_control_destinations(connect: Connect, qname: str) -> None:
-    conn, inbox = connect()
+    conn, _inbox = connect()
     for _ in range(3):
         conn.send(f"/queue/{qname}", "x")
-    got: list[dict] = []
+    got: queue.Queue[dict[str, str]] = queue.Queue()
 
     class Grab:
         def on_receipt(self, frame: object) -> None:
-            got.append(frame.headers)  # type: ignore[attr-defined]
+            got.put(frame.headers)  # type: ignore[attr-defined]
 
     conn.set_listener("grab", Grab())
-    conn.send(f"/control/count-msgs/queue/{qname}", "", receipt="c1")
-    inbox.receipt()
-    assert got[-1]["num-messages"] == "3"
+
+    def ask(destination: str, receipt: str) -> dict[str, str]:
+        conn.send(destination, "", receipt=receipt)
+        headers = got.get(timeout=5)
+        assert headers["receipt-id"] == receipt
+        return headers
+
+    assert ask(f"/control/count-msgs/queue/{qname}", "c1")["num-messages"] == "3"
+    conn.subscribe(f"/queue/{qname}", id="s1")
+    conn.subscribe("/topic/ctl.t", id="s2")
+    conn.subscribe("/topic/ctl.t", id="s3", receipt="subscribed")
+    while got.get(timeout=5)["receipt-id"] != "subscribed":
+        pass
+    assert ask(f"/control/count-subscribers/queue/{qname}", "c2")["num-subscribers"] == "1"
+    assert ask("/control/count-subscribers/topic/ctl.t", "c3")["num-subscribers"] == "2"
 
 
 def test_heartbeats_are_sent_and_enforced(tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ def test_subprotocols_split_and_batched_frames(roost: RoostProcess, qname: str) 
             got += ws.recv()
         assert "\n\none\x00" in got and "\n\ntwo\x00" in got
         ws.ping("x")
+        opcode, data = ws.recv_data(control_frame=True)
+        assert opcode == websocket.ABNF.OPCODE_PONG and data == b"x"
         ws.send("DISCONNECT\nreceipt:z\n\n\x00")
         assert ws.recv().startswith("RECEIPT\nreceipt-id:z\n")
     finally:
