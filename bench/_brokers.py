@@ -87,8 +87,11 @@ def _epmd_running() -> bool:
 
 
 @contextlib.contextmanager
-def rabbitmq(timeout: float = 90.0) -> Iterator[str]:
-    """A throwaway RabbitMQ node (no plugins) on free ports; yields its URL."""
+def rabbitmq(
+    timeout: float = 90.0, plugins: tuple[str, ...] = (), extra_conf: str = ""
+) -> Iterator[str]:
+    """A throwaway RabbitMQ node (no plugins unless asked) on free ports; yields its URL.
+    ``extra_conf`` lines are appended to rabbitmq.conf (a plugin's listener port)."""
     if not rabbitmq_installed():
         raise RuntimeError("rabbitmq-server is not installed")
     with tempfile.TemporaryDirectory(prefix="bench-rabbitmq-") as tmp:
@@ -98,9 +101,9 @@ def rabbitmq(timeout: float = 90.0) -> Iterator[str]:
         (base / "home").mkdir()
         (base / "rabbitmq.conf").write_text(
             f"listeners.tcp.default = 127.0.0.1:{port}\n"
-            "loopback_users = none\n"
+            "loopback_users = none\n" + extra_conf
         )
-        (base / "enabled_plugins").write_text("[].\n")
+        (base / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n")
         env = {
             **os.environ,
             "HOME": str(base / "home"),  # the Erlang cookie lives here

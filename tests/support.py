@@ -31,6 +31,8 @@ class RoostProcess:
         self.env = env or {}
         self.amqp_port = 0
         self.http_port = 0  # the management API; a free port, never the default 15672
+        self.stomp_port = 0  # STOMP over TCP; a free port, never the default 61613
+        self.ws_port = 0  # STOMP over WebSocket; a free port, never the default 15674
         self.proc: subprocess.Popen[str] | None = None
         self.log_lines: list[str] = []
         self._ready = threading.Event()
@@ -51,6 +53,8 @@ class RoostProcess:
         for _attempt in range(3):  # a free port can be taken between probe and bind
             self.amqp_port = free_port()
             self.http_port = free_port()
+            self.stomp_port = free_port()
+            self.ws_port = free_port()
             args = [
                 sys.executable,
                 "-m",
@@ -62,6 +66,10 @@ class RoostProcess:
                 str(self.data_dir),
                 "--http-port",
                 str(self.http_port),
+                "--stomp-port",
+                str(self.stomp_port),
+                "--ws-port",
+                str(self.ws_port),
                 *self.extra,
             ]
             self._ready.clear()

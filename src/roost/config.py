@@ -56,6 +56,14 @@ class Config:
         1024 * 1024, "a durable queue's ack log is rewritten when it passes this size"
     )
     max_open_files: int = setting(256, "segment files the store keeps open at most")
+    stomp_port: int = setting(61613, "STOMP port; 0 disables the listener")
+    ws_port: int = setting(15674, "STOMP over WebSocket port (path /ws); 0 disables it")
+    stomp_max_frame_size: int = setting(4 * 1024 * 1024, "largest STOMP frame, in bytes")
+    stomp_max_headers: int = setting(1000, "most headers in one STOMP frame")
+    stomp_max_header_length: int = setting(8192, "longest STOMP header line, in bytes")
+    stomp_heartbeat_ms: int = setting(
+        1000, "smallest STOMP heart-beat interval the server agrees to, in ms"
+    )
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -82,6 +90,8 @@ class Config:
             raise ValueError("segment_size must be 4096..1073741824")
         if self.max_open_files < 8:
             raise ValueError("max_open_files must be at least 8")
+        if not (0 <= self.stomp_port <= 65535 and 0 <= self.ws_port <= 65535):
+            raise ValueError("stomp_port and ws_port must be 0..65535")
         return self
 
 

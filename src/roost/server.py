@@ -68,6 +68,7 @@ class Server:
             log.info("AMQP 0-9-1 listening on %s:%d", cfg.bind, self.ports["amqp"])
         if cfg.http_port:
             await self._start_http()
+        await self._start_stomp()
         log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
 
     async def _start_http(self) -> None:
@@ -91,6 +92,51 @@ class Server:
         self.broker.listeners.append(ListenerInfo("http", cfg.bind, self.ports["http"]))
         log.info("HTTP management listening on %s:%d", cfg.bind, self.ports["http"])
 
+    async def _start_stomp(self) -> None:
+        """STOMP over TCP and over WebSocket (roost/stomp); both share the core."""
+        from roost.stomp.frames import Limits
+        from roost.stomp.handler import StompSettings
+        from roost.stomp.protocol import StompServerProtocol
+
+        cfg = self.config
+        settings = StompSettings(
+            limits=Limits(
+                cfg.stomp_max_frame_size, cfg.stomp_max_headers, cfg.stomp_max_header_length
+            ),
+            heartbeat_ms=cfg.stomp_heartbeat_ms,
+        )
+        loop = asyncio.get_running_loop()
+        if cfg.stomp_port:
+            listener = await loop.create_server(
+                lambda: StompServerProtocol(self.broker, settings, self.connections),
+                host=cfg.bind,
+                port=cfg.stomp_port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self._listeners.append(listener)
+            self.ports["stomp"] = listener.sockets[0].getsockname()[1]
+            self.broker.listeners.append(ListenerInfo("stomp", cfg.bind, self.ports["stomp"]))
+            log.info("STOMP listening on %s:%d", cfg.bind, self.ports["stomp"])
+        if cfg.ws_port:
+            from aiohttp import web
+
+            from roost.stomp.ws import create_app
+
+            runner = web.AppRunner(
+                create_app(self.broker, settings, self.connections),
+                access_log=None,
+                handle_signals=False,
+                shutdown_timeout=2.0,
+            )
+            await runner.setup()
+            await web.TCPSite(runner, cfg.bind, cfg.ws_port, reuse_address=True).start()
+            self._ws_runner = runner
+            self.ports["ws"] = runner.addresses[0][1]
+            info = ListenerInfo("http/web-stomp", cfg.bind, self.ports["ws"])
+            self.broker.listeners.append(info)
+            log.info("STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port)
+
     async def stop(self) -> None:
         """Stop accepting, ask every client to close, wait a little, then cut the rest."""
         for listener in self._listeners:
@@ -99,6 +145,8 @@ class Server:
             await self._http_runner.cleanup()
         for conn in list(self.connections):
             conn.shutdown("shutdown")
+        if getattr(self, "_ws_runner", None) is not None:
+            await self._ws_runner.cleanup()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SHUTDOWN_GRACE
         while self.connections and loop.time() < deadline:

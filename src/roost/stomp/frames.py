@@ -1,0 +1,276 @@
+"""Sans-IO STOMP 1.0/1.1/1.2 frames: ``FrameParser.feed()`` then ``next_frame()``, and
+``serialize()``.
+
+Bytes in, ``Frame`` objects out (or ``NEED_DATA``); only malformed input raises, always
+``StompParseError``, whose text becomes the ERROR frame's ``message`` header.
+
+Wire rules handled here (STOMP 1.2 spec, "Augmented BNF"):
+- EOLs (LF or CRLF) between frames are heart-beats and are skipped, including the
+  newline many clients send after the terminating NUL.
+- Header lines may end in CRLF; a repeated header keeps its first value.
+- ``content-length`` bodies may contain NUL bytes; without it the body ends at the
+  first NUL.
+- Header escaping: none in 1.0; ``\\n \\c \\\\`` in 1.1; plus ``\\r`` in 1.2. CONNECT,
+  STOMP and CONNECTED frames are never escaped (for compatibility with 1.0 peers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+
+class _NeedData:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+
+VERSIONS: Final = ("1.0", "1.1", "1.2")
+CLIENT_COMMANDS: Final = frozenset(
+    {
+        "CONNECT",
+        "STOMP",
+        "SEND",
+        "SUBSCRIBE",
+        "UNSUBSCRIBE",
+        "ACK",
+        "NACK",
+        "BEGIN",
+        "COMMIT",
+        "ABORT",
+        "DISCONNECT",
+    }
+)
+SERVER_COMMANDS: Final = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
+UNESCAPED_COMMANDS: Final = frozenset({"CONNECT", "STOMP", "CONNECTED"})
+
+
+class StompParseError(Exception):
+    """Malformed or over-limit input. ``message`` is the ERROR frame's message header."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+@dataclass
+class Frame:
+    command: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.headers.get(name, default)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_frame_size: int = 4 * 1024 * 1024  # headers + body, in bytes
+    max_headers: int = 1000
+    max_header_length: int = 8192  # one header line (or the command line), in bytes
+
+
+_ESCAPES_11: Final = {"n": "\n", "c": ":", "\\": "\\"}
+_ESCAPES_12: Final = {**_ESCAPES_11, "r": "\r"}
+
+
+def unescape(text: str, version: str) -> str:
+    if version == "1.0" or "\\" not in text:
+        return text
+    table = _ESCAPES_12 if version == "1.2" else _ESCAPES_11
+    out: list[str] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            nxt = text[i + 1] if i + 1 < n else ""
+            rep = table.get(nxt)
+            if rep is None:
+                raise StompParseError("invalid header escape", f"undefined escape '\\{nxt}'")
+            out.append(rep)
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def escape(text: str, version: str) -> str:
+    if version == "1.0":
+        return text
+    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\c")
+    if version == "1.2":
+        text = text.replace("\r", "\\r")
+    return text
+
+
+class FrameParser:
+    """Incremental parser. ``version`` selects the escaping and may change once the
+    session is negotiated (CONNECT itself is never escaped)."""
+
+    def __init__(self, limits: Limits | None = None, version: str = "1.2") -> None:
+        self.limits = limits or Limits()
+        self.version = version
+        self._buf = bytearray()
+        self._pos = 0
+        # headers of the frame being read, kept while its body is still arriving
+        self._pending: tuple[str, dict[str, str], int, int | None] | None = None
+        self.heartbeats = 0  # EOLs seen between frames
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        self._buf += data
+
+    def next_frame(self) -> Frame | _NeedData:
+        buf = self._buf
+        if self._pending is None:
+            pos = self._skip_eols(buf, self._pos)
+            self._pos = pos
+            if pos >= len(buf):
+                self._compact()
+                return NEED_DATA
+            head = self._read_head(buf, pos)
+            if head is None:
+                return NEED_DATA
+            self._pending = head
+        command, headers, body_start, length = self._pending
+        frame_start = self._pos
+        limit = self.limits.max_frame_size
+        if length is not None:
+            end = body_start + length
+            if end - frame_start > limit:
+                raise StompParseError(
+                    "frame too large", f"content-length {length} exceeds the limit of {limit}"
+                )
+            if len(buf) <= end:
+                return NEED_DATA
+            if buf[end] != 0:
+                raise StompParseError("frame not terminated by NUL after content-length body")
+        else:
+            end = buf.find(b"\x00", body_start)
+            if end < 0:
+                if len(buf) - frame_start > limit:
+                    raise StompParseError("frame too large", f"frames are limited to {limit} bytes")
+                return NEED_DATA
+            if end - frame_start > limit:
+                raise StompParseError("frame too large", f"frames are limited to {limit} bytes")
+        body = bytes(buf[body_start:end])
+        self._pos = end + 1
+        self._pending = None
+        self._compact()
+        return Frame(command, headers, body)
+
+    def _compact(self) -> None:
+        if self._pos > 65536 or self._pos == len(self._buf):
+            del self._buf[: self._pos]
+            self._pos = 0
+
+    def _skip_eols(self, buf: bytearray, pos: int) -> int:
+        n = len(buf)
+        while pos < n:
+            c = buf[pos]
+            if c == 10:
+                pos += 1
+            elif c == 13 and pos + 1 < n and buf[pos + 1] == 10:
+                pos += 2
+            else:
+                break
+            self.heartbeats += 1
+        return pos
+
+    def _read_head(
+        self, buf: bytearray, pos: int
+    ) -> tuple[str, dict[str, str], int, int | None] | None:
+        """Command and headers, or None when the blank line has not arrived yet."""
+        limits = self.limits
+        start = pos
+        lines: list[bytes] = []
+        while True:
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                if len(buf) - pos > limits.max_header_length:
+                    raise StompParseError(
+                        "header too long",
+                        f"header lines are limited to {limits.max_header_length} bytes",
+                    )
+                if len(buf) - start > limits.max_frame_size:
+                    raise StompParseError("frame too large")
+                return None
+            line_end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+            if line_end - pos > limits.max_header_length:
+                raise StompParseError(
+                    "header too long",
+                        f"header lines are limited to {limits.max_header_length} bytes",
+                )
+            line = bytes(buf[pos:line_end])
+            pos = nl + 1
+            if not line and lines:
+                break
+            lines.append(line)
+            if len(lines) > limits.max_headers + 1:
+                raise StompParseError(
+                    "too many headers", f"frames may carry at most {limits.max_headers} headers"
+                )
+        try:
+            command = lines[0].decode("utf-8")
+            texts = [raw.decode("utf-8") for raw in lines[1:]]
+        except UnicodeDecodeError as exc:
+            raise StompParseError("header is not valid UTF-8") from exc
+        if not command or not command.isascii() or not command.isalpha():
+            raise StompParseError("malformed frame", f"invalid command line {command[:40]!r}")
+        version = "1.0" if command in UNESCAPED_COMMANDS else self.version
+        headers: dict[str, str] = {}
+        for text in texts:
+            name, sep, value = text.partition(":")
+            if not sep:
+                raise StompParseError("malformed header", f"header line without ':': {text[:40]!r}")
+            name = unescape(name, version)
+            if name not in headers:  # repeated headers: the first one wins
+                headers[name] = unescape(value, version)
+        length: int | None = None
+        raw_length = headers.get("content-length")
+        if raw_length is not None:
+            raw_length = raw_length.strip()
+            if not raw_length.isdigit():
+                raise StompParseError("invalid content-length", repr(raw_length))
+            length = int(raw_length)
+        return command, headers, pos, length
+
+
+def serialize(
+    command: str,
+    headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    body: bytes = b"",
+    *,
+    version: str = "1.2",
+    content_length: bool = True,
+) -> bytes:
+    """One frame as bytes. ``content_length`` adds the header when there is a body (so
+    bodies may hold NUL bytes) unless the caller gave one."""
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    esc_version = "1.0" if command in UNESCAPED_COMMANDS else version
+    parts = [command, "\n"]
+    has_length = False
+    for name, value in items:
+        if name == "content-length":
+            has_length = True
+        parts.append(escape(name, esc_version))
+        parts.append(":")
+        parts.append(escape(str(value), esc_version))
+        parts.append("\n")
+    if content_length and body and not has_length:
+        parts.append(f"content-length:{len(body)}\n")
+    parts.append("\n")
+    return "".join(parts).encode("utf-8") + body + b"\x00"
+
+
+HEARTBEAT: Final = b"\n"

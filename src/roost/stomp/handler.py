@@ -1,0 +1,678 @@
+"""One STOMP connection as a core client, independent of its transport (TCP or WebSocket).
+
+Bytes go in through ``data_received``; frames come out through ``StompTransport.write``.
+A connection is one core Client with one core Session (the DeliverySink). Every error
+(malformed frame, limit, refused operation) is an ERROR frame followed by a close, as the
+STOMP spec asks; other connections are not affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
+
+from roost import __version__
+from roost.core.broker import Broker, Message, Traffic
+from roost.core.errors import (
+    AccessRefused,
+    BrokerError,
+    NotAllowed,
+    NotFound,
+    PreconditionFailed,
+    ResourceLocked,
+)
+from roost.stomp import destinations
+from roost.stomp.destinations import Destination, DestinationError
+from roost.stomp.frames import (
+    NEED_DATA,
+    VERSIONS,
+    Frame,
+    FrameParser,
+    Limits,
+    StompParseError,
+    serialize,
+)
+from roost.stomp.mapping import headers_from_properties, properties_from_headers
+
+if TYPE_CHECKING:
+    from roost.core.client import Client
+    from roost.core.session import Session
+
+log = logging.getLogger("roost.stomp")
+
+# core error -> ERROR frame message header (RabbitMQ's words)
+ERROR_NAMES: dict[type[BrokerError], str] = {
+    NotFound: "not_found",
+    AccessRefused: "access_refused",
+    ResourceLocked: "resource_locked",
+    PreconditionFailed: "precondition_failed",
+    NotAllowed: "not_allowed",
+}
+ACK_MODES = ("auto", "client", "client-individual")
+
+
+class StompError(Exception):
+    """A refused frame: ERROR with ``message`` and ``detail`` as body, then close."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+class StompTransport(Protocol):
+    """What the handler needs from TCP or WebSocket."""
+
+    peer: str
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None:
+        """Flush what was written, then close."""
+
+    def abort(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class StompSettings:
+    limits: Limits = field(default_factory=Limits)
+    heartbeat_ms: int = 1000  # the smallest interval the server offers to send/expect
+    connect_timeout: float = 10.0
+    default_user: str = "guest"
+    default_passcode: str = "guest"
+
+
+@dataclass
+class Subscription:
+    id: str
+    destination: str
+    queue: str
+    ack: str
+    prefix: str | None = None
+    ack_timeout: float = 0.0
+    # delivery tag -> its ack-timeout timer (None without one), in delivery order
+    outstanding: dict[int, asyncio.TimerHandle | None] = field(default_factory=dict)
+
+
+class StompHandler:
+    def __init__(
+        self,
+        broker: Broker,
+        settings: StompSettings,
+        transport: StompTransport,
+        registry: set[Any],
+        *,
+        protocol: str = "STOMP",
+    ) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.transport = transport
+        self.registry = registry
+        self.protocol = protocol
+        self.parser = FrameParser(settings.limits)
+        self.version = "1.0"
+        self.client: Client | None = None
+        self.session: Session | None = None
+        self.subscriptions: dict[str, Subscription] = {}
+        self.tag_subscription: dict[int, Subscription] = {}
+        self.transactions: dict[str, list[Callable[[], None]]] = {}
+        self.temp_queues: dict[str, str] = {}  # /temp-queue/NAME -> queue name
+        self.traffic = Traffic()
+        self.close_reason = ""
+        self.closed = False
+        self._loop = asyncio.get_event_loop()
+        self._max_tag = 0
+        self._heard = self._loop.time()
+        self._wrote = False
+        self._timers: list[asyncio.TimerHandle] = []
+        self._timers.append(self._loop.call_later(settings.connect_timeout, self._connect_timeout))
+        registry.add(self)
+
+    # -- input ----------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._heard = self._loop.time()
+        self.traffic.recv_oct += len(data)
+        self.traffic.recv_cnt += 1
+        parser = self.parser
+        parser.feed(data)
+        frame: Any = None
+        try:
+            while not self.closed:
+                frame = parser.next_frame()
+                if frame is NEED_DATA:
+                    break
+                self._handle(frame)
+        except StompParseError as exc:
+            self._error(exc.message, exc.detail)
+        except StompError as exc:
+            self._error(exc.message, exc.detail, frame)
+        except BrokerError as exc:
+            self._error(ERROR_NAMES.get(type(exc), "internal_error"), exc.text, frame)
+        except Exception:
+            log.exception("%s: internal error while handling %r", self.transport.peer, frame)
+            self._error("internal_error", "internal error", frame)
+
+    def _handle(self, frame: Frame) -> None:
+        command = frame.command
+        if self.client is None:
+            if command in ("CONNECT", "STOMP"):
+                self._connect(frame)
+                return
+            raise StompError("not connected", f"expected CONNECT, got {command}")
+        handler = self._handlers.get(command)
+        if handler is None:
+            raise StompError("unknown command", f"'{command}' is not a STOMP client frame")
+        tx = frame.get("transaction")
+        if tx is not None and command in ("SEND", "ACK", "NACK"):
+            work = self.transactions.get(tx)
+            if work is None:
+                raise StompError("invalid transaction", f"transaction '{tx}' is not active")
+            work.append(lambda: handler(self, frame))
+        else:
+            handler(self, frame)
+        receipt = frame.get("receipt")
+        if receipt is not None and command != "DISCONNECT" and not self.closed:
+            self.write_frame("RECEIPT", [("receipt-id", receipt)])
+
+    # -- output ---------------------------------------------------------------------------
+
+    def write_frame(self, command: str, headers: list[tuple[str, str]], body: bytes = b"") -> None:
+        self.write(serialize(command, headers, body, version=self.version))
+
+    def write(self, data: bytes) -> None:
+        self.traffic.send_oct += len(data)
+        self.traffic.send_cnt += 1
+        self._wrote = True
+        self.transport.write(data)
+
+    def _error(self, message: str, detail: str = "", frame: Frame | None = None) -> None:
+        log.warning("%s: STOMP error: %s %s", self.transport.peer, message, detail)
+        headers = [("message", message), ("content-type", "text/plain")]
+        if frame is not None and (receipt := frame.get("receipt")) is not None:
+            headers.append(("receipt-id", receipt))
+        self.write_frame("ERROR", headers, detail.encode())
+        self.close_reason = f"{message}: {detail}" if detail else message
+        self._close()
+
+    def _close(self) -> None:
+        self._release()
+        self.transport.close()
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _connect(self, frame: Frame) -> None:
+        accepted = (frame.get("accept-version") or "1.0").split(",")
+        common = [v for v in VERSIONS if v in {a.strip() for a in accepted}]
+        if not common:
+            self.write_frame(
+                "ERROR",
+                [("version", ",".join(VERSIONS)), ("message", "unsupported version")],
+                f"Supported protocol versions are {' '.join(VERSIONS)}".encode(),
+            )
+            self.close_reason = "unsupported STOMP version"
+            self._close()
+            return
+        self.version = common[-1]
+        self.parser.version = self.version
+        login = frame.get("login")
+        passcode = frame.get("passcode", "")
+        if login is None:  # RabbitMQ's default_user for clients that send no login
+            login, passcode = self.settings.default_user, self.settings.default_passcode
+        host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
+        try:
+            user = self.broker.authenticate(login, passcode or "", peer_host=host)
+        except AccessRefused as exc:
+            log.warning("%s: STOMP authentication failed: %s", self.transport.peer, exc.text)
+            raise StompError("access_refused", "Bad CONNECT: authentication failed") from exc
+        vhost = frame.get("host") or "/"
+        if vhost not in self.broker.vhosts:
+            # clients such as stomp.py send the server's host name: fall back to "/"
+            vhost = "/"
+        self.client = self.broker.connect(
+            user,
+            vhost,
+            protocol=f"{self.protocol} {self.version}",
+            peer=self.transport.peer,
+            closer=self.shutdown,
+            properties={"product": frame.get("client-id", "STOMP client")},
+            traffic=self.traffic,
+        )
+        self.session = self.broker.open_session(self.client, self)
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+        send_ms, expect_ms = self._negotiate_heartbeat(frame.get("heart-beat") or "0,0")
+        self.write_frame(
+            "CONNECTED",
+            [
+                ("version", self.version),
+                ("heart-beat", f"{send_ms},{expect_ms}"),
+                ("server", f"Roost/{__version__}"),
+                ("session", f"session-{self.client.id}-{os.urandom(4).hex()}"),
+            ],
+        )
+        if send_ms:
+            self._schedule(send_ms / 1000, self._send_heartbeat, send_ms / 1000)
+        if expect_ms:
+            self._schedule(expect_ms / 1000, self._check_heartbeat, expect_ms / 1000)
+        log.info(
+            "%s: %s connection opened (user=%s vhost=%s version=%s)",
+            self.transport.peer,
+            self.protocol,
+            user.name,
+            vhost,
+            self.version,
+        )
+
+    def _negotiate_heartbeat(self, value: str) -> tuple[int, int]:
+        """(server sends every, server expects every) in ms, as the spec computes them."""
+        try:
+            cx, cy = (int(v) for v in value.split(","))
+        except ValueError as exc:
+            raise StompError("invalid heart-beat header", repr(value)) from exc
+        if cx < 0 or cy < 0:
+            raise StompError("invalid heart-beat header", repr(value))
+        floor = self.settings.heartbeat_ms
+        send = max(cy, floor) if cy else 0
+        expect = max(cx, floor) if cx else 0
+        if self.version == "1.0":
+            return 0, 0
+        return send, expect
+
+    def _schedule(self, delay: float, fn: Callable[[float], None], arg: float) -> None:
+        self._timers = [t for t in self._timers if not t.cancelled()]
+        self._timers.append(self._loop.call_later(delay, fn, arg))
+
+    def _send_heartbeat(self, interval: float) -> None:
+        if self.closed:
+            return
+        if not self._wrote:
+            self.write(b"\n")
+        self._wrote = False
+        self._schedule(interval, self._send_heartbeat, interval)
+
+    def _check_heartbeat(self, interval: float) -> None:
+        if self.closed:
+            return
+        silent = self._loop.time() - self._heard
+        if silent > 2 * interval:  # the spec's "some tolerance": two whole intervals
+            log.warning("%s: missed heart-beats from client", self.transport.peer)
+            self._error("heart-beat timeout", f"no data from the client for {silent:.1f}s")
+            return
+        self._schedule(interval / 2, self._check_heartbeat, interval)
+
+    def _connect_timeout(self) -> None:
+        if self.client is None and not self.closed:
+            self.close_reason = "no CONNECT in time"
+            self._release()
+            self.transport.abort()
+
+    def on_disconnect(self, frame: Frame) -> None:
+        receipt = frame.get("receipt")
+        if receipt is not None:
+            self.write_frame("RECEIPT", [("receipt-id", receipt)])
+        self.close_reason = "client sent DISCONNECT"
+        self._close()
+
+    # -- sending --------------------------------------------------------------------------
+
+    def on_send(self, frame: Frame) -> None:
+        assert self.client is not None
+        dest_text = self._require(frame, "destination")
+        if dest_text.startswith("/control/"):
+            self._control(frame, dest_text)
+            return
+        dest = self._parse(dest_text)
+        headers = frame.headers
+        reply_to = headers.get("reply-to")
+        if reply_to is not None and reply_to.startswith("/temp-queue/"):
+            headers = {**headers, "reply-to": "/reply-queue/" + self._temp_queue(reply_to)}
+        if dest.kind == "queue":
+            self.broker.declare_queue(self.client, dest.name, durable=True)
+            exchange, key = "", dest.name
+        elif dest.kind == "temp-queue":
+            exchange, key = "", self._temp_queue(dest_text)
+        else:
+            exchange, key = dest.publish_exchange, dest.publish_key
+        message = Message(exchange, key, properties_from_headers(headers), frame.body)
+        receipt = frame.get("receipt")
+        if receipt is None or frame.get("transaction") is not None:
+            # in a transaction the receipt went out when the SEND was buffered
+            self.broker.publish(self.client, exchange, message)
+            return
+        # Like an AMQP confirm, the receipt waits for the store's group-commit fsync when
+        # the message went to a durable queue; the dispatcher must not send it now.
+        del frame.headers["receipt"]
+        self.broker.publish(self.client, exchange, message, partial(self._stored, receipt))
+
+    def _stored(self, receipt: str, ok: bool) -> None:
+        if self.closed:
+            return
+        if ok:
+            self.write_frame("RECEIPT", [("receipt-id", receipt)])
+            return
+        self.write_frame(
+            "ERROR",
+            [("message", "message not stored"), ("receipt-id", receipt)],
+            b"the broker could not write the message to disk",
+        )
+        self.close_reason = "message not stored"
+        self._close()
+
+    def _control(self, frame: Frame, dest_text: str) -> None:
+        """ocamlmq's control destinations: counts answered in the RECEIPT."""
+        assert self.client is not None
+        receipt = self._require(frame, "receipt")
+        frame.headers.pop("receipt")  # answered here, with the count
+        _, _, rest = dest_text.partition("/control/")
+        what, _, target = rest.partition("/")
+        dest = self._parse("/" + target)
+        if what == "count-msgs" and dest.kind == "queue":
+            count = self.broker.queue(self.client, dest.name).message_count
+            self.write_frame("RECEIPT", [("receipt-id", receipt), ("num-messages", str(count))])
+        elif what == "count-subscribers" and dest.kind == "queue":
+            count = len(self.broker.queue(self.client, dest.name).consumers)
+            self.write_frame("RECEIPT", [("receipt-id", receipt), ("num-subscribers", str(count))])
+        elif what == "count-subscribers" and dest.kind == "topic":
+            count = self._count_topic_subscribers(dest.name)
+            self.write_frame("RECEIPT", [("receipt-id", receipt), ("num-subscribers", str(count))])
+        else:
+            raise StompError("invalid control destination", dest_text)
+
+    def _count_topic_subscribers(self, key: str) -> int:
+        """STOMP subscriptions on this broker whose destination is /topic/KEY."""
+        dest = f"/topic/{key}"
+        return sum(
+            1
+            for handler in self.registry
+            if isinstance(handler, StompHandler)
+            for sub in handler.subscriptions.values()
+            if sub.destination == dest
+        )
+
+    def _temp_queue(self, dest_text: str) -> str:
+        """The connection's private queue for /temp-queue/NAME, subscribed on first use."""
+        assert self.client is not None and self.session is not None
+        name = self.temp_queues.get(dest_text)
+        if name is None:
+            name = f"stomp-temp-{os.urandom(12).hex()}"
+            self.broker.declare_queue(self.client, name, exclusive=True, auto_delete=True)
+            self.temp_queues[dest_text] = name
+            sub = Subscription(dest_text, dest_text, name, "auto")
+            self._consume(sub, 0)
+        return name
+
+    # -- subscribing ----------------------------------------------------------------------
+
+    def on_subscribe(self, frame: Frame) -> None:
+        assert self.client is not None
+        dest_text = self._require(frame, "destination")
+        sub_id = frame.get("id") or (dest_text if self.version == "1.0" else None)
+        if sub_id is None:
+            raise StompError("missing 'id' header", "SUBSCRIBE needs an id in STOMP 1.1+")
+        if sub_id in self.subscriptions:
+            raise StompError("duplicate subscription id", f"'{sub_id}' is already subscribed")
+        ack = frame.get("ack", "auto")
+        if ack not in ACK_MODES:
+            raise StompError("invalid ack mode", f"'{ack}' is not one of {', '.join(ACK_MODES)}")
+        prefetch_text = frame.get("prefetch-count") or frame.get("prefetch") or "0"
+        if not prefetch_text.isdigit():
+            raise StompError("invalid prefetch-count", repr(prefetch_text))
+        timeout_text = frame.get("ack-timeout") or "0"
+        try:
+            ack_timeout = float(timeout_text)
+        except ValueError as exc:
+            raise StompError("invalid ack-timeout", repr(timeout_text)) from exc
+        dest = self._parse(dest_text)
+        queue = self._subscription_queue(dest, sub_id, frame)
+        sub = Subscription(sub_id, dest_text, queue, ack, dest.prefix, ack_timeout)
+        self._consume(sub, int(prefetch_text))
+
+    def _subscription_queue(self, dest: Destination, sub_id: str, frame: Frame) -> str:
+        assert self.client is not None
+        broker, client = self.broker, self.client
+        if dest.kind == "queue":
+            broker.declare_queue(client, dest.name, durable=True)
+            return dest.name
+        if dest.kind in ("amq-queue", "reply-queue"):
+            broker.queue(client, dest.name)  # must exist
+            return dest.name
+        if dest.kind == "temp-queue":
+            raise StompError("invalid destination", "subscribe to a temp-queue via reply-to")
+        durable = (frame.get("durable") or frame.get("persistent") or "").lower() == "true"
+        if dest.kind == "topic":
+            exchange, key = "amq.topic", ("#" if dest.prefix is not None else dest.name)
+        else:
+            exchange, key = dest.name, dest.key
+        if durable and frame.get("id"):
+            name = frame.get("x-queue-name") or f"stomp-subscription-{sub_id}"
+            broker.declare_queue(client, name, durable=True)
+        else:
+            name = f"stomp-subscription-{os.urandom(12).hex()}"
+            broker.declare_queue(client, name, exclusive=True, auto_delete=True)
+        broker.bind_queue(client, name, exchange, key, {})
+        return name
+
+    def _consume(self, sub: Subscription, prefetch: int) -> None:
+        assert self.session is not None
+        session = self.session
+        session.prefetch_count = prefetch
+        try:
+            consumer = self.broker.consume(
+                session, sub.queue, sub.id, no_ack=sub.ack == "auto", exclusive=False
+            )
+        finally:
+            session.prefetch_count = 0
+        self.subscriptions[sub.id] = sub
+        self._loop.call_soon(session.start, consumer)  # after this frame's RECEIPT
+
+    def on_unsubscribe(self, frame: Frame) -> None:
+        assert self.session is not None and self.client is not None
+        sub_id = frame.get("id") or (frame.get("destination") if self.version == "1.0" else None)
+        sub = self.subscriptions.pop(sub_id or "", None)
+        if sub is None:
+            raise StompError("unknown subscription", f"no subscription '{sub_id}'")
+        self.session.cancel(sub.id)
+        self._settle(sub, list(sub.outstanding), requeue=True)
+        if (frame.get("durable") or frame.get("persistent") or "").lower() == "true":
+            self.broker.delete_queue(self.client, sub.queue)
+
+    # -- delivering (core DeliverySink) ---------------------------------------------------
+
+    def deliver(
+        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
+    ) -> None:
+        sub = self.subscriptions.get(consumer_tag)
+        if sub is None:
+            return
+        if sub.prefix is not None and not message.routing_key.startswith(sub.prefix):
+            if sub.ack != "auto":  # not for this subscriber: settle it quietly
+                self._loop.call_soon(self._settle_one, delivery_tag)
+            return
+        tag = str(delivery_tag)
+        if sub.destination.startswith("/temp-queue/"):
+            dest = sub.destination
+        else:
+            dest = destinations.for_message(message.exchange, message.routing_key)
+        headers = [
+            ("subscription", sub.id),
+            ("destination", dest),
+            ("message-id", tag),
+        ]
+        if redelivered:
+            headers.append(("redelivered", "true"))
+        if sub.ack != "auto":
+            if self.version == "1.2":
+                headers.append(("ack", tag))
+            self._max_tag = delivery_tag
+            timer: asyncio.TimerHandle | None = None
+            timeout = _message_ack_timeout(message) or sub.ack_timeout
+            if timeout > 0:
+                timer = self._loop.call_later(timeout, self._ack_timed_out, sub, delivery_tag)
+            sub.outstanding[delivery_tag] = timer
+            self.tag_subscription[delivery_tag] = sub
+        headers.extend(headers_from_properties(message.properties))
+        self.write_frame("MESSAGE", headers, message.body)
+
+    def consumer_cancelled(self, consumer_tag: str) -> None:
+        sub = self.subscriptions.pop(consumer_tag, None)
+        if sub is not None:
+            self._error("subscription cancelled", f"the queue of '{sub.destination}' was deleted")
+
+    def _settle_one(self, tag: int) -> None:
+        sub = self.tag_subscription.get(tag)
+        if sub is not None and not self.closed:
+            self._settle(sub, [tag], requeue=None)
+
+    def _ack_timed_out(self, sub: Subscription, tag: int) -> None:
+        """Not acknowledged in time: back to the queue, for the next subscriber."""
+        if tag in sub.outstanding and not self.closed:
+            sub.outstanding[tag] = None
+            self._settle(sub, [tag], requeue=True)
+
+    # -- acknowledging --------------------------------------------------------------------
+
+    def on_ack(self, frame: Frame) -> None:
+        self._ack_or_nack(frame, requeue=None)
+
+    def on_nack(self, frame: Frame) -> None:
+        requeue = (frame.get("requeue") or "true").lower() != "false"
+        self._ack_or_nack(frame, requeue=requeue)
+
+    def _ack_or_nack(self, frame: Frame, *, requeue: bool | None) -> None:
+        key = "id" if self.version == "1.2" else "message-id"
+        text = self._require(frame, key)
+        if not text.isdigit():
+            raise StompError("invalid ack", f"unknown {key} '{text}'")
+        tag = int(text)
+        sub = self.tag_subscription.get(tag)
+        if sub is None or tag not in sub.outstanding:
+            if 0 < tag <= self._max_tag:
+                return  # already settled (an ack-timeout redelivered it): nothing to do
+            raise StompError("invalid ack", f"unknown {key} '{text}'")
+        # client mode is cumulative, within the subscription
+        tags = [t for t in sub.outstanding if t <= tag] if sub.ack == "client" else [tag]
+        self._settle(sub, tags, requeue=requeue)
+
+    def _settle(self, sub: Subscription, tags: list[int], *, requeue: bool | None) -> None:
+        """requeue None = ack; True = back to the queue; False = discard."""
+        assert self.session is not None
+        session = self.session
+        for tag in tags:
+            timer = sub.outstanding.pop(tag, None)
+            if timer is not None:
+                timer.cancel()
+            self.tag_subscription.pop(tag, None)
+            if requeue is None:
+                session.ack(tag, False)
+            else:
+                session.nack(tag, False, requeue)
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def on_begin(self, frame: Frame) -> None:
+        tx = self._require(frame, "transaction")
+        if tx in self.transactions:
+            raise StompError("invalid transaction", f"transaction '{tx}' is already active")
+        self.transactions[tx] = []
+
+    def on_commit(self, frame: Frame) -> None:
+        tx = self._require(frame, "transaction")
+        work = self.transactions.pop(tx, None)
+        if work is None:
+            raise StompError("invalid transaction", f"transaction '{tx}' is not active")
+        for op in work:
+            op()
+
+    def on_abort(self, frame: Frame) -> None:
+        tx = self._require(frame, "transaction")
+        if self.transactions.pop(tx, None) is None:
+            raise StompError("invalid transaction", f"transaction '{tx}' is not active")
+
+    # -- helpers and closing --------------------------------------------------------------
+
+    @staticmethod
+    def _require(frame: Frame, name: str) -> str:
+        value = frame.get(name)
+        if value is None:
+            raise StompError(f"missing '{name}' header", f"{frame.command} needs '{name}'")
+        return value
+
+    @staticmethod
+    def _parse(text: str) -> Destination:
+        try:
+            return destinations.parse(text)
+        except DestinationError as exc:
+            raise StompError("invalid destination", str(exc)) from exc
+
+    def _release(self) -> None:
+        """Give back what the connection holds: unacked messages requeue at once."""
+        if self.closed:
+            return
+        self.closed = True
+        for timer in self._timers:
+            timer.cancel()
+        for sub in self.subscriptions.values():
+            for timer in sub.outstanding.values():  # type: ignore[assignment]
+                if timer is not None:
+                    timer.cancel()
+        self.transactions.clear()
+        self.registry.discard(self)
+        if self.client is not None and self.client.id in self.broker.clients:
+            self.broker.disconnect(self.client, self.close_reason)
+            log.info(
+                "%s: %s connection closed (user=%s): %s",
+                self.transport.peer,
+                self.protocol,
+                self.client.user.name,
+                self.close_reason or "closed",
+            )
+
+    def connection_lost(self) -> None:
+        self.close_reason = self.close_reason or "client closed the socket"
+        self._release()
+
+    def shutdown(self, reason: str = "shutdown") -> None:
+        """Close from the broker side (server shutdown, management API)."""
+        if self.closed:
+            return
+        self._error("connection closed by the broker", reason)
+
+    def _abort(self, reason: str) -> None:
+        self.close_reason = self.close_reason or reason
+        self._release()
+        self.transport.abort()
+
+    _handlers: dict[str, Callable[[StompHandler, Frame], None]] = {
+        "SEND": on_send,
+        "SUBSCRIBE": on_subscribe,
+        "UNSUBSCRIBE": on_unsubscribe,
+        "ACK": on_ack,
+        "NACK": on_nack,
+        "BEGIN": on_begin,
+        "COMMIT": on_commit,
+        "ABORT": on_abort,
+        "DISCONNECT": on_disconnect,
+    }
+
+
+def _message_ack_timeout(message: Message) -> float:
+    """ocamlmq's per-message ``ack-timeout`` header (seconds), carried in AMQP headers."""
+    headers = message.properties.headers
+    if not headers:
+        return 0.0
+    value = headers.get("ack-timeout")
+    if value is None:
+        return 0.0
+    try:
+        return float(value.decode() if isinstance(value, bytes) else value)
+    except (TypeError, ValueError):
+        return 0.0

@@ -1,0 +1,126 @@
+"""STOMP over WebSocket (RabbitMQ Web-STOMP's port and path): aiohttp WebSocket
+messages <-> ``StompHandler``. Text and binary messages are both accepted; a message may
+hold several frames or part of one (the handler's parser reassembles). Outgoing frames
+go as text messages when they are valid UTF-8, else as binary."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from roost.core.broker import Broker
+from roost.stomp.handler import StompHandler, StompSettings
+
+log = logging.getLogger("roost.stomp")
+
+SUBPROTOCOLS = ("v12.stomp", "v11.stomp", "v10.stomp")
+BROKER_KEY: web.AppKey[Broker] = web.AppKey("broker", Broker)
+SETTINGS_KEY: web.AppKey[StompSettings] = web.AppKey("stomp_settings", StompSettings)
+REGISTRY_KEY: web.AppKey[set[Any]] = web.AppKey("registry", set)
+
+
+PAUSE_AT = 1024 * 1024  # queued output that pauses deliveries until the socket drains
+
+
+class WebSocketTransport:
+    """Queues frames for a writer task: the handler writes synchronously. Deliveries
+    pause while more than PAUSE_AT bytes wait, as TCP's pause_writing does."""
+
+    def __init__(self, ws: web.WebSocketResponse, peer: str) -> None:
+        self.ws = ws
+        self.peer = peer
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.handler: StompHandler | None = None
+        self.queued = 0
+        self.paused = False
+
+    def write(self, data: bytes) -> None:
+        self.queue.put_nowait(data)
+        self.queued += len(data)
+        if not self.paused and self.queued > PAUSE_AT:
+            self._set_writable(False)
+
+    def _set_writable(self, writable: bool) -> None:
+        self.paused = not writable
+        handler = self.handler
+        if handler is not None and handler.session is not None and not handler.closed:
+            handler.session.set_writable(writable)
+
+    def close(self) -> None:
+        self.queue.put_nowait(None)
+
+    def abort(self) -> None:
+        self.queue.put_nowait(None)
+
+    async def run_writer(self) -> None:
+        ws = self.ws
+        while True:
+            data = await self.queue.get()
+            if data is None:
+                break
+            # gather what is already queued into one WebSocket message
+            chunks = [data]
+            while not self.queue.empty():
+                more = self.queue.get_nowait()
+                if more is None:
+                    self.queue.put_nowait(None)
+                    break
+                chunks.append(more)
+            payload = b"".join(chunks)
+            self.queued -= len(payload)
+            try:
+                await ws.send_str(payload.decode("utf-8"))
+            except UnicodeDecodeError:
+                await ws.send_bytes(payload)
+            except ConnectionError:
+                break
+            if self.paused and self.queued <= PAUSE_AT // 4:
+                self._set_writable(True)
+        await ws.close(code=WSCloseCode.OK)
+
+
+async def stomp_websocket(request: web.Request) -> web.StreamResponse:
+    ws = web.WebSocketResponse(protocols=SUBPROTOCOLS, heartbeat=None)
+    await ws.prepare(request)
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    peer_text = f"{peer[0]}:{peer[1]}" if peer else "?"
+    transport = WebSocketTransport(ws, peer_text)
+    handler = StompHandler(
+        request.app[BROKER_KEY],
+        request.app[SETTINGS_KEY],
+        transport,
+        request.app[REGISTRY_KEY],
+        protocol="Web STOMP",
+    )
+    transport.handler = handler
+    writer = asyncio.create_task(transport.run_writer())
+    try:
+        async for msg in ws:
+            if msg.type == WSMsgType.TEXT:
+                handler.data_received(msg.data.encode("utf-8"))
+            elif msg.type == WSMsgType.BINARY:
+                handler.data_received(msg.data)
+            elif msg.type == WSMsgType.ERROR:
+                break
+            if handler.closed:
+                break
+    finally:
+        handler.connection_lost()
+        transport.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer, 2.0)
+        writer.cancel()
+    return ws
+
+
+def create_app(broker: Broker, settings: StompSettings, registry: set[Any]) -> web.Application:
+    app = web.Application(client_max_size=settings.limits.max_frame_size + 1024)
+    app[BROKER_KEY] = broker
+    app[SETTINGS_KEY] = settings
+    app[REGISTRY_KEY] = registry
+    app.router.add_get("/ws", stomp_websocket)
+    return app

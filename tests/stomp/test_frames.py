@@ -1,0 +1,181 @@
+"""The sans-IO STOMP codec: wire cases both ways, limits, malformed input, fuzzing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from roost.stomp.frames import (
+    NEED_DATA,
+    Frame,
+    FrameParser,
+    Limits,
+    StompParseError,
+    escape,
+    serialize,
+    unescape,
+)
+
+
+def parse_all(data: bytes, *, version: str = "1.2", limits: Limits | None = None) -> list[Frame]:
+    parser = FrameParser(limits, version)
+    parser.feed(data)
+    frames = []
+    while (frame := parser.next_frame()) is not NEED_DATA:
+        assert isinstance(frame, Frame)
+        frames.append(frame)
+    return frames
+
+
+def parse_bytewise(data: bytes, version: str = "1.2") -> list[Frame]:
+    parser = FrameParser(version=version)
+    frames = []
+    for i in range(len(data)):
+        parser.feed(data[i : i + 1])
+        while (frame := parser.next_frame()) is not NEED_DATA:
+            assert isinstance(frame, Frame)
+            frames.append(frame)
+    return frames
+
+
+def test_simple_send() -> None:
+    [f] = parse_all(b"SEND\ndestination:/queue/a\n\nhello\x00")
+    assert f == Frame("SEND", {"destination": "/queue/a"}, b"hello")
+
+
+def test_content_length_body_may_hold_nul() -> None:
+    [f] = parse_all(b"SEND\ncontent-length:5\n\na\x00b\x00c\x00")
+    assert f.body == b"a\x00b\x00c"
+
+
+def test_content_length_must_be_followed_by_nul() -> None:
+    with pytest.raises(StompParseError, match="NUL"):
+        parse_all(b"SEND\ncontent-length:2\n\nabc\x00")
+
+
+def test_eols_between_frames_are_heartbeats_and_crlf_lines_work() -> None:
+    data = b"\n\r\nSEND\r\ndestination:/q\r\n\r\nx\x00\n\r\n\nBEGIN\ntransaction:t\n\n\x00\n"
+    parser = FrameParser()
+    parser.feed(data)
+    frames = []
+    while (frame := parser.next_frame()) is not NEED_DATA:
+        frames.append(frame)
+    assert [f.command for f in frames] == ["SEND", "BEGIN"]  # type: ignore[union-attr]
+    assert frames[0].headers == {"destination": "/q"}  # type: ignore[union-attr]
+    assert parser.heartbeats == 6
+
+
+def test_repeated_header_first_wins() -> None:
+    [f] = parse_all(b"SEND\nfoo:1\nfoo:2\n\n\x00")
+    assert f.headers["foo"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("version", "raw", "value"),
+    [
+        ("1.2", "a\\nb\\cc\\\\d\\re", "a\nb:c\\d\re"),
+        ("1.1", "a\\nb\\cc\\\\d", "a\nb:c\\d"),
+        ("1.0", "a\\nb\\c", "a\\nb\\c"),  # no escaping in 1.0
+    ],
+)
+def test_header_escaping_per_version(version: str, raw: str, value: str) -> None:
+    [f] = parse_all(f"SEND\nk:{raw}\n\n\x00".encode(), version=version)
+    assert f.headers["k"] == value
+
+
+def test_undefined_escape_is_an_error_and_11_has_no_r() -> None:
+    with pytest.raises(StompParseError, match="escape"):
+        parse_all(b"SEND\nk:\\t\n\n\x00")
+    with pytest.raises(StompParseError, match="escape"):
+        parse_all(b"SEND\nk:\\r\n\n\x00", version="1.1")
+
+
+def test_connect_frames_are_never_unescaped() -> None:
+    [f] = parse_all(b"CONNECT\npasscode:a\\cb\n\n\x00")
+    assert f.headers["passcode"] == "a\\cb"
+
+
+@pytest.mark.parametrize(
+    ("data", "limits", "match"),
+    [
+        (b"SEND\n\n" + b"x" * 200 + b"\x00", Limits(max_frame_size=100), "too large"),
+        (b"SEND\n\n" + b"x" * 200, Limits(max_frame_size=100), "too large"),
+        (b"SEND\ncontent-length:500\n\n", Limits(max_frame_size=100), "too large"),
+        (b"SEND\n" + b"a:b\n" * 20 + b"\n\x00", Limits(max_headers=10), "too many headers"),
+        (b"SEND\nk:" + b"v" * 100 + b"\n\n\x00", Limits(max_header_length=50), "too long"),
+        (b"SEND\nk:" + b"v" * 100, Limits(max_header_length=50), "too long"),
+    ],
+)
+def test_limits_raise_a_clear_error(data: bytes, limits: Limits, match: str) -> None:
+    with pytest.raises(StompParseError, match=match):
+        parse_all(data, limits=limits)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"SEND\nno-colon\n\n\x00",
+        b"SE ND\n\n\x00",
+        b"SEND\ncontent-length:abc\n\n\x00",
+        b"SEND\nk:\xff\n\n\x00",
+        b"\x00\n\n\x00",
+    ],
+)
+def test_malformed_frames(data: bytes) -> None:
+    with pytest.raises(StompParseError):
+        parse_all(data)
+
+
+def test_serialize_adds_content_length_and_escapes() -> None:
+    data = serialize("MESSAGE", [("k", "a:b\nc")], b"x\x00y", version="1.2")
+    assert data == b"MESSAGE\nk:a\\cb\\nc\ncontent-length:3\n\nx\x00y\x00"
+    assert serialize("CONNECTED", {"version": "1.2"}) == b"CONNECTED\nversion:1.2\n\n\x00"
+
+
+header_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20
+)
+frames_strategy = st.builds(
+    Frame,
+    st.sampled_from(["SEND", "MESSAGE", "SUBSCRIBE", "ACK", "ERROR", "RECEIPT"]),
+    st.dictionaries(header_text.filter(lambda s: s != "content-length"), header_text, max_size=5),
+    st.binary(max_size=64),
+)
+
+
+@given(st.lists(frames_strategy, max_size=4), st.sampled_from(["1.1", "1.2"]))
+def test_round_trip_whole_and_bytewise(frames: list[Frame], version: str) -> None:
+    if version == "1.1":  # 1.1 cannot carry a CR in a header
+        frames = [
+            Frame(
+                f.command,
+                {k: v for k, v in f.headers.items() if "\r" not in k + v},
+                f.body,
+            )
+            for f in frames
+        ]
+    data = b"\n".join(serialize(f.command, f.headers, f.body, version=version) for f in frames)
+    expected = [
+        Frame(f.command, {**f.headers, **({"content-length": str(len(f.body))} if f.body else {})},
+              f.body)
+        for f in frames
+    ]
+    assert parse_all(data, version=version) == expected
+    assert parse_bytewise(data, version) == expected
+
+
+@given(st.binary(max_size=200))
+def test_any_bytes_give_frames_or_the_one_error(data: bytes) -> None:
+    parser = FrameParser(Limits(max_frame_size=1000, max_headers=10, max_header_length=100))
+    parser.feed(data)
+    try:
+        while parser.next_frame() is not NEED_DATA:
+            pass
+    except StompParseError:
+        pass
+
+
+@given(header_text)
+def test_escape_round_trip(text: str) -> None:
+    assert unescape(escape(text, "1.2"), "1.2") == text
