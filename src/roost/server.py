@@ -17,6 +17,7 @@ from roost.core.info import ListenerInfo
 from roost.core.persistence import Persistence
 from roost.store.definitions import DefinitionsFile
 from roost.store.hub import DiskStore
+from roost.store.stream_store import StreamFiles
 from roost.users import load_users_file
 
 log = logging.getLogger("roost.server")
@@ -184,6 +185,7 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
         max_open=config.max_open_files,
     )
     broker = Broker(data_dir=data_dir)
+    broker.streams.storage = StreamFiles(data_dir)  # before recovery declares any stream
     persistence = Persistence(broker, disk, DefinitionsFile(data_dir))
     persistence.install()
     if not persistence.recover():

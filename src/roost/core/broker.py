@@ -22,8 +22,7 @@ from roost.core.manage import ManageMixin
 from roost.core.message import EMPTY_PROPERTIES, Message, Properties
 from roost.core.queries import QueriesMixin
 from roost.core.queues.base import Entry, Queue
-from roost.core.queues.stream import close_streams, sync_streams
-from roost.core.queues.stream_recovery import recover_streams
+from roost.core.queues.streams import Streams
 from roost.core.session import DeliverySink, Session
 from roost.core.stats import Traffic
 from roost.core.vhost import VHost
@@ -44,8 +43,11 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
     def __init__(
         self, *, loopback_users: Collection[str] = ("guest",), data_dir: Path | None = None
     ) -> None:
-        # None keeps everything in memory (unit tests); the server passes --data-dir.
+        # The server's --data-dir, for information (None in unit tests): the core opens no
+        # files; storage comes in through core.durability's Protocols.
         self.data_dir_path = data_dir
+        # stream queues' stores: the server sets ``streams.storage`` (a disk implementation)
+        self.streams = Streams()
         self.users: dict[str, User] = {}
         self.vhosts: dict[str, VHost] = {}
         self.permissions: dict[tuple[str, str], Permission] = {}
@@ -67,7 +69,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
     def add_vhost(self, name: str) -> VHost:
         vhost = self.vhosts.get(name)
         if vhost is None:
-            vhost = self.vhosts[name] = VHost(name, data_dir=self.data_dir_path)
+            vhost = self.vhosts[name] = VHost(name, streams=self.streams)
             vhost.on_change.append(self._count_queue_churn)
             self._changed("vhost", vhost)
         return vhost
@@ -352,13 +354,11 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
     def sync_streams(self) -> None:
         """Group commit: fsync every stream appended to since the last call. Adapters call
         it before sending publisher confirms."""
-        sync_streams()
+        self.streams.sync()
 
     def recover_streams(self) -> int:
-        """Reopen the streams found under the data directory (start-up)."""
-        if self.data_dir_path is None:
-            return 0
-        return recover_streams(self, self.data_dir_path)
+        """Reopen the streams the stream storage holds (start-up)."""
+        return self.streams.recover(self)
 
     def close_streams(self) -> None:
-        close_streams()
+        self.streams.close()

@@ -3,6 +3,8 @@
 The core never touches files: a durable queue holds a ``QueueStore`` and calls it when a
 persistent message is enqueued, delivered, acknowledged or dropped; the broker asks the
 ``MessageStore`` to run a callback once what it buffered is on disk (publisher confirms).
+A stream queue holds a ``StreamStore`` (its log, producers' ids and stored consumer
+offsets) that the ``StreamStorage`` the server injects opens and finds again at start-up.
 """
 
 from __future__ import annotations
@@ -70,3 +72,95 @@ class DefinitionsStore(Protocol):
     def load(self) -> dict[str, Any] | None: ...
 
     def save(self, data: dict[str, Any]) -> None: ...
+
+
+# A stream record as the store hands it back: (offset, timestamp in ms, exchange,
+# routing key, the fourteen properties in order, body). The values are fresh objects the
+# caller may keep or change (the headers dict in particular).
+StreamRecord = tuple[int, int, str, str, tuple[Any, ...], bytes]
+
+
+class StreamCursor(Protocol):
+    """One consumer's position in a stream: reads forward from an offset."""
+
+    @property
+    def offset(self) -> int:
+        """The offset ``next`` returns next (or waits for, at the tail)."""
+
+    def next(self) -> StreamRecord | None:
+        """The next record, or None at the tail (call again after an append)."""
+
+    def close(self) -> None: ...
+
+
+class StreamStore(Protocol):
+    """One stream's append-only log, its producers' last publishing ids and its named
+    consumers' stored offsets. Appends are readable at once and durable after ``sync``."""
+
+    dropped_bytes: int  # what recovery cut off a torn tail
+    producers: dict[str, int]  # last publishing id per producer name
+
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def next_offset(self) -> int: ...
+
+    @property
+    def first_timestamp(self) -> int | None: ...
+
+    @property
+    def last_timestamp(self) -> int: ...
+
+    def append(
+        self,
+        exchange: str,
+        routing_key: str,
+        properties: tuple[Any, ...],
+        body: bytes,
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        publishing_id: int = 0,
+    ) -> int:
+        """Write one message; its offset."""
+
+    def is_duplicate(self, producer: str, publishing_id: int) -> bool: ...
+
+    def reader(self, offset: int) -> StreamCursor: ...
+
+    def offset_for_time(self, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (the next one if none)."""
+
+    def stored_offset(self, name: str) -> int | None: ...
+
+    def store_offset(self, name: str, offset: int) -> None: ...
+
+    def sync(self) -> None:
+        """Group commit: one fsync for everything appended or stored since the last one."""
+
+    def close(self) -> None: ...
+
+    def destroy(self) -> None:
+        """Close and delete the stream's files (the queue was deleted)."""
+
+
+# A stream found on disk at start-up: (vhost, name, declaration arguments).
+SavedStream = tuple[str, str, dict[str, Any]]
+
+
+class StreamStorage(Protocol):
+    def open_stream(
+        self,
+        vhost: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        max_segment_bytes: int,
+        max_bytes: int,
+        max_age_ms: int,
+    ) -> StreamStore:
+        """Create the stream's files, or reopen (and recover) them; ``arguments`` are
+        kept so that ``saved_streams`` can bring the stream back."""
+
+    def saved_streams(self) -> list[SavedStream]: ...

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable, Collection
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
@@ -14,6 +13,7 @@ from roost.core.exchanges.default import DefaultExchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
 from roost.core.queues.base import Queue
 from roost.core.queues.kinds import queue_class
+from roost.core.queues.streams import Streams
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -77,11 +77,10 @@ def server_name(prefix: str = "amq.gen-") -> str:
 
 
 class VHost:
-    def __init__(self, name: str, *, data_dir: Path | None = None) -> None:
+    def __init__(self, name: str, *, streams: Streams | None = None) -> None:
         self.name = name
-        # Root of the broker's files (None: nothing on disk); durable queues and streams
-        # find their directories under it through roost.store.paths.
-        self.data_dir = data_dir
+        # the broker's streams: stream queues open their stores through it
+        self.streams = streams if streams is not None else Streams()
         self.queues: dict[str, Queue] = {}
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(name, self.queues)}
         for ex_name, kind in PREDECLARED:

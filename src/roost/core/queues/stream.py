@@ -7,24 +7,16 @@ return credit too and never redeliver: re-subscribe with an offset to read again
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
-import tempfile
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roost.core.durability import StreamCursor, StreamRecord
 from roost.core.errors import PreconditionFailed
 from roost.core.message import Message, Properties
 from roost.core.queues.base import Entry, Queue
 from roost.core.queues.stream_args import int_arg, parse_max_age, parse_start
-from roost.core.queues.stream_codec import decode_for_delivery, encode_message
-from roost.store.paths import stream_dir
-from roost.store.stream_log import StreamLog
-from roost.store.stream_offsets import OffsetStore
-from roost.store.stream_reader import StreamReader
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -35,22 +27,6 @@ log = logging.getLogger("roost.stream")
 
 PRODUCER_HEADER = "x-stream-producer-name"
 PUBLISHING_ID_HEADER = "x-publishing-id"
-
-# Streams with appends or stored offsets not yet fsynced. The protocol adapter calls
-# ``sync_streams`` before it sends confirms: one fsync per stream per batch.
-DIRTY: set[StreamQueue] = set()
-OPEN: set[StreamQueue] = set()
-
-
-def sync_streams() -> None:
-    while DIRTY:
-        DIRTY.pop().sync()
-
-
-def close_streams() -> None:
-    for queue in list(OPEN):
-        queue.close()
-
 
 class StreamEntry(Entry):
     """A delivery's entry; ``seq`` is the stream offset, ``name`` the consumer's name."""
@@ -65,10 +41,23 @@ class StreamEntry(Entry):
 class Cursor:
     __slots__ = ("end", "name", "reader")
 
-    def __init__(self, reader: StreamReader, name: str, end: int | None) -> None:
+    def __init__(self, reader: StreamCursor, name: str, end: int | None) -> None:
         self.reader = reader
         self.name = name
         self.end = end
+
+
+def for_delivery(record: StreamRecord) -> Message:
+    """The stored message plus headers ``x-stream-offset`` and ``x-stream-timestamp``
+    (the record's values are fresh: its headers dict is ours to extend)."""
+    offset, timestamp, exchange, routing_key, values, body = record
+    headers = values[2]
+    if headers is None:
+        headers = {}
+        values = (*values[:2], headers, *values[3:])
+    headers["x-stream-offset"] = offset
+    headers["x-stream-timestamp"] = timestamp
+    return Message(exchange, routing_key, Properties(*values), body)
 
 
 def _text(value: Any) -> str:
@@ -103,10 +92,14 @@ class StreamQueue(Queue):
         max_bytes = int_arg(arguments, "x-max-length-bytes")
         max_age = parse_max_age(arguments.get("x-max-age"))
         super().__init__(vhost, name, durable=True, arguments=arguments)
-        root = vhost.data_dir or Path(tempfile.mkdtemp(prefix="roost-stream-"))
-        self.directory = stream_dir(Path(root), vhost.name, name)
-        self.log = StreamLog(
-            self.directory, max_segment_bytes=max_segment, max_bytes=max_bytes, max_age_ms=max_age
+        self.streams = vhost.streams
+        self.log = self.streams.open_store(
+            vhost.name,
+            name,
+            arguments,
+            max_segment_bytes=max_segment,
+            max_bytes=max_bytes,
+            max_age_ms=max_age,
         )
         if self.log.dropped_bytes:
             log.warning(
@@ -114,13 +107,10 @@ class StreamQueue(Queue):
                 name,
                 self.log.dropped_bytes,
             )
-        self.offsets = OffsetStore(self.directory / "offsets.log")
-        meta = {"vhost": vhost.name, "name": name, "arguments": arguments}
-        (self.directory / "meta.json").write_text(json.dumps(meta, default=str))
         self._cursors: dict[Consumer, Cursor] = {}
         self._dispatching = False
         self.stat_deduplicated = 0
-        OPEN.add(self)
+        self.streams.open.add(self)
 
     # -- incoming -----------------------------------------------------------------------
 
@@ -143,19 +133,21 @@ class StreamQueue(Queue):
             else:
                 producer = ""
         self.log.append(
-            encode_message(message),
+            message.exchange,
+            message.routing_key,
+            message.properties.as_tuple(),
+            message.body,
             timestamp_ms=time.time_ns() // 1_000_000,
             producer=producer,
             publishing_id=publishing_id,
         )
         self.stat_published += 1
-        DIRTY.add(self)
+        self.streams.dirty.add(self)
         if self.consumers:
             self.dispatch()
 
     def sync(self) -> None:
         self.log.sync()
-        self.offsets.sync()
 
     # -- outgoing -----------------------------------------------------------------------
 
@@ -182,14 +174,14 @@ class StreamQueue(Queue):
             record = reader.next()
             if record is None:
                 return  # caught up: wait for the next push
-            if end is not None and record.offset >= end:
+            offset = record[0]
+            if end is not None and offset >= end:
                 self._finish(consumer)
                 return
-            message = decode_for_delivery(record.payload, record.offset, record.timestamp)
             self.unacked += 1
             self.stat_delivered += 1
-            session.deliver(consumer, self, StreamEntry(record.offset, message, cursor.name))
-            if end is not None and record.offset + 1 >= end:
+            session.deliver(consumer, self, StreamEntry(offset, for_delivery(record), cursor.name))
+            if end is not None and offset + 1 >= end:
                 self._finish(consumer)
                 return
 
@@ -226,17 +218,17 @@ class StreamQueue(Queue):
         """Remember the last offset a named consumer has processed (acks only move it on)."""
         if self.deleted:
             return  # acks arriving after the stream was deleted
-        previous = self.offsets.get(name)
+        previous = self.log.stored_offset(name)
         if previous is None or offset > previous:
-            self.offsets.store(name, offset)
-            DIRTY.add(self)
+            self.log.store_offset(name, offset)
+            self.streams.dirty.add(self)
 
     def commit_offset(self, name: str, offset: int) -> None:
         """An explicit commit: set the stored offset, also backwards (a rewind)."""
         if self.deleted:
             return
-        self.offsets.store(name, offset)
-        DIRTY.add(self)
+        self.log.store_offset(name, offset)
+        self.streams.dirty.add(self)
 
     def discard(self, entry: Entry) -> None:
         self.unacked -= 1
@@ -254,7 +246,7 @@ class StreamQueue(Queue):
             )
         count = self.message_count
         self.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        self.log.destroy()
         return count
 
     def close(self) -> None:
@@ -262,9 +254,8 @@ class StreamQueue(Queue):
             cursor.reader.close()
         self._cursors.clear()
         self.log.close()
-        self.offsets.close()
-        DIRTY.discard(self)
-        OPEN.discard(self)
+        self.streams.dirty.discard(self)
+        self.streams.open.discard(self)
 
     # -- consumers ----------------------------------------------------------------------
 
@@ -283,7 +274,7 @@ class StreamQueue(Queue):
                 raise PreconditionFailed(
                     "x-stream-offset 'stored' needs the consumer argument x-stream-consumer-name"
                 )
-            stored = self.offsets.get(name)
+            stored = self.log.stored_offset(name)
             return lg.first_offset if stored is None else stored + 1
         return lg.next_offset
 

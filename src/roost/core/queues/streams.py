@@ -1,0 +1,76 @@
+"""The broker's streams as a group: where their stores come from (injected by the server),
+which of them wait for an fsync, and bringing them back at start-up."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from roost.core.durability import StreamStorage, StreamStore
+from roost.core.errors import PreconditionFailed
+
+if TYPE_CHECKING:
+    from roost.core.broker import Broker
+    from roost.core.queues.stream import StreamQueue
+
+log = logging.getLogger("roost.stream")
+
+
+class Streams:
+    def __init__(self) -> None:
+        # None: no data directory (a broker built in a unit test); declaring a stream fails
+        self.storage: StreamStorage | None = None
+        # Streams with appends or stored offsets not yet fsynced. The protocol adapter
+        # calls ``sync`` before it sends confirms: one fsync per stream per batch.
+        self.dirty: set[StreamQueue] = set()
+        self.open: set[StreamQueue] = set()
+
+    def open_store(
+        self,
+        vhost: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        max_segment_bytes: int,
+        max_bytes: int,
+        max_age_ms: int,
+    ) -> StreamStore:
+        if self.storage is None:
+            raise PreconditionFailed(
+                f"stream queue '{name}' in vhost '{vhost}' needs a broker with a data directory"
+            )
+        return self.storage.open_stream(
+            vhost,
+            name,
+            arguments,
+            max_segment_bytes=max_segment_bytes,
+            max_bytes=max_bytes,
+            max_age_ms=max_age_ms,
+        )
+
+    def sync(self) -> None:
+        dirty = self.dirty
+        while dirty:
+            dirty.pop().sync()
+
+    def close(self) -> None:
+        for queue in list(self.open):
+            queue.close()
+
+    def recover(self, broker: Broker) -> int:
+        """Reopen every stream the storage knows; a stream already declared (from the
+        persisted definitions) is left alone."""
+        from roost.core.queues.stream import StreamQueue
+
+        if self.storage is None:
+            return 0
+        count = 0
+        for vhost_name, name, arguments in self.storage.saved_streams():
+            vhost = broker.vhosts.get(vhost_name)
+            if vhost is None or name in vhost.queues:
+                continue
+            vhost.queues[name] = StreamQueue(vhost, name, durable=True, arguments=arguments)
+            count += 1
+        if count:
+            log.info("recovered %d stream(s)", count)
+        return count

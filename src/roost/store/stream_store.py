@@ -1,0 +1,183 @@
+"""Streams on disk, behind the core's ``StreamStorage`` and ``StreamStore`` Protocols.
+
+Each stream has a directory (``paths.stream_dir``) with its log (``stream_log.py``), its
+stored consumer offsets (``offsets.log``) and ``meta.json``: the stream's vhost, name and
+declaration arguments, so a stream comes back at start-up even before (or without)
+persisted definitions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from roost.store.paths import stream_dir
+from roost.store.stream_codec import decode_stream_message, encode_stream_message
+from roost.store.stream_log import StreamLog
+from roost.store.stream_offsets import OffsetStore
+from roost.store.stream_reader import StreamReader
+
+log = logging.getLogger("roost.stream")
+
+META = "meta.json"
+
+# (offset, timestamp ms, exchange, routing key, properties, body): core.durability's
+# StreamRecord, spelled out here because the store imports nothing from the core
+Record = tuple[int, int, str, str, tuple[Any, ...], bytes]
+
+
+class MessageCursor:
+    """A ``StreamReader`` that hands out decoded messages."""
+
+    __slots__ = ("_reader",)
+
+    def __init__(self, reader: StreamReader) -> None:
+        self._reader = reader
+
+    @property
+    def offset(self) -> int:
+        return self._reader.offset
+
+    def next(self) -> Record | None:
+        record = self._reader.next()
+        if record is None:
+            return None
+        exchange, routing_key, properties, body = decode_stream_message(record.payload)
+        return record.offset, record.timestamp, exchange, routing_key, properties, body
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+class DiskStream:
+    def __init__(
+        self,
+        directory: Path,
+        meta: dict[str, Any],
+        *,
+        max_segment_bytes: int = 0,
+        max_bytes: int = 0,
+        max_age_ms: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.log = StreamLog(
+            directory,
+            max_segment_bytes=max_segment_bytes,
+            max_bytes=max_bytes,
+            max_age_ms=max_age_ms,
+        )
+        self.dropped_bytes = self.log.dropped_bytes
+        self.producers = self.log.producers
+        self.offsets = OffsetStore(directory / "offsets.log")
+        tmp = directory / (META + ".tmp")
+        tmp.write_text(json.dumps(meta, default=str))
+        os.replace(tmp, directory / META)
+
+    # -- positions ------------------------------------------------------------------------
+
+    @property
+    def first_offset(self) -> int:
+        return self.log.first_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.log.next_offset
+
+    @property
+    def first_timestamp(self) -> int | None:
+        return self.log.first_timestamp
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.log.last_timestamp
+
+    def offset_for_time(self, timestamp_ms: int) -> int:
+        return self.log.offset_for_time(timestamp_ms)
+
+    # -- messages -------------------------------------------------------------------------
+
+    def append(
+        self,
+        exchange: str,
+        routing_key: str,
+        properties: tuple[Any, ...],
+        body: bytes,
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        publishing_id: int = 0,
+    ) -> int:
+        payload = encode_stream_message(exchange, routing_key, properties, body)
+        return self.log.append(
+            payload, timestamp_ms=timestamp_ms, producer=producer, publishing_id=publishing_id
+        )
+
+    def is_duplicate(self, producer: str, publishing_id: int) -> bool:
+        return self.log.is_duplicate(producer, publishing_id)
+
+    def reader(self, offset: int) -> MessageCursor:
+        return MessageCursor(self.log.reader(offset))
+
+    # -- consumer offsets -----------------------------------------------------------------
+
+    def stored_offset(self, name: str) -> int | None:
+        return self.offsets.get(name)
+
+    def store_offset(self, name: str, offset: int) -> None:
+        self.offsets.store(name, offset)
+
+    # -- life -----------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        self.log.sync()
+        self.offsets.sync()
+
+    def close(self) -> None:
+        self.log.close()
+        self.offsets.close()
+
+    def destroy(self) -> None:
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class StreamFiles:
+    """Opens streams under ``data_dir`` and finds them again at start-up."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+
+    def open_stream(
+        self,
+        vhost: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        max_segment_bytes: int = 0,
+        max_bytes: int = 0,
+        max_age_ms: int = 0,
+    ) -> DiskStream:
+        meta = {"vhost": vhost, "name": name, "arguments": arguments}
+        return DiskStream(
+            stream_dir(self.data_dir, vhost, name),
+            meta,
+            max_segment_bytes=max_segment_bytes,
+            max_bytes=max_bytes,
+            max_age_ms=max_age_ms,
+        )
+
+    def saved_streams(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """(vhost, name, arguments) of every stream directory; unreadable ones are
+        reported and skipped."""
+        found: list[tuple[str, str, dict[str, Any]]] = []
+        for meta_path in sorted(self.data_dir.glob(f"vhosts/*/streams/*/{META}")):
+            try:
+                meta = json.loads(meta_path.read_text())
+                found.append((str(meta["vhost"]), str(meta["name"]), dict(meta["arguments"])))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("skipping stream directory %s: %s", meta_path.parent, exc)
+        return found
