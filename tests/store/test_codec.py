@@ -6,10 +6,12 @@ import datetime
 import decimal
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.store.codec import decode_message, encode_message
+from roost.store.codec import CodecError, decode_message, encode_message
+from roost.store.stream_codec import decode_stream_message, encode_stream_message
 
 scalars = st.one_of(
     st.none(),
@@ -64,3 +66,40 @@ def test_decimal_and_timestamp_headers() -> None:
     props: tuple[Any, ...] = (None, None, {"d": decimal.Decimal("1.25"), "t": when}) + (None,) * 11
     _, _, _, _, back, _ = decode_message(encode_message(1, "", "k", props, b""))
     assert back[2] == {"d": decimal.Decimal("1.25"), "t": when}
+
+
+@given(
+    exchange=st.text(max_size=30),
+    key=st.text(max_size=60),
+    headers=st.none() | st.dictionaries(st.text(max_size=10), values, max_size=5),
+    content_type=st.none() | st.text(max_size=10),
+    body=st.binary(max_size=300),
+)
+def test_stream_record_round_trip(
+    exchange: str, key: str, headers: Any, content_type: str | None, body: bytes
+) -> None:
+    props = (content_type, None, headers, 2, None, "c", None, None, "m", 17, None, None, None, None)
+    payload = encode_stream_message(exchange, key, props, body)
+    assert decode_stream_message(payload) == (exchange, key, props, body)
+
+
+def test_stream_record_without_properties_is_five_bytes_plus_names() -> None:
+    payload = encode_stream_message("ex", "k", (None,) * 14, b"body")
+    assert payload == b"\x00\x02ex\x00\x01k\x00\x00body"
+    assert decode_stream_message(payload) == ("ex", "k", (None,) * 14, b"body")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b"\x00",
+        b"\x00\x05ab",
+        b"\x00\x00\x00\x00",
+        b"\x00\x00\x00\x00\x00\x04",
+        b"\x00\x00\x00\x00\x00\x04\x00\x01Z",
+    ],
+)
+def test_malformed_stream_records_raise_codec_error(payload: bytes) -> None:
+    with pytest.raises(CodecError):
+        decode_stream_message(payload)

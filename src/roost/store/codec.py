@@ -36,7 +36,7 @@ class CodecError(ValueError):
     """A payload that does not decode (checksum passed but content is not ours)."""
 
 
-def _str(value: str) -> bytes:
+def encode_str(value: str) -> bytes:
     raw = value.encode("utf-8")
     return _U16.pack(len(raw)) + raw
 
@@ -49,22 +49,30 @@ def encode_message(
     body: bytes,
     redelivered: bool = False,
 ) -> bytes:
+    head = _HEAD.pack(seq, FLAG_REDELIVERED if redelivered else 0)
+    return b"".join(
+        (head, encode_str(exchange), encode_str(routing_key), encode_properties(properties), body)
+    )
+
+
+def encode_properties(properties: tuple[Any, ...]) -> bytes:
+    """u16 mask of the properties set, then their values in order."""
     mask = 0
-    parts: list[bytes] = []
+    parts: list[bytes] = [b""]
     for i, value in enumerate(properties):
         if value is None:
             continue
         mask |= 1 << i
         if i in _STRING:
-            parts.append(_str(str(value)))
+            parts.append(encode_str(str(value)))
         elif i in _OCTET:
             parts.append(bytes((int(value) & 0xFF,)))
         elif i == _TIMESTAMP:
             parts.append(_I64.pack(int(value)))
         else:
             parts.append(encode_value(value))
-    head = _HEAD.pack(seq, FLAG_REDELIVERED if redelivered else 0)
-    return b"".join((head, _str(exchange), _str(routing_key), _U16.pack(mask), *parts, body))
+    parts[0] = _U16.pack(mask)
+    return b"".join(parts)
 
 
 def decode_message(
@@ -75,37 +83,49 @@ def decode_message(
         data = bytes(payload)
         seq = int.from_bytes(data[0:8], "big")
         flags = data[8]
-        pos = 9
-        exchange, pos = _read_str(data, pos)
-        routing_key, pos = _read_str(data, pos)
-        (mask,) = _U16.unpack_from(data, pos)
-        pos += 2
-        props: list[Any] = [None] * PROPERTY_COUNT
-        for i in range(PROPERTY_COUNT):
-            if not mask & (1 << i):
-                continue
-            if i in _STRING:
-                props[i], pos = _read_str(data, pos)
-            elif i in _OCTET:
-                props[i] = data[pos]
-                pos += 1
-            elif i == _TIMESTAMP:
-                (props[i],) = _I64.unpack_from(data, pos)
-                pos += 8
-            else:
-                props[i], pos = decode_value(data, pos)
+        exchange, pos = read_str(data, 9)
+        routing_key, pos = read_str(data, pos)
+        props, pos = decode_properties(data, pos)
         if pos > len(data):
             raise CodecError("payload too short")
-        return seq, bool(flags & FLAG_REDELIVERED), exchange, routing_key, tuple(props), data[pos:]
+        return seq, bool(flags & FLAG_REDELIVERED), exchange, routing_key, props, data[pos:]
     except (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError) as exc:
         raise CodecError(str(exc)) from None
+
+
+_NO_PROPERTIES = (None,) * PROPERTY_COUNT
+
+
+def decode_properties(data: bytes, pos: int) -> tuple[tuple[Any, ...], int]:
+    """The fourteen properties at ``pos`` (as ``encode_properties`` wrote them) and the
+    position after them. Raises IndexError/struct.error/ValueError on a short payload."""
+    (mask,) = _U16.unpack_from(data, pos)
+    pos += 2
+    if not mask:
+        return _NO_PROPERTIES, pos
+    props: list[Any] = [None] * PROPERTY_COUNT
+    for i in range(PROPERTY_COUNT):
+        if not mask & (1 << i):
+            continue
+        if i in _STRING:
+            props[i], pos = read_str(data, pos)
+        elif i in _OCTET:
+            props[i] = data[pos]
+            pos += 1
+        elif i == _TIMESTAMP:
+            (props[i],) = _I64.unpack_from(data, pos)
+            pos += 8
+        else:
+            props[i], pos = decode_value(data, pos)
+    return tuple(props), pos
 
 
 def peek_seq(payload: bytes | memoryview) -> int:
     return int.from_bytes(payload[0:8], "big")
 
 
-def _read_str(data: bytes, pos: int) -> tuple[str, int]:
+def read_str(data: bytes, pos: int) -> tuple[str, int]:
+    """A u16-length UTF-8 string at ``pos`` and the position after it."""
     (n,) = _U16.unpack_from(data, pos)
     end = pos + 2 + n
     if end > len(data):
@@ -126,7 +146,9 @@ def encode_value(value: Any) -> bytes:
     if value is False:
         return b"f"
     if isinstance(value, int):
-        return b"l" + _I64.pack(value) if -(2**63) <= value < 2**63 else b"s" + _str(str(value))
+        return (
+            b"l" + _I64.pack(value) if -(2**63) <= value < 2**63 else b"s" + encode_str(str(value))
+        )
     if isinstance(value, float):
         return b"d" + _F64.pack(value)
     if isinstance(value, str):
@@ -136,7 +158,7 @@ def encode_value(value: Any) -> bytes:
         raw = bytes(value)
         return b"x" + _U32.pack(len(raw)) + raw
     if isinstance(value, decimal.Decimal):
-        return b"D" + _str(str(value))
+        return b"D" + encode_str(str(value))
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=datetime.UTC)
@@ -144,7 +166,7 @@ def encode_value(value: Any) -> bytes:
     if isinstance(value, dict):
         parts = [b"F", _U32.pack(len(value))]
         for key, item in value.items():
-            parts.append(_str(str(key)))
+            parts.append(encode_str(str(key)))
             parts.append(encode_value(item))
         return b"".join(parts)
     if isinstance(value, (list, tuple)):
@@ -164,7 +186,7 @@ def decode_value(data: bytes, pos: int) -> tuple[Any, int]:
     if tag == b"l":
         return _I64.unpack_from(data, pos)[0], pos + 8
     if tag == b"s":
-        text, pos = _read_str(data, pos)
+        text, pos = read_str(data, pos)
         return int(text), pos
     if tag == b"d":
         return _F64.unpack_from(data, pos)[0], pos + 8
@@ -176,7 +198,7 @@ def decode_value(data: bytes, pos: int) -> tuple[Any, int]:
         raw = data[pos + 4 : end]
         return (raw.decode("utf-8") if tag == b"S" else raw), end
     if tag == b"D":
-        text, pos = _read_str(data, pos)
+        text, pos = read_str(data, pos)
         return decimal.Decimal(text), pos
     if tag == b"T":
         secs = _I64.unpack_from(data, pos)[0]
@@ -186,7 +208,7 @@ def decode_value(data: bytes, pos: int) -> tuple[Any, int]:
         pos += 4
         table: dict[str, Any] = {}
         for _ in range(n):
-            key, pos = _read_str(data, pos)
+            key, pos = read_str(data, pos)
             table[key], pos = decode_value(data, pos)
         return table, pos
     if tag == b"A":

@@ -1,34 +1,43 @@
-"""A message as a stream record's payload.
+"""A message as a stream record's payload, in the store's own explicit encoding.
 
-``exchange len | routing key len | properties len`` then the three, then the body. The
-properties are the fourteen values as a pickled tuple: the log is written and read only
-by this broker, never by clients.
+``u16 exchange | u16 routing key | properties | body``: strings are a u16 length and
+UTF-8, the properties are ``codec.encode_properties`` (a u16 mask of the ones set, then
+their values; header tables as tagged values), exactly as the classic-queue store writes
+them; the body is the rest. No pickle: a record decodes to plain values only.
+
+Streams written before this encoding (properties pickled) are not readable by it.
 """
 
 from __future__ import annotations
 
-import pickle
 import struct
 from typing import Any
 
-_HEAD = struct.Struct("<HHI")
+from roost.store.codec import (
+    CodecError,
+    decode_properties,
+    encode_properties,
+    encode_str,
+    read_str,
+)
 
 
 def encode_stream_message(
     exchange: str, routing_key: str, properties: tuple[Any, ...], body: bytes
 ) -> bytes:
-    raw_props = b"" if all(v is None for v in properties) else pickle.dumps(properties, 5)
-    ex = exchange.encode("utf-8")
-    rk = routing_key.encode("utf-8")
-    return b"".join((_HEAD.pack(len(ex), len(rk), len(raw_props)), ex, rk, raw_props, body))
+    return b"".join(
+        (encode_str(exchange), encode_str(routing_key), encode_properties(properties), body)
+    )
 
 
 def decode_stream_message(payload: bytes) -> tuple[str, str, tuple[Any, ...], bytes]:
-    lex, lrk, lprops = _HEAD.unpack_from(payload)
-    pos = _HEAD.size
-    exchange = payload[pos : pos + lex].decode("utf-8")
-    pos += lex
-    routing_key = payload[pos : pos + lrk].decode("utf-8")
-    pos += lrk
-    props = pickle.loads(payload[pos : pos + lprops]) if lprops else (None,) * 14
-    return exchange, routing_key, props, payload[pos + lprops :]
+    """(exchange, routing key, the fourteen properties, body); CodecError if malformed."""
+    try:
+        exchange, pos = read_str(payload, 0)
+        routing_key, pos = read_str(payload, pos)
+        properties, pos = decode_properties(payload, pos)
+    except (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError) as exc:
+        raise CodecError(str(exc)) from None
+    if pos > len(payload):
+        raise CodecError("stream record shorter than its properties")
+    return exchange, routing_key, properties, payload[pos:]
