@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import operator
 import struct
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -693,6 +694,7 @@ def encode_value(value: Any) -> bytes:
 def encode_table(table: Mapping[str, Any]) -> bytes:
     """Encode a field table, 4-byte length prefix included; keys in insertion order."""
     parts: list[bytes] = []
+    encoders = _ENCODERS
     for key, value in table.items():
         try:
             parts.append(encode_shortstr(key))
@@ -701,7 +703,8 @@ def encode_table(table: Mapping[str, Any]) -> bytes:
             if len(raw) > 255:
                 raise ValueError(f"field table key longer than 255 bytes: {key[:40]!r}") from None
             parts.append(_UINT8.pack(len(raw)) + raw)
-        parts.append(encode_value(value))
+        encoder = encoders.get(type(value))  # encode_value's exact-type fast path, inlined
+        parts.append(encoder(value) if encoder is not None else encode_value(value))
     body = b"".join(parts)
     return _UINT32.pack(len(body)) + body
 
@@ -822,15 +825,22 @@ def _trailing_properties(count: int) -> FrameError:
     return FrameError(_FRAME_ERROR, f"FRAME_ERROR - {count} bytes after the content properties")
 
 
+_GET_PROPERTIES = operator.attrgetter(*(name for name, _ in PROPERTY_FIELDS))
+_PROPERTY_KINDS = tuple(kind for _, kind in PROPERTY_FIELDS)
+
+
 def encode_properties(props: object) -> bytes:
     """Flags + property list from any object with the 14 property attributes."""
+    values = _GET_PROPERTIES(props)  # one C call for the fourteen getattrs
     flags = 0
     parts: list[bytes] = [b""]
-    for (name, kind), mask in zip(PROPERTY_FIELDS, _PROPERTY_MASKS, strict=True):
-        value = getattr(props, name)
+    index = -1
+    for value in values:
+        index += 1
         if value is None:
             continue
-        flags |= mask
+        flags |= 0x8000 >> index
+        kind = _PROPERTY_KINDS[index]
         if kind == "shortstr":
             parts.append(encode_shortstr(value))
         elif kind == "octet":

@@ -222,7 +222,7 @@ class Client:
         )
 
     def read_range(
-        self, stream: str, start: int, end: int, *, prefetch: int = 2000
+        self, stream: str, start: int, end: int, *, prefetch: int = 5000
     ) -> Iterator[Delivery]:
         """Every message with offset in [start, end): x-stream-end-offset makes the broker
         cancel the consumer after the last one, so no waiting for silence."""
@@ -306,11 +306,14 @@ class Client:
         )
         self.published += 1
 
-    def flush_confirmed(self) -> None:
+    def flush_confirmed(self, window: int = 0) -> None:
+        """Send what is buffered, then wait until at most ``window`` publishes are
+        unconfirmed: a window keeps the broker busy (its fsync, our encoding) while
+        confirms come back; 0 waits for all of them."""
         if self._out:
             self._send(b"".join(self._out))
             self._out = []
-        while self.confirmed < self.published:
+        while self.published - self.confirmed > window:
             frame = self._next()
             if type(frame) is codec.MethodFrame:
                 self._control(frame.method)

@@ -248,35 +248,60 @@ class RoostStreamReader(DataSourceStreamReader):
 def _publish_rows(opts: _Options, rows: Iterator[Any], producer: str, batch: int) -> Committed:
     exchange = opts.get("exchange") or ""
     default_key = opts.get("routingKey") or (opts.stream if not exchange else "")
-    batch_size = int(opts.get("confirmBatch") or "5000")
+    # confirms are windowed: send ``confirmBatch`` rows at a time and go on while up to
+    # ``confirmWindow`` are unconfirmed; the end of the task waits for every one
+    batch_size = int(opts.get("confirmBatch") or "2000")
+    window = int(opts.get("confirmWindow") or "20000")
+    first_id = batch << _BATCH_SHIFT
     count = 0
+    fields: dict[str, int] | None = None
     with Client(opts.url) as client:
         client.confirm_select()
-        for position, row in enumerate(rows):
-            data = row.asDict() if hasattr(row, "asDict") else dict(row)
-            body = data.get("body")
+        publish = client.publish
+        for row in rows:
+            if fields is None:  # Rows are tuples: look columns up by position, not by name
+                names = getattr(row, "__fields__", None) or list(row.asDict())
+                fields = {name: i for i, name in enumerate(names)}
+                get = _column_getters(fields)
+            body, key, headers_in, ctype, mid, cid = (g(row) for g in get)
             if isinstance(body, str):
                 body = body.encode("utf-8")
-            headers = {k: v for k, v in (data.get("headers") or {}).items() if v is not None}
+            headers = {k: v for k, v in headers_in.items() if v is not None} if headers_in else {}
             headers["x-stream-producer-name"] = producer
-            headers["x-publishing-id"] = (batch << _BATCH_SHIFT) | (position + 1)
-            client.publish(
+            count += 1
+            headers["x-publishing-id"] = first_id | count
+            publish(
                 exchange,
-                data.get("routing_key") or default_key,
+                key or default_key,
                 properties(
                     headers=headers,
-                    content_type=data.get("content_type"),
-                    message_id=data.get("message_id"),
-                    correlation_id=data.get("correlation_id"),
+                    content_type=ctype,
+                    message_id=mid,
+                    correlation_id=cid,
                     delivery_mode=2,
                 ),
                 bytes(body or b""),
             )
-            count += 1
             if count % batch_size == 0:
-                client.flush_confirmed()  # a nack or a lost connection fails the task
+                client.flush_confirmed(window)  # a nack or a lost connection fails the task
         client.flush_confirmed()
     return Committed(count)
+
+
+_WRITE_COLUMNS = ("body", "routing_key", "headers", "content_type", "message_id", "correlation_id")
+
+
+def _column_getters(fields: dict[str, int]) -> list[Any]:
+    """One getter per written column: the row's value at its position, or None."""
+
+    def absent(row: Any) -> None:
+        return None
+
+    getters: list[Any] = []
+    for name in _WRITE_COLUMNS:
+        i = fields.get(name)
+        getters.append(absent if i is None else (lambda row, i=i: row[i]))
+    return getters
 
 
 def _partition_id() -> int:

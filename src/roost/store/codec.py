@@ -106,6 +106,8 @@ def decode_properties(data: bytes, pos: int) -> tuple[tuple[Any, ...], int]:
     props: list[Any] = [None] * PROPERTY_COUNT
     for i in range(PROPERTY_COUNT):
         if not mask & (1 << i):
+            if not mask >> i:
+                break  # no property left
             continue
         if i in _STRING:
             props[i], pos = read_str(data, pos)

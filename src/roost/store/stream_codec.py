@@ -18,7 +18,6 @@ from roost.store.codec import (
     decode_properties,
     encode_properties,
     encode_str,
-    read_str,
 )
 
 
@@ -33,9 +32,16 @@ def encode_stream_message(
 def decode_stream_message(payload: bytes) -> tuple[str, str, tuple[Any, ...], bytes]:
     """(exchange, routing key, the fourteen properties, body); CodecError if malformed."""
     try:
-        exchange, pos = read_str(payload, 0)
-        routing_key, pos = read_str(payload, pos)
-        properties, pos = decode_properties(payload, pos)
+        # the two names inline (this runs once per delivery); read_str's bounds check is
+        # the slice's length check here
+        end = 2 + (payload[0] << 8 | payload[1])
+        exchange = payload[2:end].decode("utf-8")
+        pos = end + 2
+        end = pos + (payload[end] << 8 | payload[end + 1])
+        routing_key = payload[pos:end].decode("utf-8")
+        if end > len(payload):
+            raise CodecError("routing key runs past the record")
+        properties, pos = decode_properties(payload, end)
     except (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError) as exc:
         raise CodecError(str(exc)) from None
     if pos > len(payload):

@@ -20,12 +20,16 @@ class Record(NamedTuple):
     payload: bytes
 
 
+READ_AHEAD = 256 * 1024  # bytes read from the segment at a time
+
+
 class StreamReader:
     """Yields records at or after ``offset``; ``next()`` is None at the tail (for now).
 
     Records were checked by CRC when the log was recovered or written by this process, so
     reading skips the checksum. A segment dropped by retention under the reader makes it
-    jump to the oldest offset still kept.
+    jump to the oldest offset still kept. Reads go through a buffer of ``READ_AHEAD``
+    bytes: one ``read`` serves many records.
     """
 
     def __init__(self, log: StreamLog, offset: int, *, position: int | None = None) -> None:
@@ -34,6 +38,8 @@ class StreamReader:
         self._base = -1
         self._file: IO[bytes] | None = None
         self._start_position = position
+        self._buf = b""
+        self._pos = 0  # where the next record starts in _buf
 
     def _open(self) -> bool:
         log = self.log
@@ -44,7 +50,7 @@ class StreamReader:
         seg = log.segments[log.segment_for(self.offset)]
         self.close()
         try:
-            self._file = open(seg.path, "rb")  # noqa: SIM115 - held across calls
+            self._file = open(seg.path, "rb", buffering=0)  # noqa: SIM115 - held across calls
         except FileNotFoundError:
             return False
         position = self._start_position
@@ -62,32 +68,46 @@ class StreamReader:
         self.offset = max(self.offset, later[0].base)
         return self._open()
 
-    def next(self) -> Record | None:
+    def _fill(self, need: int) -> bool:
+        """Make ``need`` bytes available from ``_pos``; False at the end of the file."""
         f = self._file
-        if f is None:
-            if not self._open():
-                return None
-            f = self._file
-            assert f is not None
+        assert f is not None
+        rest = self._buf[self._pos :]
+        chunk = f.read(max(READ_AHEAD, need - len(rest)))
+        self._buf = rest + chunk if rest else chunk
+        self._pos = 0
+        return len(self._buf) >= need
+
+    def next(self) -> Record | None:
+        if self._file is None and not self._open():
+            return None
+        size = _HEADER.size
         while True:
             if self.offset >= self.log.next_offset:
                 return None
-            start = f.tell()
-            head = f.read(_HEADER.size)
-            if len(head) < _HEADER.size:
-                f.seek(start)
+            buf = self._buf
+            pos = self._pos
+            if len(buf) - pos < size and not self._fill(size):
                 if not self._advance_segment():
-                    return None
-                f = self._file
-                assert f is not None
+                    return None  # a record still being written: read it next time
                 continue
-            _crc, length, offset, ts, pid, nlen = _HEADER.unpack(head)
-            rest = f.read(length - (_HEADER.size - 8))
+            buf = self._buf
+            pos = self._pos
+            _crc, length, offset, ts, pid, nlen = _HEADER.unpack_from(buf, pos)
+            end = pos + 8 + length
+            if end > len(buf):
+                if not self._fill(8 + length):
+                    return None
+                buf = self._buf
+                pos = 0
+                end = 8 + length
+            self._pos = end
             if offset < self.offset:
                 continue  # between the sparse index entry and the wanted offset
-            name = rest[:nlen].decode("utf-8") if nlen else ""
+            start = pos + size
+            name = buf[start : start + nlen].decode("utf-8") if nlen else ""
             self.offset = offset + 1
-            return Record(offset, ts, name, pid, rest[nlen:])
+            return Record(offset, ts, name, pid, buf[start + nlen : end])
 
     def drain(self) -> Iterator[Record]:
         """Every record up to the current tail, then close."""
@@ -101,3 +121,5 @@ class StreamReader:
         if self._file is not None:
             self._file.close()
             self._file = None
+        self._buf = b""
+        self._pos = 0
