@@ -28,7 +28,9 @@ retried task's messages are dropped by the stream's deduplication: effectively o
 
 Options: url, stream, startingOffsets, endingOffsets, maxRecordsPerTrigger,
 numPartitions (default 2), consumerName (streaming: store committed offsets on the broker),
-exchange, routingKey, producerName (batch writes: fixed name for cross-job dedup).
+exchange, routingKey, producerName (batch writes: fixed name for cross-job dedup),
+confirmBatch (rows sent between confirm checks, 2000), confirmWindow (unconfirmed rows
+allowed in flight, 20000).
 """
 
 from __future__ import annotations
