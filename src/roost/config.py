@@ -64,6 +64,19 @@ class Config:
     stomp_heartbeat_ms: int = setting(
         1000, "smallest STOMP heart-beat interval the server agrees to, in ms"
     )
+    # -- access and limits (docs/security.md)
+    max_connections: int = setting(
+        0, "most client connections (AMQP and STOMP) the broker accepts; 0 = no limit"
+    )
+    consumer_max_per_channel: int = setting(
+        0, "most consumers on one AMQP channel or STOMP connection; 0 = no limit"
+    )
+    max_failed_logins_per_minute: int = setting(
+        0, "failed logins a peer host may make per minute before it is refused; 0 = off"
+    )
+    http_max_body_size: int = setting(
+        64 * 1024 * 1024, "largest HTTP request body the management API reads, in bytes"
+    )
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -92,6 +105,11 @@ class Config:
             raise ValueError("max_open_files must be at least 8")
         if not (0 <= self.stomp_port <= 65535 and 0 <= self.ws_port <= 65535):
             raise ValueError("stomp_port and ws_port must be 0..65535")
+        for name in ("max_connections", "consumer_max_per_channel", "max_failed_logins_per_minute"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if self.http_max_body_size < 1024:
+            raise ValueError("http_max_body_size must be at least 1024")
         return self
 
 

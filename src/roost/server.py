@@ -33,6 +33,9 @@ class Server:
         }
         if config.users_file:
             load_users_file(self.broker, config.users_file)
+        self.broker.max_connections = config.max_connections
+        self.broker.consumer_max_per_channel = config.consumer_max_per_channel
+        self.broker.login_throttle.per_minute = config.max_failed_logins_per_minute
         self.broker.data_dir = config.data_dir
         self.broker.recover_streams()
         self._http_runner: Any = None
@@ -78,7 +81,9 @@ class Server:
         from roost.http.keys import HttpSettings
 
         cfg = self.config
-        settings = HttpSettings(cfg.stats_interval, cfg.statsd, cfg.statsd_prefix)
+        settings = HttpSettings(
+            cfg.stats_interval, cfg.statsd, cfg.statsd_prefix, cfg.http_max_body_size
+        )
         runner = web.AppRunner(
             create_app(self.broker, settings),
             access_log=None,

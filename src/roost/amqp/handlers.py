@@ -420,7 +420,7 @@ class AMQPChannel:
             properties,
         )
         if self.mode is Mode.TX:
-            self.broker.check_exchange(self.client, method.exchange)
+            self.broker.check_publish(self.client, method.exchange, message)
             self.tx.add(lambda: self._route(method, message))
             return
         try:

@@ -34,7 +34,7 @@ from roost.amqp.connection import (
     State,
 )
 from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, FrameError, reply_text
-from roost.amqp.handlers import AMQPChannel, ConnectionContext
+from roost.amqp.handlers import AMQPChannel, ConnectionContext, to_amqp_error
 from roost.core.broker import Broker, Traffic
 from roost.core.errors import AccessRefused, BrokerError
 
@@ -368,7 +368,11 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.channels[ch].handle(method)
         elif index == m.ChannelOpen.INDEX:
             # the context's client is set: connection.open precedes every channel.open
-            self.channels[ch] = AMQPChannel(cast(ConnectionContext, self), ch)
+            try:
+                opened = AMQPChannel(cast(ConnectionContext, self), ch)
+            except BrokerError as exc:  # the user's max-channels limit: 530, as RabbitMQ
+                raise to_amqp_error(exc, method) from None
+            self.channels[ch] = opened
             self.write(encode_method_frame(ch, m.ChannelOpenOk()))
         elif index == m.ChannelClose.INDEX:
             channel = self.channels.pop(ch, None)
@@ -409,9 +413,11 @@ class AMQPServerProtocol(asyncio.Protocol):
         try:
             username, password = parse_credentials(method.mechanism, bytes(method.response))
             host = self.peer.rsplit(":", 1)[0]
-            self._user = self.broker.authenticate(username, password, peer_host=host)
-        except AccessRefused as exc:
-            log.warning("%s: authentication failed for user %r: %s", self.peer, username, exc.text)
+            self._user = self.broker.authenticate(
+                username, password, peer_host=host, protocol="AMQP", peer=self.peer
+            )
+        except AccessRefused:
+            # the broker logged it with the peer address
             self.close_reason = f"authentication failed for user '{username}'"
             if self._auth_failure_close:
                 self._send_close(

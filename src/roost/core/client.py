@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from roost.core.stats import Traffic
 
 if TYPE_CHECKING:
+    from roost.core.access import Access
     from roost.core.auth import User
     from roost.core.queues.base import Queue
     from roost.core.session import Session
@@ -46,6 +47,9 @@ class Client:
         self.flow_held = False
         # bytes in and out, counted by the protocol adapter from the first byte on
         self.traffic = traffic if traffic is not None else Traffic()
+        # the user's compiled rights in this vhost (core/access.py); None for the broker's
+        # own clients (definitions import), which may do anything
+        self.access: Access | None = None
 
     @property
     def name(self) -> str:

@@ -18,6 +18,7 @@ from roost.core.message import EMPTY_PROPERTIES, Message
 from roost.core.queries import properties_key
 
 if TYPE_CHECKING:
+    from roost.core.access import Access
     from roost.core.auth import User
     from roost.core.exchanges import Exchange
     from roost.core.queues.base import Queue
@@ -51,6 +52,7 @@ class ManageMixin:
         users: dict[str, User]
 
         def _vhost(self, name: str) -> VHost: ...
+        def access_for(self, user: User, vhost: str) -> Access: ...
         def check_permission(
             self, user: str, vhost: str, access: str, kind: str, name: str
         ) -> None: ...
@@ -76,7 +78,11 @@ class ManageMixin:
         account = self.users.get(user)
         if account is None:
             raise NotFound(f"no user '{user}'")
-        return Client(protocol="HTTP", peer="management", user=account, vhost=self._vhost(vhost))
+        client = Client(
+            protocol="HTTP", peer="management", user=account, vhost=self._vhost(vhost)
+        )
+        client.access = self.access_for(account, vhost)  # the checks AMQP and STOMP get
+        return client
 
     # -- queues ---------------------------------------------------------------------------
 

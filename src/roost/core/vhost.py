@@ -93,6 +93,8 @@ class VHost:
         self.description = ""
         self.tags: list[str] = []
         self.default_queue_type = "classic"
+        # RabbitMQ's vhost limits (max-connections, max-queues); core/quotas.py sets them
+        self.limits: dict[str, int] = {}
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -225,7 +227,10 @@ class VHost:
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: dict[str, Any] | None = None,
+        server_named: bool = False,
     ) -> Queue:
+        """``server_named``: the caller chose an ``amq.gen-`` name for a declare without
+        one (so that it could check its permissions on that name first)."""
         arguments = arguments or {}
         if passive:
             if not name:
@@ -233,13 +238,19 @@ class VHost:
             return self.queue(name, client)
         if not name:
             name = server_name()
-        elif name.startswith("amq."):
+        elif name.startswith("amq.") and not server_named:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
         existing = self.queues.get(name)
         if existing is not None:
             self.queue(name, client)  # exclusivity check
             self._check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments)
             return existing
+        limit = self.limits.get("max-queues")
+        if limit is not None and 0 <= limit <= len(self.queues):
+            raise PreconditionFailed(
+                f"cannot declare queue '{name}': queue limit in vhost '{self.name}' "
+                f"({limit}) is reached"
+            )
         owner = client if exclusive else None
         queue = queue_class(arguments)(
             self,

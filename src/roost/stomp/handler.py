@@ -155,7 +155,9 @@ class StompHandler:
         except StompError as exc:
             self._error(exc.message, exc.detail, frame)
         except BrokerError as exc:
-            self._error(ERROR_NAMES.get(type(exc), "internal_error"), exc.text, frame)
+            # RabbitMQ's body: "ACCESS_REFUSED - access to queue 'q' in vhost '/' refused…"
+            name = ERROR_NAMES.get(type(exc), "internal_error")
+            self._error(name, f"{name.upper()} - {exc.text}", frame)
         except Exception:
             log.exception("%s: internal error while handling %r", self.transport.peer, frame)
             self._error("internal_error", "internal error", frame)
@@ -228,9 +230,14 @@ class StompHandler:
             login, passcode = self.settings.default_user, self.settings.default_passcode
         host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
         try:
-            user = self.broker.authenticate(login, passcode or "", peer_host=host)
-        except AccessRefused as exc:
-            log.warning("%s: STOMP authentication failed: %s", self.transport.peer, exc.text)
+            user = self.broker.authenticate(
+                login,
+                passcode or "",
+                peer_host=host,
+                protocol=self.protocol,
+                peer=self.transport.peer,
+            )
+        except AccessRefused as exc:  # the broker logged it with the peer address
             raise StompError("access_refused", "Bad CONNECT: authentication failed") from exc
         vhost = frame.get("host") or "/"
         if vhost not in self.broker.vhosts:
