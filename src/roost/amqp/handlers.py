@@ -419,12 +419,12 @@ class AMQPChannel:
             body,
             properties,
         )
-        if self.mode is Mode.TX:
-            self.broker.check_publish(self.client, method.exchange, message)
-            self.tx.add(lambda: self._route(method, message))
-            return
         try:
-            self._route(method, message)
+            if self.mode is Mode.TX:
+                self.broker.check_publish(self.client, method.exchange, message)
+                self.tx.add(lambda: self._route(method, message))
+            else:
+                self._route(method, message)
         except BrokerError as exc:
             raise to_amqp_error(exc, method) from None
 
