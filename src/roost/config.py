@@ -66,16 +66,20 @@ class Config:
     )
     # -- access and limits (docs/security.md)
     max_connections: int = setting(
-        0, "most client connections (AMQP and STOMP) the broker accepts; 0 = no limit"
+        0, "most client connections (AMQP and STOMP) the broker accepts; 0 = no limit", metavar="N"
     )
     consumer_max_per_channel: int = setting(
-        0, "most consumers on one AMQP channel or STOMP connection; 0 = no limit"
+        0, "most consumers on one AMQP channel or STOMP connection; 0 = no limit", metavar="N"
     )
     max_failed_logins_per_minute: int = setting(
-        0, "failed logins a peer host may make per minute before it is refused; 0 = off"
+        0,
+        "failed logins a peer host may make per minute before it is refused; 0 = off",
+        metavar="N",
     )
     http_max_body_size: int = setting(
-        64 * 1024 * 1024, "largest HTTP request body the management API reads, in bytes"
+        64 * 1024 * 1024,
+        "largest HTTP request body the management API reads, in bytes",
+        metavar="BYTES",
     )
 
     def validate(self) -> Config:
