@@ -3,6 +3,7 @@ with RabbitMQ's text), unless it is tagged ``impersonator``."""
 
 from __future__ import annotations
 
+import httpx
 import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
@@ -63,3 +64,15 @@ def test_stomp_user_id_header_is_checked(
         f"PRECONDITION_FAILED - user_id property set to 'guest' but authenticated user was "
         f"'{user}'"
     )
+
+
+def test_impersonator_tag_applies_to_open_connections(
+    roost: RoostProcess, make_user: MakeUser, admin: httpx.Client
+) -> None:
+    user = make_user()
+    with amqp_as(roost, user) as conn:
+        ch = conn.channel()
+        assert admin.put(f"/users/{user}", json={"tags": "impersonator"}).status_code == 204
+        ch.basic_publish("amq.fanout", "", b"x", pika.BasicProperties(user_id="someone"))
+        sync(ch)
+        assert ch.is_open

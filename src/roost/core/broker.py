@@ -171,7 +171,9 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         if kind.startswith(("permission", "topic_permission", "user")):
             for client in self.clients.values():
                 if client.access is not None:
-                    client.access = self.access_for(client.user, client.vhost.name)
+                    # put_user replaces the User object: read the tags from the new one
+                    user = self.users.get(client.user.name, client.user)
+                    client.access = self.access_for(user, client.vhost.name)
 
     def disconnect(self, client: Client, reason: str = "") -> None:
         """Free what the client held: sessions (unacked messages requeue), exclusive queues.
