@@ -275,3 +275,9 @@ def test_throttling_is_off_by_default(limited: RoostProcess) -> None:
         assert conn.is_open
 
 
+
+
+def test_deleting_a_user_drops_its_limits(api: httpx.Client) -> None:
+    user = new_user(api, max_connections=3)
+    assert api.delete(f"/users/{user}").status_code == 204
+    assert all(entry["user"] != user for entry in api.get("/user-limits").json())

@@ -167,7 +167,9 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
 
     def _refresh_access(self, kind: str, obj: Any) -> None:
         """Permissions, topic permissions or tags changed: connected clients get the new
-        rights at once (their answers were cached)."""
+        rights at once (their answers were cached). A deleted user's limits go too."""
+        if kind == "user.deleted":
+            self.user_limits.pop(obj.name, None)
         if kind.startswith(("permission", "topic_permission", "user")):
             for client in self.clients.values():
                 if client.access is not None:
