@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import ssl
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +16,7 @@ import pika.exceptions
 import pytest
 import stomp
 
-from tests.security.tls_support import PKI, TLSRoost
+from tests.security.tls_support import PKI, TLSRoost, wss_connect
 from tests.stomp.conftest import Inbox
 
 
@@ -27,7 +29,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
 def roost(pki: PKI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSRoost]:
     server = TLSRoost(
         tmp_path_factory.mktemp("roost-external"), *pki.server_args("peer"),
-        tls_ports=("amqps", "stomps", "https"),
+        tls_ports=("amqps", "stomps", "wss", "https"),
     ).start()  # fmt: skip
     with httpx.Client(
         base_url=server.https_url, auth=("guest", "guest"), verify=pki.client_context()
@@ -64,6 +66,34 @@ def connections(server: TLSRoost, pki: PKI) -> list[dict[str, Any]]:
         return result
 
 
+def start_mechanisms(port: int, ctx: ssl.SSLContext | None) -> bytes:
+    """The mechanisms field of the server's connection.start."""
+    sock: socket.socket = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if ctx is not None:
+        sock = ctx.wrap_socket(sock, server_hostname="127.0.0.1")
+    with sock:
+        sock.sendall(b"AMQP\x00\x00\x09\x01")
+        data = b""
+        while len(data) < 7 or len(data) < 8 + int.from_bytes(data[3:7], "big"):
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed before connection.start"
+            data += chunk
+    payload = data[7:]  # class, method, version major/minor, server-properties, mechanisms
+    assert payload[:4] == b"\x00\x0a\x00\x0a"
+    end = 10 + int.from_bytes(payload[6:10], "big")
+    size = int.from_bytes(payload[end : end + 4], "big")
+    return payload[end + 4 : end + 4 + size]
+
+
+def test_mechanisms_on_tls_include_external(roost: TLSRoost, pki: PKI) -> None:
+    alice = pki.client_cert("alice")
+    assert start_mechanisms(roost.amqps_port, alice.context(pki)).split() == [
+        b"PLAIN",
+        b"AMQPLAIN",
+        b"EXTERNAL",
+    ]
+
+
 def test_pika_external_logs_in_as_the_certificate_cn(roost: TLSRoost, pki: PKI) -> None:
     alice = pki.client_cert("alice")
     conn = pika.BlockingConnection(external(roost, alice.context(pki)))
@@ -92,15 +122,20 @@ def test_external_for_a_cn_that_is_no_user_is_refused_with_403(
     roost.wait_for_log("user 'mallory' (from the client certificate) does not exist")
 
 
-def test_external_is_not_offered_without_a_client_certificate(
+def test_external_without_a_client_certificate_is_refused_with_403(
     roost: TLSRoost, pki: PKI
 ) -> None:
-    # pika refuses on its side when connection.start does not list EXTERNAL
-    with pytest.raises(pika.exceptions.AuthenticationError, match="EXTERNAL"):
+    # offered on every TLS connection, as RabbitMQ does, and refused at login
+    assert b"EXTERNAL" in start_mechanisms(roost.amqps_port, pki.client_context())
+    with pytest.raises(pika.exceptions.ProbableAuthenticationError) as err:
         pika.BlockingConnection(external(roost, pki.client_context()))
+    assert "403" in str(err.value)
+    roost.wait_for_log("EXTERNAL needs a verified client certificate")
 
 
 def test_external_is_not_offered_on_the_plain_amqp_port(roost: TLSRoost) -> None:
+    assert start_mechanisms(roost.amqp_port, None).split() == [b"PLAIN", b"AMQPLAIN"]
+    # pika refuses on its side when connection.start does not list EXTERNAL
     params = pika.ConnectionParameters(
         "127.0.0.1",
         roost.amqp_port,
@@ -161,3 +196,18 @@ def test_stomp_certificate_of_an_unknown_user_gets_error(roost: TLSRoost, pki: P
     error = inbox.errors.get(timeout=5)
     assert error.headers["message"] == "access_refused"
     roost.wait_for_log("user 'mallory' (from the client certificate) does not exist")
+
+
+def test_web_stomp_over_wss_logs_in_with_the_certificate(roost: TLSRoost, pki: PKI) -> None:
+    ctx = pki.client_cert("alice").context(pki)
+
+    async def run() -> str:
+        url = f"wss://127.0.0.1:{roost.wss_port}/ws"
+        async with wss_connect(url, ctx) as ws:
+            await ws.send_str("CONNECT\naccept-version:1.2\nclient-id:wss-external\n\n\0")
+            connected = await asyncio.wait_for(ws.receive_str(), 5)
+            users = {c["user"] for c in connections(roost, pki) if "Web STOMP" in c["protocol"]}
+            assert users == {"alice"}
+            return connected
+
+    assert asyncio.run(run()).startswith("CONNECTED\n")

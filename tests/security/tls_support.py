@@ -3,11 +3,16 @@ listeners (AMQPS, STOMP over TLS, WSS, HTTPS) on free ports."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
 import ssl
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import trustme
 
 from tests.support import RoostProcess, free_port
@@ -100,3 +105,30 @@ class TLSRoost(RoostProcess):
     @property
     def https_url(self) -> str:
         return f"https://127.0.0.1:{self.https_port}"
+
+
+@contextlib.asynccontextmanager
+async def wss_connect(
+    url: str, ctx: ssl.SSLContext
+) -> AsyncIterator[aiohttp.ClientWebSocketResponse]:
+    """A STOMP WebSocket over TLS. At exit it waits until the socket is really closed:
+    a TLS transport finishes its shutdown after the session is gone, and a test's event
+    loop must not close before that (or the socket leaks)."""
+    sockets: list[socket.socket] = []
+
+    def make_socket(addr: Any) -> socket.socket:
+        family, kind, proto, _, _ = addr
+        sock = socket.socket(family, kind, proto)
+        sockets.append(sock)
+        return sock
+
+    connector = aiohttp.TCPConnector(socket_factory=make_socket)
+    async with (
+        aiohttp.ClientSession(connector=connector) as session,
+        session.ws_connect(url, ssl=ctx, protocols=("v12.stomp",)) as ws,
+    ):
+        yield ws
+    deadline = asyncio.get_running_loop().time() + 5.0
+    while any(s.fileno() != -1 for s in sockets):
+        assert asyncio.get_running_loop().time() < deadline, "the TLS socket never closed"
+        await asyncio.sleep(0.01)

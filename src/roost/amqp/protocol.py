@@ -367,9 +367,10 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.write(self.conn.start_frame(server_properties(), mechanisms=self._mechanisms()))
 
     def _mechanisms(self) -> bytes:
-        # EXTERNAL only where a client certificate was verified, as RabbitMQ's
-        # rabbitmq_auth_mechanism_ssl offers it
-        return b"PLAIN AMQPLAIN EXTERNAL" if self.cert_user is not None else b"PLAIN AMQPLAIN"
+        # EXTERNAL on every TLS connection, as RabbitMQ's rabbitmq_auth_mechanism_ssl
+        # offers it: without a verified certificate the login is refused (403), which
+        # tells the client more than a mechanism it cannot negotiate
+        return b"PLAIN AMQPLAIN EXTERNAL" if self.tls else b"PLAIN AMQPLAIN"
 
     def _channel_method(self, ch: int, method: m.Method) -> None:
         index = method.INDEX
@@ -418,7 +419,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         host = self.peer.rsplit(":", 1)[0]
         self.auth_mechanism = method.mechanism
         try:
-            if method.mechanism == "EXTERNAL" and self.cert_user is not None:
+            if method.mechanism == "EXTERNAL" and self.tls:
+                if self.cert_user is None:
+                    raise AccessRefused("EXTERNAL needs a verified client certificate")
                 username = self.cert_user  # the response (an authzid) is ignored, as RabbitMQ does
                 self._user = self.broker.authenticate_external(username, peer_host=host)
             else:
