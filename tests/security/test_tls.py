@@ -19,6 +19,7 @@ import pytest
 import stomp
 
 from roost import config
+from roost.tls import certificate_user
 from tests.security.tls_support import PKI, TLSRoost, wss_connect
 from tests.stomp.conftest import Inbox
 from tests.support import RawAMQP, RoostProcess
@@ -297,3 +298,43 @@ def test_tls_defaults() -> None:
         parser.parse_args(["--tls-cert", "c", "--tls-key", "k", "--tls-ca", "ca"]), environ={}
     )
     assert with_ca.tls_verify_mode == "peer"
+
+
+def test_a_client_silent_during_the_handshake_is_dropped(pki: PKI, tmp_path: Path) -> None:
+    server = TLSRoost(
+        tmp_path, *pki.server_args(), "--handshake-timeout", "0.5", tls_ports=("amqps",)
+    ).start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.amqps_port), timeout=5) as sock:
+            assert sock.recv(100) == b""  # closed by the server, long before our timeout
+        server.wait_for_log("TLS handshake failed on amqp/ssl")
+        assert "taking longer than 0.5 seconds" in server.log
+    finally:
+        server.kill()
+
+
+class FakeTLSTransport:
+    def __init__(self, cert: dict[str, Any] | None) -> None:
+        self.cert = cert
+
+    def get_extra_info(self, name: str) -> Any:
+        return self.cert if name == "peercert" else None
+
+
+@pytest.mark.parametrize(
+    ("cert", "user"),
+    [
+        (None, None),  # no certificate sent
+        ({}, None),  # sent but not verified: getpeercert() is empty
+        ({"subject": ((("organizationName", "Example"),),)}, None),
+        (
+            {"subject": ((("organizationName", "Example"),), (("commonName", "alice"),))},
+            "alice",
+        ),
+        ({"subject": ((("commonName", "first"),), (("commonName", "second"),))}, "first"),
+    ],
+)
+def test_certificate_user_is_the_first_common_name(
+    cert: dict[str, Any] | None, user: str | None
+) -> None:
+    assert certificate_user(FakeTLSTransport(cert)) == user
