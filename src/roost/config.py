@@ -81,6 +81,39 @@ class Config:
         "largest HTTP request body the management API reads, in bytes",
         metavar="BYTES",
     )
+    tls_cert: str | None = setting(
+        None,
+        "PEM certificate (chain) of the server; TLS listeners start only with it",
+        metavar="FILE",
+    )
+    tls_key: str | None = setting(None, "PEM private key of --tls-cert", metavar="FILE")
+    tls_ca: str | None = setting(
+        None, "PEM CA bundle that client certificates are verified against", metavar="FILE"
+    )
+    tls_verify: str | None = setting(
+        None,
+        "client certificates: none, peer (verified when sent) or require (refused without "
+        "one); default peer with --tls-ca, else none",
+        metavar="MODE",
+    )
+    amqps_port: int = setting(5671, "AMQP 0-9-1 over TLS port (with --tls-cert); 0 disables it")
+    stomps_port: int = setting(61614, "STOMP over TLS port (with --tls-cert); 0 disables it")
+    wss_port: int = setting(
+        15673, "STOMP over secure WebSocket port, path /ws (with --tls-cert); 0 disables it"
+    )
+    https_port: int = setting(
+        15671, "management API over HTTPS port (with --tls-cert); 0 disables it"
+    )
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def tls_verify_mode(self) -> str:
+        if self.tls_verify is not None:
+            return self.tls_verify
+        return "peer" if self.tls_ca else "none"
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -114,6 +147,17 @@ class Config:
                 raise ValueError(f"{name} must be >= 0")
         if self.http_max_body_size < 1024:
             raise ValueError("http_max_body_size must be at least 1024")
+        for name in ("amqps_port", "stomps_port", "wss_port", "https_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise ValueError(f"{name} must be 0..65535")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        if self.tls_verify is not None and self.tls_verify not in ("none", "peer", "require"):
+            raise ValueError("tls_verify must be none, peer or require")
+        if self.tls_verify_mode != "none" and not self.tls_ca:
+            raise ValueError(f"tls_verify {self.tls_verify_mode} needs tls_ca")
+        if self.tls_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_ca needs tls_cert and tls_key")
         return self
 
 

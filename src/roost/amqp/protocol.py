@@ -37,6 +37,7 @@ from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, FrameErr
 from roost.amqp.handlers import AMQPChannel, ConnectionContext, to_amqp_error
 from roost.core.broker import Broker, Traffic
 from roost.core.errors import AccessRefused, BrokerError
+from roost.tls import certificate_user
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -137,6 +138,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.close_reason = ""
         self.traffic = Traffic()  # bytes in/out for the management API, from the first byte
         self._user: Any = None
+        self.tls = False  # the socket is a TLS one (AMQPS)
+        self.cert_user: str | None = None  # CN of a verified client certificate (EXTERNAL)
+        self.auth_mechanism = ""
         self._client_properties: dict[str, Any] = {}
         self._auth_failure_close = False
         self._transport: asyncio.Transport | None = None
@@ -164,6 +168,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.tls = transport.get_extra_info("ssl_object") is not None
+        self.cert_user = certificate_user(transport) if self.tls else None
         self.registry.add(self)
         self._timer = self._loop.call_later(self.limits.handshake_timeout, self._handshake_timeout)
         log.debug("%s: accepted AMQP connection", self.peer)
@@ -358,9 +364,13 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def _header_received(self) -> None:
         # the reader hands over whatever 8 bytes came first; anything else is refused
-        self.write(
-            self.conn.start_frame(server_properties(), mechanisms=b"PLAIN AMQPLAIN")
-        )
+        self.write(self.conn.start_frame(server_properties(), mechanisms=self._mechanisms()))
+
+    def _mechanisms(self) -> bytes:
+        # EXTERNAL on every TLS connection, as RabbitMQ's rabbitmq_auth_mechanism_ssl
+        # offers it: without a verified certificate the login is refused (403), which
+        # tells the client more than a mechanism it cannot negotiate
+        return b"PLAIN AMQPLAIN EXTERNAL" if self.tls else b"PLAIN AMQPLAIN"
 
     def _channel_method(self, ch: int, method: m.Method) -> None:
         index = method.INDEX
@@ -410,14 +420,22 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.cancel_notify = bool(caps.get("consumer_cancel_notify"))
         self._auth_failure_close = bool(caps.get("authentication_failure_close"))
         username = "?"
+        host = self.peer.rsplit(":", 1)[0]
+        self.auth_mechanism = method.mechanism
         try:
-            username, password = parse_credentials(method.mechanism, bytes(method.response))
-            host = self.peer.rsplit(":", 1)[0]
-            self._user = self.broker.authenticate(
-                username, password, peer_host=host, protocol="AMQP", peer=self.peer
-            )
-        except AccessRefused:
-            # the broker logged it with the peer address
+            if method.mechanism == "EXTERNAL" and self.tls:
+                if self.cert_user is None:
+                    raise AccessRefused("EXTERNAL needs a verified client certificate")
+                username = self.cert_user  # the response (an authzid) is ignored, as RabbitMQ does
+                self._user = self.broker.authenticate_external(username, peer_host=host)
+            else:
+                username, password = parse_credentials(method.mechanism, bytes(method.response))
+                self._user = self.broker.authenticate(
+                    username, password, peer_host=host, protocol="AMQP", peer=self.peer
+                )
+        except AccessRefused as exc:
+            if method.mechanism == "EXTERNAL":  # password logins are logged by the broker
+                log.warning("%s: EXTERNAL login failed for %r: %s", self.peer, username, exc.text)
             self.close_reason = f"authentication failed for user '{username}'"
             if self._auth_failure_close:
                 self._send_close(
@@ -449,6 +467,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.close_reason = exc.text
             self._send_close(m.NOT_ALLOWED, reply_text(m.NOT_ALLOWED, exc.text), 10, 40)
             return
+        self.client.ssl = self.tls
+        self.client.auth_mechanism = self.auth_mechanism
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

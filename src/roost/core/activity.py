@@ -235,6 +235,8 @@ class ActivityMixin:
             send_cnt=t.send_cnt,
             rates=self.sampler.rates(client),
             state="flow" if client.flow_held else "running",
+            ssl=client.ssl,
+            auth_mechanism=client.auth_mechanism,
         )
 
     def list_connections(

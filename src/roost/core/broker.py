@@ -125,6 +125,17 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             raise
         return user
 
+    def authenticate_external(self, username: str, *, peer_host: str) -> User:
+        """SASL EXTERNAL: the transport (a verified TLS client certificate) already proved
+        who the client is, so no password is checked; the user must still exist, and
+        loopback-only users stay loopback-only."""
+        user = self.users.get(username)
+        if user is None:
+            raise AccessRefused(f"user '{username}' (from the client certificate) does not exist")
+        if username in self.loopback_users and peer_host not in LOOPBACK_HOSTS:
+            raise AccessRefused(f"user '{username}' can only connect via localhost")
+        return user
+
     def connect(
         self,
         user: User,

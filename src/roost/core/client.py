@@ -45,6 +45,9 @@ class Client:
         # set by the protocol adapter while publisher flow control pauses this client
         # (RabbitMQ's connection state "flow")
         self.flow_held = False
+        # set by the protocol adapter: a TLS connection, and how the client logged in
+        self.ssl = False
+        self.auth_mechanism = "PLAIN"
         # bytes in and out, counted by the protocol adapter from the first byte on
         self.traffic = traffic if traffic is not None else Traffic()
         # the user's compiled rights in this vhost (core/access.py); None for the broker's

@@ -136,6 +136,8 @@ class ConnectionInfo:
     state: str = "running"
     closed_reason: str | None = None
     closed_at: float | None = None
+    ssl: bool = False
+    auth_mechanism: str = "PLAIN"
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,10 @@ class StompTransport(Protocol):
     """What the handler needs from TCP or WebSocket."""
 
     peer: str
+    # CN of the verified TLS client certificate, if any: a CONNECT without login logs in
+    # as that user (RabbitMQ's stomp.ssl_cert_login)
+    cert_user: str | None
+    tls: bool
 
     def write(self, data: bytes) -> None: ...
 
@@ -226,18 +230,25 @@ class StompHandler:
         self.parser.version = self.version
         login = frame.get("login")
         passcode = frame.get("passcode", "")
-        if login is None:  # RabbitMQ's default_user for clients that send no login
-            login, passcode = self.settings.default_user, self.settings.default_passcode
         host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
+        cert_user = self.transport.cert_user
         try:
-            user = self.broker.authenticate(
-                login,
-                passcode or "",
-                peer_host=host,
-                protocol=self.protocol,
-                peer=self.transport.peer,
-            )
-        except AccessRefused as exc:  # the broker logged it with the peer address
+            if login is None and cert_user is not None:
+                user = self.broker.authenticate_external(cert_user, peer_host=host)
+            else:
+                if login is None:  # RabbitMQ's default_user for clients that send no login
+                    login = self.settings.default_user
+                    passcode = self.settings.default_passcode
+                user = self.broker.authenticate(
+                    login,
+                    passcode or "",
+                    peer_host=host,
+                    protocol=self.protocol,
+                    peer=self.transport.peer,
+                )
+        except AccessRefused as exc:
+            if login is None:  # password logins are logged by the broker
+                log.warning("%s: STOMP certificate login failed: %s", self.transport.peer, exc.text)
             raise StompError("access_refused", "Bad CONNECT: authentication failed") from exc
         vhost = frame.get("host") or "/"
         if vhost not in self.broker.vhosts:
@@ -252,6 +263,8 @@ class StompHandler:
             properties={"product": frame.get("client-id", "STOMP client")},
             traffic=self.traffic,
         )
+        self.client.ssl = self.transport.tls
+        self.client.auth_mechanism = "EXTERNAL" if login is None and cert_user else "PLAIN"
         self.session = self.broker.open_session(self.client, self)
         for timer in self._timers:
             timer.cancel()
