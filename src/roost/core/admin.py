@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.auth import SHA256, SUPPORTED_HASHES, Permission, TopicPermission, hash_password
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed
+from roost.core.features.settings import validate_policy_definition
 from roost.core.policy import Policy
 
 if TYPE_CHECKING:
@@ -246,6 +247,7 @@ class AdminMixin:
         if not isinstance(apply_to, str):
             raise PreconditionFailed("apply-to must be a string")
         policy = Policy(vhost, name, pattern, definition, priority, apply_to)
+        validate_policy_definition(policy.definition)
         created = (vhost, name) not in self.policies
         self.policies[(vhost, name)] = policy
         self._changed("policy", policy)

@@ -16,6 +16,8 @@ from roost.core.definitions import export_definitions, import_definitions
 from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
+from roost.core.features.policies import apply_policies
+from roost.core.features.ttl import parse_expiration
 from roost.core.flow import Publisher
 from roost.core.info import ImportReport
 from roost.core.manage import ManageMixin
@@ -52,6 +54,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         self.loopback_users = set(loopback_users)
         self.clients: dict[int, Client] = {}
         self._init_management()
+        apply_policies(self)  # queue policies take effect now and on every change
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -232,7 +235,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         arguments: dict[str, Any] | None = None,
     ) -> Queue:
         self.counters.queue_declared += 1
-        return client.vhost.declare_queue(
+        queue = client.vhost.declare_queue(
             name,
             client=client,
             passive=passive,
@@ -241,6 +244,9 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
             auto_delete=auto_delete,
             arguments=arguments,
         )
+        if queue.features is not None:
+            queue.features.touch()  # a redeclare renews an x-expires lease
+        return queue
 
     def queue(self, client: Client, name: str) -> Queue:
         return client.vhost.queue(name, client)
@@ -293,15 +299,19 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         to a durable queue's store, then after the group commit that puts it on disk.
         ``publisher`` (from ``new_publisher``) is held while a queue it reached is
         congested."""
+        if message.properties.expiration is not None:
+            parse_expiration(message.properties.expiration)  # refused before routing
         store = self.message_store
         if confirm is None or store is None or message.properties.delivery_mode != 2:
-            routed = client.vhost.publish(exchange, message, publisher)
+            routed, refused = client.vhost.publish(exchange, message, publisher)
             if confirm is not None:
-                confirm(True)
+                confirm(not refused)
             return routed
         before = store.appends
-        routed = client.vhost.publish(exchange, message, publisher)
-        if store.appends != before:
+        routed, refused = client.vhost.publish(exchange, message, publisher)
+        if refused:  # a full queue with overflow reject-publish: nack at once
+            confirm(False)
+        elif store.appends != before:
             store.when_durable(confirm)
         else:
             confirm(True)
