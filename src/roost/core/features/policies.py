@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from roost.core.features.lifecycle import QueueFeatures
-from roost.core.features.settings import resolve
+from roost.core.features.settings import QueueSettings, resolve
 from roost.core.policy import effective_policy
 
 if TYPE_CHECKING:
@@ -35,10 +35,11 @@ def apply_to_queue(broker: Broker, queue: Queue) -> None:
     settings = resolve(queue.arguments, queue_policy(broker, queue))
     features = queue.features
     if features is None:
-        if settings.active:
-            queue.features = QueueFeatures(queue, settings)
-    elif settings != features.settings:
-        features.configure(settings)
+        if not settings.active:
+            return
+        features = queue.features = QueueFeatures(queue, QueueSettings())
+    if settings != features.settings:
+        features.configure(settings)  # a queue already holding messages is trimmed
 
 
 def apply_policies(broker: Broker) -> None:
