@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pika
+import pika.compat
 import pytest
 import stomp
 from pika.adapters.blocking_connection import BlockingChannel
@@ -30,6 +31,7 @@ def test_reject_dead_letters_with_rabbitmq_headers(ch: BlockingChannel, qname: s
     headers = p.headers
     (death,) = headers["x-death"]
     assert isinstance(death.pop("time"), datetime.datetime)  # an AMQP timestamp
+    assert isinstance(death["count"], pika.compat.long)  # a 64-bit 'l' field, as RabbitMQ
     assert death == {
         "count": 1,
         "reason": "rejected",
@@ -206,6 +208,7 @@ def test_delivery_limit_counts_returns(conn: pika.BlockingConnection, qname: str
     seen.append((method.redelivered, props.headers["x-delivery-count"]))
     other.close()  # a return too
     assert seen == [(False, 0), (True, 1), (True, 2)]
+    assert isinstance(props.headers["x-delivery-count"], pika.compat.long)
     _, props, body = wait_get(ch, dlq)
     assert body == b"poison"
     assert "x-delivery-count" not in props.headers
