@@ -198,6 +198,9 @@ class QueueFeatures:
 
     def rejected(self, entry: Entry) -> None:
         """Rejected or nacked without requeue (the queue has counted it settled)."""
+        if self.closed:  # its queue was deleted meanwhile: nothing to dead-letter from
+            self.queue._forget(entry)
+            return
         self._drop(entry, "rejected")
 
     def returned(self, entries: Iterable[Entry]) -> list[Entry]:
