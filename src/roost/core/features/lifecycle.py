@@ -79,8 +79,10 @@ class QueueFeatures:
         s = self.settings
         message = entry.message
         assert message is not None
-        if s.message_ttl is not None or message.properties.expiration is not None:
+        if message.properties.expiration is not None:
             entry.expires = deadline(message, s.message_ttl, time.monotonic())
+        elif s.message_ttl is not None:  # the common case: the queue's TTL alone
+            entry.expires = time.monotonic() + s.message_ttl / 1000.0 + 1e-9
         if s.overflow != "drop-head" and s.limited and self._over_limit(1, entry.size):
             if s.overflow == "reject-publish-dlx":
                 self._dead_letter(message, "maxlen")
@@ -90,10 +92,11 @@ class QueueFeatures:
     def enqueued(self) -> None:
         """A message joined the backlog (no consumer took it at once)."""
         s = self.settings
+        head_changed = len(self.queue.ready) == 1  # else the head's timer is set already
         if s.limited and s.overflow == "drop-head":
-            self._drop_over_limit()
+            head_changed = self._drop_over_limit() or head_changed
         ready = self.queue.ready
-        if ready and ready[0].expires:
+        if head_changed and ready and ready[0].expires:
             self.drop_expired()
 
     def restored(self, entry: Entry) -> None:
@@ -182,7 +185,8 @@ class QueueFeatures:
             and queue.ready_bytes + extra_bytes > s.max_length_bytes
         )
 
-    def _drop_over_limit(self) -> None:
+    def _drop_over_limit(self) -> bool:
+        """Drop (dead-letter) from the head while over the limit; True if any went."""
         queue = self.queue
         ready = queue.ready
         dropped = False
@@ -193,6 +197,7 @@ class QueueFeatures:
             self._drop(head, "maxlen")
         if dropped and queue.flow.congested:
             queue.flow.after_drain()
+        return dropped
 
     # -- settlement ------------------------------------------------------------------------
 
