@@ -41,15 +41,14 @@ def test_queue_ttl_dead_letters_expired(ch: BlockingChannel, qname: str) -> None
 def test_expired_message_is_never_delivered(ch: BlockingChannel, qname: str) -> None:
     """A consumer busy with one message: the next expires meanwhile and is skipped."""
     dlq = dead_letter_queue(ch, qname + ".dlx")
-    ch.queue_declare(qname, arguments={"x-message-ttl": 100, "x-dead-letter-exchange": dlq})
+    ch.queue_declare(qname, arguments={"x-dead-letter-exchange": dlq})
     ch.basic_qos(prefetch_count=1)
     got: list[bytes] = []
     ch.basic_consume(qname, lambda c, m, p, b: got.append(b))
-    ch.basic_publish("", qname, b"first", pika.BasicProperties(expiration="60000"))
-    ch.basic_publish("", qname, b"second")
-    ch.connection.process_data_events(time_limit=0.05)
-    assert got == [b"first"]  # second waits behind the unacknowledged first
+    ch.basic_publish("", qname, b"first")
+    ch.basic_publish("", qname, b"second", pika.BasicProperties(expiration="100"))
     _, props, body = wait_get(ch, dlq)  # the head timer dead-letters it at 100 ms
+    assert got == [b"first"]  # second waited behind the unacknowledged first
     assert body == b"second" and props.headers["x-death"][0]["reason"] == "expired"
     ch.basic_publish("", qname, b"third")
     ch.basic_ack(1)
@@ -62,9 +61,9 @@ def test_expired_message_is_never_delivered(ch: BlockingChannel, qname: str) -> 
 def test_long_ttl_at_the_head_holds_back_shorter(ch: BlockingChannel, qname: str) -> None:
     dlq = dead_letter_queue(ch, qname + ".dlx")
     ch.queue_declare(qname, arguments={"x-dead-letter-exchange": dlq})
-    ch.basic_publish("", qname, b"long", pika.BasicProperties(expiration="600"))
+    ch.basic_publish("", qname, b"long", pika.BasicProperties(expiration="1500"))
     ch.basic_publish("", qname, b"short", pika.BasicProperties(expiration="30"))
-    ch.connection.process_data_events(time_limit=0.3)
+    ch.connection.process_data_events(time_limit=0.2)
     assert count(ch, dlq) == 0 and count(ch, qname) == 2  # short expired, still queued
     assert [wait_get(ch, dlq)[2], wait_get(ch, dlq)[2]] == [b"long", b"short"]
 
@@ -149,18 +148,23 @@ def test_unused_queue_expires(ch: BlockingChannel, http: httpx.Client, qname: st
 def test_consumer_and_redeclare_keep_a_queue(
     ch: BlockingChannel, http: httpx.Client, qname: str
 ) -> None:
-    ch.queue_declare(qname, arguments={"x-expires": 300})
-    for _ in range(4):  # redeclared every 150 ms: 600 ms alive
-        ch.connection.process_data_events(time_limit=0.15)
-        ch.queue_declare(qname, arguments={"x-expires": 300})
-    tag = ch.basic_consume(qname, lambda *a: None)
-    ch.connection.process_data_events(time_limit=0.5)
-    assert http.get(f"/api/queues/%2F/{qname}").status_code == 200
+    """A queued marker shows the queue was never deleted and declared anew."""
+    url = f"/api/queues/%2F/{qname}"
+    ch.queue_declare(qname, arguments={"x-expires": 1000})
+    ch.basic_publish("", qname, b"marker")
+    for _ in range(4):  # redeclared every 300 ms: 1.2 s, past one lease
+        ch.connection.process_data_events(time_limit=0.3)
+        ch.queue_declare(qname, arguments={"x-expires": 1000})
+    assert http.get(url).json()["messages"] == 1
+    tag = ch.basic_consume(qname, lambda c, m, p, b: c.basic_ack(m.delivery_tag))
+    ch.connection.process_data_events(time_limit=1.2)  # consumed from, past one lease
+    assert http.get(url).status_code == 200
     ch.basic_cancel(tag)  # the lease starts again
     started = time.monotonic()
-    while http.get(f"/api/queues/%2F/{qname}").status_code == 200:
+    while http.get(url).status_code == 200:
         assert time.monotonic() - started < 5, "queue never expired"
         time.sleep(0.05)
+    assert time.monotonic() - started >= 0.9
 
 
 def test_ttl_applies_to_recovered_messages(fresh_roost: RoostProcess) -> None:
