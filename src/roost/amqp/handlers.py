@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from roost.amqp import codec_methods as m
 from roost.amqp.channel import ConfirmTracker, Mode, TxBuffer
 from roost.amqp.codec import (
+    Long,
     decode_properties,
     encode_basic_deliver,
     encode_basic_get_ok,
@@ -98,8 +99,27 @@ class PropertiesCache:
 def encoded_properties(message: Message) -> bytes:
     raw = message.encoded_properties
     if raw is None:
-        raw = message.encoded_properties = encode_properties(message.properties)
+        raw = message.encoded_properties = encode_properties(_broker_typed(message.properties))
     return raw
+
+
+def _broker_typed(props: Properties) -> Properties:
+    """The headers the broker writes, with RabbitMQ's field types (its counts are longs)."""
+    headers = props.headers
+    if not headers or ("x-death" not in headers and "x-delivery-count" not in headers):
+        return props
+    typed = dict(headers)
+    if isinstance(typed.get("x-delivery-count"), int):
+        typed["x-delivery-count"] = Long(typed["x-delivery-count"])
+    deaths = typed.get("x-death")
+    if isinstance(deaths, list):
+        typed["x-death"] = [
+            {**d, "count": Long(d["count"])}
+            if isinstance(d, dict) and isinstance(d.get("count"), int)
+            else d
+            for d in deaths
+        ]
+    return props.replace(headers=typed)
 
 
 class ConnectionContext(Protocol):

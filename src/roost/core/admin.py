@@ -20,6 +20,7 @@ from roost.core.auth import (
     is_bcrypt_base64,
 )
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed
+from roost.core.features.settings import validate_policy_definition
 from roost.core.policy import Policy
 
 if TYPE_CHECKING:
@@ -256,6 +257,7 @@ class AdminMixin:
         if not isinstance(apply_to, str):
             raise PreconditionFailed("apply-to must be a string")
         policy = Policy(vhost, name, pattern, definition, priority, apply_to)
+        validate_policy_definition(policy.definition)
         created = (vhost, name) not in self.policies
         self.policies[(vhost, name)] = policy
         self._changed("policy", policy)

@@ -17,6 +17,8 @@ from roost.core.definitions import export_definitions, import_definitions
 from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
+from roost.core.features.policies import apply_policies
+from roost.core.features.ttl import parse_expiration
 from roost.core.flow import Publisher
 from roost.core.info import ImportReport
 from roost.core.manage import ManageMixin
@@ -58,6 +60,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         self._init_management()
         self._init_quotas()
         self.on_change.append(self._refresh_access)
+        apply_policies(self)  # queue policies take effect now and on every change
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -325,7 +328,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             if isinstance(dlx, str) and name not in client.vhost.queues:
                 access.check("read", "queue", name)
                 access.check("write", "exchange", dlx)
-        return client.vhost.declare_queue(
+        queue = client.vhost.declare_queue(
             name,
             client=client,
             passive=passive,
@@ -335,6 +338,9 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             arguments=arguments,
             server_named=server_named,
         )
+        if queue.features is not None:
+            queue.features.touch()  # a redeclare renews an x-expires lease
+        return queue
 
     def queue(self, client: Client, name: str) -> Queue:
         return client.vhost.queue(name, client)
@@ -396,15 +402,19 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         access = client.access
         if access is not None:
             access.check_publish(exchange, message, client.vhost.exchanges)
+        if message.properties.expiration is not None:
+            parse_expiration(message.properties.expiration)  # refused before routing
         store = self.message_store
         if confirm is None or store is None or message.properties.delivery_mode != 2:
-            routed = client.vhost.publish(exchange, message, publisher)
+            routed, refused = client.vhost.publish(exchange, message, publisher)
             if confirm is not None:
-                confirm(True)
+                confirm(not refused)
             return routed
         before = store.appends
-        routed = client.vhost.publish(exchange, message, publisher)
-        if store.appends != before:
+        routed, refused = client.vhost.publish(exchange, message, publisher)
+        if refused:  # a full queue with overflow reject-publish: nack at once
+            confirm(False)
+        elif store.appends != before:
             store.when_durable(confirm)
         else:
             confirm(True)

@@ -12,6 +12,7 @@ from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, Resou
 from roost.core.exchanges import Exchange, exchange_class, make_exchange
 from roost.core.exchanges.default import DefaultExchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
+from roost.core.features.settings import validate_arguments
 from roost.core.queues.base import Queue
 from roost.core.queues.kinds import queue_class
 
@@ -252,7 +253,10 @@ class VHost:
                 f"({limit}) is reached"
             )
         owner = client if exclusive else None
-        queue = queue_class(arguments)(
+        cls = queue_class(arguments)
+        if cls.kind == "classic":
+            validate_arguments(arguments, name, self.name)
+        queue = cls(
             self,
             name,
             durable=durable,
@@ -348,9 +352,9 @@ class VHost:
 
     def publish(
         self, exchange_name: str, message: Message, publisher: Publisher | None = None
-    ) -> int:
-        """Route and enqueue; the number of queues reached. A congested queue holds the
-        ``publisher`` (core/flow.py)."""
+    ) -> tuple[int, int]:
+        """Route and enqueue: (queues reached, queues that refused it: overflow
+        reject-publish). A congested queue holds the ``publisher`` (core/flow.py)."""
         ex = self.exchanges.get(exchange_name)
         if ex is None:
             raise NotFound(f"no exchange '{exchange_name}' in vhost '{self.name}'")
@@ -360,13 +364,15 @@ class VHost:
             )
         queues = self.route(ex, message)
         ex.stat_in += 1
+        refused = 0
         for queue in queues:
-            queue.push(message)
+            if not queue.push(message):
+                refused += 1
             if publisher is not None and queue.flow.congested:
                 queue.flow.hold(publisher)
         if queues:
             ex.stat_out += 1
-        return len(queues)
+        return len(queues), refused
 
     # -- change notification --------------------------------------------------------------
 

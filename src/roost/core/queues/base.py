@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import AccessRefused
+from roost.core.features.lifecycle import QueueFeatures
+from roost.core.features.settings import QueueSettings
 from roost.core.flow import QueueFlow
 from roost.core.message import Message, Properties
 
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 class Entry:
     """A message's place in one queue. ``seq`` orders it; requeues go back by seq."""
 
-    __slots__ = ("deliveries", "message", "redelivered", "seq", "size", "slot")
+    __slots__ = ("deliveries", "expires", "message", "redelivered", "seq", "size", "slot")
 
     def __init__(self, seq: int, message: Message | None, size: int = 0) -> None:
         self.seq = seq
@@ -35,6 +37,7 @@ class Entry:
         self.deliveries = 0
         self.slot = 0  # the message's sequence number in the queue's store; 0: not stored
         self.size = len(message.body) if message is not None else size
+        self.expires = 0.0  # monotonic deadline (core.features.lifecycle); 0.0: never
 
     def __lt__(self, other: Entry) -> bool:
         return self.seq < other.seq
@@ -79,6 +82,9 @@ class Queue:
         # durable storage (core.durability.QueueStore), set by core.persistence for durable
         # queues; only persistent messages are written to it
         self.store: QueueStore | None = None
+        # TTL, length limits, dead-lettering, queue expiry (core/features/lifecycle.py):
+        # set when arguments, a policy or a message's expiration call for it
+        self.features: QueueFeatures | None = None
 
     @property
     def exclusive(self) -> bool:
@@ -90,9 +96,15 @@ class Queue:
 
     # -- incoming -----------------------------------------------------------------------
 
-    def push(self, message: Message) -> None:
+    def push(self, message: Message) -> bool:
+        """Enqueue or deliver; False when the queue refused it (overflow reject-publish)."""
         self._seq += 1
         entry = Entry(self._seq, message)
+        features = self.features
+        if features is None and message.properties.expiration is not None:
+            features = self._attach_features()
+        if features is not None and not features.admit(entry):
+            return False
         self.stat_published += 1
         if self.store is not None and message.properties.delivery_mode == 2:
             entry.slot = self.store.append(
@@ -104,6 +116,14 @@ class Queue:
             self.ready.append(entry)
             self.ready_bytes += entry.size
             self.flow.after_push()
+            if features is not None:
+                features.enqueued()
+        return True
+
+    def _attach_features(self) -> QueueFeatures:
+        """Features with no settings: a message's own expiration still needs them."""
+        self.features = QueueFeatures(self, QueueSettings())
+        return self.features
 
     def restore(self, slot: int, size: int, redelivered: bool) -> None:
         """Put back a message recovered from the store, paged out (no consumers yet)."""
@@ -113,6 +133,7 @@ class Queue:
         entry.redelivered = redelivered
         self.ready.append(entry)
         self.ready_bytes += entry.size
+        (self.features or self._attach_features()).restored(entry)
 
     def _page_in(self, entry: Entry) -> None:
         """Read a paged-out message back from the store before it is handed out."""
@@ -145,14 +166,22 @@ class Queue:
         ready = self.ready
         while ready and self.consumers:
             entry = ready.popleft()
+            if entry.expires and self._expired(entry):
+                continue
             if entry.message is None:
                 self._page_in(entry)
             if not self._offer(entry):
                 ready.appendleft(entry)
                 break
             self.ready_bytes -= entry.size
+        if self.features is not None:
+            self.features.drop_expired()
         if self.flow.congested:
             self.flow.after_drain()
+
+    def _expired(self, entry: Entry) -> bool:
+        """A popped head that expired is dropped (dead-lettered) instead of delivered."""
+        return self.features is not None and self.features.expire_popped(entry)
 
     def dispatch_to(self, consumer: Consumer) -> None:
         """Credit came back to one consumer (it acked): feed it from the backlog.
@@ -172,31 +201,44 @@ class Queue:
             return  # cancelled meanwhile
         while ready and consumer.has_credit():
             entry = ready.popleft()
+            if entry.expires and self._expired(entry):
+                continue
             if entry.message is None:
                 self._page_in(entry)
             self.ready_bytes -= entry.size
             self._delivered(entry)
             consumer.session.deliver(consumer, self, entry)
+        if self.features is not None:
+            self.features.drop_expired()
         if self.flow.congested:
             self.flow.after_drain()
 
     def take(self) -> Entry | None:
         """Remove the head for basic.get."""
-        if not self.ready:
-            return None
-        entry = self.ready.popleft()
-        if entry.message is None:
-            self._page_in(entry)
-        self.ready_bytes -= entry.size
-        self._delivered(entry)
-        if self.flow.congested:
-            self.flow.after_drain()
-        return entry
+        features = self.features
+        if features is not None:
+            features.touch()  # basic.get counts as use (x-expires)
+        while self.ready:
+            entry = self.ready.popleft()
+            if entry.expires and self._expired(entry):
+                continue
+            if entry.message is None:
+                self._page_in(entry)
+            self.ready_bytes -= entry.size
+            self._delivered(entry)
+            if features is not None:
+                features.drop_expired()  # the count basic.get-ok reports excludes them
+            if self.flow.congested:
+                self.flow.after_drain()
+            return entry
+        return None
 
     def _delivered(self, entry: Entry) -> None:
         entry.deliveries += 1
         if entry.slot and entry.deliveries == 1 and self.store is not None:
             self.store.mark_delivered(entry.slot)
+        if self.features is not None:
+            self.features.delivered(entry)
         self.unacked += 1
         self.stat_delivered += 1
         if entry.redelivered:
@@ -212,15 +254,19 @@ class Queue:
             self._forget(entry)
 
     def discard(self, entry: Entry) -> None:
-        """Rejected without requeue."""
+        """Rejected without requeue: gone, or dead-lettered when configured."""
         self.unacked -= 1
-        if entry.slot:
+        if self.features is not None:
+            self.features.rejected(entry)
+        elif entry.slot:
             self._forget(entry)
 
     def requeue(self, entries: Iterable[Entry]) -> None:
         """Put delivered entries back at their original position, marked redelivered."""
         if self.deleted:
             return
+        if self.features is not None:
+            entries = self.features.returned(entries)  # over the delivery limit: dropped
         ready = self.ready
         for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
             self.unacked -= 1
@@ -255,6 +301,8 @@ class Queue:
         """Register; the caller dispatches once the client has been told (consume-ok)."""
         self.consumers.append(consumer)
         self._had_consumer = True
+        if self.features is not None:
+            self.features.touch()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Forget a consumer; an auto-delete queue goes when its last consumer leaves."""
@@ -263,6 +311,8 @@ class Queue:
         except ValueError:
             return
         self.flow.after_drain()  # no consumers left: nobody to wait for
+        if self.features is not None:
+            self.features.touch()
         if self.auto_delete and self._had_consumer and not self.consumers and not self.deleted:
             self.vhost.delete_queue(self)
 
