@@ -37,6 +37,7 @@ class Server:
         self.broker.recover_streams()
         self._http_runner: Any = None
         self._save_timer: asyncio.TimerHandle | None = None
+        self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
         self.ports: dict[str, int] = {}
@@ -47,6 +48,10 @@ class Server:
         loop = asyncio.get_running_loop()
         self.disk.start(loop)
         self._save_timer = loop.call_later(SAVE_TICK, self._save_tick)
+        timeouts = self.broker.ack_timeouts
+        timeouts.set_timeout(cfg.consumer_timeout_ms)
+        timeouts.wake = self._ack_wake
+        self._ack_wake(timeouts.tick())
         if cfg.amqp_port:
             limits = AMQPLimits(
                 channel_max=cfg.channel_max,
@@ -157,6 +162,9 @@ class Server:
             await listener.wait_closed()
         if self._save_timer is not None:
             self._save_timer.cancel()
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
         self.persistence.save()
         await self.disk.close()
         self.broker.close_streams()
@@ -166,6 +174,17 @@ class Server:
         """Definitions changed without any message traffic are saved within a tick."""
         self.persistence.tick()
         self._save_timer = asyncio.get_running_loop().call_later(SAVE_TICK, self._save_tick)
+
+
+    def _ack_wake(self, delay: float) -> None:
+        """(Re)plan the tick of acknowledgement deadlines (core.features.consumer_timeout)."""
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+        self._ack_timer = asyncio.get_running_loop().call_later(delay, self._ack_tick)
+
+    def _ack_tick(self) -> None:
+        self._ack_timer = None
+        self._ack_wake(self.broker.ack_timeouts.tick())
 
 
 SAVE_TICK = 0.25

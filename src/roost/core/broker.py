@@ -16,6 +16,7 @@ from roost.core.definitions import export_definitions, import_definitions
 from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
+from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
 from roost.core.flow import Publisher
 from roost.core.info import ImportReport
 from roost.core.manage import ManageMixin
@@ -30,7 +31,8 @@ from roost.core.vhost import VHost
 
 # Message types are part of the facade: adapters build and read them; adapters count
 # their connection's bytes into a Traffic.
-__all__ = ["EMPTY_PROPERTIES", "Broker", "Message", "Properties", "Traffic"]
+# ACK_TIMEOUT names the consumer argument of a default ack deadline (STOMP's ack-timeout).
+__all__ = ["ACK_TIMEOUT", "EMPTY_PROPERTIES", "Broker", "Message", "Properties", "Traffic"]
 
 log = logging.getLogger("roost.broker")
 
@@ -51,6 +53,8 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         self.permissions: dict[tuple[str, str], Permission] = {}
         self.loopback_users = set(loopback_users)
         self.clients: dict[int, Client] = {}
+        # consumer timeout and per-delivery ack deadlines; the server drives its tick
+        self.ack_timeouts = AckTimeouts(lambda: self._sessions(None))
         self._init_management()
 
     # -- set-up ---------------------------------------------------------------------------
@@ -147,6 +151,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         """``number`` is the channel number the management API shows (0 when none)."""
         session = Session(client, sink)
         session.number = number
+        session.ack_timeouts = self.ack_timeouts
         client.sessions.add(session)
         if client.id in self.clients:  # not the management API's short-lived sessions
             self.counters.channel_created += 1
