@@ -5,7 +5,7 @@ The expected distribution was recorded from RabbitMQ 3.10.8 with the same calls.
 
 from __future__ import annotations
 
-from tests.features.conftest import Recorder, closed_with, connect, pump, settle
+from tests.features.consumers_support import Recorder, closed_with, connect, pump, settle
 from tests.support import RoostProcess
 
 

@@ -24,7 +24,7 @@ from roost.config import load
 from roost.core.broker import Broker
 from roost.core.errors import BrokerError
 from roost.core.message import Message, Properties
-from tests.features.conftest import Recorder, connect, pump, settle
+from tests.features.consumers_support import Recorder, connect, pump, settle
 from tests.stomp.conftest import Inbox
 from tests.support import RoostProcess
 

@@ -12,7 +12,7 @@ import pika
 import pytest
 import stomp
 
-from tests.features.conftest import Recorder, closed_with, connect, pump, settle
+from tests.features.consumers_support import Recorder, closed_with, connect, pump, settle
 from tests.stomp.conftest import Inbox
 from tests.support import RoostProcess
 

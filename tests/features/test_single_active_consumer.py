@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.features.conftest import Recorder, closed_with, connect, pump, settle
+from tests.features.consumers_support import Recorder, closed_with, connect, pump, settle
 from tests.support import RoostProcess
 
 SAC = {"x-single-active-consumer": True}

@@ -131,11 +131,14 @@ class Queue:
     def restore(self, slot: int, size: int, redelivered: bool) -> None:
         """Put back a message recovered from the store, paged out (no consumers yet)."""
         self._seq += 1
-        entry = Entry(self._seq, None, size)
+        entry = self._recovered_entry(self._seq, slot, size)
         entry.slot = slot
         entry.redelivered = redelivered
         self.ready.append(entry)
         self.ready_bytes += entry.size
+
+    def _recovered_entry(self, seq: int, slot: int, size: int) -> Entry:
+        return self.entry_class(seq, None, size)
 
     def _page_in(self, entry: Entry) -> None:
         """Read a paged-out message back from the store before it is handed out."""

@@ -159,17 +159,12 @@ class PriorityQueue(Queue):
         self.max_priority = max_priority
         self.levels = self.ready = PriorityReady(max_priority)
 
-    def restore(self, slot: int, size: int, redelivered: bool) -> None:
-        """A recovered message, paged out, in its level (read once to learn it)."""
+    def _recovered_entry(self, seq: int, slot: int, size: int) -> Entry:
+        """A recovered message's entry in its level: its record is read once to learn it."""
         assert self.store is not None
-        props = self.store.read(slot)[4]
-        self._seq += 1
-        entry = PriorityEntry(self._seq, None, size)
-        entry.priority = props[_PRIORITY] or 0
-        entry.slot = slot
-        entry.redelivered = redelivered
-        self.ready.append(entry)
-        self.ready_bytes += entry.size
+        entry = PriorityEntry(seq, None, size)
+        entry.priority = self.store.read(slot)[4][_PRIORITY] or 0
+        return entry
 
     def _put_back(self, entry: Entry) -> None:
         self.levels.put_back(entry)

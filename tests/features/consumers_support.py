@@ -1,4 +1,5 @@
-"""Helpers for the queue-feature tests: pika channels that record their deliveries."""
+"""Helpers for the consumer-feature tests (plain functions, so no conftest is needed):
+pika channels that record their deliveries, waiting on events, expected channel errors."""
 
 from __future__ import annotations
 
