@@ -64,6 +64,11 @@ class Config:
     stomp_heartbeat_ms: int = setting(
         1000, "smallest STOMP heart-beat interval the server agrees to, in ms"
     )
+    consumer_timeout_ms: int = setting(
+        1_800_000,
+        "close a channel (406) that holds a delivery unacknowledged longer than this, in "
+        "ms, requeueing its messages (RabbitMQ's consumer_timeout); 0 disables it",
+    )
     # -- access and limits (docs/security.md)
     max_connections: int = setting(
         0, "most client connections (AMQP and STOMP) the broker accepts; 0 = no limit", metavar="N"
@@ -140,6 +145,8 @@ class Config:
             raise ValueError("segment_size must be 4096..1073741824")
         if self.max_open_files < 8:
             raise ValueError("max_open_files must be at least 8")
+        if self.consumer_timeout_ms < 0:
+            raise ValueError("consumer_timeout_ms must be >= 0 (0 disables it)")
         if not (0 <= self.stomp_port <= 65535 and 0 <= self.ws_port <= 65535):
             raise ValueError("stomp_port and ws_port must be 0..65535")
         for name in ("max_connections", "consumer_max_per_channel", "max_failed_logins_per_minute"):

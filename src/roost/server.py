@@ -42,6 +42,7 @@ class Server:
         self.broker.recover_streams()
         self._http_runner: Any = None
         self._save_timer: asyncio.TimerHandle | None = None
+        self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
         self._tls_listeners: list[TLSListener] = []
@@ -71,6 +72,10 @@ class Server:
             max_message_size=cfg.max_message_size,
             handshake_timeout=cfg.handshake_timeout,
         )
+        timeouts = self.broker.ack_timeouts
+        timeouts.set_timeout(cfg.consumer_timeout_ms)
+        timeouts.wake = self._ack_wake
+        self._ack_wake(timeouts.tick())
         if cfg.amqp_port:
             listener = await loop.create_server(
                 lambda: AMQPServerProtocol(self.broker, limits, self.connections),
@@ -230,6 +235,9 @@ class Server:
             await tls_listener.wait_closed()
         if self._save_timer is not None:
             self._save_timer.cancel()
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
         self.persistence.save()
         await self.disk.close()
         self.broker.close_streams()
@@ -239,6 +247,17 @@ class Server:
         """Definitions changed without any message traffic are saved within a tick."""
         self.persistence.tick()
         self._save_timer = asyncio.get_running_loop().call_later(SAVE_TICK, self._save_tick)
+
+
+    def _ack_wake(self, delay: float) -> None:
+        """(Re)plan the tick of acknowledgement deadlines (core.features.consumer_timeout)."""
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+        self._ack_timer = asyncio.get_running_loop().call_later(delay, self._ack_tick)
+
+    def _ack_tick(self) -> None:
+        self._ack_timer = None
+        self._ack_wake(self.broker.ack_timeouts.tick())
 
 
 SAVE_TICK = 0.25

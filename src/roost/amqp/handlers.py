@@ -141,6 +141,9 @@ class ConnectionContext(Protocol):
 
     def update_flow(self) -> None: ...
 
+    def channel_failed(self, channel: AMQPChannel, error: ChannelError) -> None:
+        """Close the channel with an error the core raised outside any method."""
+
 
 class AMQPChannel:
     def __init__(self, conn: ConnectionContext, channel_id: int) -> None:
@@ -241,6 +244,11 @@ class AMQPChannel:
     def consumer_cancelled(self, consumer_tag: str) -> None:
         if self.conn.cancel_notify:
             self.reply(m.BasicCancel(consumer_tag=consumer_tag, nowait=True))
+
+    def close_with(self, error: BrokerError) -> None:
+        """The core ends the channel (a delivery not acknowledged in time)."""
+        code, _hard = ERROR_CODES.get(type(error), (m.INTERNAL_ERROR, True))
+        self.conn.channel_failed(self, ChannelError(code, reply_text(code, error.text)))
 
     # -- channel / access -------------------------------------------------------------------
 

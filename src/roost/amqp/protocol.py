@@ -495,6 +495,10 @@ class AMQPServerProtocol(asyncio.Protocol):
             )
         )
 
+    def channel_failed(self, channel: AMQPChannel, error: ChannelError) -> None:
+        if not self._closing and self.channels.get(channel.id) is channel:
+            self._channel_error(channel.id, error)
+
     def _protocol_error(self, exc: AMQPError, *, fatal: bool) -> None:
         log.warning("%s: connection error: %s", self.peer, exc.reply_text)
         self.close_reason = exc.reply_text

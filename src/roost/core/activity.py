@@ -302,7 +302,8 @@ class ActivityMixin:
                         exclusive=c.exclusive,
                         prefetch_count=c.prefetch,
                         arguments=dict(c.arguments),
-                        active=True,
+                        active=c.queue.consumer_active(c),
+                        single_active=c.queue.single_active,
                     )
                 )
         return out

@@ -17,6 +17,7 @@ from roost.core.definitions import export_definitions, import_definitions
 from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
+from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
 from roost.core.features.policies import apply_policies
 from roost.core.features.ttl import parse_expiration
 from roost.core.flow import Publisher
@@ -34,7 +35,8 @@ from roost.core.vhost import VHost, server_name
 
 # Message types are part of the facade: adapters build and read them; adapters count
 # their connection's bytes into a Traffic.
-__all__ = ["EMPTY_PROPERTIES", "Broker", "Message", "Properties", "Traffic"]
+# ACK_TIMEOUT names the consumer argument of a default ack deadline (STOMP's ack-timeout).
+__all__ = ["ACK_TIMEOUT", "EMPTY_PROPERTIES", "Broker", "Message", "Properties", "Traffic"]
 
 log = logging.getLogger("roost.broker")
 
@@ -57,6 +59,8 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         self.permissions: dict[tuple[str, str], Permission] = {}
         self.loopback_users = set(loopback_users)
         self.clients: dict[int, Client] = {}
+        # consumer timeout and per-delivery ack deadlines; the server drives its tick
+        self.ack_timeouts = AckTimeouts(lambda: self._sessions(None))
         self._init_management()
         self._init_quotas()
         self.on_change.append(self._refresh_access)
@@ -209,6 +213,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             self.check_channel_limit(client)
         session = Session(client, sink)
         session.number = number
+        session.ack_timeouts = self.ack_timeouts
         client.sessions.add(session)
         if client.id in self.clients:  # not the management API's short-lived sessions
             self.counters.channel_created += 1

@@ -168,6 +168,7 @@ class ConsumerInfo:
     prefetch_count: int
     arguments: dict[str, Any]
     active: bool
+    single_active: bool = False  # on a queue with x-single-active-consumer
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,9 @@ class _NoDeliveries:
     def consumer_cancelled(self, consumer_tag: str) -> None:
         pass
 
+    def close_with(self, error: Any) -> None:
+        pass  # a management session lives for one request
+
 
 class ManageMixin:
     if TYPE_CHECKING:

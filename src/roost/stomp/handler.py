@@ -17,7 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost import __version__
-from roost.core.broker import Broker, Message, Traffic
+from roost.core.broker import ACK_TIMEOUT, Broker, Message, Traffic
 from roost.core.errors import (
     AccessRefused,
     BrokerError,
@@ -98,9 +98,9 @@ class Subscription:
     queue: str
     ack: str
     prefix: str | None = None
-    ack_timeout: float = 0.0
-    # delivery tag -> its ack-timeout timer (None without one), in delivery order
-    outstanding: dict[int, asyncio.TimerHandle | None] = field(default_factory=dict)
+    ack_timeout: float = 0.0  # the core requeues what is not acked in time
+    # delivery tags not yet acknowledged by the client, in delivery order
+    outstanding: dict[int, None] = field(default_factory=dict)
 
 
 class StompHandler:
@@ -485,9 +485,17 @@ class StompHandler:
         assert self.session is not None
         session = self.session
         session.prefetch_count = prefetch
+        # the subscription's ack-timeout is the consumer's default deadline (core.features.
+        # consumer_timeout); a message's own ack-timeout header wins over it
+        arguments = {ACK_TIMEOUT: sub.ack_timeout} if sub.ack_timeout > 0 else {}
         try:
             consumer = self.broker.consume(
-                session, sub.queue, sub.id, no_ack=sub.ack == "auto", exclusive=False
+                session,
+                sub.queue,
+                sub.id,
+                no_ack=sub.ack == "auto",
+                exclusive=False,
+                arguments=arguments,
             )
         finally:
             session.prefetch_count = 0
@@ -533,11 +541,7 @@ class StompHandler:
             if self.version == "1.2":
                 headers.append(("ack", tag))
             self._max_tag = delivery_tag
-            timer: asyncio.TimerHandle | None = None
-            timeout = _message_ack_timeout(message) or sub.ack_timeout
-            if timeout > 0:
-                timer = self._loop.call_later(timeout, self._ack_timed_out, sub, delivery_tag)
-            sub.outstanding[delivery_tag] = timer
+            sub.outstanding[delivery_tag] = None
             self.tag_subscription[delivery_tag] = sub
         headers.extend(headers_from_properties(message.properties))
         self.write_frame("MESSAGE", headers, message.body)
@@ -547,16 +551,15 @@ class StompHandler:
         if sub is not None:
             self._error("subscription cancelled", f"the queue of '{sub.destination}' was deleted")
 
+    def close_with(self, error: BrokerError) -> None:
+        """The core ends the session: a delivery was not acknowledged in time."""
+        if not self.closed:
+            self._error("delivery acknowledgement timed out", error.text)
+
     def _settle_one(self, tag: int) -> None:
         sub = self.tag_subscription.get(tag)
         if sub is not None and not self.closed:
             self._settle(sub, [tag], requeue=None)
-
-    def _ack_timed_out(self, sub: Subscription, tag: int) -> None:
-        """Not acknowledged in time: back to the queue, for the next subscriber."""
-        if tag in sub.outstanding and not self.closed:
-            sub.outstanding[tag] = None
-            self._settle(sub, [tag], requeue=True)
 
     # -- acknowledging --------------------------------------------------------------------
 
@@ -576,7 +579,7 @@ class StompHandler:
         sub = self.tag_subscription.get(tag)
         if sub is None or tag not in sub.outstanding:
             if 0 < tag <= self._max_tag:
-                return  # already settled (an ack-timeout redelivered it): nothing to do
+                return  # settled already: nothing to do
             raise StompError("invalid ack", f"unknown {key} '{text}'")
         # client mode is cumulative, within the subscription
         tags = [t for t in sub.outstanding if t <= tag] if sub.ack == "client" else [tag]
@@ -587,9 +590,7 @@ class StompHandler:
         assert self.session is not None
         session = self.session
         for tag in tags:
-            timer = sub.outstanding.pop(tag, None)
-            if timer is not None:
-                timer.cancel()
+            sub.outstanding.pop(tag, None)
             self.tag_subscription.pop(tag, None)
             if requeue is None:
                 session.ack(tag, False)
@@ -640,10 +641,6 @@ class StompHandler:
         self.closed = True
         for timer in self._timers:
             timer.cancel()
-        for sub in self.subscriptions.values():
-            for timer in sub.outstanding.values():  # type: ignore[assignment]
-                if timer is not None:
-                    timer.cancel()
         self.transactions.clear()
         self.registry.discard(self)
         if self.client is not None and self.client.id in self.broker.clients:
@@ -682,17 +679,3 @@ class StompHandler:
         "ABORT": on_abort,
         "DISCONNECT": on_disconnect,
     }
-
-
-def _message_ack_timeout(message: Message) -> float:
-    """ocamlmq's per-message ``ack-timeout`` header (seconds), carried in AMQP headers."""
-    headers = message.properties.headers
-    if not headers:
-        return 0.0
-    value = headers.get("ack-timeout")
-    if value is None:
-        return 0.0
-    try:
-        return float(value.decode() if isinstance(value, bytes) else value)
-    except (TypeError, ValueError):
-        return 0.0
