@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost.core.alarms import disk_limit, memory_limit
+
 
 def setting(default: Any, help: str, *, metavar: str | None = None) -> Any:
     return field(default=default, metadata={"help": help, "metavar": metavar})
@@ -64,6 +66,24 @@ class Config:
     stomp_heartbeat_ms: int = setting(
         1000, "smallest STOMP heart-beat interval the server agrees to, in ms"
     )
+    vm_memory_high_watermark: str = setting(
+        "0.4",
+        "memory alarm threshold: a fraction of RAM (0.4) or an absolute size (512MiB); "
+        "publishers are blocked while the broker's RSS is above it",
+        metavar="LIMIT",
+    )
+    disk_free_limit: str = setting(
+        "50MB",
+        "disk alarm threshold: free space on the data dir's file system (50MB, 2GiB, "
+        "mem_relative:1.0); publishers are blocked while less is free",
+        metavar="SIZE",
+    )
+    alarm_check_interval: float = setting(
+        1.0,
+        "seconds between memory and disk measurements (and retries of a store write "
+        "that failed for lack of space)",
+        metavar="S",
+    )
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -92,6 +112,16 @@ class Config:
             raise ValueError("max_open_files must be at least 8")
         if not (0 <= self.stomp_port <= 65535 and 0 <= self.ws_port <= 65535):
             raise ValueError("stomp_port and ws_port must be 0..65535")
+        try:
+            memory_limit(self.vm_memory_high_watermark, 1 << 30)
+        except ValueError as exc:
+            raise ValueError(f"vm_memory_high_watermark: {exc}") from None
+        try:
+            disk_limit(self.disk_free_limit, 1 << 30)
+        except ValueError as exc:
+            raise ValueError(f"disk_free_limit: {exc}") from None
+        if self.alarm_check_interval <= 0:
+            raise ValueError("alarm_check_interval must be > 0")
         return self
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.config import Config
+from roost.core.alarms import ResourceAlarms
 from roost.core.auth import Permission, hash_password
 from roost.core.broker import Broker
 from roost.core.info import ListenerInfo
@@ -34,6 +35,15 @@ class Server:
         if config.users_file:
             load_users_file(self.broker, config.users_file)
         self.broker.data_dir = config.data_dir
+        self.alarms = self.broker.resource_alarms = ResourceAlarms(
+            memory_watermark=config.vm_memory_high_watermark,
+            disk_free_limit=config.disk_free_limit,
+            data_dir=config.data_dir,
+        )
+        # a store write that fails for lack of space raises the disk alarm (store/hub.py)
+        self.disk.on_full = self.alarms.set_store_full
+        self.disk.retry_interval = config.alarm_check_interval
+        self._alarm_timer: asyncio.TimerHandle | None = None
         self.broker.recover_streams()
         self._http_runner: Any = None
         self._save_timer: asyncio.TimerHandle | None = None
@@ -47,6 +57,7 @@ class Server:
         loop = asyncio.get_running_loop()
         self.disk.start(loop)
         self._save_timer = loop.call_later(SAVE_TICK, self._save_tick)
+        self._check_alarms()  # before the first client: a full disk blocks from the start
         if cfg.amqp_port:
             limits = AMQPLimits(
                 channel_max=cfg.channel_max,
@@ -157,6 +168,8 @@ class Server:
             await listener.wait_closed()
         if self._save_timer is not None:
             self._save_timer.cancel()
+        if self._alarm_timer is not None:
+            self._alarm_timer.cancel()
         self.persistence.save()
         await self.disk.close()
         self.broker.close_streams()
@@ -166,6 +179,13 @@ class Server:
         """Definitions changed without any message traffic are saved within a tick."""
         self.persistence.tick()
         self._save_timer = asyncio.get_running_loop().call_later(SAVE_TICK, self._save_tick)
+
+    def _check_alarms(self) -> None:
+        """Measure memory and disk (core/alarms.py); every ``alarm_check_interval``."""
+        self.alarms.check()
+        self._alarm_timer = asyncio.get_running_loop().call_later(
+            self.config.alarm_check_interval, self._check_alarms
+        )
 
 
 SAVE_TICK = 0.25

@@ -44,6 +44,9 @@ class Client:
         # set by the protocol adapter while publisher flow control pauses this client
         # (RabbitMQ's connection state "flow")
         self.flow_held = False
+        # set by the adapter while a resource alarm is in effect: "blocking" (will be
+        # blocked at its next publish) or "blocked" (RabbitMQ's connection states)
+        self.alarm_state = ""
         # bytes in and out, counted by the protocol adapter from the first byte on
         self.traffic = traffic if traffic is not None else Traffic()
 

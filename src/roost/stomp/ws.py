@@ -37,6 +37,8 @@ class WebSocketTransport:
         self.handler: StompHandler | None = None
         self.queued = 0
         self.paused = False
+        self.reading = asyncio.Event()  # cleared while a resource alarm blocks input
+        self.reading.set()
 
     def write(self, data: bytes) -> None:
         self.queue.put_nowait(data)
@@ -52,9 +54,17 @@ class WebSocketTransport:
 
     def close(self) -> None:
         self.queue.put_nowait(None)
+        self.reading.set()
 
     def abort(self) -> None:
         self.queue.put_nowait(None)
+        self.reading.set()
+
+    def pause_reading(self) -> None:
+        self.reading.clear()
+
+    def resume_reading(self) -> None:
+        self.reading.set()
 
     async def run_writer(self) -> None:
         ws = self.ws
@@ -108,6 +118,10 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
                 break
             if handler.closed:
                 break
+            if not transport.reading.is_set():  # the next message waits in the socket
+                await transport.reading.wait()
+                if handler.closed:
+                    break
     finally:
         handler.connection_lost()
         transport.close()
