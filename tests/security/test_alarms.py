@@ -229,15 +229,22 @@ def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
     return cond()
 
 
-def test_stomp_stops_reading_a_publisher_under_an_alarm(roost: RoostProcess) -> None:
-    def connect() -> tuple[stomp.Connection12, StompListener]:
-        conn = stomp.Connection12([("127.0.0.1", roost.stomp_port)], heartbeats=(0, 0))
+@pytest.mark.parametrize("transport", ["tcp", "websocket"])
+def test_stomp_stops_reading_a_publisher_under_an_alarm(
+    roost: RoostProcess, transport: str
+) -> None:
+    def connect(ws: bool = False) -> tuple[Any, StompListener]:
+        conn: Any = (
+            stomp.WSConnection([("127.0.0.1", roost.ws_port)], ws_path="/ws", heartbeats=(0, 0))
+            if ws
+            else stomp.Connection12([("127.0.0.1", roost.stomp_port)], heartbeats=(0, 0))
+        )
         listener = StompListener()
         conn.set_listener("", listener)
         conn.connect("guest", "guest", wait=True)
         return conn, listener
 
-    sender, sent = connect()
+    sender, sent = connect(ws=transport == "websocket")
     reader, received = connect()
     reader.subscribe("/queue/alarmed", id="1", ack="auto")
     sender.send("/queue/alarmed", "before", receipt="r0")
@@ -293,3 +300,38 @@ def test_bad_limits_stop_the_server_with_a_clear_message(tmp_path: Path) -> None
     )
     assert done.returncode != 0
     assert "vm_memory_high_watermark" in done.stdout + done.stderr
+
+
+def test_alarm_set_changes_reach_listeners_once() -> None:
+    """core/alarms.py alone: measured figures, the store's ENOSPC flag, listeners."""
+    from roost.core.alarms import ResourceAlarms
+
+    figures = {"mem": 100, "disk": 10_000}
+    alarms = ResourceAlarms(
+        memory_watermark="1000",
+        disk_free_limit="1000",
+        memory_probe=lambda: figures["mem"],
+        disk_probe=lambda _path: figures["disk"],
+    )
+    heard: list[frozenset[str]] = []
+    alarms.subscribe(heard.append)
+    assert alarms.check() == frozenset()
+    figures["mem"] = 5000
+    alarms.check()
+    alarms.check()  # no change, no call
+    alarms.set_store_full(True)  # ENOSPC in the store: disk alarm whatever statvfs says
+    figures["mem"] = 10
+    alarms.check()
+    alarms.set_store_full(False)
+    figures["disk"] = 10
+    alarms.check()
+    alarms.unsubscribe(heard.append)
+    alarms.set_disk_free_limit("1")
+    assert heard == [
+        frozenset({"memory"}),
+        frozenset({"memory", "disk"}),
+        frozenset({"disk"}),
+        frozenset(),
+        frozenset({"disk"}),
+    ]
+    assert alarms.active == frozenset()
