@@ -251,10 +251,11 @@ def test_stomp_stops_reading_a_publisher_under_an_alarm(
     assert wait_for(lambda: sent.receipts == ["r0"] and received.messages == ["before"])
     set_limit(roost, "vm-memory-high-watermark", "1MiB")
     sender.send("/queue/alarmed", "meets the alarm", receipt="r1")
-    sender.send("/queue/alarmed", "waits", receipt="r2")
-    # the first SEND is taken (and reaches the subscriber); the next one is not read
+    # the SEND that meets the alarm is taken (and reaches the subscriber) ...
     assert wait_for(lambda: received.messages == ["before", "meets the alarm"])
     assert wait_for(lambda: sent.receipts == ["r0", "r1"])
+    # ... the next one is not read
+    sender.send("/queue/alarmed", "waits", receipt="r2")
     time.sleep(0.3)  # nothing to await: the broker must not read the second SEND
     assert sent.receipts == ["r0", "r1"]
     set_limit(roost, "vm-memory-high-watermark", "0.99")
@@ -335,3 +336,37 @@ def test_alarm_set_changes_reach_listeners_once() -> None:
         frozenset({"disk"}),
     ]
     assert alarms.active == frozenset()
+
+
+def test_a_client_without_the_capability_is_blocked_without_notice(
+    roost: RoostProcess,
+) -> None:
+    """py-amqp told not to announce connection.blocked: no notification, same blocking."""
+    import amqp
+
+    class NoBlockedCapability(amqp.Connection):  # type: ignore[misc]
+        negotiate_capabilities = {"connection.blocked": False, "consumer_cancel_notify": True}
+
+    heard: list[str] = []
+    conn = NoBlockedCapability(
+        host=f"127.0.0.1:{roost.amqp_port}",
+        on_blocked=lambda reason: heard.append(reason),
+        on_unblocked=lambda: heard.append("unblocked"),
+    )
+    conn.connect()
+    try:
+        ch = conn.channel()
+        ch.queue_declare("quiet")
+        set_limit(roost, "vm-memory-high-watermark", "1MiB")
+        ch.basic_publish(amqp.Message("one"), routing_key="quiet")
+        assert wait_for(lambda: queue_depth(roost, "quiet") == 1)
+        ch.basic_publish(amqp.Message("two"), routing_key="quiet")
+        time.sleep(0.3)  # nothing to await: "two" must stay unread
+        assert queue_depth(roost, "quiet") == 1
+        set_limit(roost, "vm-memory-high-watermark", "0.99")
+        assert wait_for(lambda: queue_depth(roost, "quiet") == 2)
+        with pytest.raises(TimeoutError):
+            conn.drain_events(timeout=0.2)  # neither blocked nor unblocked was sent
+        assert heard == []
+    finally:
+        conn.close()

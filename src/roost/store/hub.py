@@ -37,8 +37,8 @@ from roost.store.queue_store import QueueStore, _fsync_dir
 log = logging.getLogger("roost.store")
 
 FSYNC_MODES = ("always", "interval", "never")
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # write failures that mean "retry later"
 # upper bounds (seconds) of the fsync latency histogram, Prometheus style
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 FSYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 Waiter = Callable[[bool], None]
