@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost.core.alarms import disk_limit, memory_limit
+
 
 def setting(default: Any, help: str, *, metavar: str | None = None) -> Any:
     return field(default=default, metadata={"help": help, "metavar": metavar})
@@ -119,6 +121,24 @@ class Config:
         if self.tls_verify is not None:
             return self.tls_verify
         return "peer" if self.tls_ca else "none"
+    vm_memory_high_watermark: str = setting(
+        "0.4",
+        "memory alarm threshold: a fraction of RAM (0.4) or an absolute size (512MiB); "
+        "publishers are blocked while the broker's RSS is above it",
+        metavar="LIMIT",
+    )
+    disk_free_limit: str = setting(
+        "50MB",
+        "disk alarm threshold: free space on the data dir's file system (50MB, 2GiB, "
+        "mem_relative:1.0); publishers are blocked while less is free",
+        metavar="SIZE",
+    )
+    alarm_check_interval: float = setting(
+        1.0,
+        "seconds between memory and disk measurements (and retries of a store write "
+        "that failed for lack of space)",
+        metavar="S",
+    )
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -165,6 +185,16 @@ class Config:
             raise ValueError(f"tls_verify {self.tls_verify_mode} needs tls_ca")
         if self.tls_ca is not None and self.tls_cert is None:
             raise ValueError("tls_ca needs tls_cert and tls_key")
+        try:
+            memory_limit(self.vm_memory_high_watermark, 1 << 30)
+        except ValueError as exc:
+            raise ValueError(f"vm_memory_high_watermark: {exc}") from None
+        try:
+            disk_limit(self.disk_free_limit, 1 << 30)
+        except ValueError as exc:
+            raise ValueError(f"disk_free_limit: {exc}") from None
+        if self.alarm_check_interval <= 0:
+            raise ValueError("alarm_check_interval must be > 0")
         return self
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.config import Config
+from roost.core.alarms import ResourceAlarms
 from roost.core.auth import Permission, hash_password
 from roost.core.broker import Broker
 from roost.core.info import ListenerInfo
@@ -39,6 +40,15 @@ class Server:
         self.broker.consumer_max_per_channel = config.consumer_max_per_channel
         self.broker.login_throttle.per_minute = config.max_failed_logins_per_minute
         self.broker.data_dir = config.data_dir
+        self.alarms = self.broker.resource_alarms = ResourceAlarms(
+            memory_watermark=config.vm_memory_high_watermark,
+            disk_free_limit=config.disk_free_limit,
+            data_dir=config.data_dir,
+        )
+        # a store write that fails for lack of space raises the disk alarm (store/hub.py)
+        self.disk.on_full = self.alarms.set_store_full
+        self.disk.retry_interval = config.alarm_check_interval
+        self._alarm_timer: asyncio.TimerHandle | None = None
         self.broker.recover_streams()
         self._http_runner: Any = None
         self._save_timer: asyncio.TimerHandle | None = None
@@ -76,6 +86,7 @@ class Server:
         timeouts.set_timeout(cfg.consumer_timeout_ms)
         timeouts.wake = self._ack_wake
         self._ack_wake(timeouts.tick())
+        self._check_alarms()  # before the first client: a full disk blocks from the start
         if cfg.amqp_port:
             listener = await loop.create_server(
                 lambda: AMQPServerProtocol(self.broker, limits, self.connections),
@@ -238,6 +249,8 @@ class Server:
         if self._ack_timer is not None:
             self._ack_timer.cancel()
             self._ack_timer = None
+        if self._alarm_timer is not None:
+            self._alarm_timer.cancel()
         self.persistence.save()
         await self.disk.close()
         self.broker.close_streams()
@@ -248,6 +261,12 @@ class Server:
         self.persistence.tick()
         self._save_timer = asyncio.get_running_loop().call_later(SAVE_TICK, self._save_tick)
 
+    def _check_alarms(self) -> None:
+        """Measure memory and disk (core/alarms.py); every ``alarm_check_interval``."""
+        self.alarms.check()
+        self._alarm_timer = asyncio.get_running_loop().call_later(
+            self.config.alarm_check_interval, self._check_alarms
+        )
 
     def _ack_wake(self, delay: float) -> None:
         """(Re)plan the tick of acknowledgement deadlines (core.features.consumer_timeout)."""

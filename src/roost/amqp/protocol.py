@@ -64,6 +64,9 @@ FLUSH_AT = 256 * 1024
 # consumers still make progress (core/flow.py: a stalled queue lets its publishers go).
 FLOW_CHECK_INTERVAL = 1.0  # seconds
 CONGESTION = "queue-congested"  # a pause reason (see _pause_reasons)
+ALARM = "resource-alarm"  # a pause reason: a memory or disk alarm blocks this publisher
+# connection.blocked's reason, as RabbitMQ words it, by the alarm in effect
+BLOCKED_REASONS = (("memory", "low on memory"), ("disk", "low on disk"))
 
 
 _CHANNEL_LIFECYCLE = frozenset(
@@ -161,6 +164,11 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._held_channels: set[AMQPChannel] = set()
         self.flow_paused = False  # paused for CONGESTION
         self._flow_timer: asyncio.TimerHandle | None = None
+        # resource alarms (core/alarms.py): while one is in effect the connection is
+        # "blocking"; the next publish blocks it (connection.blocked, socket paused)
+        self._alarms: frozenset[str] = frozenset()
+        self._alarm_blocked = False
+        self._blocked_notify = False  # the client's connection.blocked capability
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -303,6 +311,39 @@ class AMQPServerProtocol(asyncio.Protocol):
         if self._held_channels:
             self._flow_timer = self._loop.call_later(FLOW_CHECK_INTERVAL, self._flow_check)
 
+    # -- resource alarms -------------------------------------------------------------------
+    #
+    # As in RabbitMQ, an alarm does not block a connection until it publishes: consumers
+    # (and idle connections) keep going. Unlike queue congestion above, a connection that
+    # owes acks is blocked too (RabbitMQ does the same): the node is short of memory or
+    # disk and reading more publishes is exactly what must stop. Its deliveries stay
+    # unacked until the alarm clears or the client gives up (pika's
+    # blocked_connection_timeout), which requeues them.
+
+    def _alarms_changed(self, active: frozenset[str]) -> None:
+        self._alarms = active
+        if self.client is not None:
+            self.client.alarm_state = (
+                "" if not active else "blocked" if self._alarm_blocked else "blocking"
+            )
+        if not active and self._alarm_blocked:
+            self._alarm_blocked = False
+            if self._blocked_notify and self.conn.state is State.OPEN:
+                self.write(encode_method_frame(0, m.ConnectionUnblocked()))
+            self.resume_for(ALARM)
+
+    def _block_for_alarm(self) -> None:
+        self._alarm_blocked = True
+        if self.client is not None:
+            self.client.alarm_state = "blocked"
+        if self._blocked_notify:
+            reason = next(
+                (text for name, text in BLOCKED_REASONS if name in self._alarms), "low on resources"
+            )
+            self.write(encode_method_frame(0, m.ConnectionBlocked(reason=reason)))
+        log.info("%s: blocked by resource alarm(s): %s", self.peer, ", ".join(sorted(self._alarms)))
+        self.pause_for(ALARM)
+
     # -- output ----------------------------------------------------------------------------
 
     def write(self, data: bytes) -> None:
@@ -350,6 +391,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             channel = self.channels.get(event.channel)  # type: ignore[attr-defined]
             if channel is not None:  # None: released by an error or a close we sent
                 channel.publish(event.method, event.properties, event.body)  # type: ignore[attr-defined]
+            if self._alarms and not self._alarm_blocked:
+                self._block_for_alarm()
         elif cls is ChannelMethod:
             self._channel_method(event.channel, event.method)  # type: ignore[attr-defined]
         elif cls is ConnectionMethod:
@@ -419,6 +462,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         caps = props.get("capabilities") or {}
         self.cancel_notify = bool(caps.get("consumer_cancel_notify"))
         self._auth_failure_close = bool(caps.get("authentication_failure_close"))
+        self._blocked_notify = bool(caps.get("connection.blocked"))
         username = "?"
         host = self.peer.rsplit(":", 1)[0]
         self.auth_mechanism = method.mechanism
@@ -474,6 +518,9 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._timer = None
         self.write(encode_method_frame(0, m.ConnectionOpenOk()))
         self._start_heartbeats()
+        alarms = self.broker.resource_alarms
+        alarms.subscribe(self._alarms_changed)
+        self._alarms_changed(alarms.active)
         log.info(
             "%s: connection opened (user=%s vhost=%s client=%s)",
             self.peer,
@@ -536,6 +583,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         for channel in channels.values():
             channel.close()
         self._confirm_channels.clear()
+        self.broker.resource_alarms.unsubscribe(self._alarms_changed)
+        self._alarms = frozenset()
         if self.client is not None and self.client.id in self.broker.clients:
             self.broker.disconnect(self.client, self.close_reason)
 

@@ -48,6 +48,9 @@ class Client:
         # set by the protocol adapter: a TLS connection, and how the client logged in
         self.ssl = False
         self.auth_mechanism = "PLAIN"
+        # set by the adapter while a resource alarm is in effect: "blocking" (will be
+        # blocked at its next publish) or "blocked" (RabbitMQ's connection states)
+        self.alarm_state = ""
         # bytes in and out, counted by the protocol adapter from the first byte on
         self.traffic = traffic if traffic is not None else Traffic()
         # the user's compiled rights in this vhost (core/access.py); None for the broker's

@@ -276,6 +276,8 @@ class NodeInfo:
     run_queue: int = 0
     mem_alarm: bool = False
     disk_free_alarm: bool = False
+    mem_limit: int = 0  # the memory high watermark in bytes
+    disk_free_limit: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,11 @@ class StompTransport(Protocol):
 
     def abort(self) -> None: ...
 
+    def pause_reading(self) -> None:
+        """Read no more input until ``resume_reading`` (a resource alarm)."""
+
+    def resume_reading(self) -> None: ...
+
 
 @dataclass(frozen=True)
 class StompSettings:
@@ -135,6 +140,10 @@ class StompHandler:
         self._wrote = False
         self._timers: list[asyncio.TimerHandle] = []
         self._timers.append(self._loop.call_later(settings.connect_timeout, self._connect_timeout))
+        # resource alarms (core/alarms.py): the next SEND while one is in effect stops
+        # reading this connection until it clears; subscribers keep receiving
+        self._alarms: frozenset[str] = frozenset()
+        self._alarm_blocked = False
         registry.add(self)
 
     # -- input ----------------------------------------------------------------------------
@@ -184,6 +193,11 @@ class StompHandler:
             work.append(lambda: handler(self, frame))
         else:
             handler(self, frame)
+        if command == "SEND" and self._alarms and not self._alarm_blocked:
+            self._alarm_blocked = True
+            self.client.alarm_state = "blocked"
+            log.info("%s: blocked by resource alarm(s)", self.transport.peer)
+            self.transport.pause_reading()
         receipt = frame.get("receipt")
         if receipt is not None and command != "DISCONNECT" and not self.closed:
             self.write_frame("RECEIPT", [("receipt-id", receipt)])
@@ -266,6 +280,9 @@ class StompHandler:
         self.client.ssl = self.transport.tls
         self.client.auth_mechanism = "EXTERNAL" if login is None and cert_user else "PLAIN"
         self.session = self.broker.open_session(self.client, self)
+        alarms = self.broker.resource_alarms
+        alarms.subscribe(self._alarms_changed)
+        self._alarms_changed(alarms.active)
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
@@ -322,6 +339,8 @@ class StompHandler:
     def _check_heartbeat(self, interval: float) -> None:
         if self.closed:
             return
+        if self._alarm_blocked:  # its heart-beats wait unread in the socket
+            self._heard = self._loop.time()
         silent = self._loop.time() - self._heard
         if silent > 2 * interval:  # the spec's "some tolerance": two whole intervals
             log.warning("%s: missed heart-beats from client", self.transport.peer)
@@ -643,6 +662,7 @@ class StompHandler:
             timer.cancel()
         self.transactions.clear()
         self.registry.discard(self)
+        self.broker.resource_alarms.unsubscribe(self._alarms_changed)
         if self.client is not None and self.client.id in self.broker.clients:
             self.broker.disconnect(self.client, self.close_reason)
             log.info(
@@ -652,6 +672,17 @@ class StompHandler:
                 self.client.user.name,
                 self.close_reason or "closed",
             )
+
+    def _alarms_changed(self, active: frozenset[str]) -> None:
+        self._alarms = active
+        if self.client is not None:
+            self.client.alarm_state = (
+                "" if not active else "blocked" if self._alarm_blocked else "blocking"
+            )
+        if not active and self._alarm_blocked:
+            self._alarm_blocked = False
+            if not self.closed:
+                self.transport.resume_reading()
 
     def connection_lost(self) -> None:
         self.close_reason = self.close_reason or "client closed the socket"

@@ -40,6 +40,8 @@ class WebSocketTransport:
         self.handler: StompHandler | None = None
         self.queued = 0
         self.paused = False
+        self.reading = asyncio.Event()  # cleared while a resource alarm blocks input
+        self.reading.set()
 
     def write(self, data: bytes) -> None:
         self.queue.put_nowait(data)
@@ -55,9 +57,17 @@ class WebSocketTransport:
 
     def close(self) -> None:
         self.queue.put_nowait(None)
+        self.reading.set()
 
     def abort(self) -> None:
         self.queue.put_nowait(None)
+        self.reading.set()
+
+    def pause_reading(self) -> None:
+        self.reading.clear()
+
+    def resume_reading(self) -> None:
+        self.reading.set()
 
     async def run_writer(self) -> None:
         ws = self.ws
@@ -112,6 +122,10 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
                 break
             if handler.closed:
                 break
+            if not transport.reading.is_set():  # the next message waits in the socket
+                await transport.reading.wait()
+                if handler.closed:
+                    break
     finally:
         handler.connection_lost()
         transport.close()
