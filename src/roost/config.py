@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost.core.alarms import disk_limit, memory_limit
+
 
 def setting(default: Any, help: str, *, metavar: str | None = None) -> Any:
     return field(default=default, metadata={"help": help, "metavar": metavar})
@@ -64,6 +66,79 @@ class Config:
     stomp_heartbeat_ms: int = setting(
         1000, "smallest STOMP heart-beat interval the server agrees to, in ms"
     )
+    consumer_timeout_ms: int = setting(
+        1_800_000,
+        "close a channel (406) that holds a delivery unacknowledged longer than this, in "
+        "ms, requeueing its messages (RabbitMQ's consumer_timeout); 0 disables it",
+    )
+    # -- access and limits (docs/security.md)
+    max_connections: int = setting(
+        0, "most client connections (AMQP and STOMP) the broker accepts; 0 = no limit", metavar="N"
+    )
+    consumer_max_per_channel: int = setting(
+        0, "most consumers on one AMQP channel or STOMP connection; 0 = no limit", metavar="N"
+    )
+    max_failed_logins_per_minute: int = setting(
+        0,
+        "failed logins a peer host may make per minute before it is refused; 0 = off",
+        metavar="N",
+    )
+    http_max_body_size: int = setting(
+        64 * 1024 * 1024,
+        "largest HTTP request body the management API reads, in bytes",
+        metavar="BYTES",
+    )
+    tls_cert: str | None = setting(
+        None,
+        "PEM certificate (chain) of the server; TLS listeners start only with it",
+        metavar="FILE",
+    )
+    tls_key: str | None = setting(None, "PEM private key of --tls-cert", metavar="FILE")
+    tls_ca: str | None = setting(
+        None, "PEM CA bundle that client certificates are verified against", metavar="FILE"
+    )
+    tls_verify: str | None = setting(
+        None,
+        "client certificates: none, peer (verified when sent) or require (refused without "
+        "one); default peer with --tls-ca, else none",
+        metavar="MODE",
+    )
+    amqps_port: int = setting(5671, "AMQP 0-9-1 over TLS port (with --tls-cert); 0 disables it")
+    stomps_port: int = setting(61614, "STOMP over TLS port (with --tls-cert); 0 disables it")
+    wss_port: int = setting(
+        15673, "STOMP over secure WebSocket port, path /ws (with --tls-cert); 0 disables it"
+    )
+    https_port: int = setting(
+        15671, "management API over HTTPS port (with --tls-cert); 0 disables it"
+    )
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def tls_verify_mode(self) -> str:
+        if self.tls_verify is not None:
+            return self.tls_verify
+        return "peer" if self.tls_ca else "none"
+    vm_memory_high_watermark: str = setting(
+        "0.4",
+        "memory alarm threshold: a fraction of RAM (0.4) or an absolute size (512MiB); "
+        "publishers are blocked while the broker's RSS is above it",
+        metavar="LIMIT",
+    )
+    disk_free_limit: str = setting(
+        "50MB",
+        "disk alarm threshold: free space on the data dir's file system (50MB, 2GiB, "
+        "mem_relative:1.0); publishers are blocked while less is free",
+        metavar="SIZE",
+    )
+    alarm_check_interval: float = setting(
+        1.0,
+        "seconds between memory and disk measurements (and retries of a store write "
+        "that failed for lack of space)",
+        metavar="S",
+    )
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -90,8 +165,36 @@ class Config:
             raise ValueError("segment_size must be 4096..1073741824")
         if self.max_open_files < 8:
             raise ValueError("max_open_files must be at least 8")
+        if self.consumer_timeout_ms < 0:
+            raise ValueError("consumer_timeout_ms must be >= 0 (0 disables it)")
         if not (0 <= self.stomp_port <= 65535 and 0 <= self.ws_port <= 65535):
             raise ValueError("stomp_port and ws_port must be 0..65535")
+        for name in ("max_connections", "consumer_max_per_channel", "max_failed_logins_per_minute"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if self.http_max_body_size < 1024:
+            raise ValueError("http_max_body_size must be at least 1024")
+        for name in ("amqps_port", "stomps_port", "wss_port", "https_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise ValueError(f"{name} must be 0..65535")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        if self.tls_verify is not None and self.tls_verify not in ("none", "peer", "require"):
+            raise ValueError("tls_verify must be none, peer or require")
+        if self.tls_verify_mode != "none" and not self.tls_ca:
+            raise ValueError(f"tls_verify {self.tls_verify_mode} needs tls_ca")
+        if self.tls_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_ca needs tls_cert and tls_key")
+        try:
+            memory_limit(self.vm_memory_high_watermark, 1 << 30)
+        except ValueError as exc:
+            raise ValueError(f"vm_memory_high_watermark: {exc}") from None
+        try:
+            disk_limit(self.disk_free_limit, 1 << 30)
+        except ValueError as exc:
+            raise ValueError(f"disk_free_limit: {exc}") from None
+        if self.alarm_check_interval <= 0:
+            raise ValueError("alarm_check_interval must be > 0")
         return self
 
 

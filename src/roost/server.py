@@ -6,11 +6,13 @@ import asyncio
 import gc
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.config import Config
+from roost.core.alarms import ResourceAlarms
 from roost.core.auth import Permission, hash_password
 from roost.core.broker import Broker
 from roost.core.info import ListenerInfo
@@ -18,6 +20,7 @@ from roost.core.persistence import Persistence
 from roost.store.definitions import DefinitionsFile
 from roost.store.hub import DiskStore
 from roost.store.stream_store import StreamFiles
+from roost.tls import TLSListener, server_context
 from roost.users import load_users_file
 
 log = logging.getLogger("roost.server")
@@ -34,13 +37,38 @@ class Server:
         }
         if config.users_file:
             load_users_file(self.broker, config.users_file)
+        self.broker.max_connections = config.max_connections
+        self.broker.consumer_max_per_channel = config.consumer_max_per_channel
+        self.broker.login_throttle.per_minute = config.max_failed_logins_per_minute
         self.broker.data_dir = config.data_dir
+        self.alarms = self.broker.resource_alarms = ResourceAlarms(
+            memory_watermark=config.vm_memory_high_watermark,
+            disk_free_limit=config.disk_free_limit,
+            data_dir=config.data_dir,
+        )
+        # a store write that fails for lack of space raises the disk alarm (store/hub.py)
+        self.disk.on_full = self.alarms.set_store_full
+        self.disk.retry_interval = config.alarm_check_interval
+        self._alarm_timer: asyncio.TimerHandle | None = None
         self.broker.recover_streams()
         self._http_runner: Any = None
         self._save_timer: asyncio.TimerHandle | None = None
+        self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
+        self._tls_listeners: list[TLSListener] = []
         self.ports: dict[str, int] = {}
+        # loaded now so that a bad certificate or key stops the start with a clear message
+        self.tls_context = (
+            server_context(
+                config.tls_cert,
+                config.tls_key or config.tls_cert,
+                config.tls_ca,
+                config.tls_verify_mode,
+            )
+            if config.tls_cert is not None
+            else None
+        )
 
     async def start(self) -> None:
         cfg = self.config
@@ -48,14 +76,19 @@ class Server:
         loop = asyncio.get_running_loop()
         self.disk.start(loop)
         self._save_timer = loop.call_later(SAVE_TICK, self._save_tick)
+        limits = AMQPLimits(
+            channel_max=cfg.channel_max,
+            frame_max=cfg.frame_max,
+            heartbeat=cfg.heartbeat,
+            max_message_size=cfg.max_message_size,
+            handshake_timeout=cfg.handshake_timeout,
+        )
+        timeouts = self.broker.ack_timeouts
+        timeouts.set_timeout(cfg.consumer_timeout_ms)
+        timeouts.wake = self._ack_wake
+        self._ack_wake(timeouts.tick())
+        self._check_alarms()  # before the first client: a full disk blocks from the start
         if cfg.amqp_port:
-            limits = AMQPLimits(
-                channel_max=cfg.channel_max,
-                frame_max=cfg.frame_max,
-                heartbeat=cfg.heartbeat,
-                max_message_size=cfg.max_message_size,
-                handshake_timeout=cfg.handshake_timeout,
-            )
             listener = await loop.create_server(
                 lambda: AMQPServerProtocol(self.broker, limits, self.connections),
                 host=cfg.bind,
@@ -67,7 +100,14 @@ class Server:
             self.ports["amqp"] = listener.sockets[0].getsockname()[1]
             self.broker.listeners.append(ListenerInfo("amqp", cfg.bind, self.ports["amqp"]))
             log.info("AMQP 0-9-1 listening on %s:%d", cfg.bind, self.ports["amqp"])
-        if cfg.http_port:
+        if self.tls_context is not None and cfg.amqps_port:
+            await self._start_tls(
+                "amqp/ssl",
+                "AMQP 0-9-1 over TLS",
+                lambda: AMQPServerProtocol(self.broker, limits, self.connections),
+                cfg.amqps_port,
+            )
+        if cfg.http_port or (self.tls_context is not None and cfg.https_port):
             await self._start_http()
         await self._start_stomp()
         log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
@@ -79,7 +119,9 @@ class Server:
         from roost.http.keys import HttpSettings
 
         cfg = self.config
-        settings = HttpSettings(cfg.stats_interval, cfg.statsd, cfg.statsd_prefix)
+        settings = HttpSettings(
+            cfg.stats_interval, cfg.statsd, cfg.statsd_prefix, cfg.http_max_body_size
+        )
         runner = web.AppRunner(
             create_app(self.broker, settings),
             access_log=None,
@@ -87,11 +129,15 @@ class Server:
             shutdown_timeout=2.0,
         )
         await runner.setup()
-        await web.TCPSite(runner, cfg.bind, cfg.http_port, reuse_address=True).start()
         self._http_runner = runner
-        self.ports["http"] = runner.addresses[0][1]
-        self.broker.listeners.append(ListenerInfo("http", cfg.bind, self.ports["http"]))
-        log.info("HTTP management listening on %s:%d", cfg.bind, self.ports["http"])
+        if cfg.http_port:
+            await web.TCPSite(runner, cfg.bind, cfg.http_port, reuse_address=True).start()
+            self.ports["http"] = runner.addresses[0][1]
+            self.broker.listeners.append(ListenerInfo("http", cfg.bind, self.ports["http"]))
+            log.info("HTTP management listening on %s:%d", cfg.bind, self.ports["http"])
+        if self.tls_context is not None and cfg.https_port:
+            assert runner.server is not None  # set by setup()
+            await self._start_tls("https", "HTTPS management", runner.server, cfg.https_port)
 
     async def _start_stomp(self) -> None:
         """STOMP over TCP and over WebSocket (roost/stomp); both share the core."""
@@ -119,7 +165,15 @@ class Server:
             self.ports["stomp"] = listener.sockets[0].getsockname()[1]
             self.broker.listeners.append(ListenerInfo("stomp", cfg.bind, self.ports["stomp"]))
             log.info("STOMP listening on %s:%d", cfg.bind, self.ports["stomp"])
-        if cfg.ws_port:
+        if self.tls_context is not None and cfg.stomps_port:
+            await self._start_tls(
+                "stomp/ssl",
+                "STOMP over TLS",
+                lambda: StompServerProtocol(self.broker, settings, self.connections),
+                cfg.stomps_port,
+            )
+        wss = self.tls_context is not None and cfg.wss_port
+        if cfg.ws_port or wss:
             from aiohttp import web
 
             from roost.stomp.ws import create_app
@@ -131,17 +185,50 @@ class Server:
                 shutdown_timeout=2.0,
             )
             await runner.setup()
-            await web.TCPSite(runner, cfg.bind, cfg.ws_port, reuse_address=True).start()
             self._ws_runner = runner
-            self.ports["ws"] = runner.addresses[0][1]
-            info = ListenerInfo("http/web-stomp", cfg.bind, self.ports["ws"])
-            self.broker.listeners.append(info)
-            log.info("STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port)
+            if cfg.ws_port:
+                await web.TCPSite(runner, cfg.bind, cfg.ws_port, reuse_address=True).start()
+                self.ports["ws"] = runner.addresses[0][1]
+                info = ListenerInfo("http/web-stomp", cfg.bind, self.ports["ws"])
+                self.broker.listeners.append(info)
+                log.info(
+                    "STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port
+                )
+            if wss:
+                assert runner.server is not None
+                await self._start_tls(
+                    "https/web-stomp",
+                    "STOMP over secure WebSocket (path /ws)",
+                    runner.server,
+                    cfg.wss_port,
+                )
+
+    async def _start_tls(
+        self, protocol: str, what: str, factory: Callable[[], Any], port: int
+    ) -> None:
+        """A TLS listener: ``protocol`` is RabbitMQ's listener name in /api/overview."""
+        assert self.tls_context is not None
+        cfg = self.config
+        listener = TLSListener(
+            protocol, factory, self.tls_context, handshake_timeout=cfg.handshake_timeout
+        )
+        self.ports[protocol] = await listener.start(cfg.bind, port)
+        self._tls_listeners.append(listener)
+        self.broker.listeners.append(ListenerInfo(protocol, cfg.bind, listener.port))
+        log.info(
+            "%s listening on %s:%d (client certificates: %s)",
+            what,
+            cfg.bind,
+            listener.port,
+            cfg.tls_verify_mode,
+        )
 
     async def stop(self) -> None:
         """Stop accepting, ask every client to close, wait a little, then cut the rest."""
         for listener in self._listeners:
             listener.close()
+        for tls_listener in self._tls_listeners:
+            tls_listener.close()
         if self._http_runner is not None:  # requests are short: stop serving them first
             await self._http_runner.cleanup()
         for conn in list(self.connections):
@@ -156,8 +243,15 @@ class Server:
             conn._abort("shutdown")
         for listener in self._listeners:
             await listener.wait_closed()
+        for tls_listener in self._tls_listeners:
+            await tls_listener.wait_closed()
         if self._save_timer is not None:
             self._save_timer.cancel()
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+        if self._alarm_timer is not None:
+            self._alarm_timer.cancel()
         self.persistence.save()
         await self.disk.close()
         self.broker.close_streams()
@@ -167,6 +261,23 @@ class Server:
         """Definitions changed without any message traffic are saved within a tick."""
         self.persistence.tick()
         self._save_timer = asyncio.get_running_loop().call_later(SAVE_TICK, self._save_tick)
+
+    def _check_alarms(self) -> None:
+        """Measure memory and disk (core/alarms.py); every ``alarm_check_interval``."""
+        self.alarms.check()
+        self._alarm_timer = asyncio.get_running_loop().call_later(
+            self.config.alarm_check_interval, self._check_alarms
+        )
+
+    def _ack_wake(self, delay: float) -> None:
+        """(Re)plan the tick of acknowledgement deadlines (core.features.consumer_timeout)."""
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+        self._ack_timer = asyncio.get_running_loop().call_later(delay, self._ack_tick)
+
+    def _ack_tick(self) -> None:
+        self._ack_timer = None
+        self._ack_wake(self.broker.ack_timeouts.tick())
 
 
 SAVE_TICK = 0.25

@@ -6,6 +6,7 @@ vhosts = ["/", "orders"]
 [[users]]
 name = "alice"
 password_hash = "..."            # roost users hash-password SECRET
+# or password_bcrypt_base64 = "..." (a dispatchd user: base64 of a bcrypt hash)
 tags = ["administrator"]
 permissions = { "/" = { configure = ".*", write = ".*", read = ".*" } }
 ```
@@ -16,7 +17,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from roost.core.auth import Permission
+from roost.core.auth import BCRYPT, Permission
 from roost.core.broker import Broker
 
 
@@ -31,7 +32,18 @@ def load_users_file(broker: Broker, path: str) -> None:
                 f"{path}: user {entry.get('name')!r} has a plaintext password; store "
                 "password_hash instead (roost users hash-password)"
             )
-        broker.add_user(entry["name"], entry.get("password_hash", ""), tags=entry.get("tags"))
+        bcrypt_hash = entry.get("password_bcrypt_base64")
+        if bcrypt_hash is not None:  # dispatchd's users: base64 of a bcrypt hash
+            broker.put_user(
+                entry["name"],
+                password_hash=bcrypt_hash,
+                hashing_algorithm=BCRYPT,
+                tags=entry.get("tags"),
+            )
+        else:
+            broker.add_user(
+                entry["name"], entry.get("password_hash", ""), tags=entry.get("tags")
+            )
         for vhost, perm in entry.get("permissions", {}).items():
             broker.add_vhost(vhost)
             broker.set_permission(entry["name"], vhost, Permission(**perm))

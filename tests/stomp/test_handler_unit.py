@@ -11,6 +11,8 @@ from roost.stomp.handler import StompHandler, StompSettings
 
 class FakeTransport:
     peer = "127.0.0.1:5000"
+    cert_user: str | None = None
+    tls = False
 
     def __init__(self) -> None:
         self.data = b""

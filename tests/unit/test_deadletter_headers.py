@@ -1,4 +1,6 @@
-"""x-death layout produced by core.features.deadletter (RabbitMQ's layout)."""
+"""x-death layout produced by core.features.deadletter (checked against RabbitMQ 3.10)."""
+
+import datetime
 
 from roost.core.features.deadletter import dead_letter, is_cycle
 from roost.core.message import Message, Properties
@@ -15,7 +17,7 @@ def test_first_death_writes_entry_and_first_death_headers() -> None:
             "count": 1,
             "reason": "expired",
             "queue": "q1",
-            "time": 1000,
+            "time": datetime.datetime(1970, 1, 1, 0, 16, 40, tzinfo=datetime.UTC),
             "exchange": "ex",
             "routing-keys": ["rk", "c1"],
             "original-expiration": "50",
@@ -24,6 +26,21 @@ def test_first_death_writes_entry_and_first_death_headers() -> None:
     assert h["x-first-death-reason"] == "expired"
     assert h["x-first-death-queue"] == "q1"
     assert h["x-last-death-exchange"] == "ex"
+    assert h["CC"] == ["c1"]  # kept: without a dead-letter routing key CC still routes
+
+
+def test_original_expiration_kept_for_any_reason() -> None:
+    m = Message("ex", "rk", Properties(expiration="60000"), b"x")
+    death = (dead_letter(m, "q", "rejected", "d", None).properties.headers or {})["x-death"][0]
+    assert death["original-expiration"] == "60000"
+
+
+def test_dead_letter_routing_key_drops_cc() -> None:
+    m = Message("ex", "rk", Properties(headers={"CC": ["c1"], "BCC": ["b"]}), b"x")
+    out = dead_letter(m, "q", "maxlen", "d", "other")
+    assert out.routing_key == "other"
+    assert "CC" not in (out.properties.headers or {})
+    assert "BCC" not in (out.properties.headers or {})
 
 
 def test_repeat_death_counts_up_and_moves_to_front() -> None:
@@ -36,12 +53,19 @@ def test_repeat_death_counts_up_and_moves_to_front() -> None:
         ("q1", "rejected", 2),
         ("q2", "expired", 1),
     ]
+    assert list(deaths[0]) == sorted(deaths[0])  # RabbitMQ rewrites an updated entry sorted
     assert (m.properties.headers or {})["x-first-death-queue"] == "q1"
     assert m.routing_key == "back"
 
 
-def test_cycle_only_without_rejection() -> None:
+def test_cycle_is_the_deaths_up_to_the_target_queue() -> None:
     m = dead_letter(Message("ex", "rk", Properties(), b"x"), "q1", "expired", "d", None)
     assert is_cycle(m, "q1") and not is_cycle(m, "q2")
     r = dead_letter(Message("ex", "rk", Properties(), b"x"), "q1", "rejected", "d", None)
     assert not is_cycle(r, "q1")
+    # rejected in q1 once, then expired in q1: the loop since the last q1 death is automatic
+    again = dead_letter(r, "q1", "expired", "d", None)
+    assert is_cycle(again, "q1")
+    # expired in q2 after a rejection in q1: going back to q1 passes the rejection
+    via = dead_letter(r, "q2", "expired", "d", None)
+    assert not is_cycle(via, "q1") and is_cycle(via, "q2")

@@ -612,6 +612,16 @@ def _encode_int(value: int) -> bytes:
     raise ValueError(f"integer {value} does not fit a signed 64-bit field value")
 
 
+class Long(int):
+    """An integer sent as a 64-bit 'l' field whatever its size: RabbitMQ types the
+    counts it writes (x-death ``count``, ``x-delivery-count``) so, and typed clients
+    (Java's, .NET's) read them back as such."""
+
+
+def _encode_long(value: int) -> bytes:
+    return _TAGGED_INT64.pack(0x6C, value)
+
+
 def _encode_str(value: str) -> bytes:
     raw = value.encode()
     return _TAGGED_SIZE.pack(0x53, len(raw)) + raw  # 'S'
@@ -665,6 +675,7 @@ _ENCODERS: dict[type, Callable[[Any], bytes]] = {
     str: _encode_str,
     bool: _encode_bool,
     int: _encode_int,
+    Long: _encode_long,
     float: _encode_float,
     bytes: _encode_bytes,
     bytearray: _encode_bytes,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from roost.amqp import codec_methods as m
 from roost.amqp.channel import ConfirmTracker, Mode, TxBuffer
 from roost.amqp.codec import (
+    Long,
     decode_properties,
     encode_basic_deliver,
     encode_basic_get_ok,
@@ -98,8 +99,27 @@ class PropertiesCache:
 def encoded_properties(message: Message) -> bytes:
     raw = message.encoded_properties
     if raw is None:
-        raw = message.encoded_properties = encode_properties(message.properties)
+        raw = message.encoded_properties = encode_properties(_broker_typed(message.properties))
     return raw
+
+
+def _broker_typed(props: Properties) -> Properties:
+    """The headers the broker writes, with RabbitMQ's field types (its counts are longs)."""
+    headers = props.headers
+    if not headers or ("x-death" not in headers and "x-delivery-count" not in headers):
+        return props
+    typed = dict(headers)
+    if isinstance(typed.get("x-delivery-count"), int):
+        typed["x-delivery-count"] = Long(typed["x-delivery-count"])
+    deaths = typed.get("x-death")
+    if isinstance(deaths, list):
+        typed["x-death"] = [
+            {**d, "count": Long(d["count"])}
+            if isinstance(d, dict) and isinstance(d.get("count"), int)
+            else d
+            for d in deaths
+        ]
+    return props.replace(headers=typed)
 
 
 class ConnectionContext(Protocol):
@@ -120,6 +140,9 @@ class ConnectionContext(Protocol):
     def set_channel_held(self, channel: AMQPChannel, held: bool) -> None: ...
 
     def update_flow(self) -> None: ...
+
+    def channel_failed(self, channel: AMQPChannel, error: ChannelError) -> None:
+        """Close the channel with an error the core raised outside any method."""
 
 
 class AMQPChannel:
@@ -221,6 +244,11 @@ class AMQPChannel:
     def consumer_cancelled(self, consumer_tag: str) -> None:
         if self.conn.cancel_notify:
             self.reply(m.BasicCancel(consumer_tag=consumer_tag, nowait=True))
+
+    def close_with(self, error: BrokerError) -> None:
+        """The core ends the channel (a delivery not acknowledged in time)."""
+        code, _hard = ERROR_CODES.get(type(error), (m.INTERNAL_ERROR, True))
+        self.conn.channel_failed(self, ChannelError(code, reply_text(code, error.text)))
 
     # -- channel / access -------------------------------------------------------------------
 
@@ -419,12 +447,12 @@ class AMQPChannel:
             body,
             properties,
         )
-        if self.mode is Mode.TX:
-            self.broker.check_exchange(self.client, method.exchange)
-            self.tx.add(lambda: self._route(method, message))
-            return
         try:
-            self._route(method, message)
+            if self.mode is Mode.TX:
+                self.broker.check_publish(self.client, method.exchange, message)
+                self.tx.add(lambda: self._route(method, message))
+            else:
+                self._route(method, message)
         except BrokerError as exc:
             raise to_amqp_error(exc, method) from None
 

@@ -34,9 +34,10 @@ from roost.amqp.connection import (
     State,
 )
 from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, FrameError, reply_text
-from roost.amqp.handlers import AMQPChannel, ConnectionContext
+from roost.amqp.handlers import AMQPChannel, ConnectionContext, to_amqp_error
 from roost.core.broker import Broker, Traffic
 from roost.core.errors import AccessRefused, BrokerError
+from roost.tls import certificate_user
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -63,6 +64,9 @@ FLUSH_AT = 256 * 1024
 # consumers still make progress (core/flow.py: a stalled queue lets its publishers go).
 FLOW_CHECK_INTERVAL = 1.0  # seconds
 CONGESTION = "queue-congested"  # a pause reason (see _pause_reasons)
+ALARM = "resource-alarm"  # a pause reason: a memory or disk alarm blocks this publisher
+# connection.blocked's reason, as RabbitMQ words it, by the alarm in effect
+BLOCKED_REASONS = (("memory", "low on memory"), ("disk", "low on disk"))
 
 
 _CHANNEL_LIFECYCLE = frozenset(
@@ -137,6 +141,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.close_reason = ""
         self.traffic = Traffic()  # bytes in/out for the management API, from the first byte
         self._user: Any = None
+        self.tls = False  # the socket is a TLS one (AMQPS)
+        self.cert_user: str | None = None  # CN of a verified client certificate (EXTERNAL)
+        self.auth_mechanism = ""
         self._client_properties: dict[str, Any] = {}
         self._auth_failure_close = False
         self._transport: asyncio.Transport | None = None
@@ -157,6 +164,11 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._held_channels: set[AMQPChannel] = set()
         self.flow_paused = False  # paused for CONGESTION
         self._flow_timer: asyncio.TimerHandle | None = None
+        # resource alarms (core/alarms.py): while one is in effect the connection is
+        # "blocking"; the next publish blocks it (connection.blocked, socket paused)
+        self._alarms: frozenset[str] = frozenset()
+        self._alarm_blocked = False
+        self._blocked_notify = False  # the client's connection.blocked capability
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -164,6 +176,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.tls = transport.get_extra_info("ssl_object") is not None
+        self.cert_user = certificate_user(transport) if self.tls else None
         self.registry.add(self)
         self._timer = self._loop.call_later(self.limits.handshake_timeout, self._handshake_timeout)
         log.debug("%s: accepted AMQP connection", self.peer)
@@ -297,6 +311,39 @@ class AMQPServerProtocol(asyncio.Protocol):
         if self._held_channels:
             self._flow_timer = self._loop.call_later(FLOW_CHECK_INTERVAL, self._flow_check)
 
+    # -- resource alarms -------------------------------------------------------------------
+    #
+    # As in RabbitMQ, an alarm does not block a connection until it publishes: consumers
+    # (and idle connections) keep going. Unlike queue congestion above, a connection that
+    # owes acks is blocked too (RabbitMQ does the same): the node is short of memory or
+    # disk and reading more publishes is exactly what must stop. Its deliveries stay
+    # unacked until the alarm clears or the client gives up (pika's
+    # blocked_connection_timeout), which requeues them.
+
+    def _alarms_changed(self, active: frozenset[str]) -> None:
+        self._alarms = active
+        if self.client is not None:
+            self.client.alarm_state = (
+                "" if not active else "blocked" if self._alarm_blocked else "blocking"
+            )
+        if not active and self._alarm_blocked:
+            self._alarm_blocked = False
+            if self._blocked_notify and self.conn.state is State.OPEN:
+                self.write(encode_method_frame(0, m.ConnectionUnblocked()))
+            self.resume_for(ALARM)
+
+    def _block_for_alarm(self) -> None:
+        self._alarm_blocked = True
+        if self.client is not None:
+            self.client.alarm_state = "blocked"
+        if self._blocked_notify:
+            reason = next(
+                (text for name, text in BLOCKED_REASONS if name in self._alarms), "low on resources"
+            )
+            self.write(encode_method_frame(0, m.ConnectionBlocked(reason=reason)))
+        log.info("%s: blocked by resource alarm(s): %s", self.peer, ", ".join(sorted(self._alarms)))
+        self.pause_for(ALARM)
+
     # -- output ----------------------------------------------------------------------------
 
     def write(self, data: bytes) -> None:
@@ -344,6 +391,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             channel = self.channels.get(event.channel)  # type: ignore[attr-defined]
             if channel is not None:  # None: released by an error or a close we sent
                 channel.publish(event.method, event.properties, event.body)  # type: ignore[attr-defined]
+            if self._alarms and not self._alarm_blocked:
+                self._block_for_alarm()
         elif cls is ChannelMethod:
             self._channel_method(event.channel, event.method)  # type: ignore[attr-defined]
         elif cls is ConnectionMethod:
@@ -358,9 +407,13 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def _header_received(self) -> None:
         # the reader hands over whatever 8 bytes came first; anything else is refused
-        self.write(
-            self.conn.start_frame(server_properties(), mechanisms=b"PLAIN AMQPLAIN")
-        )
+        self.write(self.conn.start_frame(server_properties(), mechanisms=self._mechanisms()))
+
+    def _mechanisms(self) -> bytes:
+        # EXTERNAL on every TLS connection, as RabbitMQ's rabbitmq_auth_mechanism_ssl
+        # offers it: without a verified certificate the login is refused (403), which
+        # tells the client more than a mechanism it cannot negotiate
+        return b"PLAIN AMQPLAIN EXTERNAL" if self.tls else b"PLAIN AMQPLAIN"
 
     def _channel_method(self, ch: int, method: m.Method) -> None:
         index = method.INDEX
@@ -368,7 +421,11 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.channels[ch].handle(method)
         elif index == m.ChannelOpen.INDEX:
             # the context's client is set: connection.open precedes every channel.open
-            self.channels[ch] = AMQPChannel(cast(ConnectionContext, self), ch)
+            try:
+                opened = AMQPChannel(cast(ConnectionContext, self), ch)
+            except BrokerError as exc:  # the user's max-channels limit: 530, as RabbitMQ
+                raise to_amqp_error(exc, method) from None
+            self.channels[ch] = opened
             self.write(encode_method_frame(ch, m.ChannelOpenOk()))
         elif index == m.ChannelClose.INDEX:
             channel = self.channels.pop(ch, None)
@@ -405,13 +462,24 @@ class AMQPServerProtocol(asyncio.Protocol):
         caps = props.get("capabilities") or {}
         self.cancel_notify = bool(caps.get("consumer_cancel_notify"))
         self._auth_failure_close = bool(caps.get("authentication_failure_close"))
+        self._blocked_notify = bool(caps.get("connection.blocked"))
         username = "?"
+        host = self.peer.rsplit(":", 1)[0]
+        self.auth_mechanism = method.mechanism
         try:
-            username, password = parse_credentials(method.mechanism, bytes(method.response))
-            host = self.peer.rsplit(":", 1)[0]
-            self._user = self.broker.authenticate(username, password, peer_host=host)
+            if method.mechanism == "EXTERNAL" and self.tls:
+                if self.cert_user is None:
+                    raise AccessRefused("EXTERNAL needs a verified client certificate")
+                username = self.cert_user  # the response (an authzid) is ignored, as RabbitMQ does
+                self._user = self.broker.authenticate_external(username, peer_host=host)
+            else:
+                username, password = parse_credentials(method.mechanism, bytes(method.response))
+                self._user = self.broker.authenticate(
+                    username, password, peer_host=host, protocol="AMQP", peer=self.peer
+                )
         except AccessRefused as exc:
-            log.warning("%s: authentication failed for user %r: %s", self.peer, username, exc.text)
+            if method.mechanism == "EXTERNAL":  # password logins are logged by the broker
+                log.warning("%s: EXTERNAL login failed for %r: %s", self.peer, username, exc.text)
             self.close_reason = f"authentication failed for user '{username}'"
             if self._auth_failure_close:
                 self._send_close(
@@ -443,11 +511,16 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.close_reason = exc.text
             self._send_close(m.NOT_ALLOWED, reply_text(m.NOT_ALLOWED, exc.text), 10, 40)
             return
+        self.client.ssl = self.tls
+        self.client.auth_mechanism = self.auth_mechanism
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self.write(encode_method_frame(0, m.ConnectionOpenOk()))
         self._start_heartbeats()
+        alarms = self.broker.resource_alarms
+        alarms.subscribe(self._alarms_changed)
+        self._alarms_changed(alarms.active)
         log.info(
             "%s: connection opened (user=%s vhost=%s client=%s)",
             self.peer,
@@ -468,6 +541,10 @@ class AMQPServerProtocol(asyncio.Protocol):
                 ch, exc.reply_code, exc.reply_text, exc.class_id, exc.method_id
             )
         )
+
+    def channel_failed(self, channel: AMQPChannel, error: ChannelError) -> None:
+        if not self._closing and self.channels.get(channel.id) is channel:
+            self._channel_error(channel.id, error)
 
     def _protocol_error(self, exc: AMQPError, *, fatal: bool) -> None:
         log.warning("%s: connection error: %s", self.peer, exc.reply_text)
@@ -506,6 +583,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         for channel in channels.values():
             channel.close()
         self._confirm_channels.clear()
+        self.broker.resource_alarms.unsubscribe(self._alarms_changed)
+        self._alarms = frozenset()
         if self.client is not None and self.client.id in self.broker.clients:
             self.broker.disconnect(self.client, self.close_reason)
 

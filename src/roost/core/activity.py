@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import platform
 import resource
-import shutil
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -18,6 +17,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from roost import __version__
+from roost.core.alarms import DISK, MEMORY, ResourceAlarms, rss_bytes
+from roost.core.alarms import disk_free as disk_free_bytes
 from roost.core.errors import NotFound
 from roost.core.exchanges import EXCHANGE_TYPES
 from roost.core.info import (
@@ -81,14 +82,6 @@ def split_peer(peer: str) -> tuple[str, int]:
         return peer, 0
 
 
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def _fd_counts() -> tuple[int, int]:
     try:
         used = len(os.listdir("/proc/self/fd"))
@@ -113,7 +106,8 @@ class ActivityMixin:
         self.listeners: list[ListenerInfo] = []  # the server fills this in
         self.data_dir = "."
         self.cluster_name = f"roost@{platform.node()}"
-        self.active_alarms: set[str] = set()  # "memory", "disk": set by the limits code
+        # memory and disk alarms (core/alarms.py); the server sets the configured limits
+        self.resource_alarms = ResourceAlarms(data_dir=".")
         # the durable store reports its size and fsync latencies through this, if attached
         self.store_stats: Callable[[], StoreInfo] | None = None
 
@@ -234,7 +228,9 @@ class ActivityMixin:
             recv_cnt=t.recv_cnt,
             send_cnt=t.send_cnt,
             rates=self.sampler.rates(client),
-            state="flow" if client.flow_held else "running",
+            state=client.alarm_state or ("flow" if client.flow_held else "running"),
+            ssl=client.ssl,
+            auth_mechanism=client.auth_mechanism,
         )
 
     def list_connections(
@@ -300,7 +296,8 @@ class ActivityMixin:
                         exclusive=c.exclusive,
                         prefetch_count=c.prefetch,
                         arguments=dict(c.arguments),
-                        active=True,
+                        active=c.queue.consumer_active(c),
+                        single_active=c.queue.single_active,
                     )
                 )
         return out
@@ -308,9 +305,10 @@ class ActivityMixin:
     # -- node -----------------------------------------------------------------------------
 
     def node_info(self) -> NodeInfo:
+        alarms = self.resource_alarms
         fd_used, fd_total = _fd_counts()
         try:
-            disk_free = shutil.disk_usage(self.data_dir).free
+            disk_free = disk_free_bytes(self.data_dir)
         except OSError:
             disk_free = 0
         now = time.time()
@@ -321,14 +319,16 @@ class ActivityMixin:
             pid=os.getpid(),
             uptime_ms=int((now - self.started_at) * 1000),
             started_at=self.started_at,
-            mem_used=_rss_bytes(),
+            mem_used=rss_bytes(),
             fd_used=fd_used,
             fd_total=fd_total,
             processors=os.cpu_count() or 1,
             disk_free=disk_free,
             data_dir=os.path.abspath(self.data_dir),
-            mem_alarm="memory" in self.active_alarms,
-            disk_free_alarm="disk" in self.active_alarms,
+            mem_alarm=MEMORY in alarms.active,
+            disk_free_alarm=DISK in alarms.active,
+            mem_limit=alarms.mem_limit,
+            disk_free_limit=alarms.disk_free_limit,
         )
 
     def store_info(self) -> StoreInfo | None:
@@ -357,8 +357,16 @@ class ActivityMixin:
             history=history,
         )
 
+    def set_vm_memory_high_watermark(self, spec: str) -> None:
+        """Operator call: a fraction of RAM or a size; ValueError when unreadable."""
+        self.resource_alarms.set_memory_watermark(spec)
+
+    def set_disk_free_limit(self, spec: str) -> None:
+        self.resource_alarms.set_disk_free_limit(spec)
+
     def alarms(self) -> list[str]:
-        return sorted(self.active_alarms)
+        """The resource alarms in effect: "memory", "disk"."""
+        return sorted(self.resource_alarms.active)
 
 
 def connection_ref(client: Client) -> ConnectionRef:

@@ -10,8 +10,17 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from roost.core.auth import SHA256, SUPPORTED_HASHES, Permission, TopicPermission, hash_password
+from roost.core.auth import (
+    ALGORITHMS,
+    BCRYPT,
+    SHA256,
+    Permission,
+    TopicPermission,
+    hash_password,
+    is_bcrypt_base64,
+)
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed
+from roost.core.features.settings import validate_policy_definition
 from roost.core.policy import Policy
 
 if TYPE_CHECKING:
@@ -80,12 +89,14 @@ class AdminMixin:
             raise PreconditionFailed("user name must be a non-empty string")
         tag_list = parse_tags(tags)
         algorithm = hashing_algorithm or SHA256
-        if algorithm not in SUPPORTED_HASHES:
+        if algorithm not in ALGORITHMS:
             raise PreconditionFailed(f"unsupported hashing algorithm '{algorithm}'")
         if password is not None and not isinstance(password, str):
             raise PreconditionFailed("password must be a string")
         if password_hash is not None and not isinstance(password_hash, str):
             raise PreconditionFailed("password_hash must be a string")
+        if algorithm == BCRYPT and password is None and not is_bcrypt_base64(password_hash or ""):
+            raise PreconditionFailed("a bcrypt password_hash must be base64 of a $2a$/$2b$ hash")
         existing = self.users.get(name)
         if password is not None:
             new_hash, algorithm = hash_password(password), SHA256
@@ -193,7 +204,7 @@ class AdminMixin:
     def put_topic_permission(
         self, user: str, vhost: str, *, exchange: Any, write: Any, read: Any
     ) -> bool:
-        """Stored and shown; topic authorisation on publish is not enforced yet."""
+        """Enforced for clients of the vhost (core/access.py) as soon as it is set."""
         self._user_and_vhost(user, vhost)
         if not isinstance(exchange, str) or not exchange:
             raise PreconditionFailed("exchange must be a non-empty string")
@@ -246,6 +257,7 @@ class AdminMixin:
         if not isinstance(apply_to, str):
             raise PreconditionFailed("apply-to must be a string")
         policy = Policy(vhost, name, pattern, definition, priority, apply_to)
+        validate_policy_definition(policy.definition)
         created = (vhost, name) not in self.policies
         self.policies[(vhost, name)] = policy
         self._changed("policy", policy)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from roost.core.access import Access
 from roost.core.activity import ActivityMixin
 from roost.core.admin import AdminMixin
 from roost.core.auth import Permission, User, hash_password
@@ -16,6 +17,9 @@ from roost.core.definitions import export_definitions, import_definitions
 from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
+from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
+from roost.core.features.policies import apply_policies
+from roost.core.features.ttl import parse_expiration
 from roost.core.flow import Publisher
 from roost.core.info import ImportReport
 from roost.core.manage import ManageMixin
@@ -23,22 +27,26 @@ from roost.core.message import EMPTY_PROPERTIES, Message, Properties
 from roost.core.queries import QueriesMixin
 from roost.core.queues.base import Entry, Queue
 from roost.core.queues.streams import Streams
+from roost.core.quotas import QuotasMixin
 from roost.core.session import DeliverySink, Session
 from roost.core.stats import Traffic
-from roost.core.vhost import VHost
+from roost.core.vhost import VHost, server_name
 
 # Message types are part of the facade: adapters build and read them; adapters count
 # their connection's bytes into a Traffic.
-__all__ = ["EMPTY_PROPERTIES", "Broker", "Message", "Properties", "Traffic"]
+# ACK_TIMEOUT names the consumer argument of a default ack deadline (STOMP's ack-timeout).
+__all__ = ["ACK_TIMEOUT", "EMPTY_PROPERTIES", "Broker", "Message", "Properties", "Traffic"]
 
 log = logging.getLogger("roost.broker")
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"})
 
 
-class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
-    """Management queries, definitions and management operations come from the mixins
-    (core/queries.py, activity.py, admin.py, manage.py), so this file stays the map."""
+class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
+    """Management queries, definitions, management operations and limits come from the
+    mixins (core/queries.py, activity.py, admin.py, manage.py, quotas.py), so this file
+    stays the map. Every operation a client asks for is checked against its user's
+    permissions here (core/access.py), so AMQP, STOMP and HTTP share one set of rules."""
 
     def __init__(
         self, *, loopback_users: Collection[str] = ("guest",), data_dir: Path | None = None
@@ -53,7 +61,12 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         self.permissions: dict[tuple[str, str], Permission] = {}
         self.loopback_users = set(loopback_users)
         self.clients: dict[int, Client] = {}
+        # consumer timeout and per-delivery ack deadlines; the server drives its tick
+        self.ack_timeouts = AckTimeouts(lambda: self._sessions(None))
         self._init_management()
+        self._init_quotas()
+        self.on_change.append(self._refresh_access)
+        apply_policies(self)  # queue policies take effect now and on every change
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -96,11 +109,38 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
 
     # -- connections ----------------------------------------------------------------------
 
-    def authenticate(self, username: str, password: str, *, peer_host: str) -> User:
-        """The user, or AccessRefused. Loopback-only users (guest) fail from elsewhere."""
+    def authenticate(
+        self, username: str, password: str, *, peer_host: str, protocol: str = "", peer: str = ""
+    ) -> User:
+        """The user, or AccessRefused. Loopback-only users (guest) fail from elsewhere.
+        Every failure is logged with the peer; with ``login_throttle`` on, a host past its
+        failed logins per minute is refused without its password being checked."""
+        try:
+            self.login_throttle.check(peer_host)
+            user = self.users.get(username)
+            if user is None or not user.check(password):
+                self.login_throttle.failed(peer_host)
+                raise AccessRefused(f"invalid credentials for user '{username}'")
+            if username in self.loopback_users and peer_host not in LOOPBACK_HOSTS:
+                raise AccessRefused(f"user '{username}' can only connect via localhost")
+        except AccessRefused as exc:
+            log.warning(
+                "%s login failed for user '%s' from %s: %s",
+                protocol or "a",
+                username,
+                peer or peer_host,
+                exc.text,
+            )
+            raise
+        return user
+
+    def authenticate_external(self, username: str, *, peer_host: str) -> User:
+        """SASL EXTERNAL: the transport (a verified TLS client certificate) already proved
+        who the client is, so no password is checked; the user must still exist, and
+        loopback-only users stay loopback-only."""
         user = self.users.get(username)
-        if user is None or not user.check(password):
-            raise AccessRefused(f"invalid credentials for user '{username}'")
+        if user is None:
+            raise AccessRefused(f"user '{username}' (from the client certificate) does not exist")
         if username in self.loopback_users and peer_host not in LOOPBACK_HOSTS:
             raise AccessRefused(f"user '{username}' can only connect via localhost")
         return user
@@ -119,6 +159,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         vhost = self.vhosts.get(vhost_name)
         if vhost is None:
             raise NotAllowed(f"vhost {vhost_name} not found")
+        self.check_connection_limits(user, vhost)
         if (user.name, vhost_name) not in self.permissions:
             raise NotAllowed(f"access to vhost '{vhost_name}' refused for user '{user.name}'")
         client = Client(
@@ -130,9 +171,31 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
             properties=properties,
             traffic=traffic,
         )
+        client.access = self.access_for(user, vhost_name)
         self.clients[client.id] = client
         self.counters.connection_created += 1
         return client
+
+    def access_for(self, user: User, vhost: str) -> Access:
+        """``user``'s rights in ``vhost``, compiled (core/access.py)."""
+        return Access(
+            user,
+            vhost,
+            self.permissions.get((user.name, vhost)),
+            [tp for key, tp in self.topic_permissions.items() if key[:2] == (user.name, vhost)],
+        )
+
+    def _refresh_access(self, kind: str, obj: Any) -> None:
+        """Permissions, topic permissions or tags changed: connected clients get the new
+        rights at once (their answers were cached). A deleted user's limits go too."""
+        if kind == "user.deleted":
+            self.user_limits.pop(obj.name, None)
+        if kind.startswith(("permission", "topic_permission", "user")):
+            for client in self.clients.values():
+                if client.access is not None:
+                    # put_user replaces the User object: read the tags from the new one
+                    user = self.users.get(client.user.name, client.user)
+                    client.access = self.access_for(user, client.vhost.name)
 
     def disconnect(self, client: Client, reason: str = "") -> None:
         """Free what the client held: sessions (unacked messages requeue), exclusive queues.
@@ -146,9 +209,13 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
             self._record_closed(client, client.closed_reason)
 
     def open_session(self, client: Client, sink: DeliverySink, *, number: int = 0) -> Session:
-        """``number`` is the channel number the management API shows (0 when none)."""
+        """``number`` is the channel number the management API shows (0 when none).
+        NotAllowed when the user's max-channels limit is reached."""
+        if client.id in self.clients:
+            self.check_channel_limit(client)
         session = Session(client, sink)
         session.number = number
+        session.ack_timeouts = self.ack_timeouts
         client.sessions.add(session)
         if client.id in self.clients:  # not the management API's short-lived sessions
             self.counters.channel_created += 1
@@ -189,6 +256,13 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         internal: bool = False,
         arguments: dict[str, Any] | None = None,
     ) -> Exchange:
+        access = client.access
+        if access is not None and not passive and name:
+            access.check("configure", "exchange", name)
+            ae = (arguments or {}).get("alternate-exchange")
+            if isinstance(ae, str) and name not in client.vhost.exchanges:
+                access.check("read", "exchange", name)
+                access.check("write", "exchange", ae)
         return client.vhost.declare_exchange(
             name,
             kind,
@@ -200,19 +274,36 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         )
 
     def delete_exchange(self, client: Client, name: str, *, if_unused: bool = False) -> None:
+        if client.access is not None and name:
+            client.access.check("configure", "exchange", name)
         client.vhost.delete_exchange(name, if_unused=if_unused)
 
     def bind_exchange(
         self, client: Client, destination: str, source: str, key: str, arguments: dict[str, Any]
     ) -> None:
+        self._check_bind(client, "exchange", destination, source, key)
         vhost = client.vhost
         vhost.bind(source, self._exchange_dest(vhost, destination), key, arguments)
 
     def unbind_exchange(
         self, client: Client, destination: str, source: str, key: str, arguments: dict[str, Any]
     ) -> None:
+        self._check_bind(client, "exchange", destination, source, key)
         vhost = client.vhost
         vhost.unbind(source, self._exchange_dest(vhost, destination), key, arguments)
+
+    @staticmethod
+    def _check_bind(client: Client, kind: str, destination: str, source: str, key: str) -> None:
+        """(un)bind: write on the destination, read on the source, then the source's topic
+        permission on the routing key (RabbitMQ's order)."""
+        access = client.access
+        if access is None or not source or (kind == "exchange" and not destination):
+            return  # the default exchange is refused by the vhost, as RabbitMQ does first
+        access.check("write", kind, destination)
+        access.check("read", "exchange", source)
+        ex = client.vhost.exchanges.get(source)
+        if ex is not None and ex.kind == "topic":
+            access.check_topic("read", source, key)
 
     @staticmethod
     def _exchange_dest(vhost: VHost, name: str) -> Exchange:
@@ -234,7 +325,17 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         arguments: dict[str, Any] | None = None,
     ) -> Queue:
         self.counters.queue_declared += 1
-        return client.vhost.declare_queue(
+        access = client.access
+        server_named = False
+        if access is not None and not passive:
+            if not name:  # RabbitMQ checks the name it is about to give the queue
+                name, server_named = server_name(), True
+            access.check("configure", "queue", name)
+            dlx = (arguments or {}).get("x-dead-letter-exchange")
+            if isinstance(dlx, str) and name not in client.vhost.queues:
+                access.check("read", "queue", name)
+                access.check("write", "exchange", dlx)
+        queue = client.vhost.declare_queue(
             name,
             client=client,
             passive=passive,
@@ -242,7 +343,11 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
             exclusive=exclusive,
             auto_delete=auto_delete,
             arguments=arguments,
+            server_named=server_named,
         )
+        if queue.features is not None:
+            queue.features.touch()  # a redeclare renews an x-expires lease
+        return queue
 
     def queue(self, client: Client, name: str) -> Queue:
         return client.vhost.queue(name, client)
@@ -252,12 +357,14 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
     ) -> None:
         if exchange == "":  # RabbitMQ checks this before looking the queue up
             raise AccessRefused("operation not permitted on the default exchange")
+        self._check_bind(client, "queue", queue, exchange, key)
         vhost = client.vhost
         vhost.bind(exchange, vhost.queue(queue, client), key, arguments)
 
     def unbind_queue(
         self, client: Client, queue: str, exchange: str, key: str, arguments: dict[str, Any]
     ) -> None:
+        self._check_bind(client, "queue", queue, exchange, key)
         vhost = client.vhost
         try:
             q = vhost.queue(queue, client)
@@ -267,11 +374,15 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         vhost.unbind(exchange, q, key, arguments)
 
     def purge_queue(self, client: Client, name: str) -> int:
+        if client.access is not None:
+            client.access.check("read", "queue", name)
         return client.vhost.queue(name, client).purge()
 
     def delete_queue(
         self, client: Client, name: str, *, if_unused: bool = False, if_empty: bool = False
     ) -> int:
+        if client.access is not None:
+            client.access.check("configure", "queue", name)
         return client.vhost.delete_queue_named(
             name, client=client, if_unused=if_unused, if_empty=if_empty
         )
@@ -295,15 +406,22 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         to a durable queue's store, then after the group commit that puts it on disk.
         ``publisher`` (from ``new_publisher``) is held while a queue it reached is
         congested."""
+        access = client.access
+        if access is not None:
+            access.check_publish(exchange, message, client.vhost.exchanges)
+        if message.properties.expiration is not None:
+            parse_expiration(message.properties.expiration)  # refused before routing
         store = self.message_store
         if confirm is None or store is None or message.properties.delivery_mode != 2:
-            routed = client.vhost.publish(exchange, message, publisher)
+            routed, refused = client.vhost.publish(exchange, message, publisher)
             if confirm is not None:
-                confirm(True)
+                confirm(not refused)
             return routed
         before = store.appends
-        routed = client.vhost.publish(exchange, message, publisher)
-        if store.appends != before:
+        routed, refused = client.vhost.publish(exchange, message, publisher)
+        if refused:  # a full queue with overflow reject-publish: nack at once
+            confirm(False)
+        elif store.appends != before:
             store.when_durable(confirm)
         else:
             confirm(True)
@@ -317,6 +435,9 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
 
     def get(self, session: Session, name: str, no_ack: bool) -> tuple[int, Entry, int] | None:
         """basic.get: (delivery tag, entry, messages left) or None when empty."""
+        access = session.client.access
+        if access is not None:
+            access.check("read", "queue", name)
         queue = session.client.vhost.queue(name, session.client)
         got = session.get(queue, no_ack)
         if got is None:
@@ -334,14 +455,25 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin):
         arguments: dict[str, Any] | None = None,
     ) -> Consumer:
         """Register a consumer; call ``session.start(consumer)`` to begin deliveries."""
+        access = session.client.access
+        if access is not None:
+            access.check("read", "queue", name)
+        limit = self.consumer_max_per_channel
+        if limit and len(session.consumers) >= limit:
+            raise NotAllowed(f"reached maximum ({limit}) of consumers per channel")
         queue = session.client.vhost.queue(name, session.client)
         return session.consume(
             queue, tag, no_ack=no_ack, exclusive=exclusive, arguments=arguments
         )
 
-    def check_exchange(self, client: Client, name: str) -> None:
-        """Raise NotFound unless the exchange exists (tx publishes are checked early)."""
-        client.vhost.exchange(name)
+    def check_publish(self, client: Client, exchange: str, message: Message) -> None:
+        """What ``publish`` checks before routing: rights (AccessRefused, or
+        PreconditionFailed for a foreign user-id), then that the exchange exists
+        (NotFound). A transaction checks its publishes when they arrive."""
+        access = client.access
+        if access is not None:
+            access.check_publish(exchange, message, client.vhost.exchanges)
+        client.vhost.exchange(exchange)
 
     def vhost(self, name: str) -> VHost:
         vhost = self.vhosts.get(name)

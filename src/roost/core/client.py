@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from roost.core.stats import Traffic
 
 if TYPE_CHECKING:
+    from roost.core.access import Access
     from roost.core.auth import User
     from roost.core.queues.base import Queue
     from roost.core.session import Session
@@ -44,8 +45,17 @@ class Client:
         # set by the protocol adapter while publisher flow control pauses this client
         # (RabbitMQ's connection state "flow")
         self.flow_held = False
+        # set by the protocol adapter: a TLS connection, and how the client logged in
+        self.ssl = False
+        self.auth_mechanism = "PLAIN"
+        # set by the adapter while a resource alarm is in effect: "blocking" (will be
+        # blocked at its next publish) or "blocked" (RabbitMQ's connection states)
+        self.alarm_state = ""
         # bytes in and out, counted by the protocol adapter from the first byte on
         self.traffic = traffic if traffic is not None else Traffic()
+        # the user's compiled rights in this vhost (core/access.py); None for the broker's
+        # own clients (definitions import), which may do anything
+        self.access: Access | None = None
 
     @property
     def name(self) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from roost.core.features.consumer_timeout import ACK_TIMEOUT, seconds
+
 if TYPE_CHECKING:
     from roost.core.queues.base import Queue
     from roost.core.session import Session
@@ -11,6 +13,7 @@ if TYPE_CHECKING:
 
 class Consumer:
     __slots__ = (
+        "ack_timeout",
         "arguments",
         "exclusive",
         "no_ack",
@@ -43,6 +46,8 @@ class Consumer:
         priority = arguments.get("x-priority", 0)
         self.priority = priority if isinstance(priority, int) else 0
         self.unacked = 0
+        # the default deadline of this consumer's deliveries, in seconds (0: none)
+        self.ack_timeout = seconds(arguments.get(ACK_TIMEOUT))
 
     def has_credit(self) -> bool:
         session = self.session

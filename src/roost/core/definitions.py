@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from roost import __version__
-from roost.core.auth import User
+from roost.core.auth import BCRYPT, User
 from roost.core.client import Client
 from roost.core.errors import PreconditionFailed
 from roost.core.info import ImportReport
@@ -24,10 +24,19 @@ SCHEMA: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "vhosts": (("name",), {"description": None, "tags": None, "default_queue_type": None}),
     "users": (
         ("name",),
-        {"password_hash": None, "password": None, "hashing_algorithm": None, "tags": []},
+        {
+            "password_hash": None,
+            "password": None,
+            "hashing_algorithm": None,
+            "tags": [],
+            "limits": {},
+            "password_bcrypt_base64": None,  # dispatchd's users
+        },
     ),
     "permissions": (("user", "vhost", "configure", "write", "read"), {}),
     "topic_permissions": (("user", "vhost", "exchange", "write", "read"), {}),
+    # only RabbitMQ's "vhost-limits" component is applied; other parameters are skipped
+    "parameters": (("vhost", "component", "name", "value"), {}),
     "policies": (
         ("vhost", "name", "pattern", "definition"),
         {"priority": 0, "apply-to": "all"},
@@ -43,9 +52,9 @@ SCHEMA: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
 }
 GLOBAL_SECTIONS = ("vhosts", "users", "permissions", "topic_permissions")
-ORDER = (*GLOBAL_SECTIONS, "policies", "exchanges", "queues", "bindings")
+ORDER = (*GLOBAL_SECTIONS, "parameters", "policies", "exchanges", "queues", "bindings")
 BOOLEAN_KEYS = ("durable", "auto_delete", "internal")
-MAP_KEYS = ("arguments", "definition")
+MAP_KEYS = ("arguments", "definition", "limits")
 
 
 def _validate(data: Any, vhost: str | None) -> dict[str, list[dict[str, Any]]]:
@@ -56,6 +65,9 @@ def _validate(data: Any, vhost: str | None) -> dict[str, list[dict[str, Any]]]:
         items = data.get(section)
         if items is None:
             continue
+        if section == "users" and isinstance(items, dict):
+            # dispatchd's config: {"users": {"name": {"password_bcrypt_base64": "…"}}}
+            items = [{"name": k, **v} if isinstance(v, dict) else v for k, v in items.items()]
         if vhost is not None and section in GLOBAL_SECTIONS:
             continue  # a vhost's definitions carry no users, vhosts or permissions
         if not isinstance(items, list):
@@ -107,13 +119,18 @@ def import_definitions(
             creator=creator,
         )
     for entry in sections.get("users", []):
+        password_hash, algorithm = entry["password_hash"], entry["hashing_algorithm"]
+        if entry["password_bcrypt_base64"] is not None and password_hash is None:
+            password_hash, algorithm = entry["password_bcrypt_base64"], BCRYPT
         broker.put_user(
             entry["name"],
             password=entry["password"],
-            password_hash=entry["password_hash"],
-            hashing_algorithm=entry["hashing_algorithm"],
+            password_hash=password_hash,
+            hashing_algorithm=algorithm,
             tags=entry["tags"],
         )
+        for name, value in entry["limits"].items():
+            broker.put_user_limit(entry["name"], name, value)
     for entry in sections.get("permissions", []):
         broker.put_permission(
             entry["user"],
@@ -130,6 +147,10 @@ def import_definitions(
             write=entry["write"],
             read=entry["read"],
         )
+    for entry in sections.get("parameters", []):
+        if entry["component"] == "vhost-limits" and isinstance(entry["value"], dict):
+            for name, value in entry["value"].items():
+                broker.put_vhost_limit(entry["vhost"], name, value)
     for entry in sections.get("policies", []):
         broker.put_policy(
             entry["vhost"],
@@ -206,7 +227,7 @@ def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, An
                 "password_hash": u.password_hash,
                 "hashing_algorithm": u.hashing_algorithm,
                 "tags": list(u.tags),
-                "limits": {},
+                "limits": dict(broker.user_limits.get(u.name, {})),
             }
             for u in broker.users.values()
         ]
@@ -232,7 +253,14 @@ def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, An
             for (u, v, x), p in broker.topic_permissions.items()
         ]
         out["global_parameters"] = []
-    out["parameters"] = []
+    out["parameters"] = [
+        where(
+            {"value": dict(v.limits), "component": "vhost-limits", "name": "limits"},
+            v.name,
+        )
+        for v in vhosts
+        if v.limits
+    ]
     out["policies"] = [
         where(
             {

@@ -136,6 +136,8 @@ class ConnectionInfo:
     state: str = "running"
     closed_reason: str | None = None
     closed_at: float | None = None
+    ssl: bool = False
+    auth_mechanism: str = "PLAIN"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +168,7 @@ class ConsumerInfo:
     prefetch_count: int
     arguments: dict[str, Any]
     active: bool
+    single_active: bool = False  # on a queue with x-single-active-consumer
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +276,8 @@ class NodeInfo:
     run_queue: int = 0
     mem_alarm: bool = False
     disk_free_alarm: bool = False
+    mem_limit: int = 0  # the memory high watermark in bytes
+    disk_free_limit: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from roost.core.message import EMPTY_PROPERTIES, Message
 from roost.core.queries import properties_key
 
 if TYPE_CHECKING:
+    from roost.core.access import Access
     from roost.core.auth import User
     from roost.core.exchanges import Exchange
     from roost.core.queues.base import Queue
@@ -45,12 +46,16 @@ class _NoDeliveries:
     def consumer_cancelled(self, consumer_tag: str) -> None:
         pass
 
+    def close_with(self, error: Any) -> None:
+        pass  # a management session lives for one request
+
 
 class ManageMixin:
     if TYPE_CHECKING:
         users: dict[str, User]
 
         def _vhost(self, name: str) -> VHost: ...
+        def access_for(self, user: User, vhost: str) -> Access: ...
         def check_permission(
             self, user: str, vhost: str, access: str, kind: str, name: str
         ) -> None: ...
@@ -76,7 +81,11 @@ class ManageMixin:
         account = self.users.get(user)
         if account is None:
             raise NotFound(f"no user '{user}'")
-        return Client(protocol="HTTP", peer="management", user=account, vhost=self._vhost(vhost))
+        client = Client(
+            protocol="HTTP", peer="management", user=account, vhost=self._vhost(vhost)
+        )
+        client.access = self.access_for(account, vhost)  # the checks AMQP and STOMP get
+        return client
 
     # -- queues ---------------------------------------------------------------------------
 

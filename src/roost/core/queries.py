@@ -214,7 +214,8 @@ class QueriesMixin:
 
     def login(self, username: str, password: str, *, peer_host: str) -> UserInfo:
         """Authenticate as a protocol would (loopback-only users included)."""
-        return _user_info(self.authenticate(username, password, peer_host=peer_host))  # type: ignore[attr-defined]
+        user = self.authenticate(username, password, peer_host=peer_host, protocol="HTTP")  # type: ignore[attr-defined]
+        return _user_info(user)
 
     def list_permissions(
         self, *, user: str | None = None, vhost: str | None = None

@@ -7,6 +7,7 @@ limits, and hands every delivery to its protocol adapter through a ``DeliverySin
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.consumer import Consumer
@@ -14,6 +15,8 @@ from roost.core.errors import NotAllowed, PreconditionFailed
 
 if TYPE_CHECKING:
     from roost.core.client import Client
+    from roost.core.errors import BrokerError
+    from roost.core.features.consumer_timeout import AckTimeouts
     from roost.core.message import Message
     from roost.core.queues.base import Entry, Queue
 
@@ -27,6 +30,9 @@ class DeliverySink(Protocol):
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
         """The broker cancelled the consumer (its queue was deleted)."""
+
+    def close_with(self, error: BrokerError) -> None:
+        """The broker ends the session with an error (a delivery not acked in time)."""
 
 
 # An unacknowledged delivery: (queue, entry, consumer or None for basic.get).
@@ -49,6 +55,11 @@ class Session:
         self._next_tag = 1
         self._unacked: dict[int, Unacked] = {}
         self._order: deque[int] = deque()  # tags in delivery order, acked ones skipped lazily
+        # acknowledgement deadlines (core.features.consumer_timeout), set by the broker
+        self.ack_timeouts: AckTimeouts | None = None
+        # tags whose own deadline passed: requeued, yet their consumer's credit stays
+        # taken until the client settles them (that late ack or nack does nothing else)
+        self._expired: dict[int, Consumer | None] = {}
 
     # -- flow -----------------------------------------------------------------------------
 
@@ -125,6 +136,8 @@ class Session:
     def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None:
         tag = self._next_tag
         self._next_tag = tag + 1
+        message = entry.message
+        assert message is not None  # the queue pages a message in before handing it out
         if consumer.no_ack:
             queue.settle(entry)
         else:
@@ -132,8 +145,9 @@ class Session:
             self._order.append(tag)
             consumer.unacked += 1
             self.unacked_count += 1
-        message = entry.message
-        assert message is not None  # the queue pages a message in before handing it out
+            timeouts = self.ack_timeouts
+            if timeouts is not None and (consumer.ack_timeout or message.properties.headers):
+                timeouts.delivered(self, tag, consumer.ack_timeout, message)
         self.sink.deliver(consumer.tag, tag, entry.redelivered, message)
 
     def get(self, queue: Queue, no_ack: bool) -> tuple[int, Entry] | None:
@@ -149,14 +163,19 @@ class Session:
             self._unacked[tag] = (queue, entry, None)
             self._order.append(tag)
             self.unacked_count += 1
+            message = entry.message
+            timeouts = self.ack_timeouts
+            if timeouts is not None and message is not None and message.properties.headers:
+                timeouts.delivered(self, tag, 0.0, message)
         return tag, entry
 
     # -- settling -------------------------------------------------------------------------
 
     def _pop(self, tag: int, multiple: bool) -> list[Unacked]:
         unacked = self._unacked
+        late = bool(self._expired) and self._settle_expired(tag, multiple)
         if multiple:
-            if tag != 0 and tag not in unacked:
+            if tag != 0 and tag not in unacked and not late:
                 raise PreconditionFailed(f"unknown delivery tag {tag}")
             out: list[Unacked] = []
             order = self._order
@@ -167,6 +186,8 @@ class Session:
             return out
         item = unacked.pop(tag, None)
         if item is None:
+            if late:
+                return []  # its deadline had passed: it was requeued already
             raise PreconditionFailed(f"unknown delivery tag {tag}")
         order = self._order
         if order and order[0] == tag:
@@ -238,11 +259,67 @@ class Session:
         items = list(self._unacked.values())
         self._unacked.clear()
         self._order.clear()
+        if self._expired:
+            self._forget_expired()
+            self._kick()
         self._release(items)
         self._requeue(items)
 
     def has_unacked(self) -> bool:
         return bool(self._unacked)
+
+    # -- acknowledgement deadlines (core.features.consumer_timeout) ----------------------------
+
+    @property
+    def next_tag(self) -> int:
+        """Every delivery tag below this one has been handed out."""
+        return self._next_tag
+
+    def is_unacked(self, tag: int) -> bool:
+        return tag in self._unacked
+
+    def oldest_unacked(self, skip: Container[int] = ()) -> int | None:
+        """The earliest delivery still unacknowledged, ignoring the tags in ``skip``."""
+        order, unacked = self._order, self._unacked
+        while order and order[0] not in unacked:
+            order.popleft()
+        for tag in order:
+            if tag in unacked and tag not in skip:
+                return tag
+        return None
+
+    def expire(self, tag: int) -> None:
+        """A delivery's own deadline passed: back to its queue, for another consumer. The
+        consumer keeps that credit slot until the client acks or nacks the tag."""
+        item = self._unacked.pop(tag, None)
+        if item is None:
+            return
+        queue, entry, consumer = item
+        self._expired[tag] = consumer
+        queue.requeue([entry])
+
+    def _settle_expired(self, tag: int, multiple: bool) -> bool:
+        """A late ack/nack of expired deliveries returns their credit; True if any."""
+        expired = self._expired
+        if multiple:
+            tags = [t for t in expired if tag == 0 or t <= tag]
+        else:
+            tags = [tag] if tag in expired else []
+        for t in tags:
+            self._give_back(expired.pop(t))
+        if tags:
+            self._kick()
+        return bool(tags)
+
+    def _forget_expired(self) -> None:
+        for consumer in self._expired.values():
+            self._give_back(consumer)
+        self._expired.clear()
+
+    def _give_back(self, consumer: Consumer | None) -> None:
+        self.unacked_count -= 1
+        if consumer is not None:
+            consumer.unacked -= 1
 
     # -- end ------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, Resou
 from roost.core.exchanges import Exchange, exchange_class, make_exchange
 from roost.core.exchanges.default import DefaultExchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
+from roost.core.features.settings import validate_arguments
 from roost.core.queues.base import Queue
 from roost.core.queues.kinds import queue_class
 from roost.core.queues.streams import Streams
@@ -92,6 +93,8 @@ class VHost:
         self.description = ""
         self.tags: list[str] = []
         self.default_queue_type = "classic"
+        # RabbitMQ's vhost limits (max-connections, max-queues); core/quotas.py sets them
+        self.limits: dict[str, int] = {}
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -224,7 +227,10 @@ class VHost:
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: dict[str, Any] | None = None,
+        server_named: bool = False,
     ) -> Queue:
+        """``server_named``: the caller chose an ``amq.gen-`` name for a declare without
+        one (so that it could check its permissions on that name first)."""
         arguments = arguments or {}
         if passive:
             if not name:
@@ -232,15 +238,24 @@ class VHost:
             return self.queue(name, client)
         if not name:
             name = server_name()
-        elif name.startswith("amq."):
+        elif name.startswith("amq.") and not server_named:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
         existing = self.queues.get(name)
         if existing is not None:
             self.queue(name, client)  # exclusivity check
             self._check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments)
             return existing
+        limit = self.limits.get("max-queues")
+        if limit is not None and 0 <= limit <= len(self.queues):
+            raise PreconditionFailed(
+                f"cannot declare queue '{name}': queue limit in vhost '{self.name}' "
+                f"({limit}) is reached"
+            )
         owner = client if exclusive else None
-        queue = queue_class(arguments)(
+        cls = queue_class(arguments)
+        if cls.kind == "classic":
+            validate_arguments(arguments, name, self.name)
+        queue = cls(
             self,
             name,
             durable=durable,
@@ -336,9 +351,9 @@ class VHost:
 
     def publish(
         self, exchange_name: str, message: Message, publisher: Publisher | None = None
-    ) -> int:
-        """Route and enqueue; the number of queues reached. A congested queue holds the
-        ``publisher`` (core/flow.py)."""
+    ) -> tuple[int, int]:
+        """Route and enqueue: (queues reached, queues that refused it: overflow
+        reject-publish). A congested queue holds the ``publisher`` (core/flow.py)."""
         ex = self.exchanges.get(exchange_name)
         if ex is None:
             raise NotFound(f"no exchange '{exchange_name}' in vhost '{self.name}'")
@@ -348,13 +363,15 @@ class VHost:
             )
         queues = self.route(ex, message)
         ex.stat_in += 1
+        refused = 0
         for queue in queues:
-            queue.push(message)
+            if not queue.push(message):
+                refused += 1
             if publisher is not None and queue.flow.congested:
                 queue.flow.hold(publisher)
         if queues:
             ex.stat_out += 1
-        return len(queues)
+        return len(queues), refused
 
     # -- change notification --------------------------------------------------------------
 

@@ -237,6 +237,19 @@ def cmd_close(api: ApiClient, args: argparse.Namespace) -> None:
     api.delete(f"/api/connections/{seg(args.name)}", headers={"X-Reason": args.reason})
 
 
+def _node(api: ApiClient) -> str:
+    return str(api.get("/api/nodes")[0]["name"])
+
+
+def cmd_set_memory_watermark(api: ApiClient, args: argparse.Namespace) -> None:
+    """rabbitmqctl set_vm_memory_high_watermark, over Roost's own HTTP call."""
+    api.put(f"/api/nodes/{seg(_node(api))}/vm-memory-high-watermark", {"limit": args.limit})
+
+
+def cmd_set_disk_free_limit(api: ApiClient, args: argparse.Namespace) -> None:
+    api.put(f"/api/nodes/{seg(_node(api))}/disk-free-limit", {"limit": args.limit})
+
+
 def chunks(data: dict[str, Any], size: int) -> list[dict[str, Any]]:
     """Split a definitions document into imports of at most ``size`` objects each, in
     dependency order (vhosts and users before permissions, exchanges before bindings)."""

@@ -131,6 +131,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", default="closed by roost ctl")
     p.set_defaults(ctl_func=c.cmd_close)
 
+    p = sub.add_parser(
+        "set-vm-memory-high-watermark",
+        help="set the memory alarm threshold: a fraction of RAM (0.4) or a size (512MiB)",
+    )
+    p.add_argument("limit")
+    p.set_defaults(ctl_func=c.cmd_set_memory_watermark)
+
+    p = sub.add_parser(
+        "set-disk-free-limit", help="set the disk alarm threshold (50MB, 2GiB, mem_relative:1.0)"
+    )
+    p.add_argument("limit")
+    p.set_defaults(ctl_func=c.cmd_set_disk_free_limit)
+
     p = sub.add_parser("definitions", help="export or import definitions (RabbitMQ JSON)")
     ds = p.add_subparsers(dest="action", required=True)
     ex = ds.add_parser("export")

@@ -64,6 +64,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             return problem_response(HTTPProblem(404, "Object Not Found", "Not Found"))
         if exc.status == 405:
             return problem_response(HTTPProblem(405, "method_not_allowed", exc.reason))
+        if exc.status == 413:  # --http-max-body-size
+            return problem_response(HTTPProblem(413, "payload_too_large", exc.text or exc.reason))
         raise
 
 
@@ -128,9 +130,10 @@ def create_app(broker: Broker, settings: HttpSettings | None = None) -> web.Appl
     server_log = logging.getLogger("aiohttp.server")
     if _quiet not in server_log.filters:
         server_log.addFilter(_quiet)
-    app = web.Application(middlewares=[errors, auth], client_max_size=64 * 1024 * 1024)
+    settings = settings or HttpSettings()
+    app = web.Application(middlewares=[errors, auth], client_max_size=settings.max_body_size)
     app[BROKER] = broker
-    app[SETTINGS] = settings or HttpSettings()
+    app[SETTINGS] = settings
     routes = all_routes()
     for route in routes:
         app.router.add_route(route.method, route.path, route.handler)

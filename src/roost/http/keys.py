@@ -15,6 +15,7 @@ class HttpSettings:
     stats_interval: float = 5.0  # seconds between rate samples
     statsd: str | None = None  # HOST:PORT to push counters to, or None
     statsd_prefix: str = "roost"
+    max_body_size: int = 64 * 1024 * 1024  # larger request bodies get 413
 
 
 BROKER = web.AppKey("broker", Broker)

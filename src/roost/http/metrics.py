@@ -143,6 +143,15 @@ def render(broker: Broker, *, per_object: bool) -> str:
     out.one(
         "rabbitmq_alarms_free_disk_space_watermark", "gauge", "Disk alarm on", node.disk_free_alarm
     )
+    out.one(
+        "rabbitmq_resident_memory_limit_bytes", "gauge", "Memory high watermark", node.mem_limit
+    )
+    out.one(
+        "rabbitmq_disk_space_available_limit_bytes",
+        "gauge",
+        "Free disk space low watermark",
+        node.disk_free_limit,
+    )
     out.metric(
         "rabbitmq_identity_info",
         "gauge",

@@ -136,8 +136,8 @@ def connection(c: ConnectionInfo) -> dict[str, Any]:
         "user": c.user,
         "user_who_performed_action": c.user,
         "protocol": c.protocol,
-        "auth_mechanism": "PLAIN",
-        "ssl": False,
+        "auth_mechanism": c.auth_mechanism,
+        "ssl": c.ssl,
         "peer_host": c.peer_host,
         "peer_port": c.peer_port,
         "connected_at": int(c.connected_at * 1000),
@@ -197,8 +197,15 @@ def consumer(c: ConsumerInfo) -> dict[str, Any]:
         "prefetch_count": c.prefetch_count,
         "arguments": _jsonable(c.arguments),
         "active": c.active,
-        "activity_status": "up" if c.active else "waiting",
+        "activity_status": _activity_status(c),
     }
+
+
+def _activity_status(c: ConsumerInfo) -> str:
+    """RabbitMQ's words: a single active consumer is ``single_active``, the others wait."""
+    if not c.active:
+        return "waiting"
+    return "single_active" if c.single_active else "up"
 
 
 def vhost(v: VHostInfo) -> dict[str, Any]:

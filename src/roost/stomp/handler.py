@@ -17,7 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost import __version__
-from roost.core.broker import Broker, Message, Traffic
+from roost.core.broker import ACK_TIMEOUT, Broker, Message, Traffic
 from roost.core.errors import (
     AccessRefused,
     BrokerError,
@@ -69,6 +69,10 @@ class StompTransport(Protocol):
     """What the handler needs from TCP or WebSocket."""
 
     peer: str
+    # CN of the verified TLS client certificate, if any: a CONNECT without login logs in
+    # as that user (RabbitMQ's stomp.ssl_cert_login)
+    cert_user: str | None
+    tls: bool
 
     def write(self, data: bytes) -> None: ...
 
@@ -76,6 +80,11 @@ class StompTransport(Protocol):
         """Flush what was written, then close."""
 
     def abort(self) -> None: ...
+
+    def pause_reading(self) -> None:
+        """Read no more input until ``resume_reading`` (a resource alarm)."""
+
+    def resume_reading(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -94,9 +103,9 @@ class Subscription:
     queue: str
     ack: str
     prefix: str | None = None
-    ack_timeout: float = 0.0
-    # delivery tag -> its ack-timeout timer (None without one), in delivery order
-    outstanding: dict[int, asyncio.TimerHandle | None] = field(default_factory=dict)
+    ack_timeout: float = 0.0  # the core requeues what is not acked in time
+    # delivery tags not yet acknowledged by the client, in delivery order
+    outstanding: dict[int, None] = field(default_factory=dict)
 
 
 class StompHandler:
@@ -131,6 +140,10 @@ class StompHandler:
         self._wrote = False
         self._timers: list[asyncio.TimerHandle] = []
         self._timers.append(self._loop.call_later(settings.connect_timeout, self._connect_timeout))
+        # resource alarms (core/alarms.py): the next SEND while one is in effect stops
+        # reading this connection until it clears; subscribers keep receiving
+        self._alarms: frozenset[str] = frozenset()
+        self._alarm_blocked = False
         registry.add(self)
 
     # -- input ----------------------------------------------------------------------------
@@ -155,7 +168,9 @@ class StompHandler:
         except StompError as exc:
             self._error(exc.message, exc.detail, frame)
         except BrokerError as exc:
-            self._error(ERROR_NAMES.get(type(exc), "internal_error"), exc.text, frame)
+            # RabbitMQ's body: "ACCESS_REFUSED - access to queue 'q' in vhost '/' refused…"
+            name = ERROR_NAMES.get(type(exc), "internal_error")
+            self._error(name, f"{name.upper()} - {exc.text}", frame)
         except Exception:
             log.exception("%s: internal error while handling %r", self.transport.peer, frame)
             self._error("internal_error", "internal error", frame)
@@ -178,6 +193,11 @@ class StompHandler:
             work.append(lambda: handler(self, frame))
         else:
             handler(self, frame)
+        if command == "SEND" and self._alarms and not self._alarm_blocked:
+            self._alarm_blocked = True
+            self.client.alarm_state = "blocked"
+            log.info("%s: blocked by resource alarm(s)", self.transport.peer)
+            self.transport.pause_reading()
         receipt = frame.get("receipt")
         if receipt is not None and command != "DISCONNECT" and not self.closed:
             self.write_frame("RECEIPT", [("receipt-id", receipt)])
@@ -224,13 +244,25 @@ class StompHandler:
         self.parser.version = self.version
         login = frame.get("login")
         passcode = frame.get("passcode", "")
-        if login is None:  # RabbitMQ's default_user for clients that send no login
-            login, passcode = self.settings.default_user, self.settings.default_passcode
         host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
+        cert_user = self.transport.cert_user
         try:
-            user = self.broker.authenticate(login, passcode or "", peer_host=host)
+            if login is None and cert_user is not None:
+                user = self.broker.authenticate_external(cert_user, peer_host=host)
+            else:
+                if login is None:  # RabbitMQ's default_user for clients that send no login
+                    login = self.settings.default_user
+                    passcode = self.settings.default_passcode
+                user = self.broker.authenticate(
+                    login,
+                    passcode or "",
+                    peer_host=host,
+                    protocol=self.protocol,
+                    peer=self.transport.peer,
+                )
         except AccessRefused as exc:
-            log.warning("%s: STOMP authentication failed: %s", self.transport.peer, exc.text)
+            if login is None:  # password logins are logged by the broker
+                log.warning("%s: STOMP certificate login failed: %s", self.transport.peer, exc.text)
             raise StompError("access_refused", "Bad CONNECT: authentication failed") from exc
         vhost = frame.get("host") or "/"
         if vhost not in self.broker.vhosts:
@@ -245,7 +277,12 @@ class StompHandler:
             properties={"product": frame.get("client-id", "STOMP client")},
             traffic=self.traffic,
         )
+        self.client.ssl = self.transport.tls
+        self.client.auth_mechanism = "EXTERNAL" if login is None and cert_user else "PLAIN"
         self.session = self.broker.open_session(self.client, self)
+        alarms = self.broker.resource_alarms
+        alarms.subscribe(self._alarms_changed)
+        self._alarms_changed(alarms.active)
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
@@ -302,6 +339,8 @@ class StompHandler:
     def _check_heartbeat(self, interval: float) -> None:
         if self.closed:
             return
+        if self._alarm_blocked:  # its heart-beats wait unread in the socket
+            self._heard = self._loop.time()
         silent = self._loop.time() - self._heard
         if silent > 2 * interval:  # the spec's "some tolerance": two whole intervals
             log.warning("%s: missed heart-beats from client", self.transport.peer)
@@ -465,9 +504,17 @@ class StompHandler:
         assert self.session is not None
         session = self.session
         session.prefetch_count = prefetch
+        # the subscription's ack-timeout is the consumer's default deadline (core.features.
+        # consumer_timeout); a message's own ack-timeout header wins over it
+        arguments = {ACK_TIMEOUT: sub.ack_timeout} if sub.ack_timeout > 0 else {}
         try:
             consumer = self.broker.consume(
-                session, sub.queue, sub.id, no_ack=sub.ack == "auto", exclusive=False
+                session,
+                sub.queue,
+                sub.id,
+                no_ack=sub.ack == "auto",
+                exclusive=False,
+                arguments=arguments,
             )
         finally:
             session.prefetch_count = 0
@@ -513,11 +560,7 @@ class StompHandler:
             if self.version == "1.2":
                 headers.append(("ack", tag))
             self._max_tag = delivery_tag
-            timer: asyncio.TimerHandle | None = None
-            timeout = _message_ack_timeout(message) or sub.ack_timeout
-            if timeout > 0:
-                timer = self._loop.call_later(timeout, self._ack_timed_out, sub, delivery_tag)
-            sub.outstanding[delivery_tag] = timer
+            sub.outstanding[delivery_tag] = None
             self.tag_subscription[delivery_tag] = sub
         headers.extend(headers_from_properties(message.properties))
         self.write_frame("MESSAGE", headers, message.body)
@@ -527,16 +570,15 @@ class StompHandler:
         if sub is not None:
             self._error("subscription cancelled", f"the queue of '{sub.destination}' was deleted")
 
+    def close_with(self, error: BrokerError) -> None:
+        """The core ends the session: a delivery was not acknowledged in time."""
+        if not self.closed:
+            self._error("delivery acknowledgement timed out", error.text)
+
     def _settle_one(self, tag: int) -> None:
         sub = self.tag_subscription.get(tag)
         if sub is not None and not self.closed:
             self._settle(sub, [tag], requeue=None)
-
-    def _ack_timed_out(self, sub: Subscription, tag: int) -> None:
-        """Not acknowledged in time: back to the queue, for the next subscriber."""
-        if tag in sub.outstanding and not self.closed:
-            sub.outstanding[tag] = None
-            self._settle(sub, [tag], requeue=True)
 
     # -- acknowledging --------------------------------------------------------------------
 
@@ -556,7 +598,7 @@ class StompHandler:
         sub = self.tag_subscription.get(tag)
         if sub is None or tag not in sub.outstanding:
             if 0 < tag <= self._max_tag:
-                return  # already settled (an ack-timeout redelivered it): nothing to do
+                return  # settled already: nothing to do
             raise StompError("invalid ack", f"unknown {key} '{text}'")
         # client mode is cumulative, within the subscription
         tags = [t for t in sub.outstanding if t <= tag] if sub.ack == "client" else [tag]
@@ -567,9 +609,7 @@ class StompHandler:
         assert self.session is not None
         session = self.session
         for tag in tags:
-            timer = sub.outstanding.pop(tag, None)
-            if timer is not None:
-                timer.cancel()
+            sub.outstanding.pop(tag, None)
             self.tag_subscription.pop(tag, None)
             if requeue is None:
                 session.ack(tag, False)
@@ -620,12 +660,9 @@ class StompHandler:
         self.closed = True
         for timer in self._timers:
             timer.cancel()
-        for sub in self.subscriptions.values():
-            for timer in sub.outstanding.values():  # type: ignore[assignment]
-                if timer is not None:
-                    timer.cancel()
         self.transactions.clear()
         self.registry.discard(self)
+        self.broker.resource_alarms.unsubscribe(self._alarms_changed)
         if self.client is not None and self.client.id in self.broker.clients:
             self.broker.disconnect(self.client, self.close_reason)
             log.info(
@@ -635,6 +672,17 @@ class StompHandler:
                 self.client.user.name,
                 self.close_reason or "closed",
             )
+
+    def _alarms_changed(self, active: frozenset[str]) -> None:
+        self._alarms = active
+        if self.client is not None:
+            self.client.alarm_state = (
+                "" if not active else "blocked" if self._alarm_blocked else "blocking"
+            )
+        if not active and self._alarm_blocked:
+            self._alarm_blocked = False
+            if not self.closed:
+                self.transport.resume_reading()
 
     def connection_lost(self) -> None:
         self.close_reason = self.close_reason or "client closed the socket"
@@ -662,17 +710,3 @@ class StompHandler:
         "ABORT": on_abort,
         "DISCONNECT": on_disconnect,
     }
-
-
-def _message_ack_timeout(message: Message) -> float:
-    """ocamlmq's per-message ``ack-timeout`` header (seconds), carried in AMQP headers."""
-    headers = message.properties.headers
-    if not headers:
-        return 0.0
-    value = headers.get("ack-timeout")
-    if value is None:
-        return 0.0
-    try:
-        return float(value.decode() if isinstance(value, bytes) else value)
-    except (TypeError, ValueError):
-        return 0.0

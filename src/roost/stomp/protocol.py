@@ -9,6 +9,7 @@ from typing import Any
 
 from roost.core.broker import Broker
 from roost.stomp.handler import StompHandler, StompSettings
+from roost.tls import certificate_user
 
 log = logging.getLogger("roost.stomp")
 
@@ -21,6 +22,8 @@ class StompServerProtocol(asyncio.Protocol):
         self.settings = settings
         self.registry = registry
         self.peer = "?"
+        self.cert_user: str | None = None
+        self.tls = False
         self.handler: StompHandler | None = None
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_event_loop()
@@ -35,6 +38,8 @@ class StompServerProtocol(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.tls = transport.get_extra_info("ssl_object") is not None
+        self.cert_user = certificate_user(transport) if self.tls else None
         self.handler = StompHandler(self.broker, self.settings, self, self.registry)
         log.debug("%s: accepted STOMP connection", self.peer)
 
@@ -95,3 +100,11 @@ class StompServerProtocol(asyncio.Protocol):
     def abort(self) -> None:
         if self._transport is not None:
             self._transport.abort()
+
+    def pause_reading(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()

@@ -14,6 +14,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from roost.core.broker import Broker
 from roost.stomp.handler import StompHandler, StompSettings
+from roost.tls import certificate_user
 
 log = logging.getLogger("roost.stomp")
 
@@ -30,13 +31,17 @@ class WebSocketTransport:
     """Queues frames for a writer task: the handler writes synchronously. Deliveries
     pause while more than PAUSE_AT bytes wait, as TCP's pause_writing does."""
 
-    def __init__(self, ws: web.WebSocketResponse, peer: str) -> None:
+    def __init__(self, ws: web.WebSocketResponse, peer: str, cert_user: str | None) -> None:
         self.ws = ws
         self.peer = peer
+        self.cert_user = cert_user
+        self.tls = False
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.handler: StompHandler | None = None
         self.queued = 0
         self.paused = False
+        self.reading = asyncio.Event()  # cleared while a resource alarm blocks input
+        self.reading.set()
 
     def write(self, data: bytes) -> None:
         self.queue.put_nowait(data)
@@ -52,9 +57,17 @@ class WebSocketTransport:
 
     def close(self) -> None:
         self.queue.put_nowait(None)
+        self.reading.set()
 
     def abort(self) -> None:
         self.queue.put_nowait(None)
+        self.reading.set()
+
+    def pause_reading(self) -> None:
+        self.reading.clear()
+
+    def resume_reading(self) -> None:
+        self.reading.set()
 
     async def run_writer(self) -> None:
         ws = self.ws
@@ -88,7 +101,8 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
     await ws.prepare(request)
     peer = request.transport.get_extra_info("peername") if request.transport else None
     peer_text = f"{peer[0]}:{peer[1]}" if peer else "?"
-    transport = WebSocketTransport(ws, peer_text)
+    transport = WebSocketTransport(ws, peer_text, certificate_user(request.transport))
+    transport.tls = request.secure
     handler = StompHandler(
         request.app[BROKER_KEY],
         request.app[SETTINGS_KEY],
@@ -108,6 +122,10 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
                 break
             if handler.closed:
                 break
+            if not transport.reading.is_set():  # the next message waits in the socket
+                await transport.reading.wait()
+                if handler.closed:
+                    break
     finally:
         handler.connection_lost()
         transport.close()

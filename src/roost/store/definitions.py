@@ -39,8 +39,11 @@ class DefinitionsFile:
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
-        finally:
+        except OSError:  # a full disk: the old file stands, leave no half-written temp
             os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
         os.replace(tmp, self.path)
         dfd = os.open(self.path.parent, os.O_RDONLY)
         try:

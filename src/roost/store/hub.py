@@ -8,12 +8,20 @@ durability (publisher confirms) run after the fsync that covers them. ``fsync`` 
 * ``always``   -- fsync after every batch; confirms wait for it (the default);
 * ``interval`` -- fsync every ``interval_ms``; confirms wait for the next one;
 * ``never``    -- no fsync at all; confirms follow the write (unsafe, for benchmarks).
+
+A write that fails for lack of space (ENOSPC, EDQUOT) loses nothing: what was not
+written stays buffered and is written again every ``retry_interval`` seconds; callbacks
+waiting for durability wait with it (they are told ``False`` only if the store closes
+first), and ``on_full(True)`` / ``on_full(False)`` tell the server so it can raise and
+clear the disk alarm, which stops publishers. Any other write or fsync error settles the
+waiting callbacks with ``False`` (publisher nacks).
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import errno
 import logging
 import os
 import shutil
@@ -29,6 +37,7 @@ from roost.store.queue_store import QueueStore, _fsync_dir
 log = logging.getLogger("roost.store")
 
 FSYNC_MODES = ("always", "interval", "never")
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # write failures that mean "retry later"
 # upper bounds (seconds) of the fsync latency histogram, Prometheus style
 FSYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -83,6 +92,12 @@ class DiskStore:
         self._closed = False
         self._executor: ThreadPoolExecutor | None = None
         self._interval_handle: asyncio.TimerHandle | None = None
+        # stores whose last write failed, written again after retry_interval seconds
+        self._failed: set[QueueStore] = set()
+        self._retry_handle: asyncio.TimerHandle | None = None
+        self.retry_interval = 1.0
+        self.full = False  # the last write failed for lack of space
+        self.on_full: Callable[[bool], None] | None = None
 
     # -- queues -----------------------------------------------------------------------
 
@@ -103,9 +118,8 @@ class DiskStore:
         return removed
 
     def new_segment(self, store: QueueStore) -> None:
+        # the directory is made by the first write_pending (a mkdir may fail: disk full)
         if not store.dir_made:
-            store.dir.mkdir(parents=True, exist_ok=True)
-            store.dir_made = True
             self._new_dirs.add(store.dir.parent)
         self._new_dirs.add(store.dir)
         self.segment_count += 1
@@ -144,34 +158,75 @@ class DiskStore:
     def _tick(self) -> None:
         assert self._loop is not None
         self._interval_handle = self._loop.call_later(self.interval, self._tick)
-        self._write()
-        self._start_sync()
+        if self._write():
+            self._start_sync()
 
     def flush(self) -> None:
         self._flush_scheduled = False
         if self._closed:
             return
-        self._write()
+        if not self._write():
+            return  # out of space: waiters wait for the retry
         if self.mode == "always":
             self._start_sync()
         elif self.mode == "never":
             self._settle(self._take_waiters(), True)
 
-    def _write(self) -> None:
+    def _write(self) -> bool:
+        """Write every dirty store's buffers; False while some could not be written for
+        lack of space (they stay buffered and are retried; see the module doc)."""
         for hook in self.before_flush:
             hook()
         dirty, self._dirty = self._dirty, set()
+        dirty |= self._failed
+        self._failed = set()
+        no_space: OSError | None = None
         failed = False
         for store in dirty:
             if store.deleted:
                 continue
             try:
-                self._unsynced.update(store.write_pending())
+                store.write_pending(self._unsynced)
             except OSError as exc:
+                self._failed.add(store)
+                if exc.errno in NO_SPACE:
+                    no_space = exc
+                    continue
                 failed = True
                 log.error("store %s: write failed: %s", store.label, exc)
-        if failed:
+        if self._failed:
+            self._schedule_retry()
+        if no_space is not None:
+            self._set_full(True, no_space)
+        elif self.full and not self._failed:
+            self._set_full(False)
+        if failed and no_space is None:
             self._settle(self._take_waiters(), False)
+        return no_space is None
+
+    def _set_full(self, full: bool, exc: OSError | None = None) -> None:
+        if full == self.full:
+            return
+        self.full = full
+        if full:
+            log.error(
+                "store: out of disk space (%s); unwritten messages stay in memory and"
+                " their confirms wait; retrying every %gs",
+                exc,
+                self.retry_interval,
+            )
+        else:
+            log.warning("store: writing again after running out of disk space")
+        if self.on_full is not None:
+            self.on_full(full)
+
+    def _schedule_retry(self) -> None:
+        if self._retry_handle is None and self._loop is not None and not self._closed:
+            self._retry_handle = self._loop.call_later(self.retry_interval, self._retry)
+
+    def _retry(self) -> None:
+        self._retry_handle = None
+        self.flush()
 
     def _take_waiters(self) -> list[Waiter]:
         waiters, self._waiters = self._waiters, []
@@ -190,7 +245,7 @@ class DiskStore:
         def done(fut: asyncio.Future[float]) -> None:
             self._syncing = False
             exc = fut.exception()
-            if exc is not None:
+            if exc is not None:  # the kernel may have dropped the pages: never confirm
                 log.error("store: fsync failed: %s", exc)
             else:
                 self.fsync_stats.observe(fut.result())
@@ -209,18 +264,22 @@ class DiskStore:
                 log.exception("store: durability callback failed")
 
     def sync_now(self) -> None:
-        """Write and fsync everything now, on this thread (tests, shutdown)."""
-        self._write()
+        """Write and fsync everything now, on this thread (tests, shutdown). Waiters
+        for what could not be written (disk full) hear ``False``."""
+        written = self._write()
         paths, self._unsynced = self._unsynced, set()
         dirs, self._new_dirs = self._new_dirs, set()
         if self.mode != "never":
             self.fsync_stats.observe(_sync(paths, dirs))
-        self._settle(self._take_waiters(), True)
+        self._settle(self._take_waiters(), written)
 
     async def close(self) -> None:
         """Finish what is in flight, write and sync the rest, close every file."""
         if self._interval_handle is not None:
             self._interval_handle.cancel()
+        if self._retry_handle is not None:
+            self._retry_handle.cancel()
+            self._retry_handle = None
         while self._syncing:
             await asyncio.sleep(0.005)
         self.sync_now()

@@ -15,6 +15,7 @@ A segment file is deleted when its last live record goes; when the ack log passe
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -179,29 +180,35 @@ class QueueStore:
         self.hub.bytes_changed(-size)
         self.hub.segment_count -= 1
 
-    def write_pending(self) -> list[Path]:
-        """Write buffered records and acks (no fsync); the files written."""
-        written: list[Path] = []
+    def write_pending(self, written: set[Path]) -> None:
+        """Write buffered records and acks (no fsync), adding each file written to
+        ``written``. An OSError (ENOSPC) propagates with every buffer that was not
+        written whole still buffered, at its offset: the next call writes it again over
+        whatever part reached the file, and reads keep being served from the buffer."""
+        if not self._out and not self._acks:
+            return
+        if not self.dir_made:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.dir_made = True
         files = self.hub.files
-        for seg, buf in self._out.items():
+        for seg in list(self._out):
+            buf = self._out[seg]
             path = self._seg_path(seg)
-            os.pwrite(files.fd(path), buf, self._out_at[seg])
+            _write_all(files.fd(path), buf, self._out_at[seg])
+            del self._out[seg], self._out_at[seg]
             self.bytes_on_disk += len(buf)
             self.hub.bytes_changed(len(buf))
-            written.append(path)
-        self._out.clear()
-        self._out_at.clear()
+            written.add(path)
         if self._acks:
             path = self.dir / ACK_FILE
-            os.pwrite(files.fd(path), self._acks, self._ack_size)
+            _write_all(files.fd(path), self._acks, self._ack_size)
             self._ack_size += len(self._acks)
             self.bytes_on_disk += len(self._acks)
             self.hub.bytes_changed(len(self._acks))
             self._acks.clear()
-            written.append(path)
+            written.add(path)
             if self._ack_size > self.hub.ack_compact_bytes:
                 self.compact_acks()
-        return written
 
     def compact_acks(self) -> None:
         """Rewrite the ack log from the index: a floor plus the holes and delivered marks."""
@@ -217,14 +224,17 @@ class QueueStore:
         data = b"".join(parts)
         path = self.dir / ACK_FILE
         tmp = self.dir / (ACK_FILE + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, data, 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:  # a full disk: the appended log stands, compact later
+            log.warning("store %s: ack log not compacted: %s", self.label, exc)
+            tmp.unlink(missing_ok=True)
+            return
         self.hub.files.close(path)
         os.replace(tmp, path)
         _fsync_dir(self.dir)
@@ -411,6 +421,17 @@ class QueueStore:
         self.hub.bytes_changed(-self.bytes_on_disk)
         self.bytes_on_disk = 0
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _write_all(fd: int, data: bytes | bytearray, offset: int) -> None:
+    """pwrite until all of ``data`` is at ``offset``: a nearly full disk may take part
+    of a write and refuse the rest (ENOSPC on the next call)."""
+    done = os.pwrite(fd, data, offset)
+    while done < len(data):
+        n = os.pwrite(fd, data[done:], offset + done)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        done += n
 
 
 def _ack_entry(value: int) -> bytes:

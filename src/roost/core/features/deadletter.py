@@ -1,15 +1,24 @@
-"""Dead-letter headers as RabbitMQ writes them (x-death, x-first-death-*, x-last-death-*).
+"""Dead-lettering as RabbitMQ does it: the x-death header, x-first-death-* and
+x-last-death-* headers, cycle detection, and the republish to the dead-letter exchange.
 
-Pure functions over a Message: no queue state, no store, so the same code serves
-classic and durable queues once the enqueue/settle hooks call it.
+The header functions are pure; ``publish_dead_letter`` routes through a vhost the way a
+publish does, without a publisher (no confirms, no flow control: RabbitMQ's at-most-once
+dead-lettering).
 """
 
 from __future__ import annotations
 
+import datetime
+import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roost.core.message import Message
+
+if TYPE_CHECKING:
+    from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.deadletter")
 
 REASONS = ("rejected", "expired", "maxlen", "delivery_limit")
 
@@ -23,6 +32,12 @@ def _routing_keys(message: Message) -> list[str]:
     return keys
 
 
+def _timestamp(now: float | None) -> datetime.datetime:
+    """Whole seconds, UTC: the AMQP timestamp type ('T') RabbitMQ writes."""
+    seconds = int(time.time() if now is None else now)
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+
+
 def dead_letter(
     message: Message,
     queue: str,
@@ -34,12 +49,15 @@ def dead_letter(
     """The message as it is republished to ``dlx``: x-death updated, expiration removed.
 
     An entry is keyed by (queue, reason): a repeat moves it to the front and counts up,
-    as RabbitMQ does; the newest entry is first.
+    as RabbitMQ does; the newest entry is first. ``original-expiration`` keeps the
+    message's own expiration whatever the reason (RabbitMQ 3.10 and later do). With a
+    dead-letter routing key the CC and BCC headers go, as their keys no longer apply.
     """
     if reason not in REASONS:
         raise ValueError(f"unknown dead-letter reason {reason!r}")
     props = message.properties
     headers: dict[str, Any] = dict(props.headers or {})
+    headers.pop("x-delivery-count", None)  # the queue's delivery annotation, not the message's
     deaths: list[dict[str, Any]] = [dict(d) for d in headers.get("x-death") or []]
     found = next(
         (d for d in deaths if d.get("queue") == queue and d.get("reason") == reason), None
@@ -47,38 +65,70 @@ def dead_letter(
     if found is not None:
         deaths.remove(found)
         found["count"] = int(found.get("count", 0)) + 1
-        entry = found
+        entry = dict(sorted(found.items()))  # RabbitMQ rewrites an updated entry sorted
     else:
         entry = {
             "count": 1,
             "reason": reason,
             "queue": queue,
-            "time": int(time.time() if now is None else now),
+            "time": _timestamp(now),
             "exchange": message.exchange,
             "routing-keys": _routing_keys(message),
         }
-        if reason == "expired" and props.expiration is not None:
+        if props.expiration is not None:
             entry["original-expiration"] = props.expiration
     deaths.insert(0, entry)
     headers["x-death"] = deaths
-    headers.setdefault("x-first-death-reason", reason)
-    headers.setdefault("x-first-death-queue", queue)
     headers.setdefault("x-first-death-exchange", message.exchange)
-    headers["x-last-death-reason"] = reason
-    headers["x-last-death-queue"] = queue
+    headers.setdefault("x-first-death-queue", queue)
+    headers.setdefault("x-first-death-reason", reason)
     headers["x-last-death-exchange"] = message.exchange
-    routing_key = dlx_routing_key if dlx_routing_key is not None else message.routing_key
+    headers["x-last-death-queue"] = queue
+    headers["x-last-death-reason"] = reason
+    routing_key = message.routing_key
+    if dlx_routing_key is not None:
+        routing_key = dlx_routing_key
+        headers.pop("CC", None)
+        headers.pop("BCC", None)
     new_props = props.replace(headers=headers, expiration=None)
     return Message(dlx, routing_key, new_props, message.body)
 
 
 def is_cycle(message: Message, target_queue: str) -> bool:
-    """True when dead-lettering into ``target_queue`` would loop with no rejection.
+    """True when a dead-lettered message would loop back into ``target_queue`` with no
+    rejection on the way (RabbitMQ drops it rather than loop for ever).
 
-    RabbitMQ drops such a message: it has already died in that queue and every death
-    on the way was automatic (expired/maxlen), so nothing would ever stop the loop.
+    ``message`` already carries its newest death. Walking x-death from the newest, the
+    loop is the deaths up to the first one in ``target_queue``; it is automatic when none
+    of them is ``rejected``.
     """
     deaths = (message.properties.headers or {}).get("x-death") or []
-    if not any(d.get("queue") == target_queue for d in deaths):
-        return False
-    return all(d.get("reason") != "rejected" for d in deaths)
+    for i, death in enumerate(deaths):
+        if isinstance(death, dict) and death.get("queue") == target_queue:
+            return all(
+                not isinstance(d, dict) or d.get("reason") != "rejected" for d in deaths[: i + 1]
+            )
+    return False
+
+
+def publish_dead_letter(vhost: VHost, message: Message, reason: str) -> int:
+    """Route a dead-lettered message from its exchange (``message.exchange``).
+
+    A missing exchange drops the message, as in RabbitMQ; so does a queue the message
+    would cycle into (never for ``rejected``, where a consumer breaks the loop). Returns
+    how many queues took it."""
+    ex = vhost.exchanges.get(message.exchange)
+    if ex is None:
+        log.debug("dead-letter exchange '%s' missing: message dropped", message.exchange)
+        return 0
+    ex.stat_in += 1
+    taken = 0
+    for queue in vhost.route(ex, message):
+        if reason != "rejected" and is_cycle(message, queue.name):
+            log.debug("dead-letter cycle into '%s' (%s): message dropped", queue.name, reason)
+            continue
+        if queue.push(message):
+            taken += 1
+    if taken:
+        ex.stat_out += 1
+    return taken

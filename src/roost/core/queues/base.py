@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from bisect import insort
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.errors import AccessRefused
+from roost.core.features.consumer_choice import (
+    Chooser,
+    check_consumer_arguments,
+    chooser_for,
+    single_active_argument,
+)
+from roost.core.features.lifecycle import QueueFeatures
+from roost.core.features.settings import QueueSettings
 from roost.core.flow import QueueFlow
 from roost.core.message import Message, Properties
 
@@ -25,7 +33,7 @@ if TYPE_CHECKING:
 class Entry:
     """A message's place in one queue. ``seq`` orders it; requeues go back by seq."""
 
-    __slots__ = ("deliveries", "message", "redelivered", "seq", "size", "slot")
+    __slots__ = ("deliveries", "expires", "message", "redelivered", "seq", "size", "slot")
 
     def __init__(self, seq: int, message: Message | None, size: int = 0) -> None:
         self.seq = seq
@@ -35,14 +43,28 @@ class Entry:
         self.deliveries = 0
         self.slot = 0  # the message's sequence number in the queue's store; 0: not stored
         self.size = len(message.body) if message is not None else size
+        self.expires = 0.0  # monotonic deadline (core.features.lifecycle); 0.0: never
 
     def __lt__(self, other: Entry) -> bool:
         return self.seq < other.seq
 
 
+class Ready(Protocol):
+    """The ready entries, head first: a deque here, levels in a priority queue."""
+
+    def append(self, entry: Entry, /) -> None: ...
+    def appendleft(self, entry: Entry, /) -> None: ...
+    def popleft(self) -> Entry: ...
+    def clear(self) -> None: ...
+    def __getitem__(self, index: int, /) -> Entry: ...
+    def __iter__(self) -> Iterator[Entry]: ...
+    def __len__(self) -> int: ...
+
+
 class Queue:
     kind = "classic"
     is_exchange = False
+    entry_class = Entry  # a priority queue's entries also carry the message's priority
 
     def __init__(
         self,
@@ -60,9 +82,13 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = arguments or {}
-        self.ready: deque[Entry] = deque()
+        self.ready: Ready = deque()
         self.ready_bytes = 0
         self.consumers: list[Consumer] = []
+        # who gets the next message when plain round robin is not enough: consumer
+        # priorities or a single active consumer (core.features.consumer_choice)
+        self.single_active = single_active_argument(vhost.name, name, self.arguments)
+        self.chooser: Chooser | None = None
         self.unacked = 0
         self.deleted = False
         self._had_consumer = False
@@ -79,6 +105,9 @@ class Queue:
         # durable storage (core.durability.QueueStore), set by core.persistence for durable
         # queues; only persistent messages are written to it
         self.store: QueueStore | None = None
+        # TTL, length limits, dead-lettering, queue expiry (core/features/lifecycle.py):
+        # set when arguments, a policy or a message's expiration call for it
+        self.features: QueueFeatures | None = None
 
     @property
     def exclusive(self) -> bool:
@@ -90,9 +119,15 @@ class Queue:
 
     # -- incoming -----------------------------------------------------------------------
 
-    def push(self, message: Message) -> None:
+    def push(self, message: Message) -> bool:
+        """Enqueue or deliver; False when the queue refused it (overflow reject-publish)."""
         self._seq += 1
-        entry = Entry(self._seq, message)
+        entry = self.entry_class(self._seq, message)
+        features = self.features
+        if features is None and message.properties.expiration is not None:
+            features = self._attach_features()
+        if features is not None and not features.admit(entry):
+            return False
         self.stat_published += 1
         if self.store is not None and message.properties.delivery_mode == 2:
             entry.slot = self.store.append(
@@ -104,15 +139,27 @@ class Queue:
             self.ready.append(entry)
             self.ready_bytes += entry.size
             self.flow.after_push()
+            if features is not None:
+                features.enqueued()
+        return True
+
+    def _attach_features(self) -> QueueFeatures:
+        """Features with no settings: a message's own expiration still needs them."""
+        self.features = QueueFeatures(self, QueueSettings())
+        return self.features
 
     def restore(self, slot: int, size: int, redelivered: bool) -> None:
         """Put back a message recovered from the store, paged out (no consumers yet)."""
         self._seq += 1
-        entry = Entry(self._seq, None, size)
+        entry = self._recovered_entry(self._seq, slot, size)
         entry.slot = slot
         entry.redelivered = redelivered
         self.ready.append(entry)
         self.ready_bytes += entry.size
+        (self.features or self._attach_features()).restored(entry)
+
+    def _recovered_entry(self, seq: int, slot: int, size: int) -> Entry:
+        return self.entry_class(seq, None, size)
 
     def _page_in(self, entry: Entry) -> None:
         """Read a paged-out message back from the store before it is handed out."""
@@ -129,6 +176,14 @@ class Queue:
 
     def _offer(self, entry: Entry) -> bool:
         """Hand the entry to the next consumer with credit, round robin."""
+        chooser = self.chooser
+        if chooser is not None:
+            chosen = chooser.pick()
+            if chosen is None:
+                return False
+            self._delivered(entry)
+            chosen.session.deliver(chosen, self, entry)
+            return True
         consumers = self.consumers
         n = len(consumers)
         for _ in range(n):
@@ -145,14 +200,22 @@ class Queue:
         ready = self.ready
         while ready and self.consumers:
             entry = ready.popleft()
+            if entry.expires and self._expired(entry):
+                continue
             if entry.message is None:
                 self._page_in(entry)
             if not self._offer(entry):
                 ready.appendleft(entry)
                 break
             self.ready_bytes -= entry.size
+        if self.features is not None:
+            self.features.drop_expired()
         if self.flow.congested:
             self.flow.after_drain()
+
+    def _expired(self, entry: Entry) -> bool:
+        """A popped head that expired is dropped (dead-lettered) instead of delivered."""
+        return self.features is not None and self.features.expire_popped(entry)
 
     def dispatch_to(self, consumer: Consumer) -> None:
         """Credit came back to one consumer (it acked): feed it from the backlog.
@@ -162,7 +225,7 @@ class Queue:
         so skipping the round robin here is fair, and it halves the cost of an ack in
         bench scenario 3 (each ``_offer`` asked every consumer for credit).
         """
-        if not self._plain_dispatch:  # a subclass dispatches its own way
+        if not self._plain_dispatch or self.chooser is not None:  # not plain round robin
             self.dispatch()
             return
         ready = self.ready
@@ -172,31 +235,44 @@ class Queue:
             return  # cancelled meanwhile
         while ready and consumer.has_credit():
             entry = ready.popleft()
+            if entry.expires and self._expired(entry):
+                continue
             if entry.message is None:
                 self._page_in(entry)
             self.ready_bytes -= entry.size
             self._delivered(entry)
             consumer.session.deliver(consumer, self, entry)
+        if self.features is not None:
+            self.features.drop_expired()
         if self.flow.congested:
             self.flow.after_drain()
 
     def take(self) -> Entry | None:
         """Remove the head for basic.get."""
-        if not self.ready:
-            return None
-        entry = self.ready.popleft()
-        if entry.message is None:
-            self._page_in(entry)
-        self.ready_bytes -= entry.size
-        self._delivered(entry)
-        if self.flow.congested:
-            self.flow.after_drain()
-        return entry
+        features = self.features
+        if features is not None:
+            features.touch()  # basic.get counts as use (x-expires)
+        while self.ready:
+            entry = self.ready.popleft()
+            if entry.expires and self._expired(entry):
+                continue
+            if entry.message is None:
+                self._page_in(entry)
+            self.ready_bytes -= entry.size
+            self._delivered(entry)
+            if features is not None:
+                features.drop_expired()  # the count basic.get-ok reports excludes them
+            if self.flow.congested:
+                self.flow.after_drain()
+            return entry
+        return None
 
     def _delivered(self, entry: Entry) -> None:
         entry.deliveries += 1
         if entry.slot and entry.deliveries == 1 and self.store is not None:
             self.store.mark_delivered(entry.slot)
+        if self.features is not None:
+            self.features.delivered(entry)
         self.unacked += 1
         self.stat_delivered += 1
         if entry.redelivered:
@@ -212,25 +288,34 @@ class Queue:
             self._forget(entry)
 
     def discard(self, entry: Entry) -> None:
-        """Rejected without requeue."""
+        """Rejected without requeue: gone, or dead-lettered when configured."""
         self.unacked -= 1
-        if entry.slot:
+        if self.features is not None:
+            self.features.rejected(entry)
+        elif entry.slot:
             self._forget(entry)
 
     def requeue(self, entries: Iterable[Entry]) -> None:
         """Put delivered entries back at their original position, marked redelivered."""
         if self.deleted:
             return
-        ready = self.ready
+        if self.features is not None:
+            entries = self.features.returned(entries)  # over the delivery limit: dropped
         for entry in sorted(entries, key=lambda e: e.seq, reverse=True):
             self.unacked -= 1
             entry.redelivered = True
             self.ready_bytes += entry.size
-            if not ready or ready[0].seq > entry.seq:
-                ready.appendleft(entry)
-            else:
-                insort(ready, entry)
+            self._put_back(entry)
         self.dispatch()
+
+    def _put_back(self, entry: Entry) -> None:
+        """A requeued entry goes back to its original place (by seq) among the ready."""
+        ready = self.ready
+        if not ready or ready[0].seq > entry.seq:
+            ready.appendleft(entry)
+        else:
+            assert isinstance(ready, deque)  # a queue with another container overrides this
+            insort(ready, entry)
 
     def purge(self) -> int:
         count = len(self.ready)
@@ -246,25 +331,40 @@ class Queue:
     # -- consumers ----------------------------------------------------------------------
 
     def check_consume(self, exclusive: bool) -> None:
-        if (exclusive and self.consumers) or any(c.exclusive for c in self.consumers):
+        # RabbitMQ refuses exclusive consumers on a single-active-consumer queue outright
+        busy = self.consumers or self.single_active
+        if (exclusive and busy) or any(c.exclusive for c in self.consumers):
             raise AccessRefused(
                 f"queue '{self.name}' in vhost '{self.vhost.name}' in exclusive use"
             )
 
     def add_consumer(self, consumer: Consumer) -> None:
         """Register; the caller dispatches once the client has been told (consume-ok)."""
+        check_consumer_arguments(self, consumer.arguments)
         self.consumers.append(consumer)
         self._had_consumer = True
+        if self.features is not None:
+            self.features.touch()
+        self.chooser = chooser_for(self)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Forget a consumer; an auto-delete queue goes when its last consumer leaves."""
-        try:
-            self.consumers.remove(consumer)
-        except ValueError:
+        if consumer not in self.consumers:
             return
+        was_active = self.single_active and self.consumers[0] is consumer
+        self.consumers.remove(consumer)
+        self.chooser = chooser_for(self)
         self.flow.after_drain()  # no consumers left: nobody to wait for
+        if self.features is not None:
+            self.features.touch()
         if self.auto_delete and self._had_consumer and not self.consumers and not self.deleted:
             self.vhost.delete_queue(self)
+        elif was_active and self.consumers and not self.deleted:
+            self.dispatch()  # the next consumer in line takes over at once
+
+    def consumer_active(self, consumer: Consumer) -> bool:
+        """False for a single-active-consumer queue's waiting consumers."""
+        return self.chooser is None or self.chooser.is_active(consumer)
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} vhost={self.vhost.name!r} ready={len(self.ready)}>"

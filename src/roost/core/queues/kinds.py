@@ -15,4 +15,8 @@ def queue_class(arguments: dict[str, Any]) -> type[Queue]:
         from roost.core.queues.stream import StreamQueue
 
         return StreamQueue
+    if "x-max-priority" in arguments:
+        from roost.core.queues.priority import PriorityQueue
+
+        return PriorityQueue
     return Queue

@@ -118,7 +118,7 @@ class StreamQueue(Queue):
     def message_count(self) -> int:
         return self.log.next_offset - self.log.first_offset
 
-    def push(self, message: Message) -> None:
+    def push(self, message: Message) -> bool:
         producer = ""
         publishing_id = 0
         headers = message.properties.headers
@@ -128,7 +128,7 @@ class StreamQueue(Queue):
             if producer and isinstance(raw_id, int) and not isinstance(raw_id, bool):
                 if self.log.is_duplicate(producer, raw_id):
                     self.stat_deduplicated += 1
-                    return  # dropped, yet the publisher's confirm is positive
+                    return True  # dropped, yet the publisher's confirm is positive
                 publishing_id = raw_id
             else:
                 producer = ""
@@ -145,6 +145,7 @@ class StreamQueue(Queue):
         self.streams.dirty.add(self)
         if self.consumers:
             self.dispatch()
+        return True
 
     def sync(self) -> None:
         self.log.sync()

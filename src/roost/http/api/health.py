@@ -11,6 +11,7 @@ from aiohttp import web
 from roost.http.auth import check_vhost_write
 from roost.http.keys import broker, user
 from roost.http.routes import Route
+from roost.http.serialize import NODE
 from roost.http.util import MANAGEMENT, MONITORING, access, bad_request
 
 OK = {"status": "ok"}
@@ -20,12 +21,28 @@ def failed(reason: str, **extra: object) -> web.Response:
     return web.json_response({"status": "failed", "reason": reason, **extra}, status=503)
 
 
-@access(MONITORING)
-async def alarms(request: web.Request) -> web.Response:
+# RabbitMQ names the disk alarm's resource "disk space" in these answers
+ALARM_RESOURCES = {"memory": "memory", "disk": "disk space"}
+
+
+def _alarms(request: web.Request, where: str) -> web.Response:
     active = broker(request).alarms()
     if active:
-        return failed("resource alarm(s) in effect", alarms=[{"resource": a} for a in active])
+        return failed(
+            f"There are alarms in effect {where}",
+            alarms=[{"node": NODE, "resource": ALARM_RESOURCES.get(a, a)} for a in active],
+        )
     return web.json_response(OK)
+
+
+@access(MONITORING)
+async def alarms(request: web.Request) -> web.Response:
+    return _alarms(request, "in the cluster")
+
+
+@access(MONITORING)
+async def local_alarms(request: web.Request) -> web.Response:
+    return _alarms(request, "on the node")
 
 
 @access(MONITORING)
@@ -64,7 +81,7 @@ async def aliveness(request: web.Request) -> web.Response:
 H = "/api/health/checks"
 ROUTES = [
     Route("GET", H + "/alarms", alarms, "Fails while a memory or disk alarm is on"),
-    Route("GET", H + "/local-alarms", alarms, "Same as alarms (one node)"),
+    Route("GET", H + "/local-alarms", local_alarms, "Same as alarms (one node)"),
     Route("GET", H + "/virtual-hosts", virtual_hosts, "Every vhost is running"),
     Route("GET", H + "/port-listener/{port}", port_listener, "Something listens on the port"),
     Route(

@@ -96,7 +96,7 @@ async def overview(request: web.Request) -> web.Response:
         "contexts": [
             {"node": NODE, "description": "Roost Management", "path": "/", "port": str(li.port)}
             for li in info.listeners
-            if li.protocol == "http"
+            if li.protocol in ("http", "https")
         ],
     }
     return web.json_response(body)

@@ -1,4 +1,4 @@
-"""/api/topic-permissions: stored, exported and listed (not enforced on publish yet)."""
+"""/api/topic-permissions: list, get, put and delete; enforced on publish and bind."""
 
 from __future__ import annotations
 

@@ -1,0 +1,71 @@
+"""Policies applied to queues: the highest-priority matching policy's queue keys
+(message-ttl, expires, dead-letter-*, max-length*, overflow, delivery-limit) merged with
+each queue's arguments (core.features.settings), at declaration and whenever a policy
+is set or deleted, to every existing queue of its vhost at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from roost.core.features.lifecycle import QueueFeatures
+from roost.core.features.settings import QueueSettings, resolve
+from roost.core.policy import effective_policy
+
+if TYPE_CHECKING:
+    from roost.core.broker import Broker
+    from roost.core.queues.base import Queue
+    from roost.core.vhost import VHost
+
+
+def queue_policy(broker: Broker, queue: Queue) -> dict[str, Any] | None:
+    """The definition of the policy in force for ``queue``, if any."""
+    vhost = queue.vhost.name
+    matching = [p for (v, _), p in broker.policies.items() if v == vhost]
+    if not matching:
+        return None
+    policy = effective_policy(matching, "queue", queue.name, queue.kind)
+    return None if policy is None else policy.definition
+
+
+def apply_to_queue(broker: Broker, queue: Queue) -> None:
+    """(Re)compute a queue's settings; attach its features when they are needed."""
+    if queue.kind != "classic" or queue.deleted:
+        return  # streams keep their own retention (core/queues/stream.py)
+    settings = resolve(queue.arguments, queue_policy(broker, queue))
+    features = queue.features
+    if features is None:
+        if not settings.active:
+            return
+        features = queue.features = QueueFeatures(queue, QueueSettings())
+    if settings != features.settings:
+        features.configure(settings)  # a queue already holding messages is trimmed
+
+
+def apply_policies(broker: Broker) -> None:
+    """Install the listeners: on vhosts (a queue declared or deleted) and on the broker
+    (a policy set or deleted, a vhost added). Installed before the store's listeners, so
+    a recovered queue has its settings before its messages come back."""
+
+    def on_queue_change(kind: str, obj: Any) -> None:
+        if kind == "queue":
+            apply_to_queue(broker, obj)
+        elif kind == "queue.deleted" and obj.features is not None:
+            obj.features.close()
+
+    def watch(vhost: VHost) -> None:
+        if on_queue_change not in vhost.on_change:
+            vhost.on_change.insert(0, on_queue_change)
+
+    def on_broker_change(kind: str, obj: Any) -> None:
+        if kind == "vhost":
+            watch(obj)
+        elif kind in ("policy", "policy.deleted"):
+            vhost = broker.vhosts.get(obj.vhost)
+            if vhost is not None:
+                for queue in list(vhost.queues.values()):
+                    apply_to_queue(broker, queue)
+
+    broker.on_change.insert(0, on_broker_change)
+    for vhost in broker.vhosts.values():
+        watch(vhost)

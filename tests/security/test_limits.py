@@ -1,0 +1,283 @@
+"""Limits: connections (whole broker, per vhost, per user), channels per user, queues per
+vhost, consumers per channel, HTTP body size; failed logins logged and throttled. Each
+breach gets RabbitMQ's error (texts as RabbitMQ 3.10.8 sends them; the per-channel
+consumer limit as RabbitMQ's rabbit_channel words it) and the broker serves others on."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pika
+import pytest
+import stomp
+from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
+
+from tests.security.conftest import amqp_as, put
+from tests.stomp.conftest import Inbox
+from tests.support import RoostProcess
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
+    server = RoostProcess(
+        tmp_path_factory.mktemp("limits"),
+        "--consumer-max-per-channel", "2",
+        "--http-max-body-size", "4096",
+    ).start()
+    yield server
+    server.kill()
+    assert "Traceback" not in server.log, server.log
+
+
+@pytest.fixture
+def api(limited: RoostProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=limited.http_url + "/api", auth=("guest", "guest")) as client:
+        yield client
+
+
+def new_vhost(api: httpx.Client, **limits: int) -> str:
+    name = f"lim-{os.urandom(3).hex()}"
+    put(api, f"/vhosts/{name}", {})
+    put(api, f"/permissions/{name}/guest", {"configure": ".*", "write": ".*", "read": ".*"})
+    for key, value in limits.items():
+        put(api, f"/vhost-limits/{name}/{key.replace('_', '-')}", {"value": value})
+    return name
+
+
+def new_user(api: httpx.Client, **limits: int) -> str:
+    name = f"ul-{os.urandom(3).hex()}"
+    put(api, f"/users/{name}", {"password": "pw", "tags": ""})
+    put(api, f"/permissions/%2F/{name}", {"configure": ".*", "write": ".*", "read": ".*"})
+    for key, value in limits.items():
+        put(api, f"/user-limits/{name}/{key.replace('_', '-')}", {"value": value})
+    return name
+
+
+def guest(server: RoostProcess, vhost: str = "%2F") -> pika.BlockingConnection:
+    return amqp_as(server, "guest", "guest", vhost)
+
+
+def refusal(server: RoostProcess, user: str, password: str, vhost: str) -> str:
+    """The connection.close pika reports for a refused connection.open: 'CODE TEXT'."""
+    with pytest.raises(pika.exceptions.AMQPConnectionError) as err:
+        amqp_as(server, user, password, vhost)
+    # pika keeps only the repr of the close: ConnectionClosedByBroker: (530) "TEXT"
+    found = re.search(r"\((\d+)\) [\"'](.*)[\"']$", str(err.value.args[0]))
+    assert found is not None, err.value
+    return f"{found[1]} {found[2]}"
+
+
+# -- vhost limits ---------------------------------------------------------------------------
+
+
+def test_vhost_limits_api_shape(api: httpx.Client) -> None:
+    vhost = new_vhost(api, max_connections=5, max_queues=7)
+    assert api.get(f"/vhost-limits/{vhost}").json() == [
+        {"vhost": vhost, "value": {"max-connections": 5, "max-queues": 7}}
+    ]
+    assert {"vhost": vhost, "value": {"max-connections": 5, "max-queues": 7}} in api.get(
+        "/vhost-limits"
+    ).json()
+    assert api.delete(f"/vhost-limits/{vhost}/max-queues").status_code == 204
+    assert api.get(f"/vhost-limits/{vhost}").json()[0]["value"] == {"max-connections": 5}
+    bad = api.put(f"/vhost-limits/{vhost}/max-bananas", json={"value": 1})
+    assert bad.status_code == 400
+
+
+def test_vhost_connection_limit(limited: RoostProcess, api: httpx.Client) -> None:
+    vhost = new_vhost(api, max_connections=1)
+    with guest(limited, vhost):
+        text = refusal(limited, "guest", "guest", vhost)
+        assert text == (
+            f"530 NOT_ALLOWED - access to vhost '{vhost}' refused for user 'guest': "
+            "connection limit (1) is reached"
+        )
+        with guest(limited) as other:  # another vhost is not affected
+            assert other.is_open
+        # STOMP counts too: its CONNECT gets an ERROR
+        conn = stomp.Connection12([("127.0.0.1", limited.stomp_port)], vhost=vhost)
+        inbox = Inbox()
+        conn.set_listener("inbox", inbox)
+        with pytest.raises(stomp.exception.ConnectFailedException):
+            conn.connect("guest", "guest", wait=True)
+        err = inbox.errors.get(timeout=5)
+        assert err.headers["message"] == "not_allowed"
+        assert "connection limit (1) is reached" in err.body
+    with guest(limited, vhost) as again:  # room again once the first is gone
+        assert again.is_open
+
+
+def test_vhost_queue_limit(limited: RoostProcess, api: httpx.Client) -> None:
+    vhost = new_vhost(api, max_queues=1)
+    with guest(limited, vhost) as conn:
+        ch = conn.channel()
+        ch.queue_declare("q1")
+        with pytest.raises(ChannelClosedByBroker) as err:
+            ch.queue_declare("q2")
+        assert err.value.reply_code == 406
+        assert err.value.reply_text == (
+            f"PRECONDITION_FAILED - cannot declare queue 'q2': queue limit in vhost "
+            f"'{vhost}' (1) is reached"
+        )
+        ch = conn.channel()
+        ch.queue_declare("q1")  # redeclaring an existing queue is fine at the limit
+        ch.queue_delete("q1")
+        ch.queue_declare("q2")  # room again
+    # the HTTP API is held to it too
+    reply = api.put(f"/queues/{vhost}/q3", json={"durable": False})
+    assert reply.status_code == 400 and "queue limit" in reply.json()["reason"]
+
+
+def test_vhost_limits_survive_a_restart(tmp_path: Path) -> None:
+    server = RoostProcess(tmp_path / "data").start()
+    try:
+        with httpx.Client(base_url=server.http_url + "/api", auth=("guest", "guest")) as api:
+            put(api, "/vhost-limits/%2F/max-queues", {"value": 3})
+            user = new_user(api, max_channels=4)
+        assert server.stop() == 0  # a graceful stop saves the definitions
+        server.start()
+        with httpx.Client(base_url=server.http_url + "/api", auth=("guest", "guest")) as api:
+            assert api.get("/vhost-limits/%2F").json() == [
+                {"vhost": "/", "value": {"max-queues": 3}}
+            ]
+            assert api.get(f"/user-limits/{user}").json() == [
+                {"user": user, "value": {"max-channels": 4}}
+            ]
+    finally:
+        server.kill()
+
+
+# -- user limits ----------------------------------------------------------------------------
+
+
+def test_user_connection_limit(limited: RoostProcess, api: httpx.Client) -> None:
+    user = new_user(api, max_connections=1)
+    assert api.get(f"/user-limits/{user}").json() == [
+        {"user": user, "value": {"max-connections": 1}}
+    ]
+    with amqp_as(limited, user):
+        text = refusal(limited, user, "pw", "%2F")
+        assert text == (
+            f"530 NOT_ALLOWED - connection refused for user '{user}': user connection "
+            "limit (1) is reached"
+        )
+        with guest(limited) as other:
+            assert other.is_open
+
+
+def test_user_channel_limit(limited: RoostProcess, api: httpx.Client) -> None:
+    user = new_user(api, max_channels=1)
+    conn = amqp_as(limited, user)
+    conn.channel()
+    with pytest.raises(ConnectionClosedByBroker) as err:
+        conn.channel()
+    assert err.value.reply_code == 530
+    assert err.value.reply_text == (
+        f"NOT_ALLOWED - number of channels opened for user '{user}' has reached the "
+        "maximum allowed user limit of (1)"
+    )
+    with amqp_as(limited, user) as again:  # the closed connection freed its channel
+        again.channel()
+
+
+# -- consumers per channel ------------------------------------------------------------------
+
+
+def test_consumer_limit_per_channel(limited: RoostProcess, qname: str) -> None:
+    with guest(limited) as conn:
+        ch = conn.channel()
+        ch.queue_declare(qname, auto_delete=True)
+        ch.basic_consume(qname, lambda *a: None)
+        ch.basic_consume(qname, lambda *a: None)
+        other = conn.channel()  # the limit is per channel
+        other.basic_consume(qname, lambda *a: None)
+        with pytest.raises(ConnectionClosedByBroker) as err:
+            ch.basic_consume(qname, lambda *a: None)
+        assert err.value.reply_code == 530
+        assert err.value.reply_text == "NOT_ALLOWED - reached maximum (2) of consumers per channel"
+    with guest(limited) as conn:
+        assert conn.channel().is_open
+
+
+# -- HTTP body size -------------------------------------------------------------------------
+
+
+def test_http_body_size_limit(api: httpx.Client) -> None:
+    big = {"vhosts": [{"name": "x" * 8000}]}
+    reply = api.post("/definitions", json=big)
+    assert reply.status_code == 413
+    assert reply.json()["error"] == "payload_too_large"
+    assert api.get("/overview").status_code == 200
+
+
+# -- whole-broker connection limit ----------------------------------------------------------
+
+
+def test_node_connection_limit(tmp_path: Path) -> None:
+    server = RoostProcess(tmp_path / "data", "--max-connections", "2").start()
+    try:
+        with guest(server), guest(server):
+            text = refusal(server, "guest", "guest", "%2F")
+            assert text == (
+                "530 NOT_ALLOWED - connection refused: node connection limit (2) is reached"
+            )
+            assert httpx.get(server.http_url + "/api/overview", auth=("guest", "guest")).is_success
+        with guest(server) as conn:  # a slot again
+            assert conn.is_open
+    finally:
+        server.kill()
+
+
+# -- failed logins --------------------------------------------------------------------------
+
+
+def test_failed_logins_are_logged_with_the_peer(limited: RoostProcess) -> None:
+    with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+        amqp_as(limited, "nobody-amqp", "bad")
+    limited.wait_for_log("AMQP login failed for user 'nobody-amqp' from 127.0.0.1:")
+    conn = stomp.Connection12([("127.0.0.1", limited.stomp_port)])
+    with pytest.raises(stomp.exception.ConnectFailedException):
+        conn.connect("nobody-stomp", "bad", wait=True)
+    limited.wait_for_log("STOMP login failed for user 'nobody-stomp' from 127.0.0.1:")
+    reply = httpx.get(limited.http_url + "/api/overview", auth=("nobody-http", "bad"))
+    assert reply.status_code == 401
+    limited.wait_for_log("HTTP login failed for user 'nobody-http' from 127.0.0.1")
+
+
+def test_failed_logins_are_throttled_per_peer(tmp_path: Path) -> None:
+    server = RoostProcess(tmp_path / "data", "--max-failed-logins-per-minute", "3").start()
+    try:
+        for _ in range(3):
+            with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+                amqp_as(server, "guest", "wrong")
+        # past the limit even the right password is refused, and quickly
+        started = time.monotonic()
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            amqp_as(server, "guest", "guest")
+        assert time.monotonic() - started < 2
+        server.wait_for_log("too many failed logins from 127.0.0.1")
+        reply = httpx.get(server.http_url + "/api/overview", auth=("guest", "guest"))
+        assert reply.status_code == 401  # every protocol shares the count
+    finally:
+        server.kill()
+
+
+def test_throttling_is_off_by_default(limited: RoostProcess) -> None:
+    for _ in range(5):
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            amqp_as(limited, "guest", "wrong")
+    with guest(limited) as conn:
+        assert conn.is_open
+
+
+
+
+def test_deleting_a_user_drops_its_limits(api: httpx.Client) -> None:
+    user = new_user(api, max_connections=3)
+    assert api.delete(f"/users/{user}").status_code == 204
+    assert all(entry["user"] != user for entry in api.get("/user-limits").json())

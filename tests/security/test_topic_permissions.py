@@ -1,0 +1,114 @@
+"""Topic permissions (RabbitMQ's topic authorisation): write patterns on the routing key
+of a publish to a topic exchange, read patterns on the key of a binding from it. Other
+exchange types and exchanges without a topic permission are not restricted. Texts as
+observed on RabbitMQ 3.10.8."""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+import pytest
+from pika.exceptions import ChannelClosedByBroker
+
+from tests.security.conftest import MakeUser, amqp_as, put, sync
+from tests.stomp.conftest import Connect, connect  # noqa: F401 (fixture)
+from tests.support import RoostProcess
+
+REFUSED = (
+    "ACCESS_REFUSED - access to topic '{key}' in exchange 'amq.topic' in vhost '/' "
+    "refused for user '{user}'"
+)
+
+
+@pytest.fixture
+def user(make_user: MakeUser, admin: httpx.Client) -> str:
+    name = make_user()
+    put(admin, f"/topic-permissions/%2F/{name}",
+        {"exchange": "amq.topic", "write": "^a\\.", "read": "^b\\."})
+    put(admin, f"/topic-permissions/%2F/{name}",
+        {"exchange": "amq.direct", "write": "^a\\.", "read": "^b\\."})
+    return name
+
+
+def test_publish_with_an_allowed_key(roost: RoostProcess, user: str) -> None:
+    with amqp_as(roost, user) as conn:
+        ch = conn.channel()
+        ch.basic_publish("amq.topic", "a.x", b"ok")
+        sync(ch)
+
+
+def test_publish_with_a_refused_key(roost: RoostProcess, user: str) -> None:
+    with amqp_as(roost, user) as conn:
+        ch = conn.channel()
+        with pytest.raises(ChannelClosedByBroker) as err:
+            ch.basic_publish("amq.topic", "x.y", b"no")
+            sync(ch)
+        assert err.value.reply_code == 403
+        assert err.value.reply_text == REFUSED.format(key="x.y", user=user)
+
+
+def test_non_topic_exchanges_are_not_restricted(roost: RoostProcess, user: str) -> None:
+    with amqp_as(roost, user) as conn:
+        ch = conn.channel()
+        ch.basic_publish("amq.direct", "x.y", b"direct")
+        sync(ch)
+
+
+@pytest.mark.parametrize("method", ["queue_bind", "queue_unbind"])
+def test_binding_needs_read_on_the_key(roost: RoostProcess, user: str, method: str) -> None:
+    q = f"tq-{os.urandom(4).hex()}"
+    with amqp_as(roost, user) as conn:
+        ch = conn.channel()
+        ch.queue_declare(q, exclusive=True)
+        ch.queue_bind(q, "amq.topic", "b.allowed")
+        with pytest.raises(ChannelClosedByBroker) as err:
+            getattr(ch, method)(q, "amq.topic", "x.refused")
+        assert err.value.reply_text == REFUSED.format(key="x.refused", user=user)
+
+
+def test_exchange_binding_needs_read_on_the_key(roost: RoostProcess, user: str) -> None:
+    dest = f"tx-{os.urandom(4).hex()}"
+    with amqp_as(roost, user) as conn:
+        ch = conn.channel()
+        ch.exchange_declare(dest, "topic", auto_delete=True)
+        with pytest.raises(ChannelClosedByBroker) as err:
+            ch.exchange_bind(dest, "amq.topic", "x")
+        assert err.value.reply_text == REFUSED.format(key="x", user=user)
+
+
+def test_username_variable_in_pattern(
+    roost: RoostProcess, make_user: MakeUser, admin: httpx.Client
+) -> None:
+    name = make_user()
+    put(admin, f"/topic-permissions/%2F/{name}",
+        {"exchange": "amq.topic", "write": "^{username}\\.", "read": ".*"})
+    with amqp_as(roost, name) as conn:
+        ch = conn.channel()
+        ch.basic_publish("amq.topic", f"{name}.news", b"mine")
+        sync(ch)
+        with pytest.raises(ChannelClosedByBroker):
+            ch.basic_publish("amq.topic", "someone-else.news", b"theirs")
+            sync(ch)
+
+
+def test_stomp_send_to_a_topic_checks_the_key(
+    connect: Connect, user: str  # noqa: F811
+) -> None:
+    conn, inbox = connect(username=user, passcode="pw")
+    conn.send("/topic/a.ok", "fine", receipt="r1")
+    assert inbox.receipt() == "r1"
+    conn.send("/topic/x", "refused")
+    err = inbox.errors.get(timeout=5)
+    assert err.headers["message"] == "access_refused"
+    assert err.body == REFUSED.format(key="x", user=user)
+
+
+def test_deleting_the_topic_permission_lifts_it(
+    roost: RoostProcess, user: str, admin: httpx.Client
+) -> None:
+    with amqp_as(roost, user) as conn:
+        ch = conn.channel()
+        assert admin.delete(f"/topic-permissions/%2F/{user}").status_code == 204
+        ch.basic_publish("amq.topic", "x.y", b"now allowed")
+        sync(ch)
