@@ -396,6 +396,7 @@ class StompHandler:
         if self.closed:
             return
         if ok:
+            self.broker.sync_streams()  # a stream append is safe only once fsync'ed
             self.write_frame("RECEIPT", [("receipt-id", receipt)])
             return
         self.write_frame(
