@@ -10,25 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from roost.core.exchanges import Exchange, exchange_class, make_exchange
-from roost.core.exchanges.deduplication import DeduplicationExchange
 from roost.core.exchanges.default import DefaultExchange
-from roost.core.exchanges.delayed import DelayedExchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
 from roost.core.features import alternate, dedup
 from roost.core.features.direct_reply import PREFIX as REPLY_PREFIX
 from roost.core.features.direct_reply import REPLY_TO, DirectReplyTo
+from roost.core.features.routing import Gate, gates_for, route_walk
 from roost.core.features.sender_selected import extra_keys, has_extra_keys, strip_bcc
-from roost.core.message import Message
 from roost.core.queues.base import Queue
 from roost.core.queues.kinds import queue_class
 
 if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.flow import Publisher
-
-# A step an exchange runs before routing (deduplication, delay): None lets the message
-# go on; a number ends the publish with that many "queues reached".
-Gate = Callable[[Message], int | None]
+    from roost.core.message import Message
 
 # RabbitMQ compares these queue arguments on redeclare; other arguments are ignored.
 EQUIVALENCE_ARGS = (
@@ -161,30 +156,13 @@ class VHost:
             return existing
         alternate.check_argument(arguments, name, self.name)
         ex = cls(self.name, name, durable, auto_delete, internal, arguments)
-        gates = self._gates_for(ex)
+        gates = gates_for(ex, self.name)
         self.exchanges[name] = ex
         if gates:
             self._gates[ex] = gates
         ex.attach(self)
         self._changed("exchange", ex)
         return ex
-
-    def _gates_for(self, ex: Exchange) -> list[Gate]:
-        """Deduplication first, then the delay of an x-delayed-message exchange."""
-        gates: list[Gate] = []
-        owner = f"exchange '{ex.name}' in vhost '{self.name}'"
-        cache = None
-        if isinstance(ex, DeduplicationExchange):
-            cache = ex.cache
-        elif dedup.enabled(ex.arguments, owner):
-            cache = dedup.DedupCache.from_arguments(ex.arguments, owner)
-        if cache is not None:
-            seen = cache.duplicate
-            gates.append(lambda message: 0 if seen(message) else None)
-        if isinstance(ex, DelayedExchange):
-            hold = ex.hold
-            gates.append(lambda message: 1 if hold(message) else None)
-        return gates
 
     def _check_exchange_equivalence(
         self,
@@ -398,45 +376,15 @@ class VHost:
         BCC headers (core.features.sender_selected) and alternate exchanges."""
         dests = exchange.route(message)
         headers = message.properties.headers
-        if headers is not None and has_extra_keys(headers):
-            return self._route_walk(exchange, message, dests, extra_keys(headers))
+        if headers and ("CC" in headers or "BCC" in headers):
+            return route_walk(self, exchange, message, dests, extra_keys(headers))
         for dest in dests:
             if dest.is_exchange:
                 break
         else:
             if dests:
                 return dests  # the common case: only queues, no copy
-        return self._route_walk(exchange, message, dests, [])
-
-    def _route_walk(
-        self, exchange: Exchange, message: Message, first: Collection[Any], keys: list[str]
-    ) -> Collection[Queue]:
-        """Every exchange on the way routes the routing key and the extra ``keys``; one
-        that routes nowhere hands the message to its alternate exchange."""
-        copies = [Message(message.exchange, k, message.properties, message.body) for k in keys]
-        queues: dict[Queue, None] = {}
-        seen = {exchange}
-        pending: list[tuple[Exchange, Collection[Any]]] = [(exchange, first)]
-        while pending:
-            ex, dests = pending.pop()
-            if copies:
-                dests = set(dests)
-                for copy in copies:
-                    dests.update(ex.route(copy))
-            if not dests:
-                alt = self._alternate(ex)
-                dests = (alt,) if alt is not None else ()
-            for dest in dests:
-                if not dest.is_exchange:
-                    queues[dest] = None
-                elif dest not in seen:
-                    seen.add(dest)
-                    pending.append((dest, dest.route(message)))
-        return queues.keys()
-
-    def _alternate(self, ex: Exchange) -> Exchange | None:
-        name = alternate.alternate_name(ex.arguments, ex.name, self.policy)
-        return self.exchanges.get(name) if name is not None else None
+        return route_walk(self, exchange, message, dests, [])
 
     def publish(
         self, exchange_name: str, message: Message, publisher: Publisher | None = None
@@ -455,7 +403,7 @@ class VHost:
             gates = self._gates.get(ex)
             if gates is not None:
                 headers = message.properties.headers
-                if headers is not None and has_extra_keys(headers):
+                if headers and has_extra_keys(headers):
                     extra_keys(headers)  # refuse a malformed CC now, not when released
                 for gate in gates:
                     taken = gate(message)
@@ -479,7 +427,7 @@ class VHost:
                 return 1 if self.replies.deliver(message) else 0
             return 0
         headers = message.properties.headers
-        if headers is not None and "BCC" in headers:
+        if headers and "BCC" in headers:
             message = strip_bcc(message)
         routed = len(queues)
         if self._queue_dedup:  # a duplicate was routed (no return), the queue drops it
