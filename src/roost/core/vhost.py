@@ -222,6 +222,7 @@ class VHost:
         ex.deleted = True
         del self.exchanges[ex.name]
         self._gates.pop(ex, None)
+        ex.detach()
         for binding in list(ex.bindings.values()):
             ex.unbind(binding.destination, binding.routing_key, binding.arguments)
         for binding in self._bindings_to(ex):

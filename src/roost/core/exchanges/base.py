@@ -100,6 +100,9 @@ class Exchange:
     def attach(self, vhost: VHost) -> None:
         """Called once the vhost holds the exchange (types that route later need it)."""
 
+    def detach(self) -> None:
+        """Called when the exchange is deleted: let go of timers and held messages."""
+
     def _add(self, binding: Binding) -> None:
         raise NotImplementedError  # each type defines its index
 

@@ -117,6 +117,13 @@ class DelayedExchange(Exchange):
     def attach(self, vhost: VHost) -> None:
         self._vhost = vhost
 
+    def detach(self) -> None:
+        """Deleted: what it holds is dropped (its store goes with core.persistence)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._held.clear()
+
     def validate_binding(self, routing_key: str, arguments: dict[str, Any]) -> None:
         self.inner.validate_binding(routing_key, arguments)
 
@@ -180,9 +187,6 @@ class DelayedExchange(Exchange):
 
     def _fire(self) -> None:
         self._timer = None
-        if self.deleted:
-            self._held.clear()
-            return
         now = now_ms()
         while self._held and self._held[0][0] <= now:
             _due, _order, message, slot = heapq.heappop(self._held)
