@@ -1,5 +1,6 @@
-"""Helpers for the queue-feature tests: pika on the shared broker, a dead-letter queue
-to wait on, and the management API for policies."""
+"""Helpers for the queue-feature tests: pika on the shared broker, a management API
+client, a dead-letter queue to wait on, and helpers that wait for deliveries instead of
+sleeping."""
 
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ import pika
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
+from tests.integration.conftest import pika_params, pump, settle
 from tests.support import RoostProcess
+
+__all__ = ["Returns", "count", "drain", "get_body", "pika_params", "pump", "settle", "wait_get"]
 
 Got = tuple[Any, pika.BasicProperties, bytes]
 
 
 @pytest.fixture
 def conn(roost: RoostProcess) -> Iterator[pika.BlockingConnection]:
-    connection = pika.BlockingConnection(pika.URLParameters(roost.url))
+    connection = pika.BlockingConnection(pika_params(roost))
     yield connection
     if connection.is_open:
         connection.close()
@@ -56,15 +60,35 @@ def wait_get(ch: BlockingChannel, queue: str, timeout: float = 5.0) -> Got:
         ch.connection.process_data_events(time_limit=0.02)
 
 
-def drain(ch: BlockingChannel, queue: str) -> list[bytes]:
-    """Every ready message's body (auto-ack)."""
-    out = []
-    while True:
-        method, _props, body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            return out
-        out.append(body)
-
-
 def count(ch: BlockingChannel, queue: str) -> int:
     return int(ch.queue_declare(queue, passive=True).method.message_count)
+
+
+@pytest.fixture
+def name(request: pytest.FixtureRequest) -> str:
+    """A prefix unique to the test for its exchanges and queues."""
+    return "f." + request.node.name.replace("[", ".").replace("]", "")
+
+
+class Returns:
+    """basic.return frames received on a channel: (reply code, exchange, key, body)."""
+
+    def __init__(self, channel: BlockingChannel) -> None:
+        self.items: list[tuple[int, str, str, bytes]] = []
+        channel.add_on_return_callback(self._on_return)
+
+    def _on_return(self, _ch: Any, method: Any, _props: Any, body: bytes) -> None:
+        self.items.append((method.reply_code, method.exchange, method.routing_key, body))
+
+
+def get_body(channel: BlockingChannel, queue: str) -> bytes | None:
+    _method, _props, body = channel.basic_get(queue, auto_ack=True)
+    return body
+
+
+def drain(channel: BlockingChannel, queue: str) -> list[bytes]:
+    """Every message now in the queue, acknowledged."""
+    out: list[bytes] = []
+    while (body := get_body(channel, queue)) is not None:
+        out.append(body)
+    return out

@@ -24,7 +24,7 @@ from roost.amqp.codec import (
     encode_properties,
 )
 from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, reply_text
-from roost.core.broker import EMPTY_PROPERTIES, Message, Properties
+from roost.core.broker import DIRECT_REPLY_TO, EMPTY_PROPERTIES, Message, Properties
 from roost.core.errors import (
     AccessRefused,
     BrokerError,
@@ -447,6 +447,11 @@ class AMQPChannel:
             body,
             properties,
         )
+        if message.properties.reply_to == DIRECT_REPLY_TO:
+            try:
+                message = self.broker.direct_reply_request(self.session, message)
+            except BrokerError as exc:
+                raise to_amqp_error(exc, method) from None
         try:
             if self.mode is Mode.TX:
                 self.broker.check_publish(self.client, method.exchange, message)

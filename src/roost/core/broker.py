@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,14 @@ from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
 from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
+from roost.core.features.direct_reply import REPLY_TO
 from roost.core.features.policies import apply_policies
 from roost.core.features.ttl import parse_expiration
 from roost.core.flow import Publisher
 from roost.core.info import ImportReport
 from roost.core.manage import ManageMixin
 from roost.core.message import EMPTY_PROPERTIES, Message, Properties
+from roost.core.policy import effective_policy
 from roost.core.queries import QueriesMixin
 from roost.core.queues.base import Entry, Queue
 from roost.core.queues.streams import Streams
@@ -35,7 +38,18 @@ from roost.core.vhost import VHost, server_name
 # Message types are part of the facade: adapters build and read them; adapters count
 # their connection's bytes into a Traffic.
 # ACK_TIMEOUT names the consumer argument of a default ack deadline (STOMP's ack-timeout).
-__all__ = ["ACK_TIMEOUT", "EMPTY_PROPERTIES", "Broker", "Message", "Properties", "Traffic"]
+# A request whose reply_to is DIRECT_REPLY_TO goes through ``direct_reply_request``
+# (core.features.direct_reply).
+DIRECT_REPLY_TO = REPLY_TO
+__all__ = [
+    "ACK_TIMEOUT",
+    "DIRECT_REPLY_TO",
+    "EMPTY_PROPERTIES",
+    "Broker",
+    "Message",
+    "Properties",
+    "Traffic",
+]
 
 log = logging.getLogger("roost.broker")
 
@@ -84,6 +98,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         if vhost is None:
             vhost = self.vhosts[name] = VHost(name, streams=self.streams)
             vhost.on_change.append(self._count_queue_churn)
+            vhost.policy = partial(self._policy_definition, name)
             self._changed("vhost", vhost)
         return vhost
 
@@ -226,6 +241,13 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             self.counters.channel_closed += 1
         session.close()
         session.client.sessions.discard(session)
+
+    def _policy_definition(self, vhost: str, kind: str, name: str) -> dict[str, Any] | None:
+        """The definition of the policy that applies to an object, read when needed (the
+        alternate exchange of an exchange that routed a message nowhere)."""
+        matching = [p for (v, _), p in self.policies.items() if v == vhost]
+        policy = effective_policy(matching, kind, name) if matching else None
+        return None if policy is None else policy.definition
 
     def _count_queue_churn(self, kind: str, obj: Any) -> None:
         """A vhost listener: counts created and deleted queues, and keeps the lifetime
@@ -427,6 +449,11 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             confirm(True)
         return routed
 
+    def direct_reply_request(self, session: Session, message: Message) -> Message:
+        """A request published with ``reply_to = DIRECT_REPLY_TO``: the copy whose
+        reply_to names this session's reply consumer (PreconditionFailed without one)."""
+        return session.client.vhost.replies.request(session, message)
+
     def new_publisher(self, on_change: Callable[[bool], None]) -> Publisher:
         """Flow control for one publishing session: ``on_change(True)`` when a congested
         queue wants it to stop, ``on_change(False)`` when it may go on (core/flow.py).
@@ -455,6 +482,8 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         arguments: dict[str, Any] | None = None,
     ) -> Consumer:
         """Register a consumer; call ``session.start(consumer)`` to begin deliveries."""
+        if name == REPLY_TO:
+            return session.client.vhost.replies.consume(session, tag, no_ack=no_ack)
         access = session.client.access
         if access is not None:
             access.check("read", "queue", name)

@@ -44,6 +44,26 @@ class QueueStore(Protocol):
     def destroy(self) -> None: ...
 
 
+# A delayed message as the store hands it back: (slot, due time in ms since the epoch,
+# routing key, the fourteen properties in order, body).
+DelayedRecord = tuple[int, int, str, tuple[Any, ...], bytes]
+
+
+class DelayedStore(Protocol):
+    """The persistent messages an ``x-delayed-message`` exchange holds until their time.
+    Writes join the same group commit as queue writes (``MessageStore.when_durable``)."""
+
+    def add(self, due_ms: int, routing_key: str, properties: tuple[Any, ...], body: bytes) -> int:
+        """Buffer a message for the next group commit; its slot (> 0)."""
+
+    def remove(self, slot: int) -> None: ...
+
+    def recover(self) -> list[DelayedRecord]:
+        """Every message still held, read back from disk."""
+
+    def destroy(self) -> None: ...
+
+
 class FsyncHistogram(Protocol):
     bounds: tuple[float, ...]  # upper bounds in seconds; counts has one more (+Inf)
     counts: list[int]
@@ -64,6 +84,8 @@ class MessageStore(Protocol):
     def has_waiters(self) -> bool: ...
 
     def open_queue(self, vhost: str, name: str) -> QueueStore: ...
+
+    def open_delayed(self, vhost: str, exchange: str) -> DelayedStore: ...
 
     def when_durable(self, waiter: Callable[[bool], None]) -> None: ...
 

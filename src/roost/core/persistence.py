@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from roost.core.durability import DefinitionsStore, MessageStore
+from roost.core.exchanges.delayed import DelayedExchange
 from roost.core.info import StoreInfo
 from roost.core.queues.base import Queue
 
@@ -127,7 +128,21 @@ class Persistence:
             if store is not None:
                 obj.store = None
                 store.destroy()
+        elif isinstance(obj, DelayedExchange):
+            self._delayed_changed(kind, obj)
         self._mark_dirty()
+
+    def _delayed_changed(self, kind: str, ex: DelayedExchange) -> None:
+        """A durable x-delayed-message exchange keeps its persistent messages in a store
+        of its own (taking back, at recovery, what it held before)."""
+        if kind == "exchange" and ex.durable and not ex.auto_delete and ex.store is None:
+            ex.attach_store(self.store.open_delayed(ex.vhost, ex.name))
+            if not self._recovering:
+                self._urgent = True  # a confirm for a held message needs the definition
+        elif kind == "exchange.deleted":
+            store = ex.detach_store()
+            if store is not None:
+                store.destroy()
 
     def _mark_dirty(self) -> None:
         if self._recovering:

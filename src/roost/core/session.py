@@ -150,6 +150,12 @@ class Session:
                 timeouts.delivered(self, tag, consumer.ack_timeout, message)
         self.sink.deliver(consumer.tag, tag, entry.redelivered, message)
 
+    def deliver_direct(self, consumer_tag: str, message: Message) -> None:
+        """A no-ack delivery that belongs to no queue (a direct reply-to reply)."""
+        tag = self._next_tag
+        self._next_tag = tag + 1
+        self.sink.deliver(consumer_tag, tag, False, message)
+
     def get(self, queue: Queue, no_ack: bool) -> tuple[int, Entry] | None:
         """basic.get: (delivery tag, entry) or None when the queue is empty."""
         entry = queue.take()

@@ -11,6 +11,11 @@ from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, Resou
 from roost.core.exchanges import Exchange, exchange_class, make_exchange
 from roost.core.exchanges.default import DefaultExchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
+from roost.core.features import alternate, dedup
+from roost.core.features.direct_reply import PREFIX as REPLY_PREFIX
+from roost.core.features.direct_reply import REPLY_TO, DirectReplyTo
+from roost.core.features.routing import Gate, gates_for, route_walk
+from roost.core.features.sender_selected import extra_keys, has_extra_keys, strip_bcc
 from roost.core.features.settings import validate_arguments
 from roost.core.queues.base import Queue
 from roost.core.queues.kinds import queue_class
@@ -89,6 +94,13 @@ class VHost:
         self.exchanges[OFFSETS_EXCHANGE] = OffsetsExchange(name, self.queues)
         # Called with (kind, object) on durable definition changes; the store listens.
         self.on_change: list[Callable[[str, Any], None]] = []
+        # routing extensions (core.features): the policy that applies to an object (the
+        # broker sets it), the amq.rabbitmq.reply-to consumers, gates before routing and
+        # queues that drop duplicates
+        self.policy: alternate.PolicyLookup = alternate.no_policy
+        self.replies = DirectReplyTo(self)
+        self._gates: dict[Exchange, list[Gate]] = {}
+        self._queue_dedup: dict[Queue, dedup.DedupCache] = {}
         # metadata shown and set by the management API
         self.description = ""
         self.tags: list[str] = []
@@ -140,16 +152,30 @@ class VHost:
             raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'")
         cls = exchange_class(kind)
         if existing is not None:
-            self._check_exchange_equivalence(existing, kind, durable, auto_delete, internal)
+            self._check_exchange_equivalence(
+                existing, kind, durable, auto_delete, internal, arguments
+            )
             return existing
+        alternate.check_argument(arguments, name, self.name)
         ex = cls(self.name, name, durable, auto_delete, internal, arguments)
+        gates = gates_for(ex, self.name)
         self.exchanges[name] = ex
+        if gates:
+            self._gates[ex] = gates
+        ex.attach(self)
         self._changed("exchange", ex)
         return ex
 
     def _check_exchange_equivalence(
-        self, ex: Exchange, kind: str, durable: bool, auto_delete: bool, internal: bool
+        self,
+        ex: Exchange,
+        kind: str,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: dict[str, Any],
     ) -> None:
+        where = f"for exchange '{ex.name}' in vhost '{self.name}'"
         for field, received, current in (
             ("type", kind, ex.kind),
             ("durable", durable, ex.durable),
@@ -158,9 +184,27 @@ class VHost:
         ):
             if received != current:
                 raise PreconditionFailed(
-                    f"inequivalent arg '{field}' for exchange '{ex.name}' in vhost "
-                    f"'{self.name}': received '{_fmt(received)}' but current is '{_fmt(current)}'"
+                    f"inequivalent arg '{field}' {where}: "
+                    f"received '{_fmt(received)}' but current is '{_fmt(current)}'"
                 )
+        # RabbitMQ compares one exchange argument on redeclare
+        self._check_argument(where, alternate.ARGUMENT, arguments, ex.arguments)
+
+    @staticmethod
+    def _check_argument(
+        where: str, key: str, arguments: dict[str, Any], existing: dict[str, Any]
+    ) -> None:
+        received, current = arguments.get(key), existing.get(key)
+        if received == current:
+            return
+        if received is None or current is None:  # one side lacks it: name the types
+            received_text, current_text = _typed(received), _typed(current)
+        else:
+            received_text, current_text = f"'{_fmt(received)}'", f"'{_fmt(current)}'"
+        raise PreconditionFailed(
+            f"inequivalent arg '{key}' {where}: "
+            f"received {received_text} but current is {current_text}"
+        )
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
         if name == "":
@@ -179,6 +223,8 @@ class VHost:
     def _remove_exchange(self, ex: Exchange) -> None:
         ex.deleted = True
         del self.exchanges[ex.name]
+        self._gates.pop(ex, None)
+        ex.detach()
         for binding in list(ex.bindings.values()):
             ex.unbind(binding.destination, binding.routing_key, binding.arguments)
         for binding in self._bindings_to(ex):
@@ -232,6 +278,8 @@ class VHost:
         """``server_named``: the caller chose an ``amq.gen-`` name for a declare without
         one (so that it could check its permissions on that name first)."""
         arguments = arguments or {}
+        if name.startswith(REPLY_TO):  # passive or not, as RabbitMQ
+            return self.replies.declare(name)
         if passive:
             if not name:
                 raise NotFound(f"no queue '' in vhost '{self.name}'")
@@ -252,6 +300,12 @@ class VHost:
                 f"({limit}) is reached"
             )
         owner = client if exclusive else None
+        where = f"queue '{name}' in vhost '{self.name}'"
+        cache = (
+            dedup.DedupCache.from_arguments(arguments, where)
+            if dedup.enabled(arguments, where)
+            else None
+        )
         cls = queue_class(arguments)
         if cls.kind == "classic":
             validate_arguments(arguments, name, self.name)
@@ -264,6 +318,8 @@ class VHost:
             arguments=arguments,
         )
         self.queues[name] = queue
+        if cache is not None:
+            self._queue_dedup[queue] = cache
         if owner is not None:
             owner.exclusive_queues.add(queue)
         self._changed("queue", queue)
@@ -310,6 +366,7 @@ class VHost:
             consumer.session.consumer_gone(consumer)
         for binding in self._bindings_to(queue):
             self._unbind(binding.source, queue, binding.routing_key, binding.arguments)
+        self._queue_dedup.pop(queue, None)
         queue.purge()
         self._changed("queue.deleted", queue)
         return count
@@ -330,24 +387,19 @@ class VHost:
     # -- routing --------------------------------------------------------------------------
 
     def route(self, exchange: Exchange, message: Message) -> Collection[Queue]:
-        """Queues the message reaches, following exchange-to-exchange bindings."""
+        """Queues the message reaches, following exchange-to-exchange bindings, the CC and
+        BCC headers (core.features.sender_selected) and alternate exchanges."""
         dests = exchange.route(message)
+        headers = message.properties.headers
+        if headers and ("CC" in headers or "BCC" in headers):
+            return route_walk(self, exchange, message, dests, extra_keys(headers))
         for dest in dests:
             if dest.is_exchange:
                 break
         else:
-            return dests  # the common case: only queues, no copy
-        queues: dict[Queue, None] = {}
-        seen = {exchange}
-        pending = list(dests)
-        while pending:
-            dest = pending.pop()
-            if not dest.is_exchange:
-                queues[dest] = None
-            elif dest not in seen:
-                seen.add(dest)
-                pending.extend(dest.route(message))
-        return queues.keys()
+            if dests:
+                return dests  # the common case: only queues, no copy
+        return route_walk(self, exchange, message, dests, [])
 
     def publish(
         self, exchange_name: str, message: Message, publisher: Publisher | None = None
@@ -361,17 +413,51 @@ class VHost:
             raise AccessRefused(
                 f"cannot publish to internal exchange '{exchange_name}' in vhost '{self.name}'"
             )
-        queues = self.route(ex, message)
+        if self._gates:
+            gates = self._gates.get(ex)
+            if gates is not None:
+                headers = message.properties.headers
+                if headers and has_extra_keys(headers):
+                    extra_keys(headers)  # refuse a malformed CC now, not when released
+                for gate in gates:
+                    taken = gate(message)
+                    if taken is not None:
+                        ex.stat_in += 1
+                        return taken, 0
+        reached = self._enqueue(ex, message, publisher)
         ex.stat_in += 1
+        return reached
+
+    def route_held(self, exchange: Exchange, message: Message) -> int:
+        """A message the exchange held (x-delayed-message) goes on its way now."""
+        if exchange.deleted:
+            return 0
+        return self._enqueue(exchange, message, None)[0]
+
+    def _enqueue(
+        self, ex: Exchange, message: Message, publisher: Publisher | None
+    ) -> tuple[int, int]:
+        """(queues reached, queues that refused it)."""
+        queues = self.route(ex, message)
+        if not queues:
+            if not ex.name and message.routing_key.startswith(REPLY_PREFIX):
+                return (1 if self.replies.deliver(message) else 0), 0
+            return 0, 0
+        headers = message.properties.headers
+        if headers and "BCC" in headers:
+            message = strip_bcc(message)
+        routed = len(queues)
+        if self._queue_dedup:  # a duplicate was routed (no return), the queue drops it
+            dedup_of = self._queue_dedup.get
+            queues = [q for q in queues if (c := dedup_of(q)) is None or not c.duplicate(message)]
         refused = 0
         for queue in queues:
             if not queue.push(message):
                 refused += 1
             if publisher is not None and queue.flow.congested:
                 queue.flow.hold(publisher)
-        if queues:
-            ex.stat_out += 1
-        return len(queues), refused
+        ex.stat_out += 1
+        return routed, refused
 
     # -- change notification --------------------------------------------------------------
 

@@ -30,8 +30,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from roost.store.delayed import DelayedLog
 from roost.store.files import FilePool
-from roost.store.paths import queue_dir
+from roost.store.paths import delayed_dir, queue_dir
 from roost.store.queue_store import QueueStore, _fsync_dir
 
 log = logging.getLogger("roost.store")
@@ -106,15 +107,21 @@ class DiskStore:
         self._opened.add(directory)
         return QueueStore(self, directory, f"{vhost}/{name}")
 
+    def open_delayed(self, vhost: str, exchange: str) -> DelayedLog:
+        directory = delayed_dir(self.data_dir, vhost, exchange)
+        self._opened.add(directory)
+        return DelayedLog(QueueStore(self, directory, f"{vhost}/delayed:{exchange}"))
+
     def remove_orphans(self) -> int:
-        """After recovery: delete queue directories no durable queue claimed (a queue
-        declared and fed, then a crash before its definition was saved)."""
+        """After recovery: delete queue (and delayed-exchange) directories that nothing
+        durable claimed (declared and fed, then a crash before the definition was saved)."""
         removed = 0
-        for directory in self.data_dir.glob("vhosts/*/queues/*"):
-            if directory.is_dir() and directory not in self._opened:
-                log.warning("store: %s belongs to no durable queue, removed", directory)
-                shutil.rmtree(directory, ignore_errors=True)
-                removed += 1
+        for pattern in ("vhosts/*/queues/*", "vhosts/*/delayed/*"):
+            for directory in self.data_dir.glob(pattern):
+                if directory.is_dir() and directory not in self._opened:
+                    log.warning("store: %s belongs to nothing durable, removed", directory)
+                    shutil.rmtree(directory, ignore_errors=True)
+                    removed += 1
         return removed
 
     def new_segment(self, store: QueueStore) -> None:

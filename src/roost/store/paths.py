@@ -25,3 +25,8 @@ def queue_dir(data_dir: Path, vhost: str, queue: str) -> Path:
 
 def stream_dir(data_dir: Path, vhost: str, stream: str) -> Path:
     return vhost_dir(data_dir, vhost) / "streams" / name_hash(stream)
+
+
+def delayed_dir(data_dir: Path, vhost: str, exchange: str) -> Path:
+    """An x-delayed-message exchange's held messages."""
+    return vhost_dir(data_dir, vhost) / "delayed" / name_hash(exchange)

@@ -6,13 +6,25 @@ from typing import Any
 
 from roost.core.errors import CommandInvalid
 from roost.core.exchanges.base import Exchange
+from roost.core.exchanges.consistent_hash import ConsistentHashExchange
+from roost.core.exchanges.deduplication import DeduplicationExchange
+from roost.core.exchanges.delayed import DelayedExchange
 from roost.core.exchanges.direct import DirectExchange
 from roost.core.exchanges.fanout import FanoutExchange
 from roost.core.exchanges.headers import HeadersExchange
 from roost.core.exchanges.topic import TopicExchange
 
 EXCHANGE_TYPES: dict[str, type[Exchange]] = {
-    cls.kind: cls for cls in (DirectExchange, FanoutExchange, TopicExchange, HeadersExchange)
+    cls.kind: cls
+    for cls in (
+        DirectExchange,
+        FanoutExchange,
+        TopicExchange,
+        HeadersExchange,
+        ConsistentHashExchange,
+        DelayedExchange,
+        DeduplicationExchange,
+    )
 }
 
 

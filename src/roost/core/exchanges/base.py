@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from roost.core.message import Message
+    from roost.core.vhost import VHost
 
 # A binding's destination is a queue or an exchange; both are plain hashable objects.
 Destination = Any
@@ -74,6 +75,7 @@ class Exchange:
         self, destination: Destination, routing_key: str, arguments: dict[str, Any]
     ) -> Binding | None:
         """Add a binding; None when an identical one exists (binding is idempotent)."""
+        self.validate_binding(routing_key, arguments)
         binding = Binding(self, destination, routing_key, arguments)
         if binding.key in self.bindings:
             return None
@@ -91,6 +93,15 @@ class Exchange:
 
     def bindings_to(self, destination: Destination) -> list[Binding]:
         return [b for b in self.bindings.values() if b.destination is destination]
+
+    def validate_binding(self, routing_key: str, arguments: dict[str, Any]) -> None:
+        """Raise PreconditionFailed for a binding this type refuses, before it exists."""
+
+    def attach(self, vhost: VHost) -> None:
+        """Called once the vhost holds the exchange (types that route later need it)."""
+
+    def detach(self) -> None:
+        """Called when the exchange is deleted: let go of timers and held messages."""
 
     def _add(self, binding: Binding) -> None:
         raise NotImplementedError  # each type defines its index

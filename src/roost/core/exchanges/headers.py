@@ -57,11 +57,8 @@ class HeadersExchange(Exchange):
         super().__init__(*args, **kwargs)
         self._rules: dict[tuple[Any, ...], tuple[Destination, bool, list[tuple[str, Any]]]] = {}
 
-    def bind(
-        self, destination: Destination, routing_key: str, arguments: dict[str, Any]
-    ) -> Binding | None:
-        _rule(arguments)  # validate before the binding exists
-        return super().bind(destination, routing_key, arguments)
+    def validate_binding(self, routing_key: str, arguments: dict[str, Any]) -> None:
+        _rule(arguments)
 
     def _add(self, binding: Binding) -> None:
         match_all, pairs = _rule(binding.arguments)
