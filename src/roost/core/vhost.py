@@ -17,6 +17,7 @@ from roost.core.features.direct_reply import REPLY_TO, DirectReplyTo
 from roost.core.features.routing import Gate, gates_for, route_walk
 from roost.core.features.sender_selected import extra_keys, has_extra_keys, strip_bcc
 from roost.core.features.settings import validate_arguments
+from roost.core.field_types import field_type
 from roost.core.queues.base import Queue
 from roost.core.queues.kinds import queue_class
 from roost.core.queues.streams import Streams
@@ -63,18 +64,7 @@ def _typed(value: Any) -> str:
     """RabbitMQ's wording for an argument on one side of an inequivalence."""
     if value is None:
         return "none"
-    if isinstance(value, bool):
-        kind = "bool"
-    elif isinstance(value, int):
-        kind = "signedint" if -(2**31) <= value < 2**31 else "long"
-    elif isinstance(value, float):
-        kind = "double"
-    elif isinstance(value, dict):
-        kind = "table"
-    elif isinstance(value, list):
-        kind = "array"
-    else:
-        kind = "longstr"
+    kind = field_type(value)
     return f"the value '{_fmt(value)}' of type '{kind}'"
 
 

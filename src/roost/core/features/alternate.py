@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from roost.core.errors import PreconditionFailed
-from roost.core.features.sender_selected import field_type
+from roost.core.field_types import field_type
 
 ARGUMENT = "alternate-exchange"
 

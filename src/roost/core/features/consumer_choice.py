@@ -13,10 +13,10 @@ A queue without either keeps ``chooser`` at None and its fast round robin.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.errors import PreconditionFailed
+from roost.core.field_types import field_type as amqp_type
 
 if TYPE_CHECKING:
     from roost.core.consumer import Consumer
@@ -82,23 +82,6 @@ def chooser_for(queue: Queue) -> Chooser | None:
     return None
 
 
-def amqp_type(value: Any) -> str:
-    """RabbitMQ's name for a field-table value's type, as its error texts show it."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "signedint" if -(2**31) <= value < 2**31 else "long"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, Decimal):
-        return "decimal"
-    if isinstance(value, dict):
-        return "table"
-    if isinstance(value, list):
-        return "array"
-    if value is None:
-        return "void"
-    return "longstr"
 
 
 def invalid_arg(key: str, vhost: str, queue: str, detail: str) -> PreconditionFailed:

@@ -10,34 +10,15 @@ is the original one.
 
 from __future__ import annotations
 
-import datetime
-import decimal
 from typing import Any
 
 from roost.core.errors import PreconditionFailed
+from roost.core.field_types import field_type
 from roost.core.message import Message
 
 HEADERS = ("CC", "BCC")
 
 
-def field_type(value: Any) -> str:
-    """RabbitMQ's name for the AMQP field type a decoded value came from."""
-    if value is None:
-        return "void"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "signedint" if -(2**31) <= value < 2**31 else "long"
-    for kind, name in (
-        (float, "double"),
-        (decimal.Decimal, "decimal"),
-        (datetime.datetime, "timestamp"),
-        (dict, "table"),
-        (bytes, "binary"),
-    ):
-        if isinstance(value, kind):
-            return name
-    return "longstr"
 
 
 def has_extra_keys(headers: dict[str, Any] | None) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from roost.core.errors import PreconditionFailed
+from roost.core.field_types import field_type as type_name
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
 
@@ -58,21 +59,6 @@ def _text(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def type_name(value: Any) -> str:
-    """The AMQP field type RabbitMQ names in its errors."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "signedint" if -(2**31) <= value < 2**31 else "long"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, dict):
-        return "table"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, bytes | str):
-        return "longstr"
-    return "void" if value is None else type(value).__name__
 
 
 def _is_int(value: Any) -> TypeGuard[int]:

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from roost.core.features.consumer_choice import amqp_type, invalid_arg
+from roost.core.features.consumer_choice import invalid_arg
+from roost.core.field_types import field_type as amqp_type
 from roost.core.message import PROPERTY_NAMES, Message
 from roost.core.queues.base import Entry, Queue
 
