@@ -26,6 +26,7 @@ from roost.core.errors import (
     PreconditionFailed,
     ResourceLocked,
 )
+from roost.stomp import arguments as stomp_arguments
 from roost.stomp import destinations
 from roost.stomp.destinations import Destination, DestinationError
 from roost.stomp.frames import (
@@ -104,6 +105,8 @@ class Subscription:
     ack: str
     prefix: str | None = None
     ack_timeout: float = 0.0  # the core requeues what is not acked in time
+    # consumer arguments from the SUBSCRIBE headers (a stream's x-stream-offset, …)
+    arguments: dict[str, Any] = field(default_factory=dict)
     # delivery tags not yet acknowledged by the client, in delivery order
     outstanding: dict[int, None] = field(default_factory=dict)
 
@@ -375,7 +378,8 @@ class StompHandler:
         if reply_to is not None and reply_to.startswith("/temp-queue/"):
             headers = {**headers, "reply-to": "/reply-queue/" + self._temp_queue(reply_to)}
         if dest.kind == "queue":
-            self.broker.declare_queue(self.client, dest.name, durable=True)
+            arguments = stomp_arguments.queue_arguments(frame.headers)
+            self.broker.declare_queue(self.client, dest.name, durable=True, arguments=arguments)
             exchange, key = "", dest.name
         elif dest.kind == "temp-queue":
             exchange, key = "", self._temp_queue(dest_text)
@@ -473,14 +477,23 @@ class StompHandler:
             raise StompError("invalid ack-timeout", repr(timeout_text)) from exc
         dest = self._parse(dest_text)
         queue = self._subscription_queue(dest, sub_id, frame)
-        sub = Subscription(sub_id, dest_text, queue, ack, dest.prefix, ack_timeout)
+        sub = Subscription(
+            sub_id,
+            dest_text,
+            queue,
+            ack,
+            dest.prefix,
+            ack_timeout,
+            arguments=stomp_arguments.consumer_arguments(frame.headers),
+        )
         self._consume(sub, int(prefetch_text))
 
     def _subscription_queue(self, dest: Destination, sub_id: str, frame: Frame) -> str:
         assert self.client is not None
         broker, client = self.broker, self.client
         if dest.kind == "queue":
-            broker.declare_queue(client, dest.name, durable=True)
+            arguments = stomp_arguments.queue_arguments(frame.headers)
+            broker.declare_queue(client, dest.name, durable=True, arguments=arguments)
             return dest.name
         if dest.kind in ("amq-queue", "reply-queue"):
             broker.queue(client, dest.name)  # must exist
@@ -507,7 +520,9 @@ class StompHandler:
         session.prefetch_count = prefetch
         # the subscription's ack-timeout is the consumer's default deadline (core.features.
         # consumer_timeout); a message's own ack-timeout header wins over it
-        arguments = {ACK_TIMEOUT: sub.ack_timeout} if sub.ack_timeout > 0 else {}
+        arguments = dict(sub.arguments)
+        if sub.ack_timeout > 0:
+            arguments[ACK_TIMEOUT] = sub.ack_timeout
         try:
             consumer = self.broker.consume(
                 session,
