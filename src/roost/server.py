@@ -296,7 +296,8 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
         max_open=config.max_open_files,
     )
     broker = Broker(data_dir=data_dir)
-    broker.streams.storage = StreamFiles(data_dir)  # before recovery declares any stream
+    # before recovery declares any stream; stream files join the store's group commit
+    broker.streams.storage = StreamFiles(data_dir, on_write=disk.file_written)
     persistence = Persistence(broker, disk, DefinitionsFile(data_dir))
     persistence.install()
     if not persistence.recover():

@@ -434,11 +434,13 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         if message.properties.expiration is not None:
             parse_expiration(message.properties.expiration)  # refused before routing
         store = self.message_store
-        if confirm is None or store is None or message.properties.delivery_mode != 2:
+        if confirm is None or store is None:
             routed, refused = client.vhost.publish(exchange, message, publisher)
             if confirm is not None:
                 confirm(not refused)
             return routed
+        # a persistent message to a durable queue, or any message to a stream, bumps
+        # ``appends``: its confirm waits for the group commit's fsync
         before = store.appends
         routed, refused = client.vhost.publish(exchange, message, publisher)
         if refused:  # a full queue with overflow reject-publish: nack at once

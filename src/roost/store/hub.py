@@ -143,6 +143,16 @@ class DiskStore:
             self._flush_scheduled = True
             self._loop.call_soon(self.flush)
 
+    def file_written(self, path: Path) -> None:
+        """A file written outside the queue stores (a stream's log or stored offsets)
+        joins the next group commit: fsync'ed on the store's thread, not the event loop,
+        and a publish that wrote it is confirmed after that fsync (``appends``)."""
+        self._unsynced.add(path)
+        self.appends += 1
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            self._loop.call_soon(self.flush)
+
     def when_durable(self, waiter: Waiter) -> None:
         """Call ``waiter(True)`` once everything buffered so far is on disk."""
         self._waiters.append(waiter)

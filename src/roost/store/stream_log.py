@@ -299,6 +299,11 @@ class StreamLog:
         last = self.producers.get(producer)
         return last is not None and publishing_id <= last
 
+    @property
+    def active_path(self) -> Path:
+        """The segment file appends go to."""
+        return self.segments[-1].path
+
     def sync(self) -> None:
         """Group commit: one fsync covers every record appended since the last one."""
         if self.dirty and self._fd >= 0:

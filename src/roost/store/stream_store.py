@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ from roost.store.stream_reader import StreamReader
 log = logging.getLogger("roost.stream")
 
 META = "meta.json"
+
+# Told of every file a stream wrote, so the disk store's group commit fsyncs it on its own
+# thread (``DiskStore.file_written``); without one a stream syncs itself when asked.
+OnWrite = Callable[[Path], None]
 
 # (offset, timestamp ms, exchange, routing key, properties, body): core.durability's
 # StreamRecord, spelled out here because the store imports nothing from the core
@@ -62,8 +67,10 @@ class DiskStream:
         max_segment_bytes: int = 0,
         max_bytes: int = 0,
         max_age_ms: int = 0,
+        on_write: OnWrite | None = None,
     ) -> None:
         self.directory = directory
+        self._on_write = on_write
         self.log = StreamLog(
             directory,
             max_segment_bytes=max_segment_bytes,
@@ -112,9 +119,13 @@ class DiskStream:
         publishing_id: int = 0,
     ) -> int:
         payload = encode_stream_message(exchange, routing_key, properties, body)
-        return self.log.append(
+        offset = self.log.append(
             payload, timestamp_ms=timestamp_ms, producer=producer, publishing_id=publishing_id
         )
+        if self._on_write is not None:
+            self._on_write(self.log.active_path)
+            self.log.dirty = False  # the group commit fsyncs it, off the event loop
+        return offset
 
     def is_duplicate(self, producer: str, publishing_id: int) -> bool:
         return self.log.is_duplicate(producer, publishing_id)
@@ -129,6 +140,9 @@ class DiskStream:
 
     def store_offset(self, name: str, offset: int) -> None:
         self.offsets.store(name, offset)
+        if self._on_write is not None:
+            self._on_write(self.offsets.path)
+            self.offsets.dirty = False
 
     # -- life -----------------------------------------------------------------------------
 
@@ -148,8 +162,9 @@ class DiskStream:
 class StreamFiles:
     """Opens streams under ``data_dir`` and finds them again at start-up."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, on_write: OnWrite | None = None) -> None:
         self.data_dir = data_dir
+        self.on_write = on_write
 
     def open_stream(
         self,
@@ -168,6 +183,7 @@ class StreamFiles:
             max_segment_bytes=max_segment_bytes,
             max_bytes=max_bytes,
             max_age_ms=max_age_ms,
+            on_write=self.on_write,
         )
 
     def saved_streams(self) -> list[tuple[str, str, dict[str, Any]]]:
