@@ -2,15 +2,23 @@
 
     .venv/bin/python bench/stomp_throughput.py [--brokers roost,rabbitmq] [--count 20000]
 
+    .venv/bin/python bench/stomp_throughput.py --repeat 3 --count 50000
+
 One producer and one consumer over TCP, 1 KiB bodies, client-individual ACKs, prefetch
 100. The client is a small asyncio STOMP client on Roost's sans-IO codec, so the client
-library is not what is measured. Prints delivered-and-acked messages per second.
+library is not what is measured; the producer runs in a process of its own, so the
+consumer's process is not also the publisher's. Each broker is started once; runs
+alternate between them and the table shows medians and the ratio. Prints
+delivered-and-acked messages per second.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import multiprocessing
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -80,12 +88,22 @@ async def consume(port: int, queue: str, count: int) -> float:
     return (count - 1) / elapsed
 
 
+def _produce_process(port: int, queue: str, count: int) -> None:
+    asyncio.run(produce(port, queue, count, b"x" * 1024))
+
+
 async def run_once(port: int, count: int) -> float:
     queue = f"bench-{time.monotonic_ns()}"
     consumer = asyncio.create_task(consume(port, queue, count))
     await asyncio.sleep(0.3)  # the subscription declares the queue first
-    await produce(port, queue, count, b"x" * 1024)
-    return await consumer
+    producer = multiprocessing.get_context("spawn").Process(
+        target=_produce_process, args=(port, queue, count)
+    )
+    producer.start()
+    try:
+        return await consumer
+    finally:
+        await asyncio.to_thread(producer.join)
 
 
 async def fanout_subscriber(
@@ -151,43 +169,64 @@ async def run_fanout(port: int, ws_port: int, transport: str, subs: int, count: 
     return subs * count / (time.perf_counter() - start)
 
 
+def _launcher(name: str, port: int) -> contextlib.AbstractContextManager[object] | None:
+    if name == "roost":
+        return _brokers.roost("--stomp-port", str(port), "--ws-port", "0", "--http-port", "0")
+    if name == "rabbitmq":
+        if not _brokers.rabbitmq_installed():
+            print("rabbitmq: not installed, skipped")
+            return None
+        return _brokers.rabbitmq(
+            plugins=("rabbitmq_stomp",),
+            extra_conf=f"stomp.listeners.tcp.1 = 127.0.0.1:{port}\n",
+        )
+    raise SystemExit(f"unknown broker {name}")
+
+
+def _run(port: int, count: int) -> float:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return asyncio.run(run_once(port, count))
+        except OSError:  # the listener is not up yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brokers", default="roost,rabbitmq")
-    ap.add_argument("--count", type=int, default=20000)
+    ap.add_argument("--count", type=int, default=50000)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--fanout", action="store_true",
                     help="topic fan-out instead: 1 publisher, --subscribers, 117 B, TCP and WS")
     ap.add_argument("--subscribers", type=int, default=20)
     args = ap.parse_args()
     if args.fanout:
         return fanout(args)
-    for name in args.brokers.split(","):
-        port = _brokers.free_port()
-        if name == "roost":
-            launcher = _brokers.roost("--stomp-port", str(port), "--ws-port", "0",
-                                      "--http-port", "0")
-        elif name == "rabbitmq":
-            if not _brokers.rabbitmq_installed():
-                print("rabbitmq: not installed, skipped")
-                continue
-            launcher = _brokers.rabbitmq(
-                plugins=("rabbitmq_stomp",),
-                extra_conf=f"stomp.listeners.tcp.1 = 127.0.0.1:{port}\n",
-            )
-        else:
-            raise SystemExit(f"unknown broker {name}")
-        with launcher:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    rate = asyncio.run(run_once(port, args.count))
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-        print(f"{name}: {rate:,.0f} msg/s (1 KiB, client-individual, prefetch 100, "
-              f"{args.count} messages)")
+    rates: dict[str, list[float]] = {}
+    with contextlib.ExitStack() as stack:
+        ports: dict[str, int] = {}
+        for name in args.brokers.split(","):
+            port = _brokers.free_port()
+            launcher = _launcher(name, port)
+            if launcher is not None:
+                stack.enter_context(launcher)
+                ports[name] = port
+                rates[name] = []
+        for _ in range(args.repeat):
+            for name, port in ports.items():
+                rates[name].append(_run(port, args.count))
+    print(f"1 producer / 1 consumer, 1 KiB, client-individual, prefetch 100, "
+          f"{args.count} messages, {args.repeat} runs")
+    print(f"{'broker':10} {'median msg/s':>13}  runs")
+    for name, got in rates.items():
+        runs = ", ".join(f"{r:,.0f}" for r in got)
+        print(f"{name:10} {statistics.median(got):>13,.0f}  {runs}")
+    if "roost" in rates and "rabbitmq" in rates:
+        ratio = statistics.median(rates["roost"]) / statistics.median(rates["rabbitmq"])
+        print(f"ratio roost / rabbitmq: {ratio:.2f}")
     return 0
 
 
