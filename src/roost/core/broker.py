@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ from roost.core.manage import ManageMixin
 from roost.core.message import EMPTY_PROPERTIES, Message, Properties
 from roost.core.policy import effective_policy
 from roost.core.queries import QueriesMixin
-from roost.core.queues.base import Entry, Queue
+from roost.core.queues.base import Queue
+from roost.core.queues.entry import Entry
 from roost.core.queues.streams import Streams
 from roost.core.quotas import QuotasMixin
 from roost.core.session import DeliverySink, Session
@@ -450,6 +451,18 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         else:
             confirm(True)
         return routed
+
+    def run_durably(self, ops: Iterable[Callable[[], None]], done: Callable[[], None]) -> None:
+        """Run a transaction's operations; ``done()`` once what they wrote to the store is
+        on disk (at once when they wrote nothing), so tx.commit-ok means durable."""
+        store = self.message_store
+        before = store.appends if store is not None else 0
+        for op in ops:
+            op()
+        if store is None or store.appends == before:
+            done()
+        else:
+            store.when_durable(lambda _ok: done())
 
     def direct_reply_request(self, session: Session, message: Message) -> Message:
         """A request published with ``reply_to = DIRECT_REPLY_TO``: the copy whose

@@ -155,7 +155,7 @@ class Persistence:
         if queue.store is not None or not wants_store(queue):
             return
         store = self.store.open_queue(queue.vhost.name, queue.name)
-        queue.store = store
+        queue.attach_store(store)
 
         count = store.recover(queue.restore)
         if self._recovering:

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from roost.core.errors import BrokerError
     from roost.core.features.consumer_timeout import AckTimeouts
     from roost.core.message import Message
-    from roost.core.queues.base import Entry, Queue
+    from roost.core.queues.base import Queue
+    from roost.core.queues.entry import Entry
 
 
 class DeliverySink(Protocol):

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from roost.core.message import Message
-    from roost.core.queues.base import Entry, Queue
+    from roost.core.queues.base import Queue
+    from roost.core.queues.entry import Entry
 
 UNKNOWN = -1.0  # Entry.expires of a message recovered from the store, not read yet
 _EARLY = 0.0005  # a loop timer may fire this much early; wait on rather than re-arm at 0

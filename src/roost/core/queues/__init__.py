@@ -1,5 +1,6 @@
 """Queue types."""
 
-from roost.core.queues.base import Entry, Queue
+from roost.core.queues.base import Queue
+from roost.core.queues.entry import Entry
 
 __all__ = ["Entry", "Queue"]

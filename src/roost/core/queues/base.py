@@ -18,9 +18,12 @@ from roost.core.features.lifecycle import QueueFeatures
 from roost.core.features.settings import QueueSettings
 from roost.core.flow import QueueFlow
 from roost.core.message import Message, Properties
+from roost.core.queues.entry import Entry
+from roost.core.queues.paged import PagedReady
 
 # A durable queue keeps the messages of this many ready entries in memory; persistent
-# messages queued behind them live only in the store and are read back for delivery.
+# messages queued behind them live only in the store (and, packed, in PagedReady's
+# arrays) and are read back for delivery.
 PAGE_WINDOW = 1024
 
 if TYPE_CHECKING:
@@ -28,25 +31,6 @@ if TYPE_CHECKING:
     from roost.core.consumer import Consumer
     from roost.core.durability import QueueStore
     from roost.core.vhost import VHost
-
-
-class Entry:
-    """A message's place in one queue. ``seq`` orders it; requeues go back by seq."""
-
-    __slots__ = ("deliveries", "expires", "message", "redelivered", "seq", "size", "slot")
-
-    def __init__(self, seq: int, message: Message | None, size: int = 0) -> None:
-        self.seq = seq
-        # None while paged out: only in the store (slot), read back by Queue._page_in
-        self.message = message
-        self.redelivered = False
-        self.deliveries = 0
-        self.slot = 0  # the message's sequence number in the queue's store; 0: not stored
-        self.size = len(message.body) if message is not None else size
-        self.expires = 0.0  # monotonic deadline (core.features.lifecycle); 0.0: never
-
-    def __lt__(self, other: Entry) -> bool:
-        return self.seq < other.seq
 
 
 class Ready(Protocol):
@@ -148,15 +132,22 @@ class Queue:
         self.features = QueueFeatures(self, QueueSettings())
         return self.features
 
+    def attach_store(self, store: QueueStore) -> None:
+        """Persistent messages go to ``store`` from now on; a classic queue's backlog
+        packs its paged-out entries into arrays (core.queues.paged)."""
+        self.store = store
+        if isinstance(self.ready, deque):  # not a priority queue's levels
+            self.ready = PagedReady(self.ready, PAGE_WINDOW)
+
     def restore(self, slot: int, size: int, redelivered: bool) -> None:
         """Put back a message recovered from the store, paged out (no consumers yet)."""
         self._seq += 1
         entry = self._recovered_entry(self._seq, slot, size)
         entry.slot = slot
         entry.redelivered = redelivered
+        (self.features or self._attach_features()).restored(entry)  # before it is packed
         self.ready.append(entry)
         self.ready_bytes += entry.size
-        (self.features or self._attach_features()).restored(entry)
 
     def _recovered_entry(self, seq: int, slot: int, size: int) -> Entry:
         return self.entry_class(seq, None, size)
@@ -313,6 +304,8 @@ class Queue:
         ready = self.ready
         if not ready or ready[0].seq > entry.seq:
             ready.appendleft(entry)
+        elif isinstance(ready, PagedReady):
+            ready.put_back(entry)
         else:
             assert isinstance(ready, deque)  # a queue with another container overrides this
             insort(ready, entry)

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from roost.core.features.consumer_choice import invalid_arg
 from roost.core.field_types import field_type as amqp_type
 from roost.core.message import PROPERTY_NAMES, Message
-from roost.core.queues.base import Entry, Queue
+from roost.core.queues.base import Queue
+from roost.core.queues.entry import Entry
 
 if TYPE_CHECKING:
     from roost.core.client import Client

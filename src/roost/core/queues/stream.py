@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from roost.core.durability import StreamCursor, StreamRecord
 from roost.core.errors import PreconditionFailed
 from roost.core.message import Message, Properties
-from roost.core.queues.base import Entry, Queue
+from roost.core.queues.base import Queue
+from roost.core.queues.entry import Entry
 from roost.core.queues.stream_args import int_arg, parse_max_age, parse_start
 
 if TYPE_CHECKING:
