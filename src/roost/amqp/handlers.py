@@ -499,9 +499,12 @@ class AMQPChannel:
     def on_tx_commit(self, method: m.TxCommit) -> None:
         if self.mode is not Mode.TX:
             raise PreconditionFailed("channel is not transactional")
-        for op in self.tx.take():
-            op()
-        self.reply(m.TxCommitOk())
+        self.broker.run_durably(self.tx.take(), self._tx_committed)
+
+    def _tx_committed(self) -> None:
+        """commit-ok waits, as a confirm does, for the fsync of the persistent messages."""
+        if not self.session.closed:
+            self.reply(m.TxCommitOk())
 
     def on_tx_rollback(self, method: m.TxRollback) -> None:
         if self.mode is not Mode.TX:
