@@ -132,3 +132,19 @@ def test_queue_shared_between_stomp_and_amqp_consumers(
                 conn.ack(m.headers["ack"])
     assert got and stomp_got  # both kinds of consumer took part
     assert sorted(got + stomp_got) == sorted(f"m{i}".encode() for i in range(10))
+
+
+def test_send_declares_the_queue_again_after_amqp_deleted_it(
+    roost: RoostProcess, connect: Connect, qname: str
+) -> None:
+    """A connection remembers the queues its SENDs declared, but not past a delete."""
+    conn, inbox = connect()
+    conn.send(f"/queue/{qname}", "first", receipt="r1")
+    inbox.receipt()
+    with pika.BlockingConnection(pika.URLParameters(roost.url)) as amqp:
+        ch = amqp.channel()
+        ch.queue_delete(qname)
+        conn.send(f"/queue/{qname}", "second", receipt="r2")
+        inbox.receipt()
+        method, _props, body = ch.basic_get(qname, auto_ack=True)
+    assert method is not None and body == b"second"

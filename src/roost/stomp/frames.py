@@ -190,41 +190,42 @@ class FrameParser:
     def _read_head(
         self, buf: bytearray, pos: int
     ) -> tuple[str, dict[str, str], int, int | None] | None:
-        """Command and headers, or None when the blank line has not arrived yet."""
+        """Command and headers, or None when the blank line has not arrived yet.
+
+        The head ends at the first empty line: LF LF, or LF CR LF. It is found with two
+        ``find`` calls and decoded in one piece (per-line scanning was a fifth of the
+        STOMP server's time in bench/stomp_throughput.py)."""
         limits = self.limits
-        start = pos
-        lines: list[bytes] = []
-        while True:
-            nl = buf.find(b"\n", pos)
-            if nl < 0:
-                if len(buf) - pos > limits.max_header_length:
-                    raise StompParseError(
-                        "header too long",
-                        f"header lines are limited to {limits.max_header_length} bytes",
-                    )
-                if len(buf) - start > limits.max_frame_size:
-                    raise StompParseError("frame too large")
-                return None
-            line_end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
-            if line_end - pos > limits.max_header_length:
-                raise StompParseError(
-                    "header too long",
-                        f"header lines are limited to {limits.max_header_length} bytes",
-                )
-            line = bytes(buf[pos:line_end])
-            pos = nl + 1
-            if not line and lines:
-                break
-            lines.append(line)
-            if len(lines) > limits.max_headers + 1:
-                raise StompParseError(
-                    "too many headers", f"frames may carry at most {limits.max_headers} headers"
-                )
+        end = buf.find(b"\n\n", pos)
+        crlf = buf.find(b"\n\r\n", pos, end + 2 if end >= 0 else len(buf))
+        if crlf >= 0 and (end < 0 or crlf < end):
+            end, body_start = crlf, crlf + 3
+        elif end >= 0:
+            body_start = end + 2
+        else:
+            self._check_partial_head(buf, pos)
+            return None
+        if end - pos > limits.max_frame_size:
+            raise StompParseError("frame too large")
         try:
-            command = lines[0].decode("utf-8")
-            texts = [raw.decode("utf-8") for raw in lines[1:]]
+            text = buf[pos:end].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise StompParseError("header is not valid UTF-8") from exc
+        lines = text.split("\n")
+        if "\r" in text:
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        if len(lines) > limits.max_headers + 1:
+            raise StompParseError(
+                "too many headers", f"frames may carry at most {limits.max_headers} headers"
+            )
+        if end - pos > limits.max_header_length and any(
+            len(line.encode()) > limits.max_header_length for line in lines
+        ):
+            raise StompParseError(
+                "header too long",
+                f"header lines are limited to {limits.max_header_length} bytes",
+            )
+        command, texts = lines[0], lines[1:]
         if not command or not command.isascii() or not command.isalpha():
             raise StompParseError("malformed frame", f"invalid command line {command[:40]!r}")
         version = "1.0" if command in UNESCAPED_COMMANDS else self.version
@@ -243,7 +244,23 @@ class FrameParser:
             if not raw_length.isdigit():
                 raise StompParseError("invalid content-length", repr(raw_length))
             length = int(raw_length)
-        return command, headers, pos, length
+        return command, headers, body_start, length
+
+    def _check_partial_head(self, buf: bytearray, pos: int) -> None:
+        """Limits that an incomplete head already breaks."""
+        limits = self.limits
+        nl = buf.rfind(b"\n", pos)
+        if len(buf) - (nl + 1 if nl >= 0 else pos) > limits.max_header_length:
+            raise StompParseError(
+                "header too long",
+                f"header lines are limited to {limits.max_header_length} bytes",
+            )
+        if len(buf) - pos > limits.max_frame_size:
+            raise StompParseError("frame too large")
+        if nl >= 0 and buf.count(b"\n", pos) > limits.max_headers + 1:
+            raise StompParseError(
+                "too many headers", f"frames may carry at most {limits.max_headers} headers"
+            )
 
 
 def serialize(

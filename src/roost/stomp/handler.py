@@ -42,9 +42,11 @@ from roost.stomp.mapping import headers_from_properties, properties_from_headers
 
 if TYPE_CHECKING:
     from roost.core.client import Client
+    from roost.core.queues.base import Queue
     from roost.core.session import Session
 
 log = logging.getLogger("roost.stomp")
+_CACHE_SIZE = 1024  # destinations remembered per connection
 
 # core error -> ERROR frame message header (RabbitMQ's words)
 ERROR_NAMES: dict[type[BrokerError], str] = {
@@ -134,6 +136,10 @@ class StompHandler:
         self.tag_subscription: dict[int, Subscription] = {}
         self.transactions: dict[str, list[Callable[[], None]]] = {}
         self.temp_queues: dict[str, str] = {}  # /temp-queue/NAME -> queue name
+        # per-connection caches, as RabbitMQ's STOMP plugin keeps: parsed destinations,
+        # and the queues SEND declared (declared again once deleted)
+        self._destinations: dict[str, Destination] = {}
+        self._sent_to: dict[str, Queue] = {}
         self.traffic = Traffic()
         self.close_reason = ""
         self.closed = False
@@ -378,8 +384,7 @@ class StompHandler:
         if reply_to is not None and reply_to.startswith("/temp-queue/"):
             headers = {**headers, "reply-to": "/reply-queue/" + self._temp_queue(reply_to)}
         if dest.kind == "queue":
-            arguments = stomp_arguments.queue_arguments(frame.headers)
-            self.broker.declare_queue(self.client, dest.name, durable=True, arguments=arguments)
+            self._declare_for_send(dest.name, stomp_arguments.queue_arguments(frame.headers))
             exchange, key = "", dest.name
         elif dest.kind == "temp-queue":
             exchange, key = "", self._temp_queue(dest_text)
@@ -395,6 +400,18 @@ class StompHandler:
         # the message went to a durable queue; the dispatcher must not send it now.
         del frame.headers["receipt"]
         self.broker.publish(self.client, exchange, message, partial(self._stored, receipt))
+
+    def _declare_for_send(self, name: str, arguments: dict[str, Any]) -> None:
+        """SEND to /queue/NAME declares it (durable) the first time, not on every frame
+        (a SEND with x- argument headers always declares: its arguments are checked)."""
+        assert self.client is not None
+        queue = self._sent_to.get(name)
+        if queue is not None and not queue.deleted and not arguments:
+            return
+        queue = self.broker.declare_queue(self.client, name, durable=True, arguments=arguments)
+        if len(self._sent_to) >= _CACHE_SIZE:
+            self._sent_to.clear()
+        self._sent_to[name] = queue
 
     def _stored(self, receipt: str, ok: bool) -> None:
         if self.closed:
@@ -662,12 +679,18 @@ class StompHandler:
             raise StompError(f"missing '{name}' header", f"{frame.command} needs '{name}'")
         return value
 
-    @staticmethod
-    def _parse(text: str) -> Destination:
+    def _parse(self, text: str) -> Destination:
+        dest = self._destinations.get(text)
+        if dest is not None:
+            return dest
         try:
-            return destinations.parse(text)
+            dest = destinations.parse(text)
         except DestinationError as exc:
             raise StompError("invalid destination", str(exc)) from exc
+        if len(self._destinations) >= _CACHE_SIZE:
+            self._destinations.clear()
+        self._destinations[text] = dest
+        return dest
 
     def _release(self) -> None:
         """Give back what the connection holds: unacked messages requeue at once."""
