@@ -112,6 +112,11 @@ class StreamCursor(Protocol):
     def next(self) -> StreamRecord | None:
         """The next record, or None at the tail (call again after an append)."""
 
+    def next_chunk(self, max_bytes: int, end: int | None) -> tuple[int, int, int, bytes] | None:
+        """Records undecoded, in the store's record format (docs/streams.md, "Chunked
+        reads"): (first offset, last offset, count, bytes) of up to ``max_bytes`` (at
+        least one record) before offset ``end``; None at the tail."""
+
     def close(self) -> None: ...
 
 

@@ -222,10 +222,17 @@ class Client:
         )
 
     def read_range(
-        self, stream: str, start: int, end: int, *, prefetch: int = 5000
+        self,
+        stream: str,
+        start: int,
+        end: int,
+        *,
+        prefetch: int = 5000,
+        chunk_bytes: int = 0,
     ) -> Iterator[Delivery]:
         """Every message with offset in [start, end): x-stream-end-offset makes the broker
-        cancel the consumer after the last one, so no waiting for silence."""
+        cancel the consumer after the last one, so no waiting for silence. With
+        ``chunk_bytes`` each delivery is a chunk of records (``roost.pipeline.chunks``)."""
         if end <= start:
             return
         self.call(m.BasicQos(prefetch_count=prefetch), m.BasicQosOk)
@@ -233,7 +240,11 @@ class Client:
             m.BasicConsume(
                 queue=stream,
                 consumer_tag="",
-                arguments={"x-stream-offset": start, "x-stream-end-offset": end},
+                arguments={
+                    "x-stream-offset": start,
+                    "x-stream-end-offset": end,
+                    **({"x-roost-chunk-bytes": chunk_bytes} if chunk_bytes else {}),
+                },
             ),
             m.BasicConsumeOk,
         )

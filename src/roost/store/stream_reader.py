@@ -9,7 +9,10 @@ from typing import IO, TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from roost.store.stream_log import StreamLog
 
+# a record on disk: crc32, length of what follows the first 8 bytes, offset, timestamp
+# (ms), publishing id, producer name length; then the name and the payload
 _HEADER = struct.Struct("<IIQqqH")
+_LENGTH_OFFSET = struct.Struct("<IQ")
 
 
 class Record(NamedTuple):
@@ -108,6 +111,49 @@ class StreamReader:
             name = buf[start : start + nlen].decode("utf-8") if nlen else ""
             self.offset = offset + 1
             return Record(offset, ts, name, pid, buf[start + nlen : end])
+
+    def next_chunk(self, max_bytes: int, end: int | None) -> tuple[int, int, int, bytes] | None:
+        """Whole records from the current offset, as they are on disk, up to ``max_bytes``
+        (at least one record) and before offset ``end``: (first offset, last offset,
+        count, bytes), or None at the tail. One slice of the read buffer, no decoding:
+        a chunk costs the broker one delivery however many records it holds."""
+        if self._file is None and not self._open():
+            return None
+        size = _HEADER.size
+        start = count = 0
+        first = last = -1
+        while True:
+            if self.offset >= self.log.next_offset or (end is not None and self.offset >= end):
+                break
+            buf, pos = self._buf, self._pos
+            if len(buf) - pos < size:
+                if count:
+                    break  # refilling moves the buffer: end the chunk here
+                if not self._fill(size) and not self._advance_segment():
+                    return None
+                continue
+            length, offset = _LENGTH_OFFSET.unpack_from(buf, pos + 4)
+            rec_end = pos + 8 + length
+            if rec_end > len(buf):
+                if count:
+                    break
+                if not self._fill(8 + length):
+                    return None
+                continue
+            if offset < self.offset:
+                self._pos = rec_end  # between the sparse index entry and the wanted offset
+                continue
+            if count and rec_end - start > max_bytes:
+                break
+            if not count:
+                start, first = pos, offset
+            count += 1
+            last = offset
+            self._pos = rec_end
+            self.offset = offset + 1
+        if not count:
+            return None
+        return first, last, count, self._buf[start : self._pos]
 
     def drain(self) -> Iterator[Record]:
         """Every record up to the current tail, then close."""

@@ -54,6 +54,9 @@ class MessageCursor:
         exchange, routing_key, properties, body = decode_stream_message(record.payload)
         return record.offset, record.timestamp, exchange, routing_key, properties, body
 
+    def next_chunk(self, max_bytes: int, end: int | None) -> tuple[int, int, int, bytes] | None:
+        return self._reader.next_chunk(max_bytes, end)
+
     def close(self) -> None:
         self._reader.close()
 

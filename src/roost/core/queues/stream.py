@@ -28,6 +28,10 @@ log = logging.getLogger("roost.stream")
 
 PRODUCER_HEADER = "x-stream-producer-name"
 PUBLISHING_ID_HEADER = "x-publishing-id"
+# Roost's extension: a consumer argument asking for chunked deliveries (docs/streams.md)
+CHUNK_ARGUMENT = "x-roost-chunk-bytes"
+CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
+MAX_CHUNK_BYTES = 4 * 1024 * 1024
 
 class StreamEntry(Entry):
     """A delivery's entry; ``seq`` is the stream offset, ``name`` the consumer's name."""
@@ -40,12 +44,15 @@ class StreamEntry(Entry):
 
 
 class Cursor:
-    __slots__ = ("end", "name", "reader")
+    __slots__ = ("chunk_bytes", "end", "name", "reader")
 
-    def __init__(self, reader: StreamCursor, name: str, end: int | None) -> None:
+    def __init__(
+        self, reader: StreamCursor, name: str, end: int | None, chunk_bytes: int = 0
+    ) -> None:
         self.reader = reader
         self.name = name
         self.end = end
+        self.chunk_bytes = chunk_bytes  # 0: one delivery per message
 
 
 def for_delivery(record: StreamRecord) -> Message:
@@ -171,6 +178,9 @@ class StreamQueue(Queue):
         if end is not None and reader.offset >= end:
             self._finish(consumer)
             return
+        if cursor.chunk_bytes:
+            self._feed_chunks(consumer, cursor)
+            return
         session = consumer.session
         while consumer.has_credit():
             record = reader.next()
@@ -184,6 +194,28 @@ class StreamQueue(Queue):
             self.stat_delivered += 1
             session.deliver(consumer, self, StreamEntry(offset, for_delivery(record), cursor.name))
             if end is not None and offset + 1 >= end:
+                self._finish(consumer)
+                return
+
+    def _feed_chunks(self, consumer: Consumer, cursor: Cursor) -> None:
+        """One delivery per chunk of records (undecoded, as stored); acking it acks its
+        last offset. The broker's work is per chunk, not per message."""
+        reader, end, session = cursor.reader, cursor.end, consumer.session
+        while consumer.has_credit():
+            chunk = reader.next_chunk(cursor.chunk_bytes, end)
+            if chunk is None:
+                if end is not None and reader.offset >= end:
+                    self._finish(consumer)
+                return  # caught up: wait for the next push
+            first, last, count, data = chunk
+            headers: dict[str, Any] = {"x-stream-offset": first, "x-stream-chunk-records": count}
+            message = Message(
+                "", self.name, Properties(content_type=CHUNK_CONTENT_TYPE, headers=headers), data
+            )
+            self.unacked += 1
+            self.stat_delivered += count
+            session.deliver(consumer, self, StreamEntry(last, message, cursor.name))
+            if end is not None and last + 1 >= end:
                 self._finish(consumer)
                 return
 
@@ -292,9 +324,16 @@ class StreamQueue(Queue):
         end = args.get("x-stream-end-offset")
         if end is not None and (isinstance(end, bool) or not isinstance(end, int)):
             raise PreconditionFailed(f"invalid x-stream-end-offset '{end}'")
+        chunk = args.get(CHUNK_ARGUMENT, 0)
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or not (
+            0 <= chunk <= MAX_CHUNK_BYTES
+        ):
+            raise PreconditionFailed(
+                f"invalid {CHUNK_ARGUMENT} '{chunk}': an integer from 0 to {MAX_CHUNK_BYTES}"
+            )
         start = self.start_offset(kind, value, name)
         super().add_consumer(consumer)
-        self._cursors[consumer] = Cursor(self.log.reader(start), name, end)
+        self._cursors[consumer] = Cursor(self.log.reader(start), name, end, chunk)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         cursor = self._cursors.pop(consumer, None)
