@@ -96,9 +96,10 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def backlog(count: int) -> list[tuple[str, str]]:
-    """Publish ``count`` persistent 1 KiB messages with no consumer; RSS, publish rate,
-    restart (recovery) time with that backlog, RSS after it, then the drain rate."""
+def backlog(count: int, size: int = 1024) -> list[tuple[str, str]]:
+    """Publish ``count`` persistent ``size``-byte messages with no consumer; RSS (idle, then
+    with the backlog, and per message), publish rate, restart (recovery) time with that
+    backlog, RSS after it, then the drain rate."""
     import pika
 
     rows: list[tuple[str, str]] = []
@@ -111,8 +112,9 @@ def backlog(count: int) -> list[tuple[str, str]]:
             conn = pika.BlockingConnection(pika.URLParameters(url))
             ch = conn.channel()
             ch.queue_declare("backlog", durable=True)
+            idle = _rss_mb(proc.pid)
             props = pika.BasicProperties(delivery_mode=2)
-            body = b"x" * 1024
+            body = b"x" * size
             started = time.monotonic()
             for _ in range(count):
                 ch.basic_publish("", "backlog", body, props)
@@ -122,10 +124,14 @@ def backlog(count: int) -> list[tuple[str, str]]:
             conn.close()
             rows.append((f"backlog {count:,}: publish msg/s (no confirms, then one)",
                          f"{rate:,.0f}"))
-            rows.append((f"backlog {count:,}: server RSS", f"{_rss_mb(proc.pid):,.0f} MB"))
+            rss = _rss_mb(proc.pid)
+            rows.append((f"backlog {count:,} x {size} B: server RSS (idle before: {idle:,.0f} MB)",
+                         f"{rss:,.0f} MB"))
+            rows.append((f"backlog {count:,}: RSS per queued message",
+                         f"{(rss - idle) * 2**20 / (count + 1):,.1f} B"))
             disk = sum(f.stat().st_size for f in data.rglob("*.seg"))
-            rows.append((f"backlog {count:,}: disk bytes per message beyond the 1 KiB body",
-                         f"{disk / (count + 1) - 1024:,.0f}"))
+            rows.append((f"backlog {count:,}: disk bytes per message beyond the {size} B body",
+                         f"{disk / (count + 1) - size:,.0f}"))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)
@@ -134,7 +140,10 @@ def backlog(count: int) -> list[tuple[str, str]]:
         try:
             rows.append((f"backlog {count:,}: restart until listening",
                          f"{time.monotonic() - started:.1f} s"))
-            rows.append((f"backlog {count:,}: RSS after restart", f"{_rss_mb(proc.pid):,.0f} MB"))
+            rss = _rss_mb(proc.pid)
+            rows.append((f"backlog {count:,}: RSS after restart", f"{rss:,.0f} MB"))
+            rows.append((f"backlog {count:,}: RSS per message after restart (over idle)",
+                         f"{(rss - idle) * 2**20 / (count + 1):,.1f} B"))
             conn = pika.BlockingConnection(pika.URLParameters(url))
             ch = conn.channel()
             ch.basic_qos(prefetch_count=100)
@@ -166,11 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backlog", type=int, default=0,
                         help="also measure a backlog of N messages (the issue asks 1M, 10M)")
     parser.add_argument("--only-backlog", action="store_true")
+    parser.add_argument("--body-size", type=int, default=1024, help="backlog message size")
     args = parser.parse_args(argv)
     rows: list[tuple[str, str]] = []
     log = sys.stderr
     if args.only_backlog:
-        _print(backlog(args.backlog))
+        _print(backlog(args.backlog, args.body_size))
         return 0
     what = f"publish (confirmed) / consume msg/s, median of {args.repeat}"
     for mode, extra in (("always", ()), ("interval", ("--fsync-interval-ms", "20")),
@@ -186,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.append((f"Roost recovery of {times[0][0]:,} x 1 KiB (median of {args.repeat})",
                  f"{statistics.median(t for _, t in times):.2f} s"))
     if args.backlog:
-        rows += backlog(args.backlog)
+        rows += backlog(args.backlog, args.body_size)
     print(f"\n{PUBLISH.title}\n")
     _print(rows)
     return 0
