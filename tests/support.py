@@ -168,3 +168,15 @@ def running_server(tmp: Path, *extra: str) -> Iterator[RoostProcess]:
         yield server
     finally:
         server.kill()
+
+
+def sync_ops(server: RoostProcess) -> int:
+    """The broker's fsync count so far (``rabbitmq_io_sync_ops_total`` in /metrics)."""
+    import re
+
+    import httpx
+
+    text = httpx.get(server.http_url + "/metrics").text
+    match = re.search(r"^rabbitmq_io_sync_ops_total (\d+)", text, re.MULTILINE)
+    assert match is not None, text
+    return int(match.group(1))

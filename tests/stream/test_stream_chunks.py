@@ -16,7 +16,11 @@ from tests.stream.conftest import declare_stream
 COUNT = 500
 
 
-def _publish(ch: Any, name: str) -> None:
+def _filled(conn: pika.BlockingConnection, name: str) -> Any:
+    """A channel, after declaring stream ``name`` and publishing COUNT messages to it."""
+    ch = conn.channel()
+    declare_stream(ch, name)
+    ch.confirm_delivery()
     for i in range(COUNT):
         props = pika.BasicProperties(
             content_type="text/plain",
@@ -24,6 +28,7 @@ def _publish(ch: Any, name: str) -> None:
             headers={"n": i, "tag": "odd" if i % 2 else "even"},
         )
         ch.basic_publish("", name, b"body-%d" % i, props)
+    return ch
 
 
 def _chunks(
@@ -50,10 +55,7 @@ def _chunks(
 def test_chunks_hold_every_record_in_order_with_properties(
     conn: pika.BlockingConnection, qname: str
 ) -> None:
-    ch = conn.channel()
-    declare_stream(ch, qname)
-    ch.confirm_delivery()
-    _publish(ch, qname)
+    ch = _filled(conn, qname)
     got = _chunks(conn, ch, qname, {"x-stream-offset": 0, "x-stream-end-offset": COUNT,
                                     "x-roost-chunk-bytes": 2048})
     assert len(got) > 5, "2 KiB chunks of ~80-byte records: several deliveries"
@@ -76,10 +78,7 @@ def test_chunks_hold_every_record_in_order_with_properties(
 def test_a_chunk_stops_at_the_end_offset_and_starts_at_the_wanted_one(
     conn: pika.BlockingConnection, qname: str
 ) -> None:
-    ch = conn.channel()
-    declare_stream(ch, qname)
-    ch.confirm_delivery()
-    _publish(ch, qname)
+    ch = _filled(conn, qname)
     got = _chunks(conn, ch, qname, {"x-stream-offset": 123, "x-stream-end-offset": 130,
                                     "x-roost-chunk-bytes": 1 << 20})
     assert len(got) == 1
@@ -89,10 +88,7 @@ def test_a_chunk_stops_at_the_end_offset_and_starts_at_the_wanted_one(
 def test_acking_a_chunk_stores_its_last_offset(
     conn: pika.BlockingConnection, qname: str
 ) -> None:
-    ch = conn.channel()
-    declare_stream(ch, qname)
-    ch.confirm_delivery()
-    _publish(ch, qname)
+    ch = _filled(conn, qname)
     name = {"x-stream-consumer-name": "etl"}
     _chunks(conn, ch, qname, {"x-stream-offset": 0, "x-stream-end-offset": 200,
                               "x-roost-chunk-bytes": 4096, **name})

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
-import httpx
 import pika
 
 from tests.stream.conftest import declare_stream
-from tests.support import RoostProcess
-
-
-def _sync_ops(roost: RoostProcess) -> int:
-    text = httpx.get(roost.http_url + "/metrics").text
-    match = re.search(r"^rabbitmq_io_sync_ops_total (\d+)", text, re.MULTILINE)
-    assert match is not None, text
-    return int(match.group(1))
+from tests.support import RoostProcess, sync_ops
 
 
 def test_confirmed_stream_publish_is_fsynced_by_the_store(
@@ -24,10 +14,10 @@ def test_confirmed_stream_publish_is_fsynced_by_the_store(
     ch = conn.channel()
     declare_stream(ch, qname)
     ch.confirm_delivery()
-    before = _sync_ops(roost)
+    before = sync_ops(roost)
     # transient: a stream keeps every message, so delivery mode does not matter
     ch.basic_publish("", qname, b"kept", pika.BasicProperties(delivery_mode=1))
-    assert _sync_ops(roost) > before
+    assert sync_ops(roost) > before
 
 
 def test_stored_offset_is_fsynced_by_the_store(
@@ -37,11 +27,11 @@ def test_stored_offset_is_fsynced_by_the_store(
     declare_stream(ch, qname)
     ch.confirm_delivery()
     ch.basic_publish("", qname, b"one")
-    before = _sync_ops(roost)
+    before = sync_ops(roost)
     ch.basic_publish(
         "amq.roost.offsets",
         qname,
         b"",
         pika.BasicProperties(headers={"x-stream-consumer-name": "c", "x-stream-offset": 0}),
     )
-    assert _sync_ops(roost) > before
+    assert sync_ops(roost) > before
