@@ -65,7 +65,10 @@ def perf(url: str, scenario: Scenario, duration: float, queue: str, log: Any) ->
 
 
 def throughput(r: dict[str, Any]) -> float:
-    return float(r["declare_rate"] if r["mode"] == "queue-declares" else r["consume_rate"])
+    """Declares/s; else deliveries/s, or publishes/s when nothing consumes."""
+    if r["mode"] == "queue-declares":
+        return float(r["declare_rate"])
+    return float(r["consume_rate"] if r.get("consumers") else r["publish_rate"])
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -105,6 +108,46 @@ def table(brokers: list[str], scenarios: list[Scenario],
     return "\n".join(rows)
 
 
+def run_scenarios(name: str, brokers: list[str], scenarios: Sequence[Scenario], repeat: int,
+                  duration: float) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], Path]:
+    """Start each broker once, run every scenario ``repeat`` times per broker (brokers
+    alternating), keep the raw JSON lines in bench/results/NAME-TIME.jsonl."""
+    RESULTS.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    raw_path = RESULTS / f"{name}-{stamp}.jsonl"
+    log_path = RESULTS / f"{name}-{stamp}.log"
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    with contextlib.ExitStack() as stack, open(raw_path, "w") as raw, open(log_path, "w") as log:
+        urls = {}
+        for b in brokers:
+            print(f"starting {BROKER_TITLES[b]}…", file=sys.stderr, flush=True)
+            urls[b] = stack.enter_context(_brokers.LAUNCHERS[b]())
+        for s in scenarios:
+            for rep in range(repeat):
+                # Alternate which broker goes first so neither always runs on a warmer box.
+                order = brokers if rep % 2 == 0 else brokers[::-1]
+                for b in order:
+                    print(f"scenario {s.key} run {rep + 1}/{repeat}: {BROKER_TITLES[b]}",
+                          file=sys.stderr, flush=True)
+                    log.write(f"## scenario {s.key} run {rep + 1} {b}\n")
+                    log.flush()
+                    try:
+                        # A queue per run: a late publish of one run never reaches the next.
+                        queue = f"bench-{s.key}-{rep + 1}"
+                        report = perf(urls[b], s, duration, queue, log)
+                    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                        print(f"  failed: {exc}", file=sys.stderr)
+                        continue
+                    if report.get("errors") or report["exit_code"]:
+                        print(f"  errors: {report.get('errors')}", file=sys.stderr)
+                    print(f"  {throughput(report):,.0f}/s", file=sys.stderr, flush=True)
+                    raw.write(json.dumps({"broker": b, "scenario": s.key, "run": rep + 1,
+                                          **report}) + "\n")
+                    raw.flush()
+                    results.setdefault((b, s.key), []).append(report)
+    return results, raw_path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -128,39 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyError as exc:
         parser.error(f"unknown scenario {exc}")
 
-    RESULTS.mkdir(exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    raw_path = RESULTS / f"amqp_throughput-{stamp}.jsonl"
-    log_path = RESULTS / f"amqp_throughput-{stamp}.log"
-    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    with contextlib.ExitStack() as stack, open(raw_path, "w") as raw, open(log_path, "w") as log:
-        urls = {}
-        for b in brokers:
-            print(f"starting {BROKER_TITLES[b]}…", file=sys.stderr, flush=True)
-            urls[b] = stack.enter_context(_brokers.LAUNCHERS[b]())
-        for s in scenarios:
-            for rep in range(args.repeat):
-                # Alternate which broker goes first so neither always runs on a warmer box.
-                order = brokers if rep % 2 == 0 else brokers[::-1]
-                for b in order:
-                    print(f"scenario {s.key} run {rep + 1}/{args.repeat}: {BROKER_TITLES[b]}",
-                          file=sys.stderr, flush=True)
-                    log.write(f"## scenario {s.key} run {rep + 1} {b}\n")
-                    log.flush()
-                    try:
-                        # A queue per run: a late publish of one run never reaches the next.
-                        queue = f"bench-{s.key}-{rep + 1}"
-                        report = perf(urls[b], s, args.duration, queue, log)
-                    except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                        print(f"  failed: {exc}", file=sys.stderr)
-                        continue
-                    if report.get("errors") or report["exit_code"]:
-                        print(f"  errors: {report.get('errors')}", file=sys.stderr)
-                    print(f"  {throughput(report):,.0f}/s", file=sys.stderr, flush=True)
-                    raw.write(json.dumps({"broker": b, "scenario": s.key, "run": rep + 1,
-                                          **report}) + "\n")
-                    raw.flush()
-                    results.setdefault((b, s.key), []).append(report)
+    results, raw_path = run_scenarios("amqp_throughput", brokers, scenarios, args.repeat,
+                                      args.duration)
     print(f"Throughput = messages delivered to consumers per second (declares/s for "
           f"scenario 4); {args.repeat} run(s) of {args.duration:g} s each, medians. Scenario 3 "
           "keeps 16 B bodies so it measures per-message work (acks, prefetch) rather than "

@@ -37,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--exchange", default="", metavar="NAME",
         help='exchange to publish to ("" = default exchange); a named one is a direct '
         "exchange bound to the queue with the queue name as routing key")
+    add("--queue-arg", action="append", default=[], metavar="KEY=VALUE",
+        help="a queue.declare argument, repeatable (x-max-length=1000; integers stay integers)")
+    add("--priorities", type=int, default=0, metavar="N",
+        help="publish with priorities cycling 0..N-1 (0 = no priority property)")
     add("--queue-declares", type=int, default=0, metavar="N",
         help="instead of messaging: declare N queues one round trip at a time, "
         "report declares/s, then delete them")

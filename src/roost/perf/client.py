@@ -227,7 +227,13 @@ async def connect(ep: Endpoint, factory: Callable[[], Connection] = Connection) 
 
 
 def publish_template(
-    *, exchange: str, routing_key: str, size: int, persistent: bool, frame_max: int
+    *,
+    exchange: str,
+    routing_key: str,
+    size: int,
+    persistent: bool,
+    frame_max: int,
+    priority: int | None = None,
 ) -> tuple[bytes, bytes]:
     """The frames of one basic.publish split around the body's first 8 bytes.
 
@@ -235,7 +241,9 @@ def publish_template(
     and only the timestamp changes. With a body under 8 bytes the prefix is the whole
     message and the suffix is empty (no timestamp, no latency).
     """
-    props = codec.encode_properties(m.BasicProperties(delivery_mode=2 if persistent else 1))
+    props = codec.encode_properties(
+        m.BasicProperties(delivery_mode=2 if persistent else 1, priority=priority)
+    )
     body = bytes(size)
     whole = codec.encode_basic_publish(
         CHANNEL, exchange, routing_key, False, False, props, body, frame_max

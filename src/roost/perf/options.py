@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -58,6 +59,10 @@ class Options:
     durable_queue: bool = False
     exchange: str = ""
     queue_declares: int = 0
+    # queue.declare arguments (--queue-arg KEY=VALUE) and message priorities cycling
+    # 0..priorities-1 (--priorities N; 0 = no priority property)
+    queue_args: tuple[tuple[str, Any], ...] = ()
+    priorities: int = 0
 
     @property
     def routing_key(self) -> str:
@@ -81,12 +86,16 @@ class Options:
             durable_queue=args.durable_queue,
             exchange=args.exchange,
             queue_declares=args.queue_declares,
+            queue_args=tuple(parse_queue_arg(text) for text in args.queue_arg),
+            priorities=args.priorities,
         )
         opts.validate()
         return opts
 
     def validate(self) -> None:
-        for name in ("producers", "consumers", "size", "confirm", "prefetch", "queue_declares"):
+        for name in (
+            "producers", "consumers", "size", "confirm", "prefetch", "queue_declares", "priorities"
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
         if self.duration <= 0:
@@ -100,3 +109,11 @@ class Options:
             raise ValueError("--multi-ack-every must not exceed --prefetch")
         if not self.queue:
             raise ValueError("--queue must not be empty")
+
+
+def parse_queue_arg(text: str) -> tuple[str, Any]:
+    """``x-max-length=1000`` -> ("x-max-length", 1000): integers become integers."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--queue-arg wants KEY=VALUE, not {text!r}")
+    return key, int(value) if value.lstrip("-").isdigit() else value

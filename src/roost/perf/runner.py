@@ -62,7 +62,7 @@ async def _prepare(opts: Options) -> tuple[str, bool]:
     conn = await client.connect(opts.endpoint)
     made_exchange = False
     try:
-        await _declare(conn, opts.queue, opts.durable_queue)
+        await _declare(conn, opts.queue, opts.durable_queue, dict(opts.queue_args))
         await conn.call(m.QueuePurge(queue=opts.queue), m.QueuePurgeOk)
         if opts.exchange:
             made_exchange = await _declare_exchange(conn, opts.exchange, opts.durable_queue)
@@ -76,9 +76,12 @@ async def _prepare(opts: Options) -> tuple[str, bool]:
         await conn.close()
 
 
-async def _declare(conn: client.Connection, queue: str, durable: bool) -> None:
+async def _declare(
+    conn: client.Connection, queue: str, durable: bool, arguments: dict[str, Any]
+) -> None:
+    declare = m.QueueDeclare(queue=queue, durable=durable, arguments=arguments)
     try:
-        await conn.call(m.QueueDeclare(queue=queue, durable=durable), m.QueueDeclareOk)
+        await conn.call(declare, m.QueueDeclareOk)
     except client.ClosedByBroker as exc:
         if exc.scope != "channel" or exc.reply_code != PRECONDITION_FAILED:
             raise
@@ -87,7 +90,7 @@ async def _declare(conn: client.Connection, queue: str, durable: bool) -> None:
         log(f"queue {queue!r} exists with other properties; re-creating it")
         await conn.open_channel()
         await conn.call(m.QueueDelete(queue=queue), m.QueueDeleteOk)
-        await conn.call(m.QueueDeclare(queue=queue, durable=durable), m.QueueDeclareOk)
+        await conn.call(declare, m.QueueDeclareOk)
 
 
 async def _declare_exchange(conn: client.Connection, name: str, durable: bool) -> bool:

@@ -112,13 +112,19 @@ class Producer:
         self.slot = slot
         self.progress = progress
         self.conn = conn
-        self.prefix, self.suffix = client.publish_template(
-            exchange=opts.exchange,
-            routing_key=opts.routing_key,
-            size=opts.size,
-            persistent=opts.persistent,
-            frame_max=conn.frame_max,
-        )
+        # one template per priority (one without): a batch cycles through them
+        self.templates = [
+            client.publish_template(
+                exchange=opts.exchange,
+                routing_key=opts.routing_key,
+                size=opts.size,
+                persistent=opts.persistent,
+                frame_max=conn.frame_max,
+                priority=priority,
+            )
+            for priority in (range(opts.priorities) if opts.priorities else [None])
+        ]
+        self.prefix, self.suffix = self.templates[0]
 
     @classmethod
     async def setup(cls, opts: Options, slot: int, progress: MutableSequence[int]) -> Producer:
@@ -127,6 +133,15 @@ class Producer:
         if opts.confirm:
             await conn.call(m.ConfirmSelect(), m.ConfirmSelectOk)
         return cls(opts, slot, progress, conn)
+
+    def _mixed(self, n: int, stamp: bytes) -> bytes:
+        """``n`` messages whose priorities cycle through the templates."""
+        templates = self.templates
+        k = len(templates)
+        return b"".join(
+            templates[i % k][0] + stamp + templates[i % k][1] if stamp else templates[i % k][0]
+            for i in range(n)
+        )
 
     def failed(self, error: str) -> ProducerResult:
         return ProducerResult(published=self.progress[self.slot], error=error)
@@ -167,8 +182,11 @@ class Producer:
                     await asyncio.sleep(min((sent + 1) / rate - elapsed, (deadline_ns - now) / 1e9))
                     continue
             # One timestamp per batch: the whole batch goes to the socket at this instant.
-            msg = prefix + now.to_bytes(8, "big") + suffix if stamped else prefix
-            write(msg * n)
+            if len(self.templates) > 1:
+                write(self._mixed(n, now.to_bytes(8, "big") if stamped else b""))
+            else:
+                msg = prefix + now.to_bytes(8, "big") + suffix if stamped else prefix
+                write(msg * n)
             sent += n
             progress[slot] = sent
             await asyncio.sleep(0)  # let the loop read confirms and report back-pressure
