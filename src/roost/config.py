@@ -127,6 +127,12 @@ class Config:
         "publishers are blocked while the broker's RSS is above it",
         metavar="LIMIT",
     )
+    vm_memory_high_watermark_paging_ratio: float = setting(
+        0.5,
+        "above this fraction of the memory watermark, queues page transient messages "
+        "(behind their first 1024) to disk; 0 pages always, above 1 never",
+        metavar="F",
+    )
     disk_free_limit: str = setting(
         "50MB",
         "disk alarm threshold: free space on the data dir's file system (50MB, 2GiB, "
@@ -195,6 +201,8 @@ class Config:
             raise ValueError(f"disk_free_limit: {exc}") from None
         if self.alarm_check_interval <= 0:
             raise ValueError("alarm_check_interval must be > 0")
+        if self.vm_memory_high_watermark_paging_ratio < 0:
+            raise ValueError("vm_memory_high_watermark_paging_ratio must be >= 0")
         return self
 
 

@@ -44,6 +44,7 @@ class Server:
         self.alarms = self.broker.resource_alarms = ResourceAlarms(
             memory_watermark=config.vm_memory_high_watermark,
             disk_free_limit=config.disk_free_limit,
+            paging_ratio=config.vm_memory_high_watermark_paging_ratio,
             data_dir=config.data_dir,
         )
         # a store write that fails for lack of space raises the disk alarm (store/hub.py)

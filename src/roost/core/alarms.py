@@ -28,6 +28,7 @@ DISK = "disk"
 
 DEFAULT_MEMORY_WATERMARK = "0.4"
 DEFAULT_DISK_FREE_LIMIT = "50MB"
+DEFAULT_PAGING_RATIO = 0.5
 
 _UNITS = {
     "": 1,
@@ -132,6 +133,7 @@ class ResourceAlarms:
         *,
         memory_watermark: str = DEFAULT_MEMORY_WATERMARK,
         disk_free_limit: str = DEFAULT_DISK_FREE_LIMIT,
+        paging_ratio: float = DEFAULT_PAGING_RATIO,
         data_dir: str = ".",
         memory_total: int | None = None,
         memory_probe: Callable[[], int] = rss_bytes,
@@ -148,6 +150,10 @@ class ResourceAlarms:
         self.mem_used = 0
         self.disk_free = -1  # not measured yet
         self.store_full = False  # a store write failed with ENOSPC and was not retried yet
+        # above paging_ratio x the memory watermark, queues page transient messages to disk
+        # (RabbitMQ's vm_memory_high_watermark_paging_ratio)
+        self.paging_ratio = paging_ratio
+        self.paging = False
         self.active: frozenset[str] = frozenset()
         self._listeners: dict[Listener, None] = {}  # a set in subscription order
 
@@ -192,6 +198,12 @@ class ResourceAlarms:
             self._update()
 
     def _update(self) -> frozenset[str]:
+        paging = self.mem_used >= self.mem_limit * self.paging_ratio
+        if paging != self.paging:
+            self.paging = paging
+            log.info("paging transient messages to disk %s (used %d bytes, threshold %d)",
+                     "started" if paging else "stopped", self.mem_used,
+                     int(self.mem_limit * self.paging_ratio))
         active = set()
         if self.mem_used > self.mem_limit:
             active.add(MEMORY)

@@ -28,8 +28,10 @@ class QueueStore(Protocol):
         properties: tuple[Any, ...],
         body: bytes,
         redelivered: bool = False,
+        transient: bool = False,
     ) -> int:
-        """Buffer the message for the next group commit; its sequence number (> 0)."""
+        """Buffer the message for the next group commit; its sequence number (> 0). A
+        ``transient`` one is only paged out: recovery does not bring it back."""
 
     def remove(self, seq: int) -> None: ...
 
@@ -84,6 +86,9 @@ class MessageStore(Protocol):
     def has_waiters(self) -> bool: ...
 
     def open_queue(self, vhost: str, name: str) -> QueueStore: ...
+
+    def open_spill(self, vhost: str, name: str) -> QueueStore:
+        """A scratch store for paging a queue's transient messages out (not recovered)."""
 
     def open_delayed(self, vhost: str, exchange: str) -> DelayedStore: ...
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from roost.core.durability import DefinitionsStore, MessageStore
 from roost.core.exchanges.delayed import DelayedExchange
 from roost.core.info import StoreInfo
+from roost.core.paging import Pager
 from roost.core.queues.base import Queue
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class Persistence:
         self._recovering = False
         self.recovered_messages = 0
         self.recovered_queues = 0
+        self.pager = Pager(store, broker)
 
     def install(self) -> None:
         """Listen to every definition change (and to vhosts created later)."""
@@ -110,6 +112,7 @@ class Persistence:
         )
 
     def _watch(self, vhost: VHost) -> None:
+        vhost.pager = self.pager
         if self._vhost_changed not in vhost.on_change:
             vhost.on_change.append(self._vhost_changed)
             for queue in vhost.queues.values():

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.flow import Publisher
     from roost.core.message import Message
+    from roost.core.paging import Pager
 
 # RabbitMQ compares these queue arguments on redeclare; other arguments are ignored.
 EQUIVALENCE_ARGS = (
@@ -97,6 +98,9 @@ class VHost:
         self.default_queue_type = "classic"
         # RabbitMQ's vhost limits (max-connections, max-queues); core/quotas.py sets them
         self.limits: dict[str, int] = {}
+        # paging transient messages under memory pressure (core.paging); set by
+        # core.persistence when the server has a disk store
+        self.pager: Pager | None = None
 
     # -- lookups --------------------------------------------------------------------------
 

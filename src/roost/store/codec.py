@@ -30,6 +30,7 @@ _TIMESTAMP = 9
 _HEADERS = 2
 
 FLAG_REDELIVERED = 1
+FLAG_TRANSIENT = 2  # paged out under memory pressure: never recovered after a restart
 
 
 class CodecError(ValueError):
@@ -48,8 +49,10 @@ def encode_message(
     properties: tuple[Any, ...],
     body: bytes,
     redelivered: bool = False,
+    transient: bool = False,
 ) -> bytes:
-    head = _HEAD.pack(seq, FLAG_REDELIVERED if redelivered else 0)
+    flags = (FLAG_REDELIVERED if redelivered else 0) | (FLAG_TRANSIENT if transient else 0)
+    head = _HEAD.pack(seq, flags)
     return b"".join(
         (head, encode_str(exchange), encode_str(routing_key), encode_properties(properties), body)
     )

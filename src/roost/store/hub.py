@@ -37,6 +37,8 @@ from roost.store.queue_store import QueueStore, _fsync_dir
 
 log = logging.getLogger("roost.store")
 
+SPILL_DIR = "paged"  # under the data dir: transient messages paged out (core.paging)
+
 FSYNC_MODES = ("always", "interval", "never")
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # write failures that mean "retry later"
 # upper bounds (seconds) of the fsync latency histogram, Prometheus style
@@ -85,6 +87,7 @@ class DiskStore:
         self._dirty: set[QueueStore] = set()
         self._opened: set[Path] = set()
         self._new_dirs: set[Path] = set()
+        shutil.rmtree(data_dir / SPILL_DIR, ignore_errors=True)  # a previous run's paging
         self._unsynced: set[Path] = set()
         self._waiters: list[Waiter] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -106,6 +109,12 @@ class DiskStore:
         directory = queue_dir(self.data_dir, vhost, name)
         self._opened.add(directory)
         return QueueStore(self, directory, f"{vhost}/{name}")
+
+    def open_spill(self, vhost: str, name: str) -> QueueStore:
+        """A store for a queue's transient messages paged out under memory pressure (a
+        queue that has no store of its own). Spill files never outlive the process."""
+        directory = queue_dir(self.data_dir / SPILL_DIR, vhost, name)
+        return QueueStore(self, directory, f"{vhost}/{name} (paged)")
 
     def open_delayed(self, vhost: str, exchange: str) -> DelayedLog:
         directory = delayed_dir(self.data_dir, vhost, exchange)

@@ -26,7 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost.store.codec import CodecError, decode_message, encode_message, peek_seq
+from roost.store.codec import (
+    FLAG_TRANSIENT,
+    CodecError,
+    decode_message,
+    encode_message,
+    peek_seq,
+)
 from roost.store.segment import HEADER_SIZE, ScanResult, frame, read_record, scan
 
 if TYPE_CHECKING:
@@ -87,11 +93,15 @@ class QueueStore:
         properties: tuple[Any, ...],
         body: bytes,
         redelivered: bool = False,
+        transient: bool = False,
     ) -> int:
-        """Buffer a message for the next group commit; its sequence number."""
+        """Buffer a message for the next group commit; its sequence number. A transient
+        one (paged out under memory pressure) is skipped by recovery."""
         seq = self._next_seq
         self._next_seq = seq + 1
-        record = frame(encode_message(seq, exchange, routing_key, properties, body, redelivered))
+        record = frame(
+            encode_message(seq, exchange, routing_key, properties, body, redelivered, transient)
+        )
         if self._seg == 0 or (
             self._seg_fill + len(record) > self.hub.segment_size and self._seg_fill
         ):
@@ -290,8 +300,8 @@ class QueueStore:
             for offset, payload in scan(data, result):
                 seq = peek_seq(payload)
                 next_seq = max(next_seq, seq + 1)
-                if seq < floor or seq in acked:
-                    continue
+                if seq < floor or seq in acked or _transient(payload):
+                    continue  # gone, or paged out before the restart: not kept
                 try:
                     msg = decode_message(payload)
                 except CodecError as exc:
@@ -445,3 +455,8 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _transient(payload: bytes | memoryview) -> bool:
+    """A record paged out under memory pressure (its flags byte follows the u64 seq)."""
+    return len(payload) > 8 and bool(payload[8] & FLAG_TRANSIENT)

@@ -117,6 +117,16 @@ class Queue:
             entry.slot = self.store.append(
                 message.exchange, message.routing_key, message.properties.as_tuple(), message.body
             )
+        elif len(self.ready) >= PAGE_WINDOW and (pager := self.vhost.pager) and pager.active:
+            # memory pressure: a transient message behind the window goes to disk too
+            entry.slot = pager.store_for(self).append(
+                message.exchange,
+                message.routing_key,
+                message.properties.as_tuple(),
+                message.body,
+                transient=True,
+            )
+            pager.paged += 1
         if self.ready or not self._offer(entry):
             if entry.slot and len(self.ready) >= PAGE_WINDOW:
                 entry.message = None  # paged out: see _page_in

@@ -1,0 +1,42 @@
+"""Paging transient messages to disk under memory pressure.
+
+Persistent messages in durable queues are paged out behind a queue's first
+``PAGE_WINDOW`` ready entries anyway (they are on disk already). Transient ones would
+stay in memory; once the broker's memory use passes ``paging_ratio`` x the memory high
+watermark (RabbitMQ's ``vm_memory_high_watermark_paging_ratio``, 0.5), a queue writes
+the transient messages it queues behind that window to a store as well, flagged
+transient so that a restart never brings them back, and keeps only their place. A
+durable queue uses its own store; any other queue gets a scratch store on first need
+(``MessageStore.open_spill``, under ``DATA/paged``, wiped at start and when the queue
+goes). Messages queued before paging started stay in memory.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from roost.core.broker import Broker
+    from roost.core.durability import MessageStore, QueueStore
+    from roost.core.queues.base import Queue
+
+
+class Pager:
+    """Tells queues whether to page transient messages, and gives them a store to."""
+
+    __slots__ = ("broker", "paged", "store")
+
+    def __init__(self, store: MessageStore, broker: Broker) -> None:
+        self.store = store
+        self.broker = broker  # its resource_alarms measure memory (and may be replaced)
+        self.paged = 0  # transient messages written out so far
+
+    @property
+    def active(self) -> bool:
+        return self.broker.resource_alarms.paging
+
+    def store_for(self, queue: Queue) -> QueueStore:
+        if queue.store is None:
+            queue.attach_store(self.store.open_spill(queue.vhost.name, queue.name))
+        assert queue.store is not None
+        return queue.store

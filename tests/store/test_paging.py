@@ -1,0 +1,84 @@
+"""Transient messages paged to disk under memory pressure (issue 3): past the paging
+threshold (``--vm-memory-high-watermark-paging-ratio`` x the memory watermark) a queue
+writes the transient messages it holds behind its first 1024 to disk, gives them back
+intact and in order, and a restart never brings them back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pika
+import pytest
+
+from tests.support import RoostProcess
+
+BACKLOG = 3000  # well past the 1024 entries a queue keeps in memory
+
+
+@pytest.fixture
+def paging(tmp_path: Path) -> Iterator[RoostProcess]:
+    """Ratio 0: the broker is always 'under pressure', so every queue pages."""
+    server = RoostProcess(tmp_path / "data", "--vm-memory-high-watermark-paging-ratio", "0")
+    yield server.start()
+    server.kill()
+    assert "Traceback" not in server.log, server.log
+
+
+def _paged_files(server: RoostProcess) -> list[Path]:
+    return list((server.data_dir / "paged").rglob("*.seg"))
+
+
+def _publish(server: RoostProcess, queue: str, durable: bool, mode: int = 1) -> None:
+    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+        ch = conn.channel()
+        ch.queue_declare(queue, durable=durable)
+        ch.confirm_delivery()
+        for i in range(BACKLOG):
+            props = pika.BasicProperties(delivery_mode=mode, headers={"i": i})
+            ch.basic_publish("", queue, b"message %d" % i, props)
+
+
+def _drain(server: RoostProcess, queue: str) -> list[tuple[Any, bytes]]:
+    got: list[tuple[Any, bytes]] = []
+    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+        ch = conn.channel()
+        while True:
+            method, props, body = ch.basic_get(queue, auto_ack=True)
+            if method is None:
+                return got
+            got.append((props, body))
+
+
+def test_transient_backlog_goes_to_disk_and_comes_back_in_order(
+    paging: RoostProcess, qname: str
+) -> None:
+    _publish(paging, qname, durable=False)
+    assert _paged_files(paging), "no transient message was paged out"
+    got = _drain(paging, qname)
+    assert [body for _, body in got] == [b"message %d" % i for i in range(BACKLOG)]
+    assert [props.headers["i"] for props, _ in got] == list(range(BACKLOG))
+    assert all(props.delivery_mode == 1 for props, _ in got)
+
+
+def test_paged_transient_messages_do_not_survive_a_restart(
+    paging: RoostProcess, qname: str
+) -> None:
+    """A durable queue pages them into its own store, flagged: recovery skips them."""
+    _publish(paging, qname, durable=True, mode=1)
+    with pika.BlockingConnection(pika.URLParameters(paging.url)) as conn:
+        conn.channel().basic_publish(
+            "", qname, b"kept", pika.BasicProperties(delivery_mode=2)
+        )
+    stored = sum(f.stat().st_size for f in (paging.data_dir / "vhosts").rglob("*.seg"))
+    assert stored > BACKLOG * 20, "the transient backlog was not written to the queue's store"
+    assert paging.stop() == 0
+    paging.start()
+    assert [body for _, body in _drain(paging, qname)] == [b"kept"]
+
+
+def test_no_paging_below_the_threshold(fresh_roost: RoostProcess, qname: str) -> None:
+    _publish(fresh_roost, qname, durable=False)
+    assert not _paged_files(fresh_roost)
+    assert len(_drain(fresh_roost, qname)) == BACKLOG
