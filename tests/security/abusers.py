@@ -58,7 +58,9 @@ class GoodClient(threading.Thread):
         self.received: list[int] = []  # in arrival order, duplicates kept
         self._got: set[int] = set()
         self.error: BaseException | None = None
-        self.ready = threading.Event()
+        self.ready = threading.Event()  # connected and consuming
+        self.go = threading.Event()  # clear it before start() to hold the round trips
+        self.go.set()
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -83,6 +85,7 @@ class GoodClient(threading.Thread):
 
         sub.basic_consume(self.queue, on_message)
         self.ready.set()
+        self.go.wait()
         pad = b"." * max(0, self.body_size - 12)
         n = 0
         while not self._halt.is_set() and not (self.limit and n >= self.limit):
@@ -135,9 +138,10 @@ class RawPeer:
         self.sock.sendall(encode_method_frame(0, m.ConnectionStartOk(
             client_properties={"product": "abuser"}, mechanism="PLAIN",
             response=b"\x00guest\x00guest", locale="en_US")))
-        self.expect(m.ConnectionTune)
+        tune = self.expect(m.ConnectionTune)
+        # the server's own limits: RabbitMQ refuses a channel_max of 0 ("no limit")
         self.sock.sendall(encode_method_frame(0, m.ConnectionTuneOk(
-            channel_max=0, frame_max=131072, heartbeat=0)))
+            channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=0)))
         self.sock.sendall(encode_method_frame(0, m.ConnectionOpen(virtual_host="/")))
         self.expect(m.ConnectionOpenOk)
 
@@ -288,13 +292,17 @@ class Slowloris(threading.Thread):
 _REFUSAL = re.compile(r"\((\d+)\) [\"'](.*)[\"']")
 
 
-def try_connect(url: str) -> pika.BlockingConnection | str:
-    """An open connection, or the broker's refusal as 'CODE TEXT'."""
+def try_connect(url: str, timeout: float = 5.0) -> pika.BlockingConnection | str:
+    """An open connection, or the broker's refusal as 'CODE TEXT' (else the error's repr:
+    RabbitMQ's connection_max leaves extra sockets unanswered, a handshake timeout)."""
     try:
-        return pika.BlockingConnection(params(url, heartbeat=0, connection_attempts=1))
+        return pika.BlockingConnection(params(url, heartbeat=0, connection_attempts=1,
+                                              socket_timeout=timeout, stack_timeout=timeout))
     except AMQPError as exc:
         found = _REFUSAL.search(str(exc.args[0]) if exc.args else "")
         return f"{found[1]} {found[2]}" if found else repr(exc)
+    except Exception as exc:  # pika's connector timeouts are not AMQPErrors
+        return repr(exc)
 
 
 class Flood(threading.Thread):
