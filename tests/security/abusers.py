@@ -384,6 +384,7 @@ class PublishStorm:
         return self
 
     def _publish(self, index: int) -> None:
+        conn: pika.BlockingConnection | None = None
         try:
             conn = pika.BlockingConnection(params(self.url, heartbeat=0))
             conn.add_on_connection_blocked_callback(
@@ -402,13 +403,20 @@ class PublishStorm:
                 # pika's BlockingConnection runs connection callbacks (blocked, unblocked)
                 # only here, not inside a publish that waits for its confirm
                 conn.process_data_events(time_limit=0)
-            conn.close()
         except BaseException as exc:
             self.errors.append(exc)
+        finally:
+            if conn is not None and conn.is_open:
+                with contextlib.suppress(AMQPError):
+                    conn.close()
 
     def _event(self, text: str) -> None:
         with self._lock:
             self.events.append(text)
+
+    def halt(self) -> None:
+        """Ask the publishers to stop after their current publish (a blocked one waits)."""
+        self._halt.set()
 
     def stop(self, timeout: float = 30.0) -> None:
         self._halt.set()
