@@ -302,13 +302,20 @@ def test_a_storm_raises_the_memory_alarm_and_draining_clears_it(
         drainer = Drainer(server.url, storm_queue)
         try:
             wait_for(lambda: alarm() or bool(storm.errors), why=storm.errors)
+
+            def states() -> list[str]:
+                return sorted(c["state"] for c in api.get("/connections").json())
+
+            # the storm's three connections and the good client's, each blocked at its
+            # next publish
+            wait_for(lambda: states() == ["blocked"] * 4, why=states)
             storm.halt()  # blocked publishers stop once they are let through
             drainer.start()
             wait_for(lambda: not alarm(), timeout=20,
                      why=lambda: api.get("/nodes").json()[0]["mem_used"] - limit)
             storm.stop()
             assert not storm.errors, storm.errors
-            assert storm.events.count("unblocked") == 3, storm.events
+            assert sorted(storm.events) == ["blocked: low on memory"] * 3 + ["unblocked"] * 3
             wait_for(drainer.drained(list(storm.confirmed)), timeout=30)
             assert all(drainer.seen[body] >= 1 for body in storm.confirmed)
         finally:
