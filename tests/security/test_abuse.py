@@ -5,7 +5,11 @@ throughout and loses no confirmed message.
 
 Byte-level answers to single bad frames are in tests/integration/test_amqp_wire.py and
 tests/stomp/test_stomp_errors.py, limits one at a time in test_limits.py and alarms in
-test_alarms.py; these tests add load, many offenders at once and the bystander."""
+test_alarms.py; these tests add load, many offenders at once and the bystander.
+
+Two Roost fixes came out of them: STOMP's CONNECT deadline now follows
+--handshake-timeout (it was a fixed 10 s: test_stomp_slowloris_…), and the memory alarm
+trims the heap before judging RSS (test_alarms.py::test_heap_is_trimmed_…)."""
 
 from __future__ import annotations
 
