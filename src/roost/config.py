@@ -35,7 +35,9 @@ class Config:
     channel_max: int = setting(2047, "most channels per AMQP connection")
     heartbeat: int = setting(60, "AMQP heartbeat offered to clients, in seconds (0 = off)")
     max_message_size: int = setting(128 * 1024 * 1024, "largest message body, in bytes")
-    handshake_timeout: float = setting(10.0, "seconds a client has to finish the handshake")
+    handshake_timeout: float = setting(
+        10.0, "seconds a client has to finish the handshake (AMQP, TLS, STOMP's CONNECT)"
+    )
     loopback_users: str = setting(
         "guest", "comma-separated users who may connect only from loopback"
     )

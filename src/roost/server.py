@@ -152,6 +152,8 @@ class Server:
                 cfg.stomp_max_frame_size, cfg.stomp_max_headers, cfg.stomp_max_header_length
             ),
             heartbeat_ms=cfg.stomp_heartbeat_ms,
+            # --handshake-timeout holds STOMP's CONNECT to the same deadline as AMQP's
+            connect_timeout=cfg.handshake_timeout,
         )
         loop = asyncio.get_running_loop()
         if cfg.stomp_port:

@@ -370,3 +370,27 @@ def test_a_client_without_the_capability_is_blocked_without_notice(
         assert heard == []
     finally:
         conn.close()
+
+
+def test_heap_is_trimmed_before_a_memory_alarm_is_judged() -> None:
+    """Memory the broker freed but the C library kept (RSS) must not hold the alarm up:
+    above the watermark the heap is trimmed and measured again; below it, never."""
+    from roost.core.alarms import ResourceAlarms, trim_heap
+
+    rss = {"now": 500}
+    trims: list[int] = []
+
+    def trim() -> None:
+        trims.append(rss["now"])
+        rss["now"] = 400  # what the trim gave back
+
+    alarms = ResourceAlarms(memory_watermark="1000", memory_probe=lambda: rss["now"],
+                            disk_probe=lambda _path: 10**12, heap_trim=trim)
+    assert alarms.check() == frozenset() and trims == []  # below the limit: no trim
+    rss["now"] = 1500
+    assert alarms.check() == frozenset() and trims == [1500]  # freed memory, no alarm
+    assert alarms.mem_used == 400
+    alarms.heap_trim = lambda: None  # really in use: the trim gives nothing back
+    rss["now"] = 1500
+    assert alarms.check() == frozenset({"memory"})
+    assert sys.platform != "linux" or trim_heap is not None  # glibc's malloc_trim found

@@ -15,6 +15,7 @@ times the RAM). Units: ``k``/``KiB`` = 1024, ``kB`` = 1000, and so on up to T.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import re
@@ -119,6 +120,28 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _glibc_malloc_trim() -> Callable[[], None] | None:
+    """``malloc_trim(0)`` where the C library has it (glibc), else None."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # musl, macOS: nothing to call
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+
+    def _trim() -> None:
+        trim(0)
+
+    return _trim
+
+
+# glibc keeps memory that Python frees (message bodies above pymalloc's 512 bytes are
+# malloc'ed) for reuse instead of returning it: after a publish storm has pushed RSS past
+# the watermark and the queues have drained, RSS would stay above it and publishers would
+# stay blocked for good. Trimming the heap before judging gives the freed memory back.
+trim_heap = _glibc_malloc_trim()
+
+
 def disk_free(path: str) -> int:
     """Bytes an unprivileged writer may still use on the file system holding ``path``."""
     st = os.statvfs(path)
@@ -138,10 +161,12 @@ class ResourceAlarms:
         memory_total: int | None = None,
         memory_probe: Callable[[], int] = rss_bytes,
         disk_probe: Callable[[str], int] = disk_free,
+        heap_trim: Callable[[], None] | None = trim_heap,
     ) -> None:
         self.memory_total = total_memory() if memory_total is None else memory_total
         self.data_dir = data_dir
         self.memory_probe = memory_probe
+        self.heap_trim = heap_trim
         self.disk_probe = disk_probe
         self.memory_watermark = memory_watermark
         self.mem_limit = memory_limit(memory_watermark, self.memory_total)
@@ -185,6 +210,10 @@ class ResourceAlarms:
     def check(self) -> frozenset[str]:
         """Measure memory and disk now and update the alarms; the alarms in effect."""
         self.mem_used = self.memory_probe()
+        if self.mem_used > self.mem_limit and self.heap_trim is not None:
+            # only above the limit: a trim walks the heap (about a millisecond)
+            self.heap_trim()
+            self.mem_used = self.memory_probe()
         try:
             self.disk_free = self.disk_probe(self.data_dir)
         except OSError as exc:  # the data dir vanished: say so, keep the last figure
