@@ -14,6 +14,7 @@ from aiohttp import web
 
 from roost import __version__
 from roost.core.broker import Broker
+from roost.core.mutators import stats as mutator_stats
 from roost.http.keys import BROKER
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -174,7 +175,18 @@ def render(broker: Broker, *, per_object: bool) -> str:
         ],
     )
     _store(out, broker)
+    _mutators(out)
     return out.text()
+
+
+def _mutators(out: Exposition) -> None:
+    out.one("roost_mutator_failures_total", "counter",
+            "Messages refused because a message mutator raised an error",
+            mutator_stats.failures)
+    out.one("roost_mutator_rejected_total", "counter",
+            "Messages a message mutator rejected", mutator_stats.rejected)
+    out.one("roost_mutator_dropped_total", "counter",
+            "Messages a message mutator dropped", mutator_stats.dropped)
 
 
 def _store(out: Exposition, broker: Broker) -> None:

@@ -248,6 +248,10 @@ class QueueFeatures:
         if dlx is not None and message is not None:
             self._dead_letter(message, reason)
 
+    def dead_letter(self, message: Message, reason: str) -> None:
+        """Republish ``message`` (not in the queue) to the dead-letter exchange, if any."""
+        self._dead_letter(message, reason)
+
     def _dead_letter(self, message: Message, reason: str) -> None:
         s = self.settings
         if s.dlx is None:

@@ -1,5 +1,6 @@
 """Policies applied to queues: the highest-priority matching policy's queue keys
-(message-ttl, expires, dead-letter-*, max-length*, overflow, delivery-limit) merged with
+(message-ttl, expires, dead-letter-*, max-length*, overflow, delivery-limit, and
+message-mutators with message-mutator-args: core.mutators) merged with
 each queue's arguments (core.features.settings), at declaration and whenever a policy
 is set or deleted, to every existing queue of its vhost at once.
 """
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.features.lifecycle import QueueFeatures
 from roost.core.features.settings import QueueSettings, resolve
+from roost.core.mutators import chain_for
 from roost.core.policy import effective_policy
 
 if TYPE_CHECKING:
@@ -32,7 +34,9 @@ def apply_to_queue(broker: Broker, queue: Queue) -> None:
     """(Re)compute a queue's settings; attach its features when they are needed."""
     if queue.kind != "classic" or queue.deleted:
         return  # streams keep their own retention (core/queues/stream.py)
-    settings = resolve(queue.arguments, queue_policy(broker, queue))
+    definition = queue_policy(broker, queue)
+    queue.mutators = chain_for(definition)
+    settings = resolve(queue.arguments, definition)
     features = queue.features
     if features is None:
         if not settings.active:

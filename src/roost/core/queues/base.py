@@ -18,6 +18,7 @@ from roost.core.features.lifecycle import QueueFeatures
 from roost.core.features.settings import QueueSettings
 from roost.core.flow import QueueFlow
 from roost.core.message import Message, Properties
+from roost.core.mutators import Chain, MutationRefused
 from roost.core.queues.entry import Entry
 from roost.core.queues.paged import PagedReady
 
@@ -92,6 +93,8 @@ class Queue:
         # TTL, length limits, dead-lettering, queue expiry (core/features/lifecycle.py):
         # set when arguments, a policy or a message's expiration call for it
         self.features: QueueFeatures | None = None
+        # message mutators from a policy (core.mutators); None: no work per message
+        self.mutators: Chain | None = None
 
     @property
     def exclusive(self) -> bool:
@@ -104,7 +107,17 @@ class Queue:
     # -- incoming -----------------------------------------------------------------------
 
     def push(self, message: Message) -> bool:
-        """Enqueue or deliver; False when the queue refused it (overflow reject-publish)."""
+        """Enqueue or deliver; False when the queue refused it (overflow reject-publish,
+        a message mutator)."""
+        if self.mutators is not None:
+            try:
+                mutated = self.mutators.run(message)
+            except MutationRefused as exc:
+                self._refuse_mutated(message, exc.error)
+                return False
+            if mutated is None:
+                return True  # dropped by a mutator: taken, and gone
+            message = mutated
         self._seq += 1
         entry = self.entry_class(self._seq, message)
         features = self.features
@@ -136,6 +149,16 @@ class Queue:
             if features is not None:
                 features.enqueued()
         return True
+
+    def _refuse_mutated(self, message: Message, error: str) -> None:
+        """A mutator refused the message: dead-letter it (reason ``rejected``, with
+        ``x-mutator-error``) when the queue has a dead-letter exchange."""
+        features = self.features
+        if features is None or features.settings.dlx is None:
+            return
+        props = message.properties
+        headers = {**(props.headers or {}), "x-mutator-error": error}
+        features.dead_letter(message.with_properties(props.replace(headers=headers)), "rejected")
 
     def _attach_features(self) -> QueueFeatures:
         """Features with no settings: a message's own expiration still needs them."""
