@@ -180,3 +180,11 @@ def sync_ops(server: RoostProcess) -> int:
     match = re.search(r"^rabbitmq_io_sync_ops_total (\d+)", text, re.MULTILINE)
     assert match is not None, text
     return int(match.group(1))
+
+
+def running(server: RoostProcess) -> Iterator[RoostProcess]:
+    """For fixtures (``yield from running(RoostProcess(...))``): the started server, then
+    killed, with a check that nothing in it crashed."""
+    yield server.start()
+    server.kill()
+    assert "Traceback" not in server.log, server.log

@@ -18,7 +18,7 @@ import pytest
 import stomp
 
 from tests.features.conftest import dead_letter_queue, wait_get
-from tests.support import RoostProcess
+from tests.support import RoostProcess, running
 
 PLUGIN = "tests.features.mutator_plugin"
 SCHEMA = {
@@ -34,9 +34,7 @@ SCHEMA = {
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
     env = {"ROOST_MUTATORS": f"boom={PLUGIN}:boom,drop-marked={PLUGIN}:drop_marked,"
                              f"shout={PLUGIN}:shout"}
-    proc = RoostProcess(Path(tmp_path_factory.mktemp("mutators")), env=env).start()
-    yield proc
-    proc.kill()
+    yield from running(RoostProcess(Path(tmp_path_factory.mktemp("mutators")), env=env))
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from tests.security.abusers import (
     params,
     try_connect,
 )
-from tests.support import RoostProcess
+from tests.support import RoostProcess, running
 
 HANDSHAKE_TIMEOUT = 1.0
 MAX_CONNECTIONS = 25
@@ -49,17 +49,16 @@ STOMP_CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
-    proc = RoostProcess(
-        tmp_path_factory.mktemp("abuse"),
-        "--handshake-timeout", str(HANDSHAKE_TIMEOUT),
-        "--max-connections", str(MAX_CONNECTIONS),
-        "--max-message-size", str(MAX_MESSAGE),
-        "--alarm-check-interval", "0.05",
-        "--stomp-max-frame-size", "65536",
-    ).start()
-    yield proc
-    proc.kill()
-    assert "Traceback" not in proc.log, proc.log
+    yield from running(
+        RoostProcess(
+            tmp_path_factory.mktemp("abuse"),
+            "--handshake-timeout", str(HANDSHAKE_TIMEOUT),
+            "--max-connections", str(MAX_CONNECTIONS),
+            "--max-message-size", str(MAX_MESSAGE),
+            "--alarm-check-interval", "0.05",
+            "--stomp-max-frame-size", "65536",
+        )
+    )
 
 
 @pytest.fixture
@@ -369,6 +368,17 @@ def push_until_closed(s: socket.socket, chunk: bytes, limit: int) -> int:
     return sent
 
 
+def _endless(server: RoostProcess, start: bytes, chunk: bytes) -> tuple[bytes, int]:
+    """Start a frame on a connected STOMP socket, then never end it: (the broker's
+    reply, bytes pushed before it closed the socket)."""
+    s = stomp_socket(server)
+    s.sendall(start)
+    sent = push_until_closed(s, chunk, limit=50 * 1024 * 1024)
+    reply = read_to_close(s)
+    s.close()
+    return reply, sent
+
+
 def test_stomp_abusers_while_amqp_is_served(server: RoostProcess, good: GoodClient) -> None:
     started = time.monotonic()
     # binary garbage instead of a frame
@@ -379,20 +389,12 @@ def test_stomp_abusers_while_amqp_is_served(server: RoostProcess, good: GoodClie
     assert reply.startswith(b"ERROR\n") and b"message:header is not valid UTF-8" in reply, reply
 
     # a header line that never ends: refused once it passes --stomp-max-header-length
-    s = stomp_socket(server)
-    s.sendall(b"SEND\ndestination:/queue/abuse\nx-endless:")
-    sent = push_until_closed(s, b"a" * 1024, limit=50 * 1024 * 1024)
-    reply = read_to_close(s)
-    s.close()
+    reply, sent = _endless(server, b"SEND\ndestination:/queue/abuse\nx-endless:", b"a" * 1024)
     assert b"message:header too long" in reply, reply
     assert sent < 4 * 1024 * 1024, sent  # dropped long before the offender was done
 
     # a body that never ends (no NUL): refused at --stomp-max-frame-size
-    s = stomp_socket(server)
-    s.sendall(b"SEND\ndestination:/queue/abuse\n\n")
-    sent = push_until_closed(s, b"b" * 4096, limit=50 * 1024 * 1024)
-    reply = read_to_close(s)
-    s.close()
+    reply, sent = _endless(server, b"SEND\ndestination:/queue/abuse\n\n", b"b" * 4096)
     assert b"message:frame too large" in reply, reply
     assert sent < 4 * 1024 * 1024, sent
     served_during(good, started, time.monotonic())

@@ -19,19 +19,18 @@ from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
 from tests.security.conftest import amqp_as, put
 from tests.stomp.conftest import Inbox
-from tests.support import RoostProcess
+from tests.support import RoostProcess, running
 
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
-    server = RoostProcess(
-        tmp_path_factory.mktemp("limits"),
-        "--consumer-max-per-channel", "2",
-        "--http-max-body-size", "4096",
-    ).start()
-    yield server
-    server.kill()
-    assert "Traceback" not in server.log, server.log
+    yield from running(
+        RoostProcess(
+            tmp_path_factory.mktemp("limits"),
+            "--consumer-max-per-channel", "2",
+            "--http-max-body-size", "4096",
+        )
+    )
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 import pika
 import pytest
 
-from tests.support import RoostProcess
+from tests.support import RoostProcess, running
 
 BACKLOG = 3000  # well past the 1024 entries a queue keeps in memory
 
@@ -20,10 +20,9 @@ BACKLOG = 3000  # well past the 1024 entries a queue keeps in memory
 @pytest.fixture
 def paging(tmp_path: Path) -> Iterator[RoostProcess]:
     """Ratio 0: the broker is always 'under pressure', so every queue pages."""
-    server = RoostProcess(tmp_path / "data", "--vm-memory-high-watermark-paging-ratio", "0")
-    yield server.start()
-    server.kill()
-    assert "Traceback" not in server.log, server.log
+    yield from running(
+        RoostProcess(tmp_path / "data", "--vm-memory-high-watermark-paging-ratio", "0")
+    )
 
 
 def _paged_files(server: RoostProcess) -> list[Path]:

@@ -11,19 +11,18 @@ from typing import Any
 import pika
 import pytest
 
-from tests.support import RoostProcess, sync_ops
+from tests.support import RoostProcess, running, sync_ops
 
 INTERVAL_MS = 1500  # fsync on a slow timer: a commit-ok before it would be caught
 
 
 @pytest.fixture
 def slow_sync(tmp_path: Path) -> Iterator[RoostProcess]:
-    server = RoostProcess(
-        tmp_path / "data", "--fsync", "interval", "--fsync-interval-ms", str(INTERVAL_MS)
-    ).start()
-    yield server
-    server.kill()
-    assert "Traceback" not in server.log, server.log
+    yield from running(
+        RoostProcess(
+            tmp_path / "data", "--fsync", "interval", "--fsync-interval-ms", str(INTERVAL_MS)
+        )
+    )
 
 
 @pytest.fixture
