@@ -51,9 +51,11 @@ def ch(server: RoostProcess) -> Iterator[Any]:
         conn.close()
 
 
-def _policy(http: httpx.Client, queue: str, definition: dict[str, Any]) -> None:
+def _policy(
+    http: httpx.Client, queue: str, definition: dict[str, Any], apply_to: str = "queues"
+) -> None:
     body = {"pattern": "^" + re.escape(queue) + "$", "definition": definition,
-            "apply-to": "queues"}
+            "apply-to": apply_to}
     r = http.put(f"/api/policies/%2F/{queue}", json=body)
     assert r.status_code in (201, 204), r.text
 
@@ -148,3 +150,24 @@ def test_stomp_sends_pass_through_the_chain(
     conn.send(f"/queue/{qname}", "from stomp")
     conn.disconnect()
     assert wait_get(ch, qname)[2] == b"FROM STOMP"
+
+
+def test_an_exchange_policy_mutates_before_routing(
+    http: httpx.Client, ch: Any, qname: str
+) -> None:
+    """Mutators on an exchange run once per publish, before routing: every bound queue
+    gets the changed message; a refusal is a nack, not an unroutable return."""
+    ex = qname + ".ex"
+    ch.exchange_declare(ex, "fanout")
+    for suffix in ("a", "b"):
+        ch.queue_declare(f"{qname}.{suffix}")
+        ch.queue_bind(f"{qname}.{suffix}", ex)
+    _policy(http, ex, {"message-mutators": ["shout", "json-schema"],
+                       "message-mutator-args": {"json-schema": {"schema": {"type": "string"}}}},
+            apply_to="exchanges")
+    ch.confirm_delivery()
+    ch.basic_publish(ex, "", b'"quiet"', mandatory=True)
+    assert wait_get(ch, qname + ".a")[2] == b'"QUIET"'
+    assert wait_get(ch, qname + ".b")[2] == b'"QUIET"'
+    with pytest.raises(pika.exceptions.NackError):
+        ch.basic_publish(ex, "", b"[1]", mandatory=True)

@@ -18,6 +18,7 @@ from roost.core.features.routing import Gate, gates_for, route_walk
 from roost.core.features.sender_selected import extra_keys, has_extra_keys, strip_bcc
 from roost.core.features.settings import validate_arguments
 from roost.core.field_types import field_type
+from roost.core.mutators import MutationRefused
 from roost.core.queues.base import Queue
 from roost.core.queues.kinds import queue_class
 from roost.core.queues.streams import Streams
@@ -407,6 +408,16 @@ class VHost:
             raise AccessRefused(
                 f"cannot publish to internal exchange '{exchange_name}' in vhost '{self.name}'"
             )
+        if ex.mutators is not None:
+            try:
+                mutated = ex.mutators.run(message)
+            except MutationRefused:
+                ex.stat_in += 1
+                return 1, 1  # refused (a nack), not unroutable (no basic.return)
+            if mutated is None:
+                ex.stat_in += 1
+                return 1, 0  # dropped by a mutator: taken, and gone
+            message = mutated
         if self._gates:
             gates = self._gates.get(ex)
             if gates is not None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from roost.core.message import Message
+    from roost.core.mutators import Chain
     from roost.core.vhost import VHost
 
 # A binding's destination is a queue or an exchange; both are plain hashable objects.
@@ -68,6 +69,9 @@ class Exchange:
         # lifetime counters for management and metrics (RabbitMQ's publish_in/publish_out)
         self.stat_in = 0
         self.stat_out = 0
+        # message mutators from a policy that applies to this exchange (core.mutators),
+        # run on what is published to it before routing; None: no work per message
+        self.mutators: Chain | None = None
 
     # -- bindings -----------------------------------------------------------------------
 

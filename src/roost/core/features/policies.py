@@ -16,6 +16,7 @@ from roost.core.policy import effective_policy
 
 if TYPE_CHECKING:
     from roost.core.broker import Broker
+    from roost.core.exchanges.base import Exchange
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
 
@@ -46,6 +47,13 @@ def apply_to_queue(broker: Broker, queue: Queue) -> None:
         features.configure(settings)  # a queue already holding messages is trimmed
 
 
+def apply_to_exchange(broker: Broker, exchange: Exchange) -> None:
+    """An exchange runs the message mutators of the policy that applies to it."""
+    if exchange.name and not exchange.deleted:  # never the default exchange
+        definition = broker._policy_definition(exchange.vhost, "exchange", exchange.name)
+        exchange.mutators = chain_for(definition)
+
+
 def apply_policies(broker: Broker) -> None:
     """Install the listeners: on vhosts (a queue declared or deleted) and on the broker
     (a policy set or deleted, a vhost added). Installed before the store's listeners, so
@@ -54,6 +62,8 @@ def apply_policies(broker: Broker) -> None:
     def on_queue_change(kind: str, obj: Any) -> None:
         if kind == "queue":
             apply_to_queue(broker, obj)
+        elif kind == "exchange":
+            apply_to_exchange(broker, obj)
         elif kind == "queue.deleted" and obj.features is not None:
             obj.features.close()
 
@@ -69,6 +79,8 @@ def apply_policies(broker: Broker) -> None:
             if vhost is not None:
                 for queue in list(vhost.queues.values()):
                     apply_to_queue(broker, queue)
+                for exchange in list(vhost.exchanges.values()):
+                    apply_to_exchange(broker, exchange)
 
     broker.on_change.insert(0, on_broker_change)
     for vhost in broker.vhosts.values():
