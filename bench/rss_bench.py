@@ -1,0 +1,187 @@
+"""Broker memory per idle connection and per declared queue (issue 8), Roost next to
+RabbitMQ: the resident set size of the broker process idle, with N idle AMQP
+connections (each with one channel open), and with Q declared non-durable queues.
+
+    .venv/bin/python bench/rss_bench.py [--brokers roost,rabbitmq] [--connections 1000,5000]
+        [--queues 100000] [--repeat 1]
+
+Every measurement starts a fresh broker (memory a broker freed is not always given back,
+so a second measurement on the same process would be skewed). The load comes from a
+client subprocess (``--client``) on ``roost.perf``'s small asyncio AMQP client, which
+opens the connections, or declares the queues pipelined with ``nowait`` on a few
+connections and then waits for one synchronous declare per connection. RSS is read from
+``/proc/PID/status`` (``VmRSS``) of the process listening on the broker's port
+(``beam.smp`` for RabbitMQ) after the load is in place and a second to settle.
+LavinMQ's published figures, for context: 8,000 connections in 400 MB, 100,000 queues in
+100 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+import _brokers  # a sibling module, not a package
+
+SETTLE_S = 1.0
+DECLARE_CONNECTIONS = 4
+DECLARE_WAIT_S = 900
+
+
+def listener_pid(port: int) -> int:
+    """The pid whose socket listens on 127.0.0.1:``port`` (from /proc/net/tcp)."""
+    inode = ""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state = fields[1], fields[3]
+        if state == "0A" and int(local.split(":")[1], 16) == port:
+            inode = fields[9]
+            break
+    if not inode:
+        raise RuntimeError(f"nothing listens on port {port}")
+    target = f"socket:[{inode}]"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if fd.readlink().as_posix() == target:
+                    return int(proc.name)
+        except OSError:
+            continue
+    raise RuntimeError(f"no process owns the listener on port {port}")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# -- the load: a client subprocess -------------------------------------------------------
+
+
+async def _client(url: str, connections: int, queues: int) -> None:
+    from roost.amqp import codec_methods as m
+    from roost.amqp.codec import encode_method_frame
+    from roost.perf import client
+    from roost.perf.options import parse_url
+
+    ep = parse_url(url)
+    opened: list[client.Connection] = []
+    for i in range(0, connections, 100):  # in waves: a listen backlog is finite
+        batch = [client.connect(ep) for _ in range(min(100, connections - i))]
+        opened += await asyncio.gather(*batch)
+    if queues:
+        conns = [await client.connect(ep) for _ in range(DECLARE_CONNECTIONS)]
+        for c, conn in enumerate(conns):
+            names = range(c, queues, len(conns))
+            frames = [encode_method_frame(1, m.QueueDeclare(queue=f"rss-{n}", nowait=True))
+                      for n in names]
+            for i in range(0, len(frames), 1000):
+                conn.write(b"".join(frames[i : i + 1000]))
+                await asyncio.sleep(0)
+        for conn in conns:  # in order on each channel: this one answers after the rest
+            # (``call`` gives up after 30 s; RabbitMQ needs minutes for 100,000 queues)
+            reply = conn._arm((m.QueueDeclareOk,))
+            conn.write(encode_method_frame(1, m.QueueDeclare(queue="rss-sync")))
+            await asyncio.wait_for(reply, DECLARE_WAIT_S)
+        opened += conns
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    for conn in opened:
+        if conn.transport is not None:
+            conn.transport.abort()
+
+
+def _load(url: str, connections: int, queues: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--client", url, str(connections), str(queues)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        proc.kill()
+        raise RuntimeError(f"load client failed (exit {proc.wait()})")
+    return proc
+
+
+def measure(broker: str, connections: int, queues: int) -> tuple[float, float]:
+    """(idle RSS MB, RSS MB with the load) on a fresh broker."""
+    with _brokers.LAUNCHERS[broker]() as url:
+        pid = listener_pid(int(url.rsplit(":", 1)[1].split("/")[0]))
+        time.sleep(SETTLE_S)
+        idle = rss_mb(pid)
+        load = _load(url, connections, queues)
+        try:
+            time.sleep(SETTLE_S)
+            loaded = rss_mb(pid)
+        finally:
+            assert load.stdin is not None
+            load.stdin.write("\n")
+            load.stdin.flush()
+            load.wait(60)
+    return idle, loaded
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--client":
+        _, _, url, n, q = sys.argv
+        asyncio.run(_client(url, int(n), int(q)))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--brokers", default="roost,rabbitmq")
+    ap.add_argument("--connections", default="1000,5000")
+    ap.add_argument("--queues", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # brokers inherit it
+    brokers = [b for b in args.brokers.split(",") if b]
+    if "rabbitmq" in brokers and not _brokers.rabbitmq_installed():
+        print("RabbitMQ is not installed: skipped", file=sys.stderr)
+        brokers.remove("rabbitmq")
+    loads = [(int(n), 0) for n in args.connections.split(",") if n]
+    if args.queues:
+        loads.append((0, args.queues))
+    rows: dict[tuple[int, int], dict[str, list[tuple[float, float]]]] = {}
+    for rep in range(args.repeat):
+        for load in loads:
+            for broker in brokers if rep % 2 == 0 else brokers[::-1]:
+                print(f"{broker}: {load[0]} connections, {load[1]} queues", file=sys.stderr)
+                rows.setdefault(load, {}).setdefault(broker, []).append(measure(broker, *load))
+    print("| load | " + " | ".join(
+        f"{_brokers_title(b)} idle / loaded MB | {_brokers_title(b)} per item"
+        for b in brokers) + (" | per-item ratio |" if len(brokers) == 2 else " |"))
+    print("|---|" + "---|---|" * len(brokers) + ("---|" if len(brokers) == 2 else ""))
+    for (n, q), per in rows.items():
+        count = n or q
+        label = f"{n:,} idle connections" if n else f"{q:,} queues"
+        cells, each = [], []
+        for b in brokers:
+            idle = statistics.median(i for i, _ in per[b])
+            loaded = statistics.median(v for _, v in per[b])
+            item = (loaded - idle) * 2**20 / count
+            each.append(item)
+            cells += [f"{idle:,.0f} / {loaded:,.0f}", f"{item / 1024:,.1f} KiB"]
+        ratio = [f"{each[0] / each[1]:.2f}"] if len(each) == 2 and each[1] > 0 else []
+        print("| " + " | ".join([label, *cells, *ratio]) + " |")
+    return 0
+
+
+def _brokers_title(name: str) -> str:
+    return {"roost": "Roost", "rabbitmq": "RabbitMQ"}[name]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
