@@ -1,5 +1,5 @@
-"""Limits: connections (whole broker, per vhost, per user), channels per user, queues per
-vhost, consumers per channel, HTTP body size; failed logins logged and throttled. Each
+"""Limits: connections (whole broker, per vhost, per user), channels per user, queues and
+exchanges per vhost, consumers per channel, HTTP body size; failed logins logged and throttled. Each
 breach gets RabbitMQ's error (texts as RabbitMQ 3.10.8 sends them; the per-channel
 consumer limit as RabbitMQ's rabbit_channel words it) and the broker serves others on."""
 
@@ -132,21 +132,83 @@ def test_vhost_queue_limit(limited: RoostProcess, api: httpx.Client) -> None:
     assert reply.status_code == 400 and "queue limit" in reply.json()["reason"]
 
 
+def test_vhost_exchange_limit(limited: RoostProcess, api: httpx.Client) -> None:
+    """max-exchanges (Roost's; RabbitMQ 3.10 has only max-queues) mirrors the queue limit.
+    The default exchange and the amq.* ones every vhost has do not count."""
+    vhost = new_vhost(api, max_exchanges=2)
+    with guest(limited, vhost) as conn:
+        ch = conn.channel()
+        ch.exchange_declare("e1")
+        ch.exchange_declare("e2", "topic")
+        with pytest.raises(ChannelClosedByBroker) as err:
+            ch.exchange_declare("e3")
+        assert err.value.reply_code == 406
+        assert err.value.reply_text == (
+            f"PRECONDITION_FAILED - cannot declare exchange 'e3': exchange limit in vhost "
+            f"'{vhost}' (2) is reached"
+        )
+        assert conn.is_open  # only the channel closed
+        ch = conn.channel()
+        ch.exchange_declare("e1")  # redeclaring an existing exchange is fine at the limit
+        ch.exchange_declare("amq.direct", "direct", passive=True)
+        ch.queue_declare("q")  # queues are not exchanges
+        ch.exchange_delete("e1")
+        ch.exchange_declare("e3")  # room again
+    reply = api.put(f"/exchanges/{vhost}/e4", json={"type": "direct"})
+    assert reply.status_code == 400
+    assert reply.json() == {
+        "error": "bad_request",
+        "reason": f"cannot declare exchange 'e4': exchange limit in vhost '{vhost}' (2) is reached",
+    }
+    redeclared = api.put(f"/exchanges/{vhost}/e2", json={"type": "topic", "durable": False})
+    assert redeclared.status_code == 204
+    assert api.get(f"/vhost-limits/{vhost}").json() == [
+        {"vhost": vhost, "value": {"max-exchanges": 2}}
+    ]
+    exported = api.get("/definitions").json()
+    assert {
+        "vhost": vhost,
+        "component": "vhost-limits",
+        "name": "limits",
+        "value": {"max-exchanges": 2},
+    } in exported["parameters"]
+
+
 def test_vhost_limits_survive_a_restart(tmp_path: Path) -> None:
+    """Limits are saved and restored; objects made before a limit was lowered below their
+    count come back too (RabbitMQ limits declares on a channel, not what it imports)."""
     server = RoostProcess(tmp_path / "data").start()
     try:
+        with guest(server) as conn:
+            ch = conn.channel()
+            for n in range(3):
+                ch.queue_declare(f"kept-q{n}", durable=True)
+                ch.exchange_declare(f"kept-x{n}", durable=True)
         with httpx.Client(base_url=server.http_url + "/api", auth=("guest", "guest")) as api:
-            put(api, "/vhost-limits/%2F/max-queues", {"value": 3})
+            put(api, "/vhost-limits/%2F/max-queues", {"value": 1})
+            put(api, "/vhost-limits/%2F/max-exchanges", {"value": 1})
             user = new_user(api, max_channels=4)
         assert server.stop() == 0  # a graceful stop saves the definitions
         server.start()
         with httpx.Client(base_url=server.http_url + "/api", auth=("guest", "guest")) as api:
             assert api.get("/vhost-limits/%2F").json() == [
-                {"vhost": "/", "value": {"max-queues": 3}}
+                {"vhost": "/", "value": {"max-queues": 1, "max-exchanges": 1}}
             ]
             assert api.get(f"/user-limits/{user}").json() == [
                 {"user": user, "value": {"max-channels": 4}}
             ]
+            queues = {q["name"] for q in api.get("/queues/%2F").json()}
+            exchanges = {x["name"] for x in api.get("/exchanges/%2F").json()}
+        assert {"kept-q0", "kept-q1", "kept-q2"} <= queues
+        assert {"kept-x0", "kept-x1", "kept-x2"} <= exchanges
+        with guest(server) as conn:  # still over the limits: new ones are refused
+            with pytest.raises(ChannelClosedByBroker) as err:
+                conn.channel().queue_declare("one-more")
+            assert err.value.reply_code == 406
+            with pytest.raises(ChannelClosedByBroker) as err:
+                conn.channel().exchange_declare("one-more")
+            assert err.value.reply_code == 406
+        assert "Traceback" not in server.log and "import failed" not in server.log, server.log
     finally:
         server.kill()
 

@@ -294,6 +294,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             auto_delete=auto_delete,
             internal=internal,
             arguments=arguments,
+            limited=access is not None,  # None: importing or recovering definitions
         )
 
     def delete_exchange(self, client: Client, name: str, *, if_unused: bool = False) -> None:
@@ -367,6 +368,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             auto_delete=auto_delete,
             arguments=arguments,
             server_named=server_named,
+            limited=access is not None,  # None: importing or recovering definitions
         )
         if queue.features is not None:
             queue.features.touch()  # a redeclare renews an x-expires lease

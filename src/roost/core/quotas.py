@@ -2,7 +2,8 @@
 
 ``QuotasMixin`` is mixed into ``Broker``. Limits come from three places, as in RabbitMQ:
 the server's settings (``max_connections`` for the whole broker, ``consumer_max_per_channel``),
-per-vhost limits (``max-connections``, ``max-queues``: RabbitMQ's vhost-limits) and per-user
+per-vhost limits (``max-connections``, ``max-queues``: RabbitMQ's vhost-limits, and
+``max-exchanges``, which RabbitMQ 3.10 does not have) and per-user
 limits (``max-connections``, ``max-channels``: RabbitMQ's user limits). A negative value or
 no value means no limit; 0 allows none. Refusals read like RabbitMQ's.
 """
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.vhost import VHost
 
-VHOST_LIMITS = ("max-connections", "max-queues")
+VHOST_LIMITS = ("max-connections", "max-queues", "max-exchanges")
 USER_LIMITS = ("max-connections", "max-channels")
 
 
