@@ -34,7 +34,9 @@ class Config:
     frame_max: int = setting(131072, "largest AMQP frame offered to clients, in bytes")
     channel_max: int = setting(2047, "most channels per AMQP connection")
     heartbeat: int = setting(60, "AMQP heartbeat offered to clients, in seconds (0 = off)")
-    max_message_size: int = setting(128 * 1024 * 1024, "largest message body, in bytes")
+    max_message_size: int = setting(
+        128 * 1024 * 1024, "largest message body (AMQP, STOMP, HTTP publish), in bytes"
+    )
     handshake_timeout: float = setting(
         10.0, "seconds a client has to finish the handshake (AMQP, TLS, STOMP's CONNECT)"
     )

@@ -39,6 +39,7 @@ class Server:
             load_users_file(self.broker, config.users_file)
         self.broker.max_connections = config.max_connections
         self.broker.consumer_max_per_channel = config.consumer_max_per_channel
+        self.broker.max_message_size = config.max_message_size
         self.broker.login_throttle.per_minute = config.max_failed_logins_per_minute
         self.broker.data_dir = config.data_dir
         self.alarms = self.broker.resource_alarms = ResourceAlarms(

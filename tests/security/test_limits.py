@@ -17,9 +17,12 @@ import pytest
 import stomp
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker
 
+from roost.amqp import codec_methods as m
+from roost.amqp.codec import encode_method_frame
+from tests.security.abusers import RawPeer
 from tests.security.conftest import amqp_as, put
 from tests.stomp.conftest import Inbox
-from tests.support import RoostProcess, running
+from tests.support import RoostProcess, running, running_server
 
 
 @pytest.fixture(scope="module")
@@ -263,6 +266,100 @@ def test_consumer_limit_per_channel(limited: RoostProcess, qname: str) -> None:
         assert err.value.reply_text == "NOT_ALLOWED - reached maximum (2) of consumers per channel"
     with guest(limited) as conn:
         assert conn.channel().is_open
+
+
+# -- per connection: channel_max ------------------------------------------------------------
+
+
+def test_channel_max(tmp_path: Path) -> None:
+    """--channel-max is offered in connection.tune; a channel past it closes the connection
+    with RabbitMQ 3.10.8's 530 and words, and so does a tune-ok asking for more."""
+    with running_server(tmp_path, "--channel-max", "3") as server, guest(server) as bystander:
+        peer = RawPeer(server.amqp_port)
+        for ch in (1, 2, 3):
+            peer.open_channel(ch)
+        peer.send(encode_method_frame(4, m.ChannelOpen()))
+        close = peer.expect(m.ConnectionClose)
+        assert (close.reply_code, close.reply_text) == (
+            530,
+            "NOT_ALLOWED - number of channels opened (3) has reached the negotiated "
+            "channel_max (3)",
+        )
+        peer.close()
+        # the spec's range 1..channel_max (RabbitMQ 3.10.8 only counts channels)
+        peer = RawPeer(server.amqp_port)
+        peer.send(encode_method_frame(9, m.ChannelOpen()))
+        close = peer.expect(m.ConnectionClose)
+        assert (close.reply_code, close.reply_text) == (
+            530,
+            "NOT_ALLOWED - channel number 9 exceeds the negotiated channel_max 3",
+        )
+        peer.close()
+        # asking for more than offered (RabbitMQ logs these words and drops the socket)
+        peer = RawPeer(server.amqp_port, channel_max=4)
+        assert peer.refusal is not None
+        assert (peer.refusal.reply_code, peer.refusal.reply_text) == (
+            530,
+            "NOT_ALLOWED - negotiated channel_max = 4 is higher than the maximum allowed "
+            "value (3)",
+        )
+        assert peer.closed_by_server()
+        peer.close()
+        # a smaller channel_max is the client's to choose and binds it
+        peer = RawPeer(server.amqp_port, channel_max=1)
+        peer.open_channel(1)
+        peer.send(encode_method_frame(2, m.ChannelOpen()))
+        assert peer.expect(m.ConnectionClose).reply_code == 530
+        peer.close()
+        # pika takes the offer and the bystander on its own connection is unaffected
+        chans = [bystander.channel() for _ in range(3)]
+        assert all(c.is_open for c in chans)
+        assert bystander._impl.params.channel_max == 3
+        chans[0].queue_declare("", exclusive=True)
+
+
+# -- message size: every protocol ------------------------------------------------------------
+
+
+def test_max_message_size_applies_to_every_protocol(tmp_path: Path) -> None:
+    """--max-message-size: AMQP closes the channel (406), STOMP sends an ERROR and closes,
+    the management API's publish answers 400, each with RabbitMQ 3.10.8's words (checked
+    with max_message_size = 65536 on all three). A message of exactly the limit goes."""
+    limit = 1000
+    text = f"message size {limit + 1} is larger than configured max size {limit}"
+    with running_server(tmp_path, "--max-message-size", str(limit)) as server:
+        with guest(server) as conn:
+            ch = conn.channel()
+            ch.queue_declare("sized", durable=True)  # as STOMP declares /queue/…
+            ch.confirm_delivery()
+            ch.basic_publish("", "sized", b"x" * limit)
+            with pytest.raises(ChannelClosedByBroker) as err:
+                ch.basic_publish("", "sized", b"x" * (limit + 1))
+            assert (err.value.reply_code, err.value.reply_text) == (
+                406, f"PRECONDITION_FAILED - {text}"
+            )
+        stomp_conn = stomp.Connection12([("127.0.0.1", server.stomp_port)])
+        inbox = Inbox()
+        stomp_conn.set_listener("inbox", inbox)
+        stomp_conn.connect("guest", "guest", wait=True)
+        stomp_conn.send("/queue/sized", "y" * limit, receipt="fits")
+        assert inbox.receipt() == "fits"
+        stomp_conn.send("/queue/sized", "y" * (limit + 1), receipt="too-big")
+        err_frame = inbox.errors.get(timeout=5)
+        assert err_frame.headers["message"] == "precondition_failed"
+        assert err_frame.body == f"PRECONDITION_FAILED - {text}"
+        assert inbox.disconnected.get(timeout=5)
+        with httpx.Client(base_url=server.http_url + "/api", auth=("guest", "guest")) as api:
+            publish = {"routing_key": "sized", "payload_encoding": "string", "properties": {}}
+            fits = api.post("/exchanges/%2F/amq.default/publish",
+                            json={**publish, "payload": "z" * limit})
+            assert fits.json() == {"routed": True}
+            big = api.post("/exchanges/%2F/amq.default/publish",
+                           json={**publish, "payload": "z" * (limit + 1)})
+            assert big.status_code == 400
+            assert big.json() == {"error": "bad_request", "reason": text}
+            # one message from each protocol, none of the refused ones
+            assert api.get("/queues/%2F/sized").json()["messages"] == 3
 
 
 # -- HTTP body size -------------------------------------------------------------------------

@@ -431,6 +431,8 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         to a durable queue's store, then after the group commit that puts it on disk.
         ``publisher`` (from ``new_publisher``) is held while a queue it reached is
         congested."""
+        if len(message.body) > self.max_message_size:  # the test inline: the hot path
+            self.check_message_size(len(message.body))
         access = client.access
         if access is not None:
             access.check_publish(exchange, message, client.vhost.exchanges)
@@ -516,6 +518,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         """What ``publish`` checks before routing: rights (AccessRefused, or
         PreconditionFailed for a foreign user-id), then that the exchange exists
         (NotFound). A transaction checks its publishes when they arrive."""
+        self.check_message_size(len(message.body))
         access = client.access
         if access is not None:
             access.check_publish(exchange, message, client.vhost.exchanges)
