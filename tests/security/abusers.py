@@ -221,12 +221,13 @@ def huge_frame(port: int) -> int:
 
 
 class Slowloris(threading.Thread):
-    """``count`` sockets that send the AMQP header, then a connection.start-ok frame, one
-    byte per ``interval`` seconds each. Records how long each lived before the server
-    closed it. With ``keep_up`` a closed socket is replaced by a new one (benchmark)."""
+    """``count`` sockets that send the AMQP header, then a connection.start-ok frame (or
+    ``script``: an HTTP request that never ends its headers…), one byte per ``interval``
+    seconds each. Records how long each lived before the server closed it. With
+    ``keep_up`` a closed socket is replaced by a new one (benchmark)."""
 
     def __init__(self, port: int, count: int = 200, interval: float = 0.1,
-                 keep_up: bool = False) -> None:
+                 keep_up: bool = False, script: bytes | None = None) -> None:
         super().__init__(daemon=True, name="slowloris")
         self.port = port
         self.count = count
@@ -240,7 +241,7 @@ class Slowloris(threading.Thread):
         start_ok = encode_method_frame(0, m.ConnectionStartOk(
             client_properties={"product": "slowloris"}, mechanism="PLAIN",
             response=b"\x00guest\x00guest", locale="en_US"))
-        self.script = PROTOCOL_HEADER + start_ok
+        self.script = PROTOCOL_HEADER + start_ok if script is None else script
 
     def _open(self, sel: selectors.BaseSelector) -> None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
@@ -54,7 +55,18 @@ __all__ = [
 
 log = logging.getLogger("roost.broker")
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"})
+
+
+def is_loopback(host: str) -> bool:
+    """RabbitMQ's rabbit_net:is_loopback: all of 127.0.0.0/8, ::1, and IPv4 loopback
+    addresses mapped into IPv6 (``::ffff:127.0.0.2``, what a dual-stack socket reports)."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]").partition("%")[0])
+    except ValueError:
+        return host == "localhost"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
 
 class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
@@ -137,7 +149,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             if user is None or not user.check(password):
                 self.login_throttle.failed(peer_host)
                 raise AccessRefused(f"invalid credentials for user '{username}'")
-            if username in self.loopback_users and peer_host not in LOOPBACK_HOSTS:
+            if username in self.loopback_users and not is_loopback(peer_host):
                 raise AccessRefused(f"user '{username}' can only connect via localhost")
         except AccessRefused as exc:
             log.warning(
@@ -157,7 +169,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         user = self.users.get(username)
         if user is None:
             raise AccessRefused(f"user '{username}' (from the client certificate) does not exist")
-        if username in self.loopback_users and peer_host not in LOOPBACK_HOSTS:
+        if username in self.loopback_users and not is_loopback(peer_host):
             raise AccessRefused(f"user '{username}' can only connect via localhost")
         return user
 
