@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pika
@@ -74,6 +75,25 @@ def refusal(server: RoostProcess, user: str, password: str, vhost: str) -> str:
     return f"{found[1]} {found[2]}"
 
 
+def stomp_as(server: RoostProcess, user: str = "guest", password: str = "guest",
+             vhost: str = "/") -> tuple[stomp.Connection12, Inbox]:
+    conn = stomp.Connection12([("127.0.0.1", server.stomp_port)], vhost=vhost)
+    inbox = Inbox()
+    conn.set_listener("inbox", inbox)
+    conn.connect(user, password, wait=True)
+    return conn, inbox
+
+
+def stomp_refusal(server: RoostProcess, user: str, password: str, vhost: str = "/") -> Any:
+    """The ERROR frame a refused STOMP CONNECT gets."""
+    conn = stomp.Connection12([("127.0.0.1", server.stomp_port)], vhost=vhost)
+    inbox = Inbox()
+    conn.set_listener("inbox", inbox)
+    with pytest.raises(stomp.exception.ConnectFailedException):
+        conn.connect(user, password, wait=True)
+    return inbox.errors.get(timeout=5)
+
+
 # -- vhost limits ---------------------------------------------------------------------------
 
 
@@ -133,6 +153,17 @@ def test_vhost_queue_limit(limited: RoostProcess, api: httpx.Client) -> None:
     # the HTTP API is held to it too
     reply = api.put(f"/queues/{vhost}/q3", json={"durable": False})
     assert reply.status_code == 400 and "queue limit" in reply.json()["reason"]
+    # and STOMP, whose SEND to /queue/NAME declares the queue
+    conn, inbox = stomp_as(limited, vhost=vhost)
+    conn.send("/amq/queue/q2", "to the existing queue (no declare)", receipt="r1")
+    assert inbox.receipt() == "r1"
+    conn.send("/queue/new", "declares a second queue")
+    err = inbox.errors.get(timeout=5)
+    assert err.headers["message"] == "precondition_failed"
+    assert err.body == (
+        f"PRECONDITION_FAILED - cannot declare queue 'new': queue limit in vhost '{vhost}' "
+        "(1) is reached"
+    )
 
 
 def test_vhost_exchange_limit(limited: RoostProcess, api: httpx.Client) -> None:
@@ -232,6 +263,18 @@ def test_user_connection_limit(limited: RoostProcess, api: httpx.Client) -> None
         )
         with guest(limited) as other:
             assert other.is_open
+        # STOMP connections count against the same limit
+        err = stomp_refusal(limited, user, "pw")
+        assert err.headers["message"] == "not_allowed"
+        assert err.body == (
+            f"NOT_ALLOWED - connection refused for user '{user}': user connection limit (1) "
+            "is reached"
+        )
+    conn, _ = stomp_as(limited, user, "pw")  # a STOMP connection takes the one slot
+    try:
+        assert refusal(limited, user, "pw", "%2F").startswith("530 NOT_ALLOWED")
+    finally:
+        conn.disconnect()
 
 
 def test_user_channel_limit(limited: RoostProcess, api: httpx.Client) -> None:
@@ -250,6 +293,24 @@ def test_user_channel_limit(limited: RoostProcess, api: httpx.Client) -> None:
 
 
 # -- consumers per channel ------------------------------------------------------------------
+
+
+def test_consumer_limit_per_stomp_connection(limited: RoostProcess, qname: str) -> None:
+    """A STOMP connection is one channel: --consumer-max-per-channel holds its
+    subscriptions, with the AMQP text in an ERROR frame."""
+    conn, inbox = stomp_as(limited)
+    conn.subscribe(f"/queue/{qname}", id="1")
+    conn.subscribe(f"/topic/{qname}", id="2", receipt="second")
+    assert inbox.receipt() == "second"
+    conn.subscribe(f"/queue/{qname}", id="3")
+    err = inbox.errors.get(timeout=5)
+    assert err.headers["message"] == "not_allowed"
+    assert err.body == "NOT_ALLOWED - reached maximum (2) of consumers per channel"
+    assert inbox.disconnected.get(timeout=5)
+    other, other_inbox = stomp_as(limited)  # others are not affected
+    other.send(f"/queue/{qname}", "still served", receipt="r")
+    assert other_inbox.receipt() == "r"
+    other.disconnect()
 
 
 def test_consumer_limit_per_channel(limited: RoostProcess, qname: str) -> None:
@@ -385,6 +446,11 @@ def test_node_connection_limit(tmp_path: Path) -> None:
                 "530 NOT_ALLOWED - connection refused: node connection limit (2) is reached"
             )
             assert httpx.get(server.http_url + "/api/overview", auth=("guest", "guest")).is_success
+            err = stomp_refusal(server, "guest", "guest")  # STOMP counts, and is refused too
+            assert err.headers["message"] == "not_allowed"
+            assert err.body == (
+                "NOT_ALLOWED - connection refused: node connection limit (2) is reached"
+            )
         with guest(server) as conn:  # a slot again
             assert conn.is_open
     finally:
