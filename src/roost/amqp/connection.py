@@ -188,11 +188,10 @@ class ServerConnection:
     def _advance(self, arrived: object, what: str) -> None:
         nxt = TRANSITIONS.get((self.state, arrived))
         if nxt is None:
+            code = m.COMMAND_INVALID if self.state is not State.OPEN else m.UNEXPECTED_FRAME
+            # the text names the code it goes with (the live fuzz test found a mismatch)
             raise ConnectionError(
-                m.COMMAND_INVALID if self.state is not State.OPEN else m.UNEXPECTED_FRAME,
-                reply_text(
-                    m.COMMAND_INVALID, f"{what} not allowed while {self.state.value}"
-                ),
+                code, reply_text(code, f"{what} not allowed while {self.state.value}")
             )
         self.state = nxt
 
