@@ -6,6 +6,7 @@ server listens on 0.0.0.0 so that it can be reached there."""
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import subprocess
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pika
+import pytest
 
 from tests.security.conftest import put
 from tests.security.netns import PeerHost
@@ -91,6 +93,7 @@ def keepalive_timers(port: int) -> list[str]:
     return re.findall(r"timer:\((\w+)", done.stdout)
 
 
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
 def test_every_listener_turns_keepalive_on(tmp_path: Path) -> None:
     """The kernel's view of the accepted sockets (options inherited from the listeners)."""
     with running_server(tmp_path, "--tcp-keepalive-idle", "30") as server:
