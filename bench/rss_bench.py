@@ -91,10 +91,9 @@ async def _client(url: str, connections: int, queues: int) -> None:
                 conn.write(b"".join(frames[i : i + 1000]))
                 await asyncio.sleep(0)
         for conn in conns:  # in order on each channel: this one answers after the rest
-            # (``call`` gives up after 30 s; RabbitMQ needs minutes for 100,000 queues)
-            reply = conn._arm((m.QueueDeclareOk,))
-            conn.write(encode_method_frame(1, m.QueueDeclare(queue="rss-sync")))
-            await asyncio.wait_for(reply, DECLARE_WAIT_S)
+            # (a long timeout: RabbitMQ needs minutes for 100,000 queues)
+            await conn.call(m.QueueDeclare(queue="rss-sync"), m.QueueDeclareOk,
+                            timeout=DECLARE_WAIT_S)
         opened += conns
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
@@ -127,10 +126,7 @@ def measure(broker: str, connections: int, queues: int) -> tuple[float, float]:
             time.sleep(SETTLE_S)
             loaded = rss_mb(pid)
         finally:
-            assert load.stdin is not None
-            load.stdin.write("\n")
-            load.stdin.flush()
-            load.wait(60)
+            load.communicate("\n", timeout=60)  # the client lets go, exits; pipes closed
     return idle, loaded
 
 

@@ -34,9 +34,23 @@ class Config:
     frame_max: int = setting(131072, "largest AMQP frame offered to clients, in bytes")
     channel_max: int = setting(2047, "most channels per AMQP connection")
     heartbeat: int = setting(60, "AMQP heartbeat offered to clients, in seconds (0 = off)")
-    max_message_size: int = setting(128 * 1024 * 1024, "largest message body, in bytes")
+    max_message_size: int = setting(
+        128 * 1024 * 1024, "largest message body (AMQP, STOMP, HTTP publish), in bytes"
+    )
     handshake_timeout: float = setting(
-        10.0, "seconds a client has to finish the handshake (AMQP, TLS, STOMP's CONNECT)"
+        10.0,
+        "seconds a client has to finish the handshake (AMQP, TLS, STOMP's CONNECT), or to "
+        "send an HTTP or WebSocket request (headers, and an API request's body)",
+    )
+    tcp_keepalive_idle: int = setting(
+        60,
+        "seconds a client socket may be silent before the kernel probes it (TCP keepalive "
+        "on every listener, which reclaims half-open sockets); 0 turns keepalive off",
+        metavar="S",
+    )
+    tcp_keepalive_interval: int = setting(10, "seconds between keepalive probes", metavar="S")
+    tcp_keepalive_count: int = setting(
+        6, "unanswered keepalive probes before the connection is dropped", metavar="N"
     )
     loopback_users: str = setting(
         "guest", "comma-separated users who may connect only from loopback"
@@ -159,6 +173,12 @@ class Config:
             raise ValueError("channel_max must be 1..65535")
         if self.heartbeat < 0:
             raise ValueError("heartbeat must be >= 0")
+        if self.handshake_timeout <= 0:
+            raise ValueError("handshake_timeout must be > 0")
+        if self.tcp_keepalive_idle < 0:
+            raise ValueError("tcp_keepalive_idle must be >= 0 (0 turns keepalive off)")
+        if self.tcp_keepalive_interval < 1 or self.tcp_keepalive_count < 1:
+            raise ValueError("tcp_keepalive_interval and tcp_keepalive_count must be >= 1")
         if not 0 <= self.http_port <= 65535:
             raise ValueError("http_port must be 0..65535")
         if self.stats_interval <= 0:

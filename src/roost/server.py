@@ -17,6 +17,7 @@ from roost.core.auth import Permission, hash_password
 from roost.core.broker import Broker
 from roost.core.info import ListenerInfo
 from roost.core.persistence import Persistence
+from roost.keepalive import Keepalive
 from roost.store.definitions import DefinitionsFile
 from roost.store.hub import DiskStore
 from roost.store.stream_store import StreamFiles
@@ -39,6 +40,7 @@ class Server:
             load_users_file(self.broker, config.users_file)
         self.broker.max_connections = config.max_connections
         self.broker.consumer_max_per_channel = config.consumer_max_per_channel
+        self.broker.max_message_size = config.max_message_size
         self.broker.login_throttle.per_minute = config.max_failed_logins_per_minute
         self.broker.data_dir = config.data_dir
         self.alarms = self.broker.resource_alarms = ResourceAlarms(
@@ -59,6 +61,9 @@ class Server:
         self._listeners: list[asyncio.base_events.Server] = []
         self._tls_listeners: list[TLSListener] = []
         self.ports: dict[str, int] = {}
+        self.keepalive = Keepalive(
+            config.tcp_keepalive_idle, config.tcp_keepalive_interval, config.tcp_keepalive_count
+        )
         # loaded now so that a bad certificate or key stops the start with a clear message
         self.tls_context = (
             server_context(
@@ -90,15 +95,9 @@ class Server:
         self._ack_wake(timeouts.tick())
         self._check_alarms()  # before the first client: a full disk blocks from the start
         if cfg.amqp_port:
-            listener = await loop.create_server(
-                lambda: AMQPServerProtocol(self.broker, limits, self.connections),
-                host=cfg.bind,
-                port=cfg.amqp_port,
-                reuse_address=True,
-                backlog=1024,
+            self.ports["amqp"] = await self._listen(
+                lambda: AMQPServerProtocol(self.broker, limits, self.connections), cfg.amqp_port
             )
-            self._listeners.append(listener)
-            self.ports["amqp"] = listener.sockets[0].getsockname()[1]
             self.broker.listeners.append(ListenerInfo("amqp", cfg.bind, self.ports["amqp"]))
             log.info("AMQP 0-9-1 listening on %s:%d", cfg.bind, self.ports["amqp"])
         if self.tls_context is not None and cfg.amqps_port:
@@ -113,27 +112,47 @@ class Server:
         await self._start_stomp()
         log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
 
-    async def _start_http(self) -> None:
+    async def _listen(self, factory: Callable[[], Any], port: int) -> int:
+        """A TCP listener on --bind with keepalive on (inherited by accepted sockets);
+        returns the port it got."""
+        listener = await asyncio.get_running_loop().create_server(
+            factory, host=self.config.bind, port=port, reuse_address=True, backlog=1024
+        )
+        self.keepalive.apply(listener.sockets)
+        self._listeners.append(listener)
+        return int(listener.sockets[0].getsockname()[1])
+
+    def _web_runner(self, app: Any) -> Any:
+        """An aiohttp runner whose idle-connection deadline is --handshake-timeout: a
+        connection that does not complete a request's headers in time (slowloris), and an
+        idle keep-alive connection, is closed then (aiohttp's default is an hour)."""
         from aiohttp import web
 
+        return web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=2.0,
+            keepalive_timeout=self.config.handshake_timeout,
+        )
+
+    async def _start_http(self) -> None:
         from roost.http.app import create_app
         from roost.http.keys import HttpSettings
 
         cfg = self.config
         settings = HttpSettings(
-            cfg.stats_interval, cfg.statsd, cfg.statsd_prefix, cfg.http_max_body_size
+            cfg.stats_interval,
+            cfg.statsd,
+            cfg.statsd_prefix,
+            cfg.http_max_body_size,
+            body_timeout=cfg.handshake_timeout,
         )
-        runner = web.AppRunner(
-            create_app(self.broker, settings),
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=2.0,
-        )
+        runner = self._web_runner(create_app(self.broker, settings))
         await runner.setup()
         self._http_runner = runner
         if cfg.http_port:
-            await web.TCPSite(runner, cfg.bind, cfg.http_port, reuse_address=True).start()
-            self.ports["http"] = runner.addresses[0][1]
+            self.ports["http"] = await self._listen(runner.server, cfg.http_port)
             self.broker.listeners.append(ListenerInfo("http", cfg.bind, self.ports["http"]))
             log.info("HTTP management listening on %s:%d", cfg.bind, self.ports["http"])
         if self.tls_context is not None and cfg.https_port:
@@ -155,17 +174,11 @@ class Server:
             # --handshake-timeout holds STOMP's CONNECT to the same deadline as AMQP's
             connect_timeout=cfg.handshake_timeout,
         )
-        loop = asyncio.get_running_loop()
         if cfg.stomp_port:
-            listener = await loop.create_server(
+            self.ports["stomp"] = await self._listen(
                 lambda: StompServerProtocol(self.broker, settings, self.connections),
-                host=cfg.bind,
-                port=cfg.stomp_port,
-                reuse_address=True,
-                backlog=1024,
+                cfg.stomp_port,
             )
-            self._listeners.append(listener)
-            self.ports["stomp"] = listener.sockets[0].getsockname()[1]
             self.broker.listeners.append(ListenerInfo("stomp", cfg.bind, self.ports["stomp"]))
             log.info("STOMP listening on %s:%d", cfg.bind, self.ports["stomp"])
         if self.tls_context is not None and cfg.stomps_port:
@@ -177,21 +190,13 @@ class Server:
             )
         wss = self.tls_context is not None and cfg.wss_port
         if cfg.ws_port or wss:
-            from aiohttp import web
-
             from roost.stomp.ws import create_app
 
-            runner = web.AppRunner(
-                create_app(self.broker, settings, self.connections),
-                access_log=None,
-                handle_signals=False,
-                shutdown_timeout=2.0,
-            )
+            runner = self._web_runner(create_app(self.broker, settings, self.connections))
             await runner.setup()
             self._ws_runner = runner
             if cfg.ws_port:
-                await web.TCPSite(runner, cfg.bind, cfg.ws_port, reuse_address=True).start()
-                self.ports["ws"] = runner.addresses[0][1]
+                self.ports["ws"] = await self._listen(runner.server, cfg.ws_port)
                 info = ListenerInfo("http/web-stomp", cfg.bind, self.ports["ws"])
                 self.broker.listeners.append(info)
                 log.info(
@@ -216,6 +221,7 @@ class Server:
             protocol, factory, self.tls_context, handshake_timeout=cfg.handshake_timeout
         )
         self.ports[protocol] = await listener.start(cfg.bind, port)
+        self.keepalive.apply(listener.sockets)
         self._tls_listeners.append(listener)
         self.broker.listeners.append(ListenerInfo(protocol, cfg.bind, listener.port))
         log.info(

@@ -98,6 +98,11 @@ class TLSListener:
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(sock))
         return self.port
 
+    @property
+    def sockets(self) -> list[socket.socket]:
+        """The listening socket (for options accepted sockets inherit, as keepalive)."""
+        return [self._sock] if self._sock is not None else []
+
     async def _accept_loop(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:

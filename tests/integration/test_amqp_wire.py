@@ -213,3 +213,46 @@ def test_connection_method_on_a_channel_is_503(roost: RoostProcess) -> None:
     peer.open_channel()
     peer.raw.send(encode_method_frame(1, m.ConnectionUpdateSecretOk()))
     assert peer.expect_close().reply_code == m.COMMAND_INVALID
+
+
+def _failed_login(port: int, capabilities: dict[str, bool]) -> list[object]:
+    """Handshake with a wrong password; every frame the server sends until it closes."""
+    with RawAMQP(port) as raw:
+        raw.send(PROTOCOL_HEADER)
+        raw.send(
+            encode_method_frame(
+                0,
+                m.ConnectionStartOk(
+                    client_properties={"product": "raw", "capabilities": capabilities},
+                    mechanism="PLAIN",
+                    response=b"\x00guest\x00wrong",
+                    locale="en_US",
+                ),
+            )
+        )
+        reader = FrameReader(expect_protocol_header=False)
+        reader.feed(raw.recv_until_closed(limit=5.0))
+        frames = []
+        while (frame := reader.next_frame()) is not NEED_DATA:
+            frames.append(frame.method if isinstance(frame, MethodFrame) else frame)
+        return frames
+
+
+def test_failed_login_without_authentication_failure_close_is_a_bare_close(
+    roost: RoostProcess,
+) -> None:
+    """As the spec and RabbitMQ 3.10.8: a client that did not announce the capability gets
+    the socket closed after connection.start, no connection.close (the login failure is
+    logged); one that did gets 403."""
+    frames = _failed_login(roost.amqp_port, {})
+    assert [type(f) for f in frames] == [m.ConnectionStart]
+    frames = _failed_login(roost.amqp_port, {"authentication_failure_close": True})
+    assert [type(f) for f in frames] == [m.ConnectionStart, m.ConnectionClose]
+    close = frames[1]
+    assert isinstance(close, m.ConnectionClose)
+    assert (close.reply_code, close.reply_text) == (
+        403,
+        "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details "
+        "see the broker logfile.",
+    )
+    roost.wait_for_log("AMQP login failed for user 'guest' from 127.0.0.1:")

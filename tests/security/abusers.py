@@ -128,9 +128,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class RawPeer:
-    """A bare socket that completes the AMQP handshake as guest and reads frames."""
+    """A bare socket that completes the AMQP handshake as guest and reads frames. A
+    ``channel_max`` (default: the server's) the server refuses leaves its connection.close
+    in ``refusal``."""
 
-    def __init__(self, port: int, timeout: float = 5.0) -> None:
+    def __init__(self, port: int, timeout: float = 5.0, channel_max: int | None = None) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.reader = FrameReader(expect_protocol_header=False)
         self.sock.sendall(PROTOCOL_HEADER)
@@ -141,9 +143,15 @@ class RawPeer:
         tune = self.expect(m.ConnectionTune)
         # the server's own limits: RabbitMQ refuses a channel_max of 0 ("no limit")
         self.sock.sendall(encode_method_frame(0, m.ConnectionTuneOk(
-            channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=0)))
+            channel_max=tune.channel_max if channel_max is None else channel_max,
+            frame_max=tune.frame_max, heartbeat=0)))
         self.sock.sendall(encode_method_frame(0, m.ConnectionOpen(virtual_host="/")))
-        self.expect(m.ConnectionOpenOk)
+        reply = self.method()
+        self.refusal: m.ConnectionClose | None = None
+        if isinstance(reply, m.ConnectionClose):
+            self.refusal = reply
+        else:
+            assert isinstance(reply, m.ConnectionOpenOk), reply
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -213,12 +221,13 @@ def huge_frame(port: int) -> int:
 
 
 class Slowloris(threading.Thread):
-    """``count`` sockets that send the AMQP header, then a connection.start-ok frame, one
-    byte per ``interval`` seconds each. Records how long each lived before the server
-    closed it. With ``keep_up`` a closed socket is replaced by a new one (benchmark)."""
+    """``count`` sockets that send the AMQP header, then a connection.start-ok frame (or
+    ``script``: an HTTP request that never ends its headers…), one byte per ``interval``
+    seconds each. Records how long each lived before the server closed it. With
+    ``keep_up`` a closed socket is replaced by a new one (benchmark)."""
 
     def __init__(self, port: int, count: int = 200, interval: float = 0.1,
-                 keep_up: bool = False) -> None:
+                 keep_up: bool = False, script: bytes | None = None) -> None:
         super().__init__(daemon=True, name="slowloris")
         self.port = port
         self.count = count
@@ -232,7 +241,7 @@ class Slowloris(threading.Thread):
         start_ok = encode_method_frame(0, m.ConnectionStartOk(
             client_properties={"product": "slowloris"}, mechanism="PLAIN",
             response=b"\x00guest\x00guest", locale="en_US"))
-        self.script = PROTOCOL_HEADER + start_ok
+        self.script = PROTOCOL_HEADER + start_ok if script is None else script
 
     def _open(self, sel: selectors.BaseSelector) -> None:
         try:

@@ -118,6 +118,100 @@ def test_slowloris_is_dropped_at_the_handshake_timeout(
     served_during(good, started, ended)
 
 
+def http_served(server: RoostProcess, until: threading.Event) -> Callable[[], list[int]]:
+    """A well-behaved management API client polling /api/overview (a fresh connection
+    each time) until ``until`` is set; call the result for every status it got."""
+    statuses: list[int] = []
+
+    def poll() -> None:
+        while not until.is_set():
+            try:
+                reply = httpx.get(server.http_url + "/api/overview", auth=("guest", "guest"),
+                                  timeout=5)
+                statuses.append(reply.status_code)
+            except httpx.HTTPError as exc:
+                statuses.append(-1)
+                print("HTTP bystander:", repr(exc))
+            until.wait(0.1)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+
+    def result() -> list[int]:
+        until.set()
+        thread.join(10)
+        return statuses
+
+    return result
+
+
+UNENDING_REQUESTS = {
+    # headers that never end: the next byte is always one more of a header value
+    "http": b"GET /api/overview HTTP/1.1\r\nHost: roost\r\nX-Slow: " + b"a" * 400,
+    "ws": b"GET /ws HTTP/1.1\r\nHost: roost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    b"Sec-WebSocket-Protocol: v12.stomp\r\nX-Slow: " + b"a" * 400,
+}
+
+
+@pytest.mark.parametrize("port_name", ["http", "ws"])
+def test_http_and_websocket_slowloris_are_dropped_at_the_handshake_timeout(
+    server: RoostProcess, good: GoodClient, port_name: str
+) -> None:
+    """Requests (an API call, a WebSocket upgrade) whose headers never end, a byte every
+    0.1 s, and sockets that send nothing: closed --handshake-timeout after they connected
+    (aiohttp's own deadline is an hour), while the AMQP client and a management API
+    client are served."""
+    port = server.http_port if port_name == "http" else server.ws_port
+    done = threading.Event()
+    bystander = http_served(server, done)
+    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(50)]
+    loris = Slowloris(port, count=100, interval=0.1, script=UNENDING_REQUESTS[port_name])
+    started = time.monotonic()
+    loris.start()
+    try:
+        assert loris.all_closed.wait(HANDSHAKE_TIMEOUT + 8), len(loris.lifetimes)
+        for s in silent:
+            assert read_to_close(s, timeout=HANDSHAKE_TIMEOUT + 5) == b""
+        ended = time.monotonic()
+    finally:
+        for s in silent:
+            s.close()
+    statuses = bystander()
+    assert loris.refused == 0 and len(loris.lifetimes) == 100
+    assert loris.sent_bytes > 100 * 5  # each was still sending when it was dropped
+    assert min(loris.lifetimes) >= HANDSHAKE_TIMEOUT * 0.9
+    assert max(loris.lifetimes) < HANDSHAKE_TIMEOUT + 3.0, max(loris.lifetimes)
+    assert ended - started < HANDSHAKE_TIMEOUT + 5
+    assert len(statuses) >= 5 and set(statuses) == {200}, statuses
+    served_during(good, started, ended)
+
+
+def test_http_body_sent_a_byte_at_a_time_gets_408(server: RoostProcess, good: GoodClient) -> None:
+    """Complete headers, then a body that never finishes: 408 at --handshake-timeout."""
+    started = time.monotonic()
+    s = socket.create_connection(("127.0.0.1", server.http_port))
+    try:
+        s.sendall(b"PUT /api/queues/%2F/slow-body HTTP/1.1\r\nHost: roost\r\n"
+                  b"Authorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+        s.settimeout(0.1)
+        reply = b""
+        while b"\r\n\r\n" not in reply and time.monotonic() - started < HANDSHAKE_TIMEOUT + 5:
+            with contextlib.suppress(OSError):
+                s.sendall(b" ")
+            with contextlib.suppress(TimeoutError):
+                reply += s.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 408"), reply
+        assert b"request body not received in time" in reply + read_to_close(s, timeout=1)
+        assert time.monotonic() - started < HANDSHAKE_TIMEOUT + 3
+    finally:
+        s.close()
+    with http(server) as api:
+        assert api.get("/queues/%2F/slow-body").status_code == 404  # nothing was declared
+    served_during(good, started, time.monotonic())
+
+
 # -- connection flood -------------------------------------------------------------------------
 
 

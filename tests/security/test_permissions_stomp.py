@@ -1,6 +1,7 @@
 """The same permissions on STOMP: each refused frame gets an ERROR whose message header is
 ``access_refused`` and whose body is RabbitMQ's text (observed on RabbitMQ 3.10.8's STOMP
-plugin); the connection closes, other connections carry on."""
+plugin, with the permission named as current RabbitMQ does); the connection closes, other
+connections carry on."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from tests.security.conftest import MakeUser
 from tests.stomp.conftest import Connect, Inbox, connect  # noqa: F401 (fixture)
 from tests.support import RoostProcess
 
-REFUSED = "ACCESS_REFUSED - access to {kind} '{name}' in vhost '/' refused for user '{user}'"
+REFUSED = (
+    "ACCESS_REFUSED - {perm} access to {kind} '{name}' in vhost '/' refused for user '{user}'"
+)
 
 
 @pytest.fixture
@@ -34,7 +37,7 @@ def test_subscribe_to_a_queue_it_may_not_configure(
     conn.subscribe(f"/queue/x{t}", id="1")
     err = error_of(inbox)
     assert err.headers["message"] == "access_refused"
-    assert err.body == REFUSED.format(kind="queue", name=f"x{t}", user=user)
+    assert err.body == REFUSED.format(perm="configure", kind="queue", name=f"x{t}", user=user)
 
 
 def test_send_needs_write_on_the_default_exchange(
@@ -44,7 +47,7 @@ def test_send_needs_write_on_the_default_exchange(
     conn, inbox = connect(username=user, passcode="pw")
     conn.send(f"/queue/c{t}", "hi")
     err = error_of(inbox)
-    assert err.body == REFUSED.format(kind="exchange", name="amq.default", user=user)
+    assert err.body == REFUSED.format(perm="write", kind="exchange", name="amq.default", user=user)
 
 
 def test_send_to_a_topic_needs_write_on_amq_topic(
@@ -54,7 +57,7 @@ def test_send_to_a_topic_needs_write_on_amq_topic(
     conn, inbox = connect(username=user, passcode="pw")
     conn.send("/topic/news", "hi")
     err = error_of(inbox)
-    assert err.body == REFUSED.format(kind="exchange", name="amq.topic", user=user)
+    assert err.body == REFUSED.format(perm="write", kind="exchange", name="amq.topic", user=user)
 
 
 def test_subscribe_to_an_existing_queue_needs_read(
@@ -66,7 +69,7 @@ def test_subscribe_to_an_existing_queue_needs_read(
     conn, inbox = connect(username=user, passcode="pw")
     conn.subscribe(f"/amq/queue/x{t}", id="1")
     err = error_of(inbox)
-    assert err.body == REFUSED.format(kind="queue", name=f"x{t}", user=user)
+    assert err.body == REFUSED.format(perm="read", kind="queue", name=f"x{t}", user=user)
 
 
 def test_topic_subscription_binds_with_read_on_amq_topic(
@@ -78,7 +81,7 @@ def test_topic_subscription_binds_with_read_on_amq_topic(
     conn, inbox = connect(username=user, passcode="pw")
     conn.subscribe("/topic/news", id="1")
     err = error_of(inbox)
-    assert err.body == REFUSED.format(kind="exchange", name="amq.topic", user=user)
+    assert err.body == REFUSED.format(perm="read", kind="exchange", name="amq.topic", user=user)
 
 
 def test_allowed_user_works_and_others_are_unaffected(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import socket
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import pika
 import pika.exceptions
@@ -186,6 +188,41 @@ def test_plain_http_on_https_port_is_refused(roost: TLSRoost, pki: PKI) -> None:
     roost.wait_for_log("TLS handshake failed on https")
     with https(roost, pki) as http:
         assert http.get("/api/whoami").status_code == 200
+
+
+def test_plaintext_stomp_on_the_stomps_port_is_refused(roost: TLSRoost, pki: PKI) -> None:
+    """A STOMP CONNECT in the clear gets no CONNECTED (nor any STOMP frame): the socket
+    is closed, the reason logged, and STOMP over TLS keeps working."""
+    with socket.create_connection(("127.0.0.1", roost.stomps_port), timeout=5) as sock:
+        sock.sendall(b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00")
+        reply = read_until_closed(sock)
+    assert b"CONNECTED" not in reply and b"ERROR" not in reply, reply
+    roost.wait_for_log("TLS handshake failed on stomp/ssl")
+    test_stomp_py_over_tls(roost, pki)
+
+
+def test_plain_http_and_websocket_on_the_wss_port_are_refused(roost: TLSRoost, pki: PKI) -> None:
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{roost.wss_port}/ws")
+
+    async def plain_ws() -> None:
+        async with aiohttp.ClientSession() as session:
+            await session.ws_connect(f"ws://127.0.0.1:{roost.wss_port}/ws",
+                                     protocols=("v12.stomp",))
+
+    with pytest.raises(aiohttp.ClientError):
+        asyncio.run(plain_ws())
+    roost.wait_for_log("TLS handshake failed on https/web-stomp")
+    test_stomp_over_secure_websocket(roost, pki)
+
+
+def read_until_closed(sock: socket.socket, limit: float = 5.0) -> bytes:
+    sock.settimeout(limit)
+    chunks = []
+    with contextlib.suppress(OSError):
+        while data := sock.recv(65536):
+            chunks.append(data)
+    return b"".join(chunks)
 
 
 def test_untrusted_client_certificate_is_refused(roost: TLSRoost, pki: PKI) -> None:

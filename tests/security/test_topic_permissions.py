@@ -1,7 +1,7 @@
 """Topic permissions (RabbitMQ's topic authorisation): write patterns on the routing key
 of a publish to a topic exchange, read patterns on the key of a binding from it. Other
 exchange types and exchanges without a topic permission are not restricted. Texts as
-observed on RabbitMQ 3.10.8."""
+observed on RabbitMQ 3.10.8, with the permission named as current RabbitMQ does."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.stomp.conftest import Connect, connect  # noqa: F401 (fixture)
 from tests.support import RoostProcess
 
 REFUSED = (
-    "ACCESS_REFUSED - access to topic '{key}' in exchange 'amq.topic' in vhost '/' "
+    "ACCESS_REFUSED - {perm} access to topic '{key}' in exchange 'amq.topic' in vhost '/' "
     "refused for user '{user}'"
 )
 
@@ -45,7 +45,7 @@ def test_publish_with_a_refused_key(roost: RoostProcess, user: str) -> None:
             ch.basic_publish("amq.topic", "x.y", b"no")
             sync(ch)
         assert err.value.reply_code == 403
-        assert err.value.reply_text == REFUSED.format(key="x.y", user=user)
+        assert err.value.reply_text == REFUSED.format(perm="write", key="x.y", user=user)
 
 
 def test_non_topic_exchanges_are_not_restricted(roost: RoostProcess, user: str) -> None:
@@ -64,7 +64,7 @@ def test_binding_needs_read_on_the_key(roost: RoostProcess, user: str, method: s
         ch.queue_bind(q, "amq.topic", "b.allowed")
         with pytest.raises(ChannelClosedByBroker) as err:
             getattr(ch, method)(q, "amq.topic", "x.refused")
-        assert err.value.reply_text == REFUSED.format(key="x.refused", user=user)
+        assert err.value.reply_text == REFUSED.format(perm="read", key="x.refused", user=user)
 
 
 def test_exchange_binding_needs_read_on_the_key(roost: RoostProcess, user: str) -> None:
@@ -74,7 +74,7 @@ def test_exchange_binding_needs_read_on_the_key(roost: RoostProcess, user: str) 
         ch.exchange_declare(dest, "topic", auto_delete=True)
         with pytest.raises(ChannelClosedByBroker) as err:
             ch.exchange_bind(dest, "amq.topic", "x")
-        assert err.value.reply_text == REFUSED.format(key="x", user=user)
+        assert err.value.reply_text == REFUSED.format(perm="read", key="x", user=user)
 
 
 def test_username_variable_in_pattern(
@@ -101,7 +101,20 @@ def test_stomp_send_to_a_topic_checks_the_key(
     conn.send("/topic/x", "refused")
     err = inbox.errors.get(timeout=5)
     assert err.headers["message"] == "access_refused"
-    assert err.body == REFUSED.format(key="x", user=user)
+    assert err.body == REFUSED.format(perm="write", key="x", user=user)
+
+
+def test_stomp_subscribe_to_a_topic_checks_the_key(
+    connect: Connect, user: str  # noqa: F811
+) -> None:
+    """SUBSCRIBE /topic/K binds a private queue to amq.topic with key K: read on K."""
+    conn, inbox = connect(username=user, passcode="pw")
+    conn.subscribe("/topic/b.ok", id="1", receipt="r1")
+    assert inbox.receipt() == "r1"
+    conn.subscribe("/topic/x.nope", id="2")
+    err = inbox.errors.get(timeout=5)
+    assert err.headers["message"] == "access_refused"
+    assert err.body == REFUSED.format(perm="read", key="x.nope", user=user)
 
 
 def test_deleting_the_topic_permission_lifts_it(

@@ -23,6 +23,13 @@ def test_defaults() -> None:
     assert (cfg.bind, cfg.amqp_port, cfg.data_dir) == ("127.0.0.1", 5672, "./data")
 
 
+def test_limit_defaults_are_rabbitmqs() -> None:
+    """channel_max 2047, frame_max 128 KiB and max_message_size 128 MiB, as RabbitMQ 3.10."""
+    cfg = config.load(parse(), environ={})
+    assert cfg.max_message_size == 128 * 1024 * 1024 == 134_217_728
+    assert (cfg.channel_max, cfg.frame_max) == (2047, 131072)
+
+
 def test_precedence(tmp_path: Path) -> None:
     file = tmp_path / "r.toml"
     file.write_text('amqp_port = 1111\nheartbeat = 5\nlog_level = "debug"\n')

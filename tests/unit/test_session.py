@@ -253,3 +253,28 @@ def test_guest_only_from_loopback(broker: Broker) -> None:
     with pytest.raises(AccessRefused):
         broker.authenticate("guest", "wrong", peer_host="127.0.0.1")
     assert broker.authenticate("guest", "guest", peer_host="::1").name == "guest"
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),  # all of 127.0.0.0/8, as RabbitMQ's is_loopback
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("::ffff:127.9.9.9", True),
+        ("localhost", True),
+        ("128.0.0.1", False),
+        ("10.0.0.5", False),
+        ("::ffff:10.0.0.5", False),
+        ("fe80::1%eth0", False),
+        ("", False),
+        ("not-an-address", False),
+    ],
+)
+def test_loopback_addresses(broker: Broker, host: str, loopback: bool) -> None:
+    if loopback:
+        assert broker.authenticate("guest", "guest", peer_host=host).name == "guest"
+    else:
+        with pytest.raises(AccessRefused, match="can only connect via localhost"):
+            broker.authenticate("guest", "guest", peer_host=host)

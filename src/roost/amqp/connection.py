@@ -153,6 +153,20 @@ def _name(method: m.Method) -> str:
     return f"'{method.NAME}'"
 
 
+def _negotiation(field: str, value: int, bound: str, limit: int) -> ConnectionError:
+    """A tune-ok outside our limits; the words of RabbitMQ's log line (RabbitMQ itself
+    closes the socket without a connection.close)."""
+    return ConnectionError(
+        m.NOT_ALLOWED,
+        reply_text(
+            m.NOT_ALLOWED,
+            f"negotiated {field} = {value} is {bound} allowed value ({limit})",
+        ),
+        10,
+        31,
+    )
+
+
 class ServerConnection:
     def __init__(
         self,
@@ -174,11 +188,10 @@ class ServerConnection:
     def _advance(self, arrived: object, what: str) -> None:
         nxt = TRANSITIONS.get((self.state, arrived))
         if nxt is None:
+            code = m.COMMAND_INVALID if self.state is not State.OPEN else m.UNEXPECTED_FRAME
+            # the text names the code it goes with (the live fuzz test found a mismatch)
             raise ConnectionError(
-                m.COMMAND_INVALID if self.state is not State.OPEN else m.UNEXPECTED_FRAME,
-                reply_text(
-                    m.COMMAND_INVALID, f"{what} not allowed while {self.state.value}"
-                ),
+                code, reply_text(code, f"{what} not allowed while {self.state.value}")
             )
         self.state = nxt
 
@@ -303,7 +316,18 @@ class ServerConnection:
                 method.CLASS_ID,
                 method.METHOD_ID,
             )
-        if ch > self.channel_max:
+        if len(self.channels) >= self.channel_max:  # RabbitMQ's check and words
+            raise ConnectionError(
+                m.NOT_ALLOWED,
+                reply_text(
+                    m.NOT_ALLOWED,
+                    f"number of channels opened ({len(self.channels)}) has reached the "
+                    f"negotiated channel_max ({self.channel_max})",
+                ),
+                method.CLASS_ID,
+                method.METHOD_ID,
+            )
+        if ch > self.channel_max:  # the spec's range 1..channel_max; RabbitMQ allows it
             raise ConnectionError(
                 m.NOT_ALLOWED,
                 reply_text(
@@ -423,27 +447,16 @@ class ServerConnection:
 
     def apply_tune_ok(self, tune_ok: m.ConnectionTuneOk) -> None:
         """Adopt the client's choices, refusing what exceeds our limits."""
+        # 0 ("no limit") takes ours; RabbitMQ refuses it, but nothing is gained by that
         frame_max = tune_ok.frame_max or self.frame_max
-        if frame_max < FRAME_MIN_SIZE or frame_max > self.frame_max:
-            raise ConnectionError(
-                m.NOT_ALLOWED,
-                reply_text(
-                    m.NOT_ALLOWED,
-                    f"frame_max={tune_ok.frame_max} outside {FRAME_MIN_SIZE}..{self.frame_max}",
-                ),
-                10,
-                31,
-            )
+        if frame_max < FRAME_MIN_SIZE:
+            raise _negotiation("frame_max", frame_max, "lower than the minimum", FRAME_MIN_SIZE)
+        if frame_max > self.frame_max:
+            raise _negotiation("frame_max", frame_max, "higher than the maximum", self.frame_max)
         channel_max = tune_ok.channel_max or self.channel_max
         if channel_max > self.channel_max:
-            raise ConnectionError(
-                m.NOT_ALLOWED,
-                reply_text(
-                    m.NOT_ALLOWED,
-                    f"channel_max={tune_ok.channel_max} > {self.channel_max}",
-                ),
-                10,
-                31,
+            raise _negotiation(
+                "channel_max", channel_max, "higher than the maximum", self.channel_max
             )
         self.frame_max = frame_max
         self.channel_max = channel_max

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
@@ -54,7 +55,18 @@ __all__ = [
 
 log = logging.getLogger("roost.broker")
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"})
+
+
+def is_loopback(host: str) -> bool:
+    """RabbitMQ's rabbit_net:is_loopback: all of 127.0.0.0/8, ::1, and IPv4 loopback
+    addresses mapped into IPv6 (``::ffff:127.0.0.2``, what a dual-stack socket reports)."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]").partition("%")[0])
+    except ValueError:
+        return host == "localhost"
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
 
 class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
@@ -137,7 +149,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             if user is None or not user.check(password):
                 self.login_throttle.failed(peer_host)
                 raise AccessRefused(f"invalid credentials for user '{username}'")
-            if username in self.loopback_users and peer_host not in LOOPBACK_HOSTS:
+            if username in self.loopback_users and not is_loopback(peer_host):
                 raise AccessRefused(f"user '{username}' can only connect via localhost")
         except AccessRefused as exc:
             log.warning(
@@ -157,7 +169,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         user = self.users.get(username)
         if user is None:
             raise AccessRefused(f"user '{username}' (from the client certificate) does not exist")
-        if username in self.loopback_users and peer_host not in LOOPBACK_HOSTS:
+        if username in self.loopback_users and not is_loopback(peer_host):
             raise AccessRefused(f"user '{username}' can only connect via localhost")
         return user
 
@@ -294,6 +306,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             auto_delete=auto_delete,
             internal=internal,
             arguments=arguments,
+            limited=access is not None,  # None: importing or recovering definitions
         )
 
     def delete_exchange(self, client: Client, name: str, *, if_unused: bool = False) -> None:
@@ -367,6 +380,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             auto_delete=auto_delete,
             arguments=arguments,
             server_named=server_named,
+            limited=access is not None,  # None: importing or recovering definitions
         )
         if queue.features is not None:
             queue.features.touch()  # a redeclare renews an x-expires lease
@@ -429,6 +443,8 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         to a durable queue's store, then after the group commit that puts it on disk.
         ``publisher`` (from ``new_publisher``) is held while a queue it reached is
         congested."""
+        if len(message.body) > self.max_message_size:  # the test inline: the hot path
+            self.check_message_size(len(message.body))
         access = client.access
         if access is not None:
             access.check_publish(exchange, message, client.vhost.exchanges)
@@ -514,6 +530,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         """What ``publish`` checks before routing: rights (AccessRefused, or
         PreconditionFailed for a foreign user-id), then that the exchange exists
         (NotFound). A transaction checks its publishes when they arrive."""
+        self.check_message_size(len(message.body))
         access = client.access
         if access is not None:
             access.check_publish(exchange, message, client.vhost.exchanges)

@@ -1,8 +1,10 @@
 """Connection, channel, queue and consumer limits, and failed-login throttling.
 
 ``QuotasMixin`` is mixed into ``Broker``. Limits come from three places, as in RabbitMQ:
-the server's settings (``max_connections`` for the whole broker, ``consumer_max_per_channel``),
-per-vhost limits (``max-connections``, ``max-queues``: RabbitMQ's vhost-limits) and per-user
+the server's settings (``max_connections`` for the whole broker, ``consumer_max_per_channel``,
+``max_message_size``),
+per-vhost limits (``max-connections``, ``max-queues``: RabbitMQ's vhost-limits, and
+``max-exchanges``, which RabbitMQ 3.10 does not have) and per-user
 limits (``max-connections``, ``max-channels``: RabbitMQ's user limits). A negative value or
 no value means no limit; 0 allows none. Refusals read like RabbitMQ's.
 """
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.vhost import VHost
 
-VHOST_LIMITS = ("max-connections", "max-queues")
+VHOST_LIMITS = ("max-connections", "max-queues", "max-exchanges")
 USER_LIMITS = ("max-connections", "max-channels")
 
 
@@ -95,6 +97,9 @@ class QuotasMixin:
     def _init_quotas(self) -> None:
         self.max_connections = 0  # the whole broker; 0 = no limit (--max-connections)
         self.consumer_max_per_channel = 0  # 0 = no limit (--consumer-max-per-channel)
+        # --max-message-size, RabbitMQ's default; AMQP refuses a bigger message earlier,
+        # from its content header (amqp/connection.py), the rest in check_message_size
+        self.max_message_size = 128 * 1024 * 1024
         self.user_limits: dict[str, dict[str, int]] = {}
         self.login_throttle = LoginThrottle()
 
@@ -142,6 +147,14 @@ class QuotasMixin:
         ]
 
     # -- checks ---------------------------------------------------------------------------
+
+    def check_message_size(self, size: int) -> None:
+        """Every publish (STOMP, HTTP; AMQP checks it from the content header): RabbitMQ's
+        406 words."""
+        if size > self.max_message_size:
+            raise PreconditionFailed(
+                f"message size {size} is larger than configured max size {self.max_message_size}"
+            )
 
     def check_connection_limits(self, user: User, vhost: VHost) -> None:
         """Before a connection opens; NotAllowed (AMQP 530) names the limit reached."""

@@ -84,6 +84,8 @@ class VHost:
         for ex_name, kind in PREDECLARED:
             self.exchanges[ex_name] = make_exchange(name, ex_name, kind, durable=True)
         self.exchanges[OFFSETS_EXCHANGE] = OffsetsExchange(name, self.queues)
+        # the ones above cannot be deleted; max-exchanges counts the others
+        self._builtin_exchanges = len(self.exchanges)
         # Called with (kind, object) on durable definition changes; the store listens.
         self.on_change: list[Callable[[str, Any], None]] = []
         # routing extensions (core.features): the policy that applies to an object (the
@@ -97,7 +99,8 @@ class VHost:
         self.description = ""
         self.tags: list[str] = []
         self.default_queue_type = "classic"
-        # RabbitMQ's vhost limits (max-connections, max-queues); core/quotas.py sets them
+        # vhost limits (max-connections, max-queues: RabbitMQ's; max-exchanges: Roost's);
+        # core/quotas.py sets them
         self.limits: dict[str, int] = {}
         # paging transient messages under memory pressure (core.paging); set by
         # core.persistence when the server has a disk store
@@ -136,7 +139,10 @@ class VHost:
         auto_delete: bool = False,
         internal: bool = False,
         arguments: dict[str, Any] | None = None,
+        limited: bool = True,
     ) -> Exchange:
+        """``limited``: a new exchange counts against max-exchanges (not for definitions
+        being imported or recovered, which RabbitMQ does not limit either)."""
         arguments = arguments or {}
         if name == "":
             raise AccessRefused("operation not permitted on the default exchange")
@@ -151,6 +157,12 @@ class VHost:
                 existing, kind, durable, auto_delete, internal, arguments
             )
             return existing
+        limit = self.limits.get("max-exchanges")
+        if limited and limit is not None and 0 <= limit <= self.user_exchange_count:
+            raise PreconditionFailed(
+                f"cannot declare exchange '{name}': exchange limit in vhost '{self.name}' "
+                f"({limit}) is reached"
+            )
         alternate.check_argument(arguments, name, self.name)
         ex = cls(self.name, name, durable, auto_delete, internal, arguments)
         gates = gates_for(ex, self.name)
@@ -160,6 +172,11 @@ class VHost:
         ex.attach(self)
         self._changed("exchange", ex)
         return ex
+
+    @property
+    def user_exchange_count(self) -> int:
+        """Exchanges declared by clients: not the default and amq.* ones every vhost has."""
+        return len(self.exchanges) - self._builtin_exchanges
 
     def _check_exchange_equivalence(
         self,
@@ -269,9 +286,12 @@ class VHost:
         auto_delete: bool = False,
         arguments: dict[str, Any] | None = None,
         server_named: bool = False,
+        limited: bool = True,
     ) -> Queue:
         """``server_named``: the caller chose an ``amq.gen-`` name for a declare without
-        one (so that it could check its permissions on that name first)."""
+        one (so that it could check its permissions on that name first). ``limited``: a
+        new queue counts against max-queues (not for imported or recovered definitions:
+        RabbitMQ checks the limit on the channel, not on import)."""
         arguments = arguments or {}
         if name.startswith(REPLY_TO):  # passive or not, as RabbitMQ
             return self.replies.declare(name)
@@ -289,7 +309,7 @@ class VHost:
             self._check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments)
             return existing
         limit = self.limits.get("max-queues")
-        if limit is not None and 0 <= limit <= len(self.queues):
+        if limited and limit is not None and 0 <= limit <= len(self.queues):
             raise PreconditionFailed(
                 f"cannot declare queue '{name}': queue limit in vhost '{self.name}' "
                 f"({limit}) is reached"

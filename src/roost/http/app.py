@@ -42,7 +42,9 @@ def _status_for(exc: BrokerError) -> HTTPProblem:
     if isinstance(exc, NotFound):
         return HTTPProblem(404, "Object Not Found", exc.text)
     if isinstance(exc, AccessRefused):
-        return HTTPProblem(403, "access_refused", exc.text)
+        # RabbitMQ's JSON for a refused operation ("not_authorised", the AMQP reply text as
+        # the reason); 403 rather than its 401, as for a missing tag (http/auth.py)
+        return HTTPProblem(403, "not_authorised", f"ACCESS_REFUSED - {exc.text}")
     if isinstance(exc, InternalError):
         return HTTPProblem(500, "internal_error", exc.text)
     return HTTPProblem(400, "bad_request", exc.text)  # precondition, invalid, not allowed

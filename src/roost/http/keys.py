@@ -16,6 +16,7 @@ class HttpSettings:
     statsd: str | None = None  # HOST:PORT to push counters to, or None
     statsd_prefix: str = "roost"
     max_body_size: int = 64 * 1024 * 1024  # larger request bodies get 413
+    body_timeout: float = 10.0  # seconds a request body may take to arrive (408 after)
 
 
 BROKER = web.AppKey("broker", Broker)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -9,6 +10,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from roost.core.info import Rates, Sample
+from roost.http.keys import SETTINGS
 
 T = TypeVar("T")
 Handler = Callable[[web.Request], Any]
@@ -58,8 +60,14 @@ def access(level: str) -> Callable[[T], T]:
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:
-    """The body as a JSON object; an empty body counts as ``{}``."""
-    raw = await request.read()
+    """The body as a JSON object; an empty body counts as ``{}``. A body that does not
+    arrive within the settings' ``body_timeout`` (a client sending it a byte at a time)
+    is answered 408; aiohttp then closes the connection, as it does for any request whose
+    body was not read to its end."""
+    try:
+        raw = await asyncio.wait_for(request.read(), request.app[SETTINGS].body_timeout)
+    except TimeoutError:
+        raise HTTPProblem(408, "request_timeout", "request body not received in time") from None
     if not raw.strip():
         return {}
     try:

@@ -144,11 +144,14 @@ class Connection(asyncio.Protocol):
         self._reply = asyncio.get_running_loop().create_future()
         return self._reply
 
-    async def call(self, method: Any, *replies: type[Any], channel: int = CHANNEL) -> Any:
-        """Send one method and wait for one of ``replies`` (a broker close raises)."""
+    async def call(
+        self, method: Any, *replies: type[Any], channel: int = CHANNEL, timeout: float = 30.0
+    ) -> Any:
+        """Send one method and wait up to ``timeout`` seconds for one of ``replies`` (a
+        broker close raises)."""
         reply = self._arm(replies)
         self.write(codec.encode_method_frame(channel, method))
-        return await asyncio.wait_for(reply, 30.0)
+        return await asyncio.wait_for(reply, timeout)
 
     # -- life cycle -------------------------------------------------------------------
     async def handshake(self, ep: Endpoint) -> None:

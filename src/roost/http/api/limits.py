@@ -1,8 +1,8 @@
 """/api/vhost-limits and /api/user-limits: RabbitMQ's per-vhost and per-user limits.
 
-``PUT /api/vhost-limits/{vhost}/{name}`` with ``{"value": N}`` sets ``max-connections`` or
-``max-queues``; ``PUT /api/user-limits/{user}/{name}`` sets ``max-connections`` or
-``max-channels``. A negative value means no limit. Listings are
+``PUT /api/vhost-limits/{vhost}/{name}`` with ``{"value": N}`` sets ``max-connections``,
+``max-queues`` or ``max-exchanges`` (Roost's own); ``PUT /api/user-limits/{user}/{name}``
+sets ``max-connections`` or ``max-channels``. A negative value means no limit. Listings are
 ``[{"vhost": …, "value": {name: N}}]`` and ``[{"user": …, "value": {…}}]``, as RabbitMQ's.
 """
 
@@ -73,7 +73,7 @@ ROUTES = [
         "PUT",
         "/api/vhost-limits/{vhost}/{name}",
         put_vhost_limit,
-        "Set a vhost limit (max-connections, max-queues)",
+        "Set a vhost limit (max-connections, max-queues, max-exchanges)",
         body=VALUE,
     ),
     Route("DELETE", "/api/vhost-limits/{vhost}/{name}", delete_vhost_limit, "Clear a limit"),
