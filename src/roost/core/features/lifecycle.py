@@ -20,6 +20,7 @@ RabbitMQ's semantics kept:
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from roost.core.message import Message
     from roost.core.queues.base import Queue
     from roost.core.queues.entry import Entry
+
+log = logging.getLogger("roost.deadletter")
 
 UNKNOWN = -1.0  # Entry.expires of a message recovered from the store, not read yet
 _EARLY = 0.0005  # a loop timer may fire this much early; wait on rather than re-arm at 0
@@ -256,8 +259,15 @@ class QueueFeatures:
         s = self.settings
         if s.dlx is None:
             return
-        out = dead_letter(message, self.queue.name, reason, s.dlx, s.dlx_routing_key)
-        publish_dead_letter(self.queue.vhost, out, reason)
+        try:
+            out = dead_letter(message, self.queue.name, reason, s.dlx, s.dlx_routing_key)
+            publish_dead_letter(self.queue.vhost, out, reason)
+        except Exception:  # a bug here must not fail a publish or stop the expiry timer
+            log.exception(
+                "dead-lettering from queue '%s' in vhost '%s' failed: message dropped",
+                self.queue.name,
+                self.queue.vhost.name,
+            )
 
     # -- queue expiry (x-expires) ----------------------------------------------------------
 
