@@ -118,10 +118,16 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         return export_definitions(self, vhost)
 
     def import_definitions(
-        self, data: Any, vhost: str | None = None, *, creator: str | None = None
+        self,
+        data: Any,
+        vhost: str | None = None,
+        *,
+        creator: str | None = None,
+        recovering: bool = False,
     ) -> ImportReport:
-        """Additive import; ``creator`` gets full permissions in vhosts it creates."""
-        return import_definitions(self, data, vhost, creator=creator)
+        """Additive import; ``creator`` gets full permissions in vhosts it creates;
+        ``recovering``: the broker's own saved definitions, at start."""
+        return import_definitions(self, data, vhost, creator=creator, recovering=recovering)
 
     # -- connections ----------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 import os
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from roost.core.flow import Publisher
     from roost.core.message import Message
     from roost.core.paging import Pager
+
+log = logging.getLogger("roost.vhost")
 
 # RabbitMQ compares these queue arguments on redeclare; other arguments are ignored.
 EQUIVALENCE_ARGS = (
@@ -467,5 +470,14 @@ class VHost:
     # -- change notification --------------------------------------------------------------
 
     def _changed(self, kind: str, obj: Any) -> None:
+        """Tell every listener, even when one fails (the store's must hear of a change
+        made in memory); the first failure is raised afterwards."""
+        failure: Exception | None = None
         for listener in self.on_change:
-            listener(kind, obj)
+            try:
+                listener(kind, obj)
+            except Exception as exc:
+                log.exception("applying a %s change in vhost '%s' failed", kind, self.name)
+                failure = failure or exc
+        if failure is not None:
+            raise failure

@@ -110,11 +110,14 @@ def _add_death(existing: Any, entry: dict[str, Any]) -> list[Any]:
     queue, reason = entry["queue"], entry["reason"]
     deaths = list(existing)
     for i, death in enumerate(deaths):
-        if isinstance(death, dict) and death.get("queue") == queue and death.get("reason") == reason:
+        if not isinstance(death, dict):
+            continue
+        if death.get("queue") == queue and death.get("reason") == reason:
             del deaths[i]
             count = death.get("count")
-            ok = isinstance(count, int) and not isinstance(count, bool) and count > 0
-            entry = {**death, "count": count + 1 if ok else 1}
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                count = 0
+            entry = {**death, "count": count + 1}
             break
     return [dict(sorted(entry.items())), *deaths]
 

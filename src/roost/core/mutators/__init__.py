@@ -12,16 +12,21 @@ the message is dead-lettered (when the queue has a dead-letter exchange, with he
 """
 
 from roost.core.mutators.chain import (
+    ARGS_KEY,
+    POLICY_KEY,
     Chain,
     MutationRefused,
     MutatorStats,
     Rejected,
     chain_for,
+    mutator_names,
     stats,
 )
 from roost.core.mutators.registry import Mutator, MutatorRegistry, registry
 
 __all__ = [
+    "ARGS_KEY",
+    "POLICY_KEY",
     "Chain",
     "MutationRefused",
     "Mutator",
@@ -29,6 +34,7 @@ __all__ = [
     "MutatorStats",
     "Rejected",
     "chain_for",
+    "mutator_names",
     "registry",
     "stats",
 ]
