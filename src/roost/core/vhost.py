@@ -15,7 +15,7 @@ from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
 from roost.core.features import alternate, dedup
 from roost.core.features.direct_reply import PREFIX as REPLY_PREFIX
 from roost.core.features.direct_reply import REPLY_TO, DirectReplyTo
-from roost.core.features.routing import Gate, gates_for, route_walk
+from roost.core.features.routing import Gate, dedup_cache, gates_for, route_walk
 from roost.core.features.sender_selected import extra_keys, has_extra_keys, strip_bcc
 from roost.core.features.settings import validate_arguments
 from roost.core.field_types import field_type
@@ -95,6 +95,7 @@ class VHost:
         self.policy: alternate.PolicyLookup = alternate.no_policy
         self.replies = DirectReplyTo(self)
         self._gates: dict[Exchange, list[Gate]] = {}
+        self._exchange_dedup: dict[Exchange, dedup.DedupCache] = {}
         self._queue_dedup: dict[Queue, dedup.DedupCache] = {}
         # metadata shown and set by the management API
         self.description = ""
@@ -156,10 +157,13 @@ class VHost:
             return existing
         alternate.check_argument(arguments, name, self.name)
         ex = cls(self.name, name, durable, auto_delete, internal, arguments)
-        gates = gates_for(ex, self.name)
+        cache = dedup_cache(ex, self.name)
+        gates = gates_for(ex, cache)
         self.exchanges[name] = ex
         if gates:
             self._gates[ex] = gates
+        if cache is not None:
+            self._exchange_dedup[ex] = cache
         ex.attach(self)
         self._changed("exchange", ex)
         return ex
@@ -222,6 +226,7 @@ class VHost:
         ex.deleted = True
         del self.exchanges[ex.name]
         self._gates.pop(ex, None)
+        self._exchange_dedup.pop(ex, None)
         ex.detach()
         for binding in list(ex.bindings.values()):
             ex.unbind(binding.destination, binding.routing_key, binding.arguments)
@@ -431,7 +436,15 @@ class VHost:
                     taken = gate(message)
                     if taken is not None:
                         ex.stat_in += 1
+                        if taken and (cache := self._exchange_dedup.get(ex)) is not None:
+                            cache.remember(message)  # held (x-delayed-message)
                         return taken, 0
+                reached = self._enqueue(ex, message, publisher)
+                ex.stat_in += 1
+                cache = self._exchange_dedup.get(ex)
+                if cache is not None and reached[0] and not reached[1]:
+                    cache.remember(message)  # taken by every queue it reached
+                return reached
         reached = self._enqueue(ex, message, publisher)
         ex.stat_in += 1
         return reached
@@ -455,17 +468,37 @@ class VHost:
         if headers and "BCC" in headers:
             message = strip_bcc(message)
         routed = len(queues)
-        if self._queue_dedup:  # a duplicate was routed (no return), the queue drops it
-            dedup_of = self._queue_dedup.get
-            queues = [q for q in queues if (c := dedup_of(q)) is None or not c.duplicate(message)]
-        refused = 0
-        for queue in queues:
-            if not queue.push(message):
-                refused += 1
-            if publisher is not None and queue.flow.congested:
-                queue.flow.hold(publisher)
+        if self._queue_dedup:
+            refused = self._push_deduplicated(queues, message, publisher)
+        else:
+            refused = 0
+            for queue in queues:
+                if not queue.push(message):
+                    refused += 1
+                if publisher is not None and queue.flow.congested:
+                    queue.flow.hold(publisher)
         ex.stat_out += 1
         return routed, refused
+
+    def _push_deduplicated(
+        self, queues: Collection[Queue], message: Message, publisher: Publisher | None
+    ) -> int:
+        """Push to queues of which some drop duplicates: a duplicate was routed (no
+        return), such a queue just does not take it. A key counts as seen only once its
+        queue took the message, so a publisher may retry one that was refused (nack)."""
+        refused = 0
+        dedup_of = self._queue_dedup.get
+        for queue in queues:
+            cache = dedup_of(queue)
+            if cache is not None and cache.seen(message):
+                continue
+            if not queue.push(message):
+                refused += 1
+            elif cache is not None:
+                cache.remember(message)
+            if publisher is not None and queue.flow.congested:
+                queue.flow.hold(publisher)
+        return refused
 
     # -- change notification --------------------------------------------------------------
 

@@ -86,19 +86,29 @@ class DedupCache:
 
     def duplicate(self, message: Message) -> bool:
         """True when the message's key was seen within its TTL; otherwise remember it."""
+        if self.seen(message):
+            return True
+        self.remember(message)
+        return False
+
+    def seen(self, message: Message) -> bool:
+        """True when the message's key was seen within its TTL (nothing is recorded)."""
         key = message_key(message)
         if key is None:
             return False
-        now = time.monotonic() * 1000
         until = self._until.get(key)
-        if until is not None and until > now:
-            return True
+        return until is not None and until > time.monotonic() * 1000
+
+    def remember(self, message: Message) -> None:
+        """Record the message's key: a queue took the message."""
+        key = message_key(message)
+        if key is None:
+            return
         ttl = self._message_ttl(message)
-        self._until[key] = now + ttl if ttl else _FOREVER
+        self._until[key] = time.monotonic() * 1000 + ttl if ttl else _FOREVER
         self._until.move_to_end(key)
         while len(self._until) > self.size:
             self._until.popitem(last=False)
-        return False
 
     def _message_ttl(self, message: Message) -> int | None:
         own = (message.properties.headers or {}).get(TTL)
