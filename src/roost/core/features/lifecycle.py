@@ -93,13 +93,16 @@ class QueueFeatures:
             return False
         return True
 
-    def enqueued(self) -> None:
-        """A message joined the backlog (no consumer took it at once)."""
+    def enqueued(self, entry: Entry) -> None:
+        """``entry`` joined the backlog (no consumer took it at once)."""
         s = self.settings
-        head_changed = len(self.queue.ready) == 1  # else the head's timer is set already
+        ready = self.queue.ready
+        # a new head needs its deadline armed (else the head's timer is set already): at
+        # the tail of a classic queue only when it is alone, but a priority queue puts a
+        # higher-priority message in front of those waiting
+        head_changed = ready[0] is entry
         if s.limited and s.overflow == "drop-head":
             head_changed = self._drop_over_limit() or head_changed
-        ready = self.queue.ready
         if head_changed and ready and ready[0].expires:
             self.drop_expired()
 

@@ -147,7 +147,7 @@ class Queue:
             self.ready_bytes += entry.size
             self.flow.after_push()
             if features is not None:
-                features.enqueued()
+                features.enqueued(entry)
         return True
 
     def _refuse_mutated(self, message: Message, error: str) -> None:
