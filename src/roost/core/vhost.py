@@ -406,9 +406,10 @@ class VHost:
 
     def publish(
         self, exchange_name: str, message: Message, publisher: Publisher | None = None
-    ) -> tuple[int, int]:
-        """Route and enqueue: (queues reached, queues that refused it: overflow
-        reject-publish). A congested queue holds the ``publisher`` (core/flow.py)."""
+    ) -> tuple[int, str]:
+        """Route and enqueue: (queues reached, why it was refused: overflow
+        reject-publish, a mutator; "" when it was not). A congested queue holds the
+        ``publisher`` (core/flow.py)."""
         ex = self.exchanges.get(exchange_name)
         if ex is None:
             raise NotFound(f"no exchange '{exchange_name}' in vhost '{self.name}'")
@@ -419,12 +420,14 @@ class VHost:
         if ex.mutators is not None:
             try:
                 mutated = ex.mutators.run(message)
-            except MutationRefused:
+            except MutationRefused as exc:
                 ex.stat_in += 1
-                return 1, 1  # refused (a nack), not unroutable (no basic.return)
+                # refused (a nack), not unroutable (no basic.return)
+                return 1, f"message refused by exchange '{ex.name}' in vhost '{self.name}': " \
+                    + exc.error
             if mutated is None:
                 ex.stat_in += 1
-                return 1, 0  # dropped by a mutator: taken, and gone
+                return 1, ""  # dropped by a mutator: taken, and gone
             message = mutated
         if self._gates:
             gates = self._gates.get(ex)
@@ -438,7 +441,7 @@ class VHost:
                         ex.stat_in += 1
                         if taken and (cache := self._exchange_dedup.get(ex)) is not None:
                             cache.remember(message)  # held (x-delayed-message)
-                        return taken, 0
+                        return taken, ""
                 reached = self._enqueue(ex, message, publisher)
                 ex.stat_in += 1
                 cache = self._exchange_dedup.get(ex)
@@ -457,13 +460,13 @@ class VHost:
 
     def _enqueue(
         self, ex: Exchange, message: Message, publisher: Publisher | None
-    ) -> tuple[int, int]:
-        """(queues reached, queues that refused it)."""
+    ) -> tuple[int, str]:
+        """(queues reached, why queues refused it or "")."""
         queues = self.route(ex, message)
         if not queues:
             if not ex.name and message.routing_key.startswith(REPLY_PREFIX):
-                return (1 if self.replies.deliver(message) else 0), 0
-            return 0, 0
+                return (1 if self.replies.deliver(message) else 0), ""
+            return 0, ""
         headers = message.properties.headers
         if headers and "BCC" in headers:
             message = strip_bcc(message)
@@ -471,10 +474,10 @@ class VHost:
         if self._queue_dedup:
             refused = self._push_deduplicated(queues, message, publisher)
         else:
-            refused = 0
+            refused = ""
             for queue in queues:
                 if not queue.push(message):
-                    refused += 1
+                    refused = f"{refused}; {queue.refusal}" if refused else queue.refusal
                 if publisher is not None and queue.flow.congested:
                     queue.flow.hold(publisher)
         ex.stat_out += 1
@@ -482,18 +485,18 @@ class VHost:
 
     def _push_deduplicated(
         self, queues: Collection[Queue], message: Message, publisher: Publisher | None
-    ) -> int:
+    ) -> str:
         """Push to queues of which some drop duplicates: a duplicate was routed (no
         return), such a queue just does not take it. A key counts as seen only once its
         queue took the message, so a publisher may retry one that was refused (nack)."""
-        refused = 0
+        refused = ""
         dedup_of = self._queue_dedup.get
         for queue in queues:
             cache = dedup_of(queue)
             if cache is not None and cache.seen(message):
                 continue
             if not queue.push(message):
-                refused += 1
+                refused = f"{refused}; {queue.refusal}" if refused else queue.refusal
             elif cache is not None:
                 cache.remember(message)
             if publisher is not None and queue.flow.congested:

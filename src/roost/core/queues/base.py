@@ -95,6 +95,8 @@ class Queue:
         self.features: QueueFeatures | None = None
         # message mutators from a policy (core.mutators); None: no work per message
         self.mutators: Chain | None = None
+        # why the last push returned False, for a publisher that can be told (STOMP)
+        self.refusal = ""
 
     @property
     def exclusive(self) -> bool:
@@ -114,6 +116,7 @@ class Queue:
                 mutated = self.mutators.run(message)
             except MutationRefused as exc:
                 self._refuse_mutated(message, exc.error)
+                self.refusal = f"message refused by {self._where()}: {exc.error}"
                 return False
             if mutated is None:
                 return True  # dropped by a mutator: taken, and gone
@@ -124,6 +127,7 @@ class Queue:
         if features is None and message.properties.expiration is not None:
             features = self._attach_features()
         if features is not None and not features.admit(entry):
+            self.refusal = f"{self._where()} is full (overflow {features.settings.overflow})"
             return False
         self.stat_published += 1
         if self.store is not None and message.properties.delivery_mode == 2:
@@ -159,6 +163,9 @@ class Queue:
         props = message.properties
         headers = {**(props.headers or {}), "x-mutator-error": error}
         features.dead_letter(message.with_properties(props.replace(headers=headers)), "rejected")
+
+    def _where(self) -> str:
+        return f"queue '{self.name}' in vhost '{self.vhost.name}'"
 
     def _attach_features(self) -> QueueFeatures:
         """Features with no settings: a message's own expiration still needs them."""
