@@ -5,7 +5,10 @@ RabbitMQ; a change or deletion takes effect on existing queues at once."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -224,3 +227,35 @@ def test_policy_applies_to_recovered_queue(fresh_roost: RoostProcess) -> None:
     ch.basic_publish("", "capped", b"more", pika.BasicProperties(delivery_mode=2))
     assert drain(ch, "capped") == [b"2", b"more"]
     conn.close()
+
+
+def roost_policies(server: RoostProcess, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "roost", "policies", "--url", server.http_url, *args],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_roost_policies_cli_sets_lists_and_clears(
+    roost: RoostProcess, ch: BlockingChannel, qname: str
+) -> None:
+    """The issue's ``roost policies`` command: a policy it sets caps a live queue at once
+    and is listed; cleared, the queue takes messages without a cap again."""
+    name = qname + ".cap"
+    ch.queue_declare(qname)
+    publish_all(ch, qname, 3)
+    roost_policies(roost, "set", name, "^" + re.escape(qname) + "$", '{"max-length": 1}',
+                   "--apply-to", "queues", "--priority", "3")
+    assert count(ch, qname) == 1  # trimmed at once (drop-head)
+    listed = {p["name"]: p for p in json.loads(roost_policies(roost, "--json", "list"))}
+    assert listed[name]["definition"] == {"max-length": 1}
+    assert (listed[name]["apply-to"], listed[name]["priority"]) == ("queues", 3)
+    assert name in roost_policies(roost, "list")  # the table
+    publish_all(ch, qname, 2)
+    assert drain(ch, qname) == [b"1"]
+    roost_policies(roost, "clear", name)
+    publish_all(ch, qname, 3)
+    assert count(ch, qname) == 3
+    assert name not in roost_policies(roost, "list")
