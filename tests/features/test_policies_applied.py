@@ -159,6 +159,8 @@ def test_policy_expires_deletes_an_unused_queue(
         ({"message-ttl": "soon"}, '<<"soon">> is not a valid message TTL'),
         ({"overflow": "drop-tail"}, '<<"drop-tail">> is not a valid overflow value'),
         ({"expires": 0}, "0 is not a valid queue expiry"),
+        # argument-only: RabbitMQ 3.10 refuses it in a policy with these words
+        ({"max-priority": 10}, '[{<<"max-priority">>,10}] are not recognised policy settings'),
         ({"message-mutators": 5}, "5 is not a valid list of message mutators"),
         ({"message-mutators": ["ok", 1]}, '[<<"ok">>,1] is not a valid list of message mutators'),
         ({"message-mutators": "a,,b"}, '<<"a,,b">> is not a valid list of message mutators'),

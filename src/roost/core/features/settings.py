@@ -121,12 +121,21 @@ _POLICY_CHECKS: dict[str, tuple[str, int | None]] = {
 }
 
 
+# keys a user may expect a policy to take but RabbitMQ refuses in one: queue arguments
+# only (other keys Roost does not know are let through: a RabbitMQ plugin's, such as
+# federation-upstream, must not fail a definitions import)
+_ARGUMENT_ONLY = ("max-priority",)
+
+
 def validate_policy_definition(definition: dict[str, Any], *, check_mutators: bool = True) -> None:
     """RabbitMQ's checks of the queue keys a policy may set, and Roost's of its mutator
     keys. ``check_mutators``: also refuse mutator names that no entry point or
     ``ROOST_MUTATORS`` provides (off when recovering: a plugin uninstalled since must
     not cost the policy; its chain then refuses every message, fail closed)."""
     problems = []
+    refused = {k: v for k, v in definition.items() if k in _ARGUMENT_ONLY}
+    if refused:
+        problems.append(f"{_erlang(refused)} are not recognised policy settings")
     for key, value in definition.items():
         if key == MUTATORS_KEY:
             problems.extend(_mutator_problems(value, check_mutators))
