@@ -33,7 +33,7 @@ SCHEMA = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
     env = {"ROOST_MUTATORS": f"boom={PLUGIN}:boom,drop-marked={PLUGIN}:drop_marked,"
-                             f"shout={PLUGIN}:shout"}
+                             f"shout={PLUGIN}:shout,bail-out={PLUGIN}:bail_out"}
     yield from running(RoostProcess(Path(tmp_path_factory.mktemp("mutators")), env=env))
 
 
@@ -202,3 +202,25 @@ def test_an_exchange_policy_mutates_before_routing(
     assert wait_get(ch, qname + ".b")[2] == b'"QUIET"'
     with pytest.raises(pika.exceptions.NackError):
         ch.basic_publish(ex, "", b"[1]", mandatory=True)
+
+
+@pytest.mark.parametrize("mutator", ["boom", "bail-out"])
+def test_a_failing_mutator_on_an_exchange_is_counted_and_nacked(
+    server: RoostProcess, http: httpx.Client, ch: Any, qname: str, mutator: str
+) -> None:
+    """On the exchange path too a failure (an exception, or sys.exit()) is a nack and a
+    count; the broker, the channel and the other exchanges carry on."""
+    ex = qname + ".ex"
+    ch.exchange_declare(ex, "fanout")
+    ch.queue_declare(qname)
+    ch.queue_bind(qname, ex)
+    _policy(http, ex, {"message-mutators": [mutator]}, apply_to="exchanges")
+    failures = _counter(server, "roost_mutator_failures_total")
+    ch.confirm_delivery()
+    with pytest.raises(pika.exceptions.NackError):
+        ch.basic_publish(ex, "", b"x", mandatory=True)
+    assert _counter(server, "roost_mutator_failures_total") == failures + 1
+    assert ch.queue_declare(qname, passive=True).method.message_count == 0
+    ch.basic_publish("", qname, b"direct")  # the same channel, another exchange
+    assert wait_get(ch, qname)[2] == b"direct"
+    assert server.proc is not None and server.proc.poll() is None

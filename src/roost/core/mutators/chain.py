@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -61,7 +62,9 @@ class Chain:
             except Rejected as exc:
                 stats.rejected += 1
                 raise MutationRefused(f"{name}: {exc}") from None
-            except Exception as exc:  # a plugin's bug must not reach the broker
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise  # stop signals from outside the mutator: the loop's, the operator's
+            except BaseException as exc:  # a plugin's bug, sys.exit() included, is a failure
                 stats.failures += 1
                 text = f"{type(exc).__name__}: {exc}"
                 self._warn(name, text)
