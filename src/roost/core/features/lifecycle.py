@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from roost.core.features.deadletter import dead_letter, publish_dead_letter
 from roost.core.features.settings import QueueSettings
 from roost.core.features.timers import call_later, call_soon
-from roost.core.features.ttl import deadline
+from roost.core.features.ttl import deadline, from_wall_ms
 
 if TYPE_CHECKING:
     import asyncio
@@ -106,10 +106,12 @@ class QueueFeatures:
         if head_changed and ready and ready[0].expires:
             self.drop_expired()
 
-    def restored(self, entry: Entry) -> None:
-        """A message recovered from the store: its deadline is worked out when it reaches
-        the head (the body is on disk until then), counted from the recovery."""
-        entry.expires = UNKNOWN
+    def restored(self, entry: Entry, expires_ms: int = 0) -> None:
+        """A message recovered from the store, with the absolute deadline stored with it
+        (its original one). A record without one (no TTL when it was stored, or written
+        by a Roost that did not store deadlines) gets its deadline when it reaches the
+        head (the body is on disk until then), counted from the recovery."""
+        entry.expires = from_wall_ms(expires_ms) if expires_ms > 0 else UNKNOWN
         if not self._restored_at:
             self._restored_at = time.monotonic()
         if not self._check_soon:  # not from inside the store's recovery loop

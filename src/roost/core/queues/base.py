@@ -16,6 +16,7 @@ from roost.core.features.consumer_choice import (
 )
 from roost.core.features.lifecycle import QueueFeatures
 from roost.core.features.settings import QueueSettings
+from roost.core.features.ttl import wall_ms
 from roost.core.flow import QueueFlow
 from roost.core.message import Message, Properties
 from roost.core.mutators import Chain, MutationRefused
@@ -132,7 +133,11 @@ class Queue:
         self.stat_published += 1
         if self.store is not None and message.properties.delivery_mode == 2:
             entry.slot = self.store.append(
-                message.exchange, message.routing_key, message.properties.as_tuple(), message.body
+                message.exchange,
+                message.routing_key,
+                message.properties.as_tuple(),
+                message.body,
+                expires_ms=wall_ms(entry.expires) if entry.expires else 0,
             )
         elif len(self.ready) >= PAGE_WINDOW and (pager := self.vhost.pager) and pager.active:
             # memory pressure: a transient message behind the window goes to disk too
@@ -179,13 +184,15 @@ class Queue:
         if isinstance(self.ready, deque):  # not a priority queue's levels
             self.ready = PagedReady(self.ready, PAGE_WINDOW)
 
-    def restore(self, slot: int, size: int, redelivered: bool) -> None:
-        """Put back a message recovered from the store, paged out (no consumers yet)."""
+    def restore(self, slot: int, size: int, redelivered: bool, expires_ms: int = 0) -> None:
+        """Put back a message recovered from the store, paged out (no consumers yet);
+        ``expires_ms``: its stored absolute deadline (0: none stored)."""
         self._seq += 1
         entry = self._recovered_entry(self._seq, slot, size)
         entry.slot = slot
         entry.redelivered = redelivered
-        (self.features or self._attach_features()).restored(entry)  # before it is packed
+        # before it is packed
+        (self.features or self._attach_features()).restored(entry, expires_ms)
         self.ready.append(entry)
         self.ready_bytes += entry.size
 
