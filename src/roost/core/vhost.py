@@ -472,7 +472,7 @@ class VHost:
             message = strip_bcc(message)
         routed = len(queues)
         if self._queue_dedup:
-            refused = self._push_deduplicated(queues, message, publisher)
+            refused = dedup.push_to_queues(queues, self._queue_dedup, message, publisher)
         else:
             refused = ""
             for queue in queues:
@@ -482,26 +482,6 @@ class VHost:
                     queue.flow.hold(publisher)
         ex.stat_out += 1
         return routed, refused
-
-    def _push_deduplicated(
-        self, queues: Collection[Queue], message: Message, publisher: Publisher | None
-    ) -> str:
-        """Push to queues of which some drop duplicates: a duplicate was routed (no
-        return), such a queue just does not take it. A key counts as seen only once its
-        queue took the message, so a publisher may retry one that was refused (nack)."""
-        refused = ""
-        dedup_of = self._queue_dedup.get
-        for queue in queues:
-            cache = dedup_of(queue)
-            if cache is not None and cache.seen(message):
-                continue
-            if not queue.push(message):
-                refused = f"{refused}; {queue.refusal}" if refused else queue.refusal
-            elif cache is not None:
-                cache.remember(message)
-            if publisher is not None and queue.flow.congested:
-                queue.flow.hold(publisher)
-        return refused
 
     # -- change notification --------------------------------------------------------------
 
