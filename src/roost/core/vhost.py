@@ -20,7 +20,7 @@ from roost.core.features.sender_selected import extra_keys, has_extra_keys, stri
 from roost.core.features.settings import validate_arguments
 from roost.core.field_types import field_type
 from roost.core.mutators import MutationRefused
-from roost.core.queues.base import Queue
+from roost.core.queues.base import Queue, add_refusal
 from roost.core.queues.kinds import queue_class
 from roost.core.queues.streams import Streams
 
@@ -477,7 +477,7 @@ class VHost:
             refused = ""
             for queue in queues:
                 if not queue.push(message):
-                    refused = f"{refused}; {queue.refusal}" if refused else queue.refusal
+                    refused = add_refusal(refused, queue)
                 if publisher is not None and queue.flow.congested:
                     queue.flow.hold(publisher)
         ex.stat_out += 1

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import PreconditionFailed
 from roost.core.message import Message
+from roost.core.queues.base import add_refusal
 
 if TYPE_CHECKING:
     from roost.core.flow import Publisher
@@ -147,7 +148,7 @@ def push_to_queues(
         if cache is not None and cache.seen(message):
             continue
         if not queue.push(message):
-            refused = f"{refused}; {queue.refusal}" if refused else queue.refusal
+            refused = add_refusal(refused, queue)
         elif cache is not None:
             cache.remember(message)
         if publisher is not None and queue.flow.congested:

@@ -47,6 +47,12 @@ class Ready(Protocol):
     def __len__(self) -> int: ...
 
 
+def add_refusal(so_far: str, queue: Queue) -> str:
+    """The reasons of a publish's refusals so far, with ``queue``'s (its push was False)."""
+    reason = queue.refusal or f"{queue._where()} refused the message"
+    return f"{so_far}; {reason}" if so_far else reason
+
+
 class Queue:
     kind = "classic"
     is_exchange = False
