@@ -93,6 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_ctl_arguments(ctl)
     ctl.set_defaults(func=_ctl)
 
+    from roost.ctl.parser import add_policies_arguments
+
+    policies = sub.add_parser(
+        "policies",
+        help="list, set or clear policies of a running broker (management API)",
+        description="List, set or clear policies (max-length, message-ttl, "
+        "dead-letter-exchange, message-mutators, …). Talks HTTP to the management API; "
+        "the same as 'roost ctl list policies' and 'roost ctl policy set|clear'.",
+    )
+    add_policies_arguments(policies)
+    policies.set_defaults(func=_ctl)
+
     from roost.pipeline.cli import add_arguments as add_pipeline_arguments
 
     pipeline = sub.add_parser(

@@ -26,6 +26,11 @@ app.conf.update(
         Queue("celery", routing_key="celery"),
         Queue("prio", routing_key="prio", queue_arguments={"x-max-priority": 10}),
         Queue("crash", routing_key="crash"),
+        Queue("long", routing_key="long"),
+        # docs/celery.md's recipe: every delivery to this queue's workers has its own ack
+        # deadline, which exempts it from the consumer timeout (eta/countdown tasks held
+        # by the worker until due, long tasks)
+        Queue("eta", routing_key="eta", consumer_arguments={"x-ack-timeout": 60}),
     ],
     task_default_queue="celery",
     worker_prefetch_multiplier=1,
@@ -88,3 +93,12 @@ def record(key: str, label: str) -> None:
 def sleep_for(seconds: float) -> float:
     time.sleep(seconds)
     return seconds
+
+
+@app.task(bind=True)
+def counted(self: Any, key: str, seconds: float = 0.0) -> float:
+    """Marks each run (first or redelivered) and when it started, then sleeps."""
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    _mark(f"runs-{key}", f"{'redelivered' if redelivered else 'first'} {time.time()}")
+    time.sleep(seconds)
+    return time.time()

@@ -3,12 +3,17 @@ consumer timeout broke for Celery users, checked end to end."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.celery.app import add, app, flaky, hold, record, sleep_for, stamp
-from tests.celery.conftest import CONSUMER_TIMEOUT_MS, Worker, WorkerFactory
+import httpx
+
+from tests.celery.app import add, app, counted, flaky, hold, record, sleep_for, stamp
+from tests.celery.conftest import CONSUMER_TIMEOUT_MS, ROOT, Worker, WorkerFactory
 from tests.support import RoostProcess
 
 LONG_TASK_S = CONSUMER_TIMEOUT_MS / 1000 + 1.5
@@ -90,11 +95,55 @@ def test_a_task_with_its_own_ack_deadline_outlives_the_consumer_timeout(
 
 
 def test_without_it_the_consumer_timeout_closes_the_workers_channel(
-    broker: RoostProcess, worker: Worker
+    broker: RoostProcess, workers: WorkerFactory, scratch: Path
 ) -> None:
-    """As in RabbitMQ: 406 on the worker's channel and the message is requeued (Celery
-    reconnects and runs it again: at-least-once). The first run's result still arrives:
-    results travel on the worker's other connection."""
-    result = sleep_for.apply_async((LONG_TASK_S,))
-    assert result.get(timeout=60) == LONG_TASK_S
-    assert TIMED_OUT in broker.log
+    """As in RabbitMQ: 406 on the worker's channel, and the message is requeued. Celery
+    5.7's worker takes the 406 as an unrecoverable error and exits (the first run's
+    result still arrives: results travel on another connection); the next worker runs
+    the task again, flagged redelivered. Its own workers and queue: the task would
+    outlive the timeout again on every run."""
+    timeouts = broker.log.count(TIMED_OUT)
+    first = workers("long-1", "long")
+    second = None
+    try:
+        result = counted.apply_async(("long", LONG_TASK_S), queue="long")
+        assert result.get(timeout=60) > 0
+        first.proc.wait(timeout=60)
+        assert "Unrecoverable error: PreconditionFailed" in first.log.read_text()
+        assert broker.log.count(TIMED_OUT) > timeouts
+        second = workers("long-2", "long", ready=False)  # busy with the task at once
+        runs = _wait_for(scratch / "runs-long", 2, timeout=60)
+        assert [line.split()[0] for line in runs] == ["first", "redelivered"]
+    finally:
+        for worker in (first, second):
+            if worker is not None:
+                worker.kill()
+        httpx.delete(f"{broker.http_url}/api/queues/%2F/long/contents", auth=("guest", "guest"))
+
+
+def test_an_eta_past_the_consumer_timeout_runs_once_with_the_queue_recipe(
+    broker: RoostProcess, workers: WorkerFactory, scratch: Path
+) -> None:
+    """The classic Celery-on-RabbitMQ failure: a worker holds an eta (or countdown) task
+    unacknowledged until it is due, past consumer_timeout, and loses its channel. With
+    the recipe of docs/celery.md (the queue's ``consumer_arguments``: an ``x-ack-timeout``
+    above the longest eta) the task runs once, when due, and no channel is closed."""
+    timeouts = broker.log.count(TIMED_OUT)
+    workers("eta", "eta")
+    eta = datetime.now(UTC) + timedelta(seconds=LONG_TASK_S)
+    ran_at = counted.apply_async(("eta",), eta=eta, queue="eta").get(timeout=60)
+    assert ran_at >= eta.timestamp() - 0.05
+    runs = (scratch / "runs-eta").read_text().splitlines()
+    assert [line.split()[0] for line in runs] == ["first"]
+    assert broker.log.count(TIMED_OUT) == timeouts
+
+
+def test_celery_inspect_ping_from_the_command_line(broker: RoostProcess, worker: Worker) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tests.celery.app", "inspect", "ping",
+         "-d", worker.name, "--timeout", "10"],
+        cwd=ROOT, env={**os.environ, "ROOST_TEST_BROKER": broker.url},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{worker.name}: OK" in done.stdout and "pong" in done.stdout

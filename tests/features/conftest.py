@@ -14,9 +14,22 @@ import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
 from tests.integration.conftest import pika_params, pump, settle
+from tests.stomp.conftest import connect
 from tests.support import RoostProcess
 
-__all__ = ["Returns", "count", "drain", "get_body", "pika_params", "pump", "settle", "wait_get"]
+# ``connect`` is the STOMP tests' fixture (stomp.py connections with an Inbox), for the
+# features' STOMP tests
+__all__ = [
+    "Returns",
+    "connect",
+    "count",
+    "drain",
+    "get_body",
+    "pika_params",
+    "pump",
+    "settle",
+    "wait_get",
+]
 
 Got = tuple[Any, pika.BasicProperties, bytes]
 

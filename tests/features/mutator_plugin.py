@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from roost.core.message import Message
@@ -18,3 +19,7 @@ def drop_marked(message: Message, args: dict[str, Any]) -> Message | None:
 def shout(message: Message, args: dict[str, Any]) -> Message:
     return Message(message.exchange, message.routing_key, message.properties,
                    message.body.upper() + args.get("suffix", "").encode())
+
+
+def bail_out(message: Message, args: dict[str, Any]) -> Message:
+    sys.exit(3)  # a plugin that tries to stop the process

@@ -141,7 +141,9 @@ def wait_get_manual(ch: BlockingChannel, queue: str) -> tuple[Any, Any, Any]:
         ch.connection.process_data_events(time_limit=0.02)
 
 
-def test_automatic_cycle_is_dropped(ch: BlockingChannel, qname: str) -> None:
+def test_automatic_cycle_is_dropped(
+    ch: BlockingChannel, qname: str, roost: RoostProcess
+) -> None:
     """a expires into b (and a watch queue), b expires back into a: the message dies once
     in each, then RabbitMQ drops it instead of looping for ever."""
     a, b = qname + ".a", qname + ".b"
@@ -160,6 +162,47 @@ def test_automatic_cycle_is_dropped(ch: BlockingChannel, qname: str) -> None:
         ch.connection.process_data_events(time_limit=0.02)
     ch.connection.process_data_events(time_limit=0.2)
     assert (count(ch, a), count(ch, b), count(ch, fan)) == (0, 0, 0)
+    # logged at warning, naming the queues, as RabbitMQ does
+    roost.wait_for_log(f"Dead-letter queues cycle detected in vhost '/': ['{a}', '{b}', '{a}']")
+
+
+def test_invalid_x_death_is_reset_on_reject(ch: BlockingChannel, qname: str) -> None:
+    """A client's text x-death (rabbitmq-server#767): reset, as RabbitMQ does, and the
+    message reaches the dead-letter queue; the channel stays open."""
+    dlq = dead_letter_queue(ch, qname + ".dlx")
+    ch.queue_declare(qname, arguments={"x-dead-letter-exchange": dlq})
+    for junk in ("junk", 5, ["not", "tables"]):
+        ch.basic_publish("", qname, b"m", pika.BasicProperties(headers={"x-death": junk}))
+        method, _, _ = ch.basic_get(qname)
+        ch.basic_reject(method.delivery_tag, requeue=False)
+        _, props, body = wait_get(ch, dlq)
+        death = props.headers["x-death"][0]
+        assert (body, death["count"], death["reason"], death["queue"]) == (
+            b"m", 1, "rejected", qname)
+        if isinstance(junk, list):  # a client's non-table elements are kept after it
+            assert props.headers["x-death"][1:] == junk
+    assert ch.is_open and count(ch, qname) == 0
+
+
+def test_invalid_x_death_on_drop_head_and_expiry(ch: BlockingChannel, qname: str) -> None:
+    """Dead-lettering from a publish (drop-head) and from the expiry timer with a bad
+    x-death: the publisher is confirmed, and the timer keeps expiring what follows."""
+    dlq = dead_letter_queue(ch, qname + ".dlx")
+    ch.queue_declare(
+        qname,
+        arguments={"x-dead-letter-exchange": dlq, "x-max-length": 1, "x-message-ttl": 100},
+    )
+    ch.confirm_delivery()  # a failure would close the channel (541) instead of confirming
+    junk = pika.BasicProperties(headers={"x-death": "junk"})
+    ch.basic_publish("", qname, b"dropped", junk)
+    ch.basic_publish("", qname, b"expired", junk)  # drops the head (maxlen)
+    first = wait_get(ch, dlq)
+    second = wait_get(ch, dlq)  # the head timer fired for a junk x-death...
+    ch.basic_publish("", qname, b"later")
+    third = wait_get(ch, dlq)  # ...and was armed again for the next message
+    assert [(got[2], got[1].headers["x-death"][0]["reason"]) for got in (first, second, third)] \
+        == [(b"dropped", "maxlen"), (b"expired", "expired"), (b"later", "expired")]
+    assert first[1].headers["x-death"][0]["count"] == 1
 
 
 def ttl_into(dlx: str, key: str | None) -> dict[str, Any]:

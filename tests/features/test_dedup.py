@@ -107,6 +107,41 @@ def test_a_queue_with_the_argument_drops_what_it_has_seen(
     assert drain(ch, f"{name}.dedup") == [b"1"]
 
 
+def test_a_refused_message_is_not_remembered(ch: BlockingChannel, name: str) -> None:
+    """A full reject-publish queue nacks the message: the publisher's retry of it must not
+    then be dropped as a duplicate (and confirmed) once the queue has room."""
+    q = f"{name}.q"
+    ch.queue_declare(q, arguments={"x-message-deduplication": True, "x-max-length": 1,
+                                   "x-overflow": "reject-publish"})
+    ch.confirm_delivery()
+    ch.basic_publish("", q, b"first", _dedup("first"))
+    with pytest.raises(pika.exceptions.NackError):
+        ch.basic_publish("", q, b"second", _dedup("second"))
+    assert drain(ch, q) == [b"first"]
+    ch.basic_publish("", q, b"second", _dedup("second"))  # the retry: confirmed...
+    assert drain(ch, q) == [b"second"]  # ...and delivered
+    ch.basic_publish("", q, b"second again", _dedup("second"))  # now it is a duplicate
+    assert drain(ch, q) == []
+
+
+def test_an_exchange_remembers_only_what_was_taken(ch: BlockingChannel, name: str) -> None:
+    """The same on a deduplicating exchange: a key counts once the message was routed and
+    no queue refused it (the plugin records it before routing, so a retry is lost)."""
+    ch.exchange_declare(name, "x-message-deduplication", arguments={"x-cache-size": 10})
+    ch.confirm_delivery()
+    ch.basic_publish(name, "", b"unroutable", _dedup("a"))  # no queue yet: not remembered
+    q = f"{name}.q"
+    ch.queue_declare(q, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    ch.queue_bind(q, name)
+    ch.basic_publish(name, "", b"a", _dedup("a"))
+    with pytest.raises(pika.exceptions.NackError):
+        ch.basic_publish(name, "", b"b", _dedup("b"))
+    assert drain(ch, q) == [b"a"]
+    ch.basic_publish(name, "", b"b retried", _dedup("b"))
+    ch.basic_publish(name, "", b"a again", _dedup("a"))
+    assert drain(ch, q) == [b"b retried"]
+
+
 @pytest.mark.parametrize(
     ("kind", "args", "text"),
     [

@@ -33,7 +33,7 @@ SCHEMA = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
     env = {"ROOST_MUTATORS": f"boom={PLUGIN}:boom,drop-marked={PLUGIN}:drop_marked,"
-                             f"shout={PLUGIN}:shout"}
+                             f"shout={PLUGIN}:shout,bail-out={PLUGIN}:bail_out"}
     yield from running(RoostProcess(Path(tmp_path_factory.mktemp("mutators")), env=env))
 
 
@@ -129,15 +129,46 @@ def test_a_chain_runs_in_order_drops_and_stops_when_the_policy_goes(
     assert wait_get(ch, qname)[2] == b"plain"
 
 
-def test_an_unknown_mutator_refuses_everything(
-    http: httpx.Client, ch: Any, qname: str
-) -> None:
-    """Fail closed: a filter that cannot be loaded lets nothing through."""
-    ch.queue_declare(qname)
-    _policy(http, qname, {"message-mutators": ["no-such-mutator"]})
-    ch.confirm_delivery()
-    with pytest.raises(pika.exceptions.NackError):
-        ch.basic_publish("", qname, b"x")
+def test_an_unknown_mutator_is_refused_when_set(http: httpx.Client, qname: str) -> None:
+    r = http.put(f"/api/policies/%2F/{qname}",
+                 json={"pattern": "^x$", "definition": {"message-mutators": ["no-such"]}})
+    assert r.status_code == 400
+    reason = r.json()["reason"]
+    assert "<<\"no-such\">> is not a valid message mutator: no mutator 'no-such'" in reason
+    assert http.get(f"/api/policies/%2F/{qname}").status_code == 404
+
+
+def test_a_mutator_gone_after_a_restart_refuses_everything(tmp_path: Path) -> None:
+    """Recovery keeps a policy whose mutator is no longer installed (and the queues after
+    it); the chain fails closed: a filter that cannot be loaded lets nothing through."""
+    server = RoostProcess(tmp_path, env={"ROOST_MUTATORS": f"shout={PLUGIN}:shout"}).start()
+    try:
+        with httpx.Client(base_url=server.http_url, auth=("guest", "guest")) as http:
+            _policy(http, "shouted", {"message-mutators": ["shout"]})
+        conn = pika.BlockingConnection(pika.URLParameters(server.url))
+        ch = conn.channel()
+        ch.queue_declare("shouted", durable=True)
+        ch.queue_declare("later", durable=True)  # saved after the policy
+        ch.confirm_delivery()
+        ch.basic_publish("", "shouted", b"kept", pika.BasicProperties(delivery_mode=2))
+        conn.close()
+        server.stop()
+        server.env = {"ROOST_MUTATORS": ""}  # the plugin is gone
+        server.start()
+        with httpx.Client(base_url=server.http_url, auth=("guest", "guest")) as http:
+            assert http.get("/api/policies/%2F/shouted").status_code == 200
+            assert http.get("/api/queues/%2F/later").status_code == 200
+        conn = pika.BlockingConnection(pika.URLParameters(server.url))
+        ch = conn.channel()
+        ch.confirm_delivery()
+        with pytest.raises(pika.exceptions.NackError):
+            ch.basic_publish("", "shouted", b"x")
+        assert wait_get(ch, "shouted")[2] == b"KEPT"  # recovered as stored
+        conn.close()
+        assert "no mutator 'shout'" in server.log
+    finally:
+        server.kill()
+    assert "Traceback" not in server.log, server.log
 
 
 def test_stomp_sends_pass_through_the_chain(
@@ -171,3 +202,25 @@ def test_an_exchange_policy_mutates_before_routing(
     assert wait_get(ch, qname + ".b")[2] == b'"QUIET"'
     with pytest.raises(pika.exceptions.NackError):
         ch.basic_publish(ex, "", b"[1]", mandatory=True)
+
+
+@pytest.mark.parametrize("mutator", ["boom", "bail-out"])
+def test_a_failing_mutator_on_an_exchange_is_counted_and_nacked(
+    server: RoostProcess, http: httpx.Client, ch: Any, qname: str, mutator: str
+) -> None:
+    """On the exchange path too a failure (an exception, or sys.exit()) is a nack and a
+    count; the broker, the channel and the other exchanges carry on."""
+    ex = qname + ".ex"
+    ch.exchange_declare(ex, "fanout")
+    ch.queue_declare(qname)
+    ch.queue_bind(qname, ex)
+    _policy(http, ex, {"message-mutators": [mutator]}, apply_to="exchanges")
+    failures = _counter(server, "roost_mutator_failures_total")
+    ch.confirm_delivery()
+    with pytest.raises(pika.exceptions.NackError):
+        ch.basic_publish(ex, "", b"x", mandatory=True)
+    assert _counter(server, "roost_mutator_failures_total") == failures + 1
+    assert ch.queue_declare(qname, passive=True).method.message_count == 0
+    ch.basic_publish("", qname, b"direct")  # the same channel, another exchange
+    assert wait_get(ch, qname)[2] == b"direct"
+    assert server.proc is not None and server.proc.poll() is None

@@ -5,8 +5,12 @@ RabbitMQ; a change or deletion takes effect on existing queues at once."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -155,14 +159,51 @@ def test_policy_expires_deletes_an_unused_queue(
         ({"message-ttl": "soon"}, '<<"soon">> is not a valid message TTL'),
         ({"overflow": "drop-tail"}, '<<"drop-tail">> is not a valid overflow value'),
         ({"expires": 0}, "0 is not a valid queue expiry"),
+        # argument-only: RabbitMQ 3.10 refuses it in a policy with these words
+        ({"max-priority": 10}, '[{<<"max-priority">>,10}] are not recognised policy settings'),
+        ({"message-mutators": 5}, "5 is not a valid list of message mutators"),
+        ({"message-mutators": ["ok", 1]}, '[<<"ok">>,1] is not a valid list of message mutators'),
+        ({"message-mutators": "a,,b"}, '<<"a,,b">> is not a valid list of message mutators'),
+        (
+            {"message-mutators": ["add-timestamp", "nope"]},
+            '<<"nope">> is not a valid message mutator: '
+            "no mutator 'nope' (entry point group roost.mutators or $ROOST_MUTATORS)",
+        ),
+        (
+            {"message-mutator-args": {"add-timestamp": 5}},
+            '[{<<"add-timestamp">>,5}] is not a valid set of message mutator arguments '
+            "(an object of objects)",
+        ),
     ],
 )
 def test_invalid_definition_refused(
-    http: httpx.Client, qname: str, definition: dict[str, Any], problem: str
+    http: httpx.Client, ch: BlockingChannel, definition: dict[str, Any], problem: str
 ) -> None:
-    r = http.put(f"/api/policies/%2F/{qname}", json={"pattern": "^x$", "definition": definition})
+    """Refused whole (HTTP 400, RabbitMQ's wording), before anything changes: no policy is
+    kept, and a queue its pattern would match declares and takes messages as before."""
+    qname = f"q.invalid-policy.{uuid.uuid4().hex}"  # the parameters make no clean name
+    body = {"pattern": "^" + re.escape(qname), "definition": definition}
+    r = http.put(f"/api/policies/%2F/{qname}", json=body)
     assert r.status_code == 400
     assert r.json()["reason"] == f"Validation failed\n\n{problem}\n"
+    assert http.get(f"/api/policies/%2F/{qname}").status_code == 404
+    ch.queue_declare(qname)
+    ch.basic_publish("", qname, b"m")
+    assert drain(ch, qname) == [b"m"]
+
+
+def test_invalid_policy_in_definitions_import_changes_nothing(
+    http: httpx.Client, qname: str
+) -> None:
+    document = {
+        "queues": [{"name": qname, "vhost": "/"}],
+        "policies": [{"vhost": "/", "name": qname, "pattern": "^x$",
+                      "definition": {"message-mutators": 5}}],
+    }
+    r = http.post("/api/definitions", json=document)
+    assert r.status_code == 400
+    assert "policies[0]" in r.text and "not a valid list of message mutators" in r.text
+    assert http.get(f"/api/queues/%2F/{qname}").status_code == 404
 
 
 def test_policy_applies_to_recovered_queue(fresh_roost: RoostProcess) -> None:
@@ -188,3 +229,35 @@ def test_policy_applies_to_recovered_queue(fresh_roost: RoostProcess) -> None:
     ch.basic_publish("", "capped", b"more", pika.BasicProperties(delivery_mode=2))
     assert drain(ch, "capped") == [b"2", b"more"]
     conn.close()
+
+
+def roost_policies(server: RoostProcess, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "roost", "policies", "--url", server.http_url, *args],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_roost_policies_cli_sets_lists_and_clears(
+    roost: RoostProcess, ch: BlockingChannel, qname: str
+) -> None:
+    """The issue's ``roost policies`` command: a policy it sets caps a live queue at once
+    and is listed; cleared, the queue takes messages without a cap again."""
+    name = qname + ".cap"
+    ch.queue_declare(qname)
+    publish_all(ch, qname, 3)
+    roost_policies(roost, "set", name, "^" + re.escape(qname) + "$", '{"max-length": 1}',
+                   "--apply-to", "queues", "--priority", "3")
+    assert count(ch, qname) == 1  # trimmed at once (drop-head)
+    listed = {p["name"]: p for p in json.loads(roost_policies(roost, "--json", "list"))}
+    assert listed[name]["definition"] == {"max-length": 1}
+    assert (listed[name]["apply-to"], listed[name]["priority"]) == ("queues", 3)
+    assert name in roost_policies(roost, "list")  # the table
+    publish_all(ch, qname, 2)
+    assert drain(ch, qname) == [b"1"]
+    roost_policies(roost, "clear", name)
+    publish_all(ch, qname, 3)
+    assert count(ch, qname) == 3
+    assert name not in roost_policies(roost, "list")

@@ -90,7 +90,7 @@ def test_pika_publish_reaches_stomp_with_headers(
     assert h["expiration"] == "1000"
     assert h["amqp-message-id"] == "m-2"
     assert h["correlation-id"] == "c-2"
-    assert h["reply-to"] == "back"
+    assert h["reply-to"] == "/reply-queue/back"  # a destination to SEND to, as RabbitMQ
     assert h["timestamp"] == "1700000001"
     assert h["type"] == "t"
     assert h["user-id"] == "guest"

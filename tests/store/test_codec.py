@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.store.codec import CodecError, decode_message, encode_message
+from roost.store.codec import CodecError, decode_message, encode_message, peek_expires
 from roost.store.stream_codec import decode_stream_message, encode_stream_message
 
 scalars = st.one_of(
@@ -37,9 +37,11 @@ values = st.recursive(
     headers=st.none() | st.dictionaries(st.text(max_size=10), values, max_size=5),
     body=st.binary(max_size=300),
     redelivered=st.booleans(),
+    expires_ms=st.just(0) | st.integers(min_value=1, max_value=2**63 - 1),
 )
 def test_round_trip(
-    seq: int, exchange: str, key: str, headers: Any, body: bytes, redelivered: bool
+    seq: int, exchange: str, key: str, headers: Any, body: bytes, redelivered: bool,
+    expires_ms: int,
 ) -> None:
     props = (
         "text/plain",
@@ -57,8 +59,17 @@ def test_round_trip(
         "app",
         None,
     )
-    payload = encode_message(seq, exchange, key, props, body, redelivered)
+    payload = encode_message(seq, exchange, key, props, body, redelivered, expires_ms=expires_ms)
     assert decode_message(payload) == (seq, redelivered, exchange, key, props, body)
+    assert peek_expires(payload) == expires_ms
+
+
+def test_a_record_without_an_expiry_is_laid_out_as_before() -> None:
+    """Records written before expiries were stored decode unchanged (no migration)."""
+    old_layout = bytes.fromhex("0000000000000007" "00" "0002" "6578" "0001" "6b" "0000") + b"hi"
+    assert decode_message(old_layout) == (7, False, "ex", "k", (None,) * 14, b"hi")
+    assert peek_expires(old_layout) == 0
+    assert encode_message(7, "ex", "k", (None,) * 14, b"hi") == old_layout
 
 
 def test_decimal_and_timestamp_headers() -> None:

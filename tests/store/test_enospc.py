@@ -65,7 +65,7 @@ def recovered(path: Path) -> list[bytes]:
     hub = DiskStore(path)
     store = hub.open_queue("/", "q")
     seqs: list[int] = []
-    store.recover(lambda seq, _size, _delivered: seqs.append(seq))
+    store.recover(lambda seq, _size, _delivered, _expires: seqs.append(seq))
     bodies = [store.read(seq)[5] for seq in seqs]
     hub.files.close_all()
     return bodies

@@ -26,7 +26,7 @@ def reopen(tmp: Path, **kw: Any) -> tuple[QueueStore, list[tuple[Any, bool]]]:
     hub = DiskStore(tmp, **kw)
     store = hub.open_queue("/", "q")
     found: list[tuple[int, int, bool]] = []
-    store.recover(lambda seq, size, delivered: found.append((seq, size, delivered)))
+    store.recover(lambda seq, size, delivered, _expires: found.append((seq, size, delivered)))
     got: list[tuple[Any, bool]] = []
     for seq, size, delivered in found:
         msg = store.read(seq)
@@ -51,6 +51,18 @@ def test_append_recover_in_order(tmp_path: Path) -> None:
     assert bodies(got) == [b"body%d" % i for i in range(50)]
     assert got[3][0][:5] == (seqs[3], False, "ex", "k3", PROPS)
     assert store2.count == 50
+
+
+def test_expiries_come_back_from_recovery(tmp_path: Path) -> None:
+    hub, store = make(tmp_path)
+    store.append("ex", "k", PROPS, b"ttl", expires_ms=1_800_000_000_123)
+    store.append("ex", "k", PROPS, b"none")
+    hub.sync_now()
+    store2 = DiskStore(tmp_path).open_queue("/", "q")
+    found: list[tuple[int, int]] = []
+    store2.recover(lambda seq, _size, _delivered, expires: found.append((seq, expires)))
+    assert [expires for _, expires in found] == [1_800_000_000_123, 0]
+    assert store2.read(found[0][0])[5] == b"ttl"
 
 
 def test_acked_do_not_come_back_and_delivered_are_marked(tmp_path: Path) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from roost.core.message import Message, Properties
-from roost.core.mutators import MutationRefused, Rejected, chain_for, registry, stats
+from roost.core.mutators import Chain, MutationRefused, Rejected, chain_for, registry, stats
 from roost.core.mutators.schema import validate
 
 
@@ -71,4 +72,37 @@ def test_an_unknown_name_fails_closed() -> None:
     chain = chain_for({"message-mutators": "add-timestamp, nope"})
     assert chain is not None and chain.names == ["add-timestamp", "nope"]
     with pytest.raises(MutationRefused, match="no mutator 'nope'"):
+        chain.run(_message())
+
+
+def _raising(exc: BaseException) -> Chain:
+    def mutate(message: Message, args: dict[str, Any]) -> Message:
+        raise exc
+
+    return Chain([("raiser", mutate, {}, "")])
+
+
+def test_sys_exit_in_a_mutator_is_a_failure_not_an_exit() -> None:
+    failures = stats.failures
+    with pytest.raises(MutationRefused, match="raiser failed: SystemExit: 3"):
+        _raising(SystemExit(3)).run(_message())
+    assert stats.failures == failures + 1
+
+
+@pytest.mark.parametrize("exc", [asyncio.CancelledError(), KeyboardInterrupt()])
+def test_stop_signals_pass_through(exc: BaseException) -> None:
+    with pytest.raises(type(exc)):
+        _raising(exc).run(_message())
+
+
+@pytest.mark.parametrize("definition", [
+    {"message-mutators": 5},
+    {"message-mutators": ["add-timestamp"], "message-mutator-args": {"add-timestamp": 5}},
+])
+def test_a_definition_that_slipped_past_validation_refuses_instead_of_raising(
+    definition: dict[str, Any],
+) -> None:
+    chain = chain_for(definition)  # a hand-edited definitions file, say
+    assert chain is not None
+    with pytest.raises(MutationRefused):
         chain.run(_message())

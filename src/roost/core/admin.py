@@ -246,7 +246,10 @@ class AdminMixin:
         definition: Any,
         priority: Any = 0,
         apply_to: Any = "all",
+        check_mutators: bool = True,
     ) -> bool:
+        """Create or replace a policy. It is validated in full before anything changes
+        (``check_mutators``: see ``validate_policy_definition``)."""
         self._vhost(vhost)
         if not isinstance(name, str) or not name:
             raise PreconditionFailed("policy name must be a non-empty string")
@@ -257,7 +260,7 @@ class AdminMixin:
         if not isinstance(apply_to, str):
             raise PreconditionFailed("apply-to must be a string")
         policy = Policy(vhost, name, pattern, definition, priority, apply_to)
-        validate_policy_definition(policy.definition)
+        validate_policy_definition(policy.definition, check_mutators=check_mutators)
         created = (vhost, name) not in self.policies
         self.policies[(vhost, name)] = policy
         self._changed("policy", policy)

@@ -130,10 +130,16 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         return export_definitions(self, vhost)
 
     def import_definitions(
-        self, data: Any, vhost: str | None = None, *, creator: str | None = None
+        self,
+        data: Any,
+        vhost: str | None = None,
+        *,
+        creator: str | None = None,
+        recovering: bool = False,
     ) -> ImportReport:
-        """Additive import; ``creator`` gets full permissions in vhosts it creates."""
-        return import_definitions(self, data, vhost, creator=creator)
+        """Additive import; ``creator`` gets full permissions in vhosts it creates;
+        ``recovering``: the broker's own saved definitions, at start."""
+        return import_definitions(self, data, vhost, creator=creator, recovering=recovering)
 
     # -- connections ----------------------------------------------------------------------
 
@@ -436,11 +442,15 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         message: Message,
         confirm: Callable[[bool], None] | None = None,
         publisher: Publisher | None = None,
+        *,
+        refused: Callable[[str], None] | None = None,
     ) -> int:
         """Route and enqueue; returns how many queues took the message.
 
         ``confirm(ok)`` is called once the message is safe: at once, unless it was written
         to a durable queue's store, then after the group commit that puts it on disk.
+        ``refused(reason)`` is called first when a queue or exchange refused the message
+        (overflow reject-publish, a mutator): ``confirm(False)`` follows at once.
         ``publisher`` (from ``new_publisher``) is held while a queue it reached is
         congested."""
         if len(message.body) > self.max_message_size:  # the test inline: the hot path
@@ -452,15 +462,19 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             parse_expiration(message.properties.expiration)  # refused before routing
         store = self.message_store
         if confirm is None or store is None:
-            routed, refused = client.vhost.publish(exchange, message, publisher)
+            routed, refusal = client.vhost.publish(exchange, message, publisher)
+            if refusal and refused is not None:
+                refused(refusal)
             if confirm is not None:
-                confirm(not refused)
+                confirm(not refusal)
             return routed
         # a persistent message to a durable queue, or any message to a stream, bumps
         # ``appends``: its confirm waits for the group commit's fsync
         before = store.appends
-        routed, refused = client.vhost.publish(exchange, message, publisher)
-        if refused:  # a full queue with overflow reject-publish: nack at once
+        routed, refusal = client.vhost.publish(exchange, message, publisher)
+        if refusal:  # a full queue with overflow reject-publish, a mutator: nack at once
+            if refused is not None:
+                refused(refusal)
             confirm(False)
         elif store.appends != before:
             store.when_durable(confirm)

@@ -8,16 +8,20 @@ inequivalent queue) stops the import there with a reason.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from roost import __version__
 from roost.core.auth import BCRYPT, User
 from roost.core.client import Client
 from roost.core.errors import PreconditionFailed
+from roost.core.features.settings import validate_policy_definition
 from roost.core.info import ImportReport
 
 if TYPE_CHECKING:
     from roost.core.broker import Broker
+
+log = logging.getLogger("roost.definitions")
 
 # section -> (required keys, optional keys with their defaults)
 SCHEMA: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
@@ -57,7 +61,9 @@ BOOLEAN_KEYS = ("durable", "auto_delete", "internal")
 MAP_KEYS = ("arguments", "definition", "limits")
 
 
-def _validate(data: Any, vhost: str | None) -> dict[str, list[dict[str, Any]]]:
+def _validate(
+    data: Any, vhost: str | None, recovering: bool = False
+) -> dict[str, list[dict[str, Any]]]:
     if not isinstance(data, dict):
         raise PreconditionFailed("definitions must be a JSON object")
     sections: dict[str, list[dict[str, Any]]] = {}
@@ -94,6 +100,8 @@ def _validate(data: Any, vhost: str | None) -> dict[str, list[dict[str, Any]]]:
             for key in MAP_KEYS:
                 if key in entry and not isinstance(entry[key], dict):
                     raise PreconditionFailed(f"{section}[{i}].{key} must be an object")
+            if section == "policies" and not _policy_ok(entry, i, recovering):
+                continue
             if section == "bindings" and entry["destination_type"] not in ("queue", "exchange"):
                 raise PreconditionFailed(
                     f"{section}[{i}].destination_type must be queue or exchange"
@@ -103,10 +111,32 @@ def _validate(data: Any, vhost: str | None) -> dict[str, list[dict[str, Any]]]:
     return sections
 
 
+def _policy_ok(entry: dict[str, Any], i: int, recovering: bool) -> bool:
+    """Check a policy's definition before anything is applied (so a bad one changes
+    nothing); at recovery, skip it with a warning instead."""
+    try:
+        validate_policy_definition(entry["definition"], check_mutators=not recovering)
+    except PreconditionFailed as exc:
+        if not recovering:
+            raise PreconditionFailed(f"policies[{i}]: {exc.text}") from None
+        log.warning("definitions: policy '%s' skipped: %s", entry["name"], exc.text)
+        return False
+    return True
+
+
 def import_definitions(
-    broker: Broker, data: Any, vhost: str | None = None, *, creator: str | None = None
+    broker: Broker,
+    data: Any,
+    vhost: str | None = None,
+    *,
+    creator: str | None = None,
+    recovering: bool = False,
 ) -> ImportReport:
-    sections = _validate(data, vhost)
+    """``recovering``: the broker's own saved definitions at start. A policy that no
+    longer validates (a mutator uninstalled since, a value saved by an older version) is
+    then kept or skipped with a warning rather than stopping the recovery of every queue
+    after it."""
+    sections = _validate(data, vhost, recovering)
     if vhost is not None:
         broker._vhost(vhost)
     counts: dict[str, int] = {}
@@ -159,6 +189,7 @@ def import_definitions(
             definition=entry["definition"],
             priority=entry["priority"],
             apply_to=entry["apply-to"],
+            check_mutators=not recovering,
         )
     clients: dict[str, Client] = {}
 

@@ -29,9 +29,12 @@ class QueueStore(Protocol):
         body: bytes,
         redelivered: bool = False,
         transient: bool = False,
+        expires_ms: int = 0,
     ) -> int:
         """Buffer the message for the next group commit; its sequence number (> 0). A
-        ``transient`` one is only paged out: recovery does not bring it back."""
+        ``transient`` one is only paged out: recovery does not bring it back.
+        ``expires_ms``: when its TTL runs out (ms since the epoch; 0: never), kept so
+        that a recovered message expires at its original deadline."""
 
     def remove(self, seq: int) -> None: ...
 
@@ -39,9 +42,10 @@ class QueueStore(Protocol):
 
     def read(self, seq: int) -> StoredMessage: ...
 
-    def recover(self, keep: Callable[[int, int, bool], None]) -> int:
-        """Rebuild from disk; ``keep(seq, body size, was_delivered)`` per live message, in
-        order. Bodies stay on disk until ``read``."""
+    def recover(self, keep: Callable[[int, int, bool, int], None]) -> int:
+        """Rebuild from disk; ``keep(seq, body size, was_delivered, expires_ms)`` per live
+        message, in order (``expires_ms`` 0: none stored). Bodies stay on disk until
+        ``read``."""
 
     def destroy(self) -> None: ...
 

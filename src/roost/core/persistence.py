@@ -204,7 +204,7 @@ class Persistence:
         started = time.monotonic()
         self._recovering = True
         try:
-            report = self.broker.import_definitions(data)
+            report = self.broker.import_definitions(data, recovering=True)
         except Exception as exc:  # a damaged file must not stop the broker
             log.warning("definitions: import failed, some objects lost: %s", exc)
             report = None

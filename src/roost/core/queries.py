@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from roost.core.queues.base import Queue
     from roost.core.stats import RateSampler
     from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.broker")
 
 
 def properties_key(routing_key: str, arguments: dict[str, Any]) -> str:
@@ -70,8 +73,17 @@ class QueriesMixin:
         self.on_change: list[Callable[[str, Any], None]] = []
 
     def _changed(self, kind: str, obj: Any) -> None:
+        """Tell every listener, even when one fails: the change is made in memory, so the
+        store's listener must hear of it too. The first failure is raised afterwards."""
+        failure: Exception | None = None
         for listener in self.on_change:
-            listener(kind, obj)
+            try:
+                listener(kind, obj)
+            except Exception as exc:
+                log.exception("applying a %s change failed", kind)
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     # -- policies -------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 import os
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
@@ -14,12 +15,12 @@ from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
 from roost.core.features import alternate, dedup
 from roost.core.features.direct_reply import PREFIX as REPLY_PREFIX
 from roost.core.features.direct_reply import REPLY_TO, DirectReplyTo
-from roost.core.features.routing import Gate, gates_for, route_walk
+from roost.core.features.routing import Gate, dedup_cache, gates_for, route_walk
 from roost.core.features.sender_selected import extra_keys, has_extra_keys, strip_bcc
 from roost.core.features.settings import validate_arguments
 from roost.core.field_types import field_type
 from roost.core.mutators import MutationRefused
-from roost.core.queues.base import Queue
+from roost.core.queues.base import Queue, add_refusal
 from roost.core.queues.kinds import queue_class
 from roost.core.queues.streams import Streams
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from roost.core.flow import Publisher
     from roost.core.message import Message
     from roost.core.paging import Pager
+
+log = logging.getLogger("roost.vhost")
 
 # RabbitMQ compares these queue arguments on redeclare; other arguments are ignored.
 EQUIVALENCE_ARGS = (
@@ -94,6 +97,7 @@ class VHost:
         self.policy: alternate.PolicyLookup = alternate.no_policy
         self.replies = DirectReplyTo(self)
         self._gates: dict[Exchange, list[Gate]] = {}
+        self._exchange_dedup: dict[Exchange, dedup.DedupCache] = {}
         self._queue_dedup: dict[Queue, dedup.DedupCache] = {}
         # metadata shown and set by the management API
         self.description = ""
@@ -165,10 +169,13 @@ class VHost:
             )
         alternate.check_argument(arguments, name, self.name)
         ex = cls(self.name, name, durable, auto_delete, internal, arguments)
-        gates = gates_for(ex, self.name)
+        cache = dedup_cache(ex, self.name)
+        gates = gates_for(ex, cache)
         self.exchanges[name] = ex
         if gates:
             self._gates[ex] = gates
+        if cache is not None:
+            self._exchange_dedup[ex] = cache
         ex.attach(self)
         self._changed("exchange", ex)
         return ex
@@ -236,6 +243,7 @@ class VHost:
         ex.deleted = True
         del self.exchanges[ex.name]
         self._gates.pop(ex, None)
+        self._exchange_dedup.pop(ex, None)
         ex.detach()
         for binding in list(ex.bindings.values()):
             ex.unbind(binding.destination, binding.routing_key, binding.arguments)
@@ -418,9 +426,10 @@ class VHost:
 
     def publish(
         self, exchange_name: str, message: Message, publisher: Publisher | None = None
-    ) -> tuple[int, int]:
-        """Route and enqueue: (queues reached, queues that refused it: overflow
-        reject-publish). A congested queue holds the ``publisher`` (core/flow.py)."""
+    ) -> tuple[int, str]:
+        """Route and enqueue: (queues reached, why it was refused: overflow
+        reject-publish, a mutator; "" when it was not). A congested queue holds the
+        ``publisher`` (core/flow.py)."""
         ex = self.exchanges.get(exchange_name)
         if ex is None:
             raise NotFound(f"no exchange '{exchange_name}' in vhost '{self.name}'")
@@ -431,12 +440,14 @@ class VHost:
         if ex.mutators is not None:
             try:
                 mutated = ex.mutators.run(message)
-            except MutationRefused:
+            except MutationRefused as exc:
                 ex.stat_in += 1
-                return 1, 1  # refused (a nack), not unroutable (no basic.return)
+                # refused (a nack), not unroutable (no basic.return)
+                return 1, f"message refused by exchange '{ex.name}' in vhost '{self.name}': " \
+                    + exc.error
             if mutated is None:
                 ex.stat_in += 1
-                return 1, 0  # dropped by a mutator: taken, and gone
+                return 1, ""  # dropped by a mutator: taken, and gone
             message = mutated
         if self._gates:
             gates = self._gates.get(ex)
@@ -448,7 +459,15 @@ class VHost:
                     taken = gate(message)
                     if taken is not None:
                         ex.stat_in += 1
-                        return taken, 0
+                        if taken and (cache := self._exchange_dedup.get(ex)) is not None:
+                            cache.remember(message)  # held (x-delayed-message)
+                        return taken, ""
+                reached = self._enqueue(ex, message, publisher)
+                ex.stat_in += 1
+                cache = self._exchange_dedup.get(ex)
+                if cache is not None and reached[0] and not reached[1]:
+                    cache.remember(message)  # taken by every queue it reached
+                return reached
         reached = self._enqueue(ex, message, publisher)
         ex.stat_in += 1
         return reached
@@ -461,31 +480,40 @@ class VHost:
 
     def _enqueue(
         self, ex: Exchange, message: Message, publisher: Publisher | None
-    ) -> tuple[int, int]:
-        """(queues reached, queues that refused it)."""
+    ) -> tuple[int, str]:
+        """(queues reached, why queues refused it or "")."""
         queues = self.route(ex, message)
         if not queues:
             if not ex.name and message.routing_key.startswith(REPLY_PREFIX):
-                return (1 if self.replies.deliver(message) else 0), 0
-            return 0, 0
+                return (1 if self.replies.deliver(message) else 0), ""
+            return 0, ""
         headers = message.properties.headers
         if headers and "BCC" in headers:
             message = strip_bcc(message)
         routed = len(queues)
-        if self._queue_dedup:  # a duplicate was routed (no return), the queue drops it
-            dedup_of = self._queue_dedup.get
-            queues = [q for q in queues if (c := dedup_of(q)) is None or not c.duplicate(message)]
-        refused = 0
-        for queue in queues:
-            if not queue.push(message):
-                refused += 1
-            if publisher is not None and queue.flow.congested:
-                queue.flow.hold(publisher)
+        if self._queue_dedup:
+            refused = dedup.push_to_queues(queues, self._queue_dedup, message, publisher)
+        else:
+            refused = ""
+            for queue in queues:
+                if not queue.push(message):
+                    refused = add_refusal(refused, queue)
+                if publisher is not None and queue.flow.congested:
+                    queue.flow.hold(publisher)
         ex.stat_out += 1
         return routed, refused
 
     # -- change notification --------------------------------------------------------------
 
     def _changed(self, kind: str, obj: Any) -> None:
+        """Tell every listener, even when one fails (the store's must hear of a change
+        made in memory); the first failure is raised afterwards."""
+        failure: Exception | None = None
         for listener in self.on_change:
-            listener(kind, obj)
+            try:
+                listener(kind, obj)
+            except Exception as exc:
+                log.exception("applying a %s change in vhost '%s' failed", kind, self.name)
+                failure = failure or exc
+        if failure is not None:
+            raise failure

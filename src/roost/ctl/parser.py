@@ -7,7 +7,8 @@ import argparse
 from roost.ctl import commands as c
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the management API is, who calls it, the vhost, and the output format."""
     parser.add_argument(
         "--url",
         default=c.env("ROOST_URL", "http://127.0.0.1:15672"),
@@ -30,6 +31,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-V", "--vhost", default="/", help="virtual host (default /)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _policy_set_arguments(st: argparse.ArgumentParser) -> None:
+    st.add_argument("name")
+    st.add_argument("pattern", help="regular expression over queue/exchange names")
+    st.add_argument("definition", help="JSON, e.g. '{\"max-length\": 1000}'")
+    st.add_argument("--priority", type=int, default=0)
+    st.add_argument(
+        "--apply-to",
+        default="all",
+        help="all, queues, exchanges, classic_queues, quorum_queues or streams",
+    )
+
+
+def add_policies_arguments(parser: argparse.ArgumentParser) -> None:
+    """``roost policies list|set|clear``: the policy commands of ``roost ctl``, named as
+    the issue names them (``ctl list policies``, ``ctl policy set|clear``)."""
+    add_connection_arguments(parser)
+    sub = parser.add_subparsers(dest="policies_command", required=True)
+    p = sub.add_parser("list", help="list the policies of -V (or every vhost)")
+    p.add_argument("-a", "--all-vhosts", action="store_true", help="every vhost, not just -V")
+    p.set_defaults(ctl_func=c.cmd_list, kind="policies")
+    p = sub.add_parser("set", help="create or replace a policy in -V")
+    _policy_set_arguments(p)
+    p.set_defaults(ctl_func=c.cmd_policy, action="set")
+    p = sub.add_parser("clear", help="delete a policy from -V")
+    p.add_argument("name")
+    p.set_defaults(ctl_func=c.cmd_policy, action="clear")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_connection_arguments(parser)
     sub = parser.add_subparsers(dest="ctl_command", required=True)
 
     p = sub.add_parser("list", help="list objects")
@@ -117,12 +150,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("policy", help="set or clear a policy in -V")
     pl = p.add_subparsers(dest="action", required=True)
-    st = pl.add_parser("set")
-    st.add_argument("name")
-    st.add_argument("pattern")
-    st.add_argument("definition", help="JSON, e.g. '{\"max-length\": 1000}'")
-    st.add_argument("--priority", type=int, default=0)
-    st.add_argument("--apply-to", default="all")
+    _policy_set_arguments(pl.add_parser("set"))
     pl.add_parser("clear").add_argument("name")
     p.set_defaults(ctl_func=c.cmd_policy)
 

@@ -222,10 +222,19 @@ class StompHandler:
         self._wrote = True
         self.transport.write(data)
 
-    def _error(self, message: str, detail: str = "", frame: Frame | None = None) -> None:
+    def _error(
+        self,
+        message: str,
+        detail: str = "",
+        frame: Frame | None = None,
+        *,
+        receipt: str | None = None,
+    ) -> None:
         log.warning("%s: STOMP error: %s %s", self.transport.peer, message, detail)
         headers = [("message", message), ("content-type", "text/plain")]
-        if frame is not None and (receipt := frame.get("receipt")) is not None:
+        if frame is not None and receipt is None:
+            receipt = frame.get("receipt")
+        if receipt is not None:
             headers.append(("receipt-id", receipt))
         self.write_frame("ERROR", headers, detail.encode())
         self.close_reason = f"{message}: {detail}" if detail else message
@@ -382,7 +391,9 @@ class StompHandler:
         headers = frame.headers
         reply_to = headers.get("reply-to")
         if reply_to is not None and reply_to.startswith("/temp-queue/"):
-            headers = {**headers, "reply-to": "/reply-queue/" + self._temp_queue(reply_to)}
+            # AMQP clients see the queue's name (they publish the reply to it); STOMP
+            # clients see /reply-queue/<name> (headers_from_properties), as in RabbitMQ
+            headers = {**headers, "reply-to": self._temp_queue(reply_to)}
         if dest.kind == "queue":
             self._declare_for_send(dest.name, stomp_arguments.queue_arguments(frame.headers))
             exchange, key = "", dest.name
@@ -399,7 +410,13 @@ class StompHandler:
         # Like an AMQP confirm, the receipt waits for the store's group-commit fsync when
         # the message went to a durable queue; the dispatcher must not send it now.
         del frame.headers["receipt"]
-        self.broker.publish(self.client, exchange, message, partial(self._stored, receipt))
+        self.broker.publish(
+            self.client,
+            exchange,
+            message,
+            partial(self._stored, receipt),
+            refused=partial(self._refused, receipt),
+        )
 
     def _declare_for_send(self, name: str, arguments: dict[str, Any]) -> None:
         """SEND to /queue/NAME declares it (durable) the first time, not on every frame
@@ -412,6 +429,13 @@ class StompHandler:
         if len(self._sent_to) >= _CACHE_SIZE:
             self._sent_to.clear()
         self._sent_to[name] = queue
+
+    def _refused(self, receipt: str, reason: str) -> None:
+        """A queue or exchange refused the message (overflow reject-publish, a mutator):
+        its receipt is an ERROR naming why, and the connection closes (RabbitMQ's STOMP
+        plugin closes it too, without a frame). ``_stored(False)`` follows, unheard."""
+        if not self.closed:
+            self._error("message refused", reason, receipt=receipt)
 
     def _stored(self, receipt: str, ok: bool) -> None:
         if self.closed:

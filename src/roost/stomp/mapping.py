@@ -61,12 +61,19 @@ def properties_from_headers(headers: dict[str, str]) -> Properties:
     return Properties(**props)
 
 
+REPLY_QUEUE = "/reply-queue/"
+
+
 def headers_from_properties(props: Properties) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for header, prop in STRING_HEADERS.items():
         value = getattr(props, prop)
         if value is not None:
             out.append((header, str(value)))
+    if props.reply_to is not None and not props.reply_to.startswith("/"):
+        # an AMQP reply-to is a queue name (or amq.rabbitmq.reply-to.<token>): given as
+        # a destination a STOMP client can SEND to, as RabbitMQ's plugin does
+        out = [(h, REPLY_QUEUE + v if h == "reply-to" else v) for h, v in out]
     if props.delivery_mode == 2:
         out.append(("persistent", "true"))
     if props.priority is not None:

@@ -2,8 +2,12 @@
 
 A record payload is::
 
-    u64 seq | u8 flags | u16 exchange | u16 routing key | u16 property mask
-    | property values in mask order | body (the rest)
+    u64 seq | u8 flags | [i64 expiry] | u16 exchange | u16 routing key
+    | u16 property mask | property values in mask order | body (the rest)
+
+The expiry (ms since the epoch: when the message's TTL runs out) is there only when the
+flags say so (``FLAG_EXPIRES``); records written before it existed have none, so they
+read as before and no migration is needed.
 
 Property values: strings as u16 length + UTF-8, small ints as one byte, the timestamp
 as i64, headers through ``encode_value``: a tag byte and a value, recursively.
@@ -31,6 +35,7 @@ _HEADERS = 2
 
 FLAG_REDELIVERED = 1
 FLAG_TRANSIENT = 2  # paged out under memory pressure: never recovered after a restart
+FLAG_EXPIRES = 4  # an i64 absolute expiry follows the flags
 
 
 class CodecError(ValueError):
@@ -50,9 +55,13 @@ def encode_message(
     body: bytes,
     redelivered: bool = False,
     transient: bool = False,
+    expires_ms: int = 0,
 ) -> bytes:
     flags = (FLAG_REDELIVERED if redelivered else 0) | (FLAG_TRANSIENT if transient else 0)
-    head = _HEAD.pack(seq, flags)
+    if expires_ms > 0:
+        head = _HEAD.pack(seq, flags | FLAG_EXPIRES) + _I64.pack(expires_ms)
+    else:
+        head = _HEAD.pack(seq, flags)
     return b"".join(
         (head, encode_str(exchange), encode_str(routing_key), encode_properties(properties), body)
     )
@@ -86,7 +95,7 @@ def decode_message(
         data = bytes(payload)
         seq = int.from_bytes(data[0:8], "big")
         flags = data[8]
-        exchange, pos = read_str(data, 9)
+        exchange, pos = read_str(data, 17 if flags & FLAG_EXPIRES else 9)
         routing_key, pos = read_str(data, pos)
         props, pos = decode_properties(data, pos)
         if pos > len(data):
@@ -127,6 +136,13 @@ def decode_properties(data: bytes, pos: int) -> tuple[tuple[Any, ...], int]:
 
 def peek_seq(payload: bytes | memoryview) -> int:
     return int.from_bytes(payload[0:8], "big")
+
+
+def peek_expires(payload: bytes | memoryview) -> int:
+    """The record's absolute expiry in ms since the epoch; 0 when it has none."""
+    if len(payload) < 17 or not payload[8] & FLAG_EXPIRES:
+        return 0
+    return int(_I64.unpack_from(payload, 9)[0])
 
 
 def read_str(data: bytes, pos: int) -> tuple[str, int]:

@@ -28,7 +28,7 @@ class DelayedLog:
 
     def recover(self) -> list[Record]:
         slots: list[int] = []
-        self._store.recover(lambda seq, _size, _delivered: slots.append(seq))
+        self._store.recover(lambda seq, _size, _delivered, _expires: slots.append(seq))
         out: list[Record] = []
         for slot in slots:
             _seq, _redelivered, due, routing_key, properties, body = self._store.read(slot)

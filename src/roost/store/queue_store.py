@@ -31,6 +31,7 @@ from roost.store.codec import (
     CodecError,
     decode_message,
     encode_message,
+    peek_expires,
     peek_seq,
 )
 from roost.store.segment import HEADER_SIZE, ScanResult, frame, read_record, scan
@@ -94,13 +95,17 @@ class QueueStore:
         body: bytes,
         redelivered: bool = False,
         transient: bool = False,
+        expires_ms: int = 0,
     ) -> int:
         """Buffer a message for the next group commit; its sequence number. A transient
-        one (paged out under memory pressure) is skipped by recovery."""
+        one (paged out under memory pressure) is skipped by recovery; ``expires_ms``: when
+        its TTL runs out (ms since the epoch), handed back by recovery."""
         seq = self._next_seq
         self._next_seq = seq + 1
         record = frame(
-            encode_message(seq, exchange, routing_key, properties, body, redelivered, transient)
+            encode_message(
+                seq, exchange, routing_key, properties, body, redelivered, transient, expires_ms
+            )
         )
         if self._seg == 0 or (
             self._seg_fill + len(record) > self.hub.segment_size and self._seg_fill
@@ -276,9 +281,9 @@ class QueueStore:
 
     # -- recovery ---------------------------------------------------------------------
 
-    def recover(self, keep: Callable[[int, int, bool], None]) -> int:
-        """Rebuild the index from the files; ``keep(seq, body size, delivered)`` for each
-        live message in order (bodies stay on disk: ``read`` fetches one when needed).
+    def recover(self, keep: Callable[[int, int, bool, int], None]) -> int:
+        """Rebuild the index from the files; ``keep(seq, body size, delivered, expiry ms or
+        0)`` for each live message in order (bodies stay on disk: ``read`` fetches one).
         Damage is dropped with one warning line per problem, never raised."""
         if not self.dir.is_dir():
             return 0
@@ -287,7 +292,7 @@ class QueueStore:
         next_seq = max(floor, max_ack + 1, 1)
         segs = sorted(int(p.name[:-4]) for p in self.dir.glob("*.seg") if p.name[:-4].isdigit())
         # live records as parallel arrays (no per-message objects even while recovering)
-        seqs, locs, sizes = array("Q"), array("Q"), array("Q")
+        seqs, locs, sizes, expiries = array("Q"), array("Q"), array("Q"), array("q")
         for seg in segs:
             path = self._seg_path(seg)
             try:
@@ -316,6 +321,7 @@ class QueueStore:
                 seqs.append(seq)
                 locs.append(seg << 32 | offset)
                 sizes.append(len(msg[5]))
+                expiries.append(peek_expires(payload))
                 del msg
                 found += 1
             for offset in result.bad_crc:
@@ -354,7 +360,7 @@ class QueueStore:
                 self._pos.append(0)
             was = seq in delivered
             self._pos.append(loc | (DELIVERED if was else 0))
-            keep(seq, size, was)
+            keep(seq, size, was, expiries[i])
         self.count = len(live)
         ack_path = self.dir / ACK_FILE
         self._ack_size = ack_path.stat().st_size if ack_path.exists() else 0

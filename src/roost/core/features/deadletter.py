@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from roost.core.field_types import field_type
 from roost.core.message import Message
 
 if TYPE_CHECKING:
@@ -58,30 +59,24 @@ def dead_letter(
     props = message.properties
     headers: dict[str, Any] = dict(props.headers or {})
     headers.pop("x-delivery-count", None)  # the queue's delivery annotation, not the message's
-    deaths: list[dict[str, Any]] = [dict(d) for d in headers.get("x-death") or []]
-    found = next(
-        (d for d in deaths if d.get("queue") == queue and d.get("reason") == reason), None
-    )
-    if found is not None:
-        deaths.remove(found)
-        found["count"] = int(found.get("count", 0)) + 1
-        entry = dict(sorted(found.items()))  # RabbitMQ rewrites an updated entry sorted
+    entry: dict[str, Any] = {
+        "count": 1,
+        "reason": reason,
+        "queue": queue,
+        "time": _timestamp(now),
+        "exchange": message.exchange,
+        "routing-keys": _routing_keys(message),
+    }
+    if props.expiration is not None:
+        entry["original-expiration"] = props.expiration
+    if "x-death" not in headers:
+        # the first death, and only then, writes x-first-death-* (RabbitMQ 3.10)
+        headers["x-death"] = [entry]
+        headers["x-first-death-exchange"] = message.exchange
+        headers["x-first-death-queue"] = queue
+        headers["x-first-death-reason"] = reason
     else:
-        entry = {
-            "count": 1,
-            "reason": reason,
-            "queue": queue,
-            "time": _timestamp(now),
-            "exchange": message.exchange,
-            "routing-keys": _routing_keys(message),
-        }
-        if props.expiration is not None:
-            entry["original-expiration"] = props.expiration
-    deaths.insert(0, entry)
-    headers["x-death"] = deaths
-    headers.setdefault("x-first-death-exchange", message.exchange)
-    headers.setdefault("x-first-death-queue", queue)
-    headers.setdefault("x-first-death-reason", reason)
+        headers["x-death"] = _add_death(headers["x-death"], entry)
     headers["x-last-death-exchange"] = message.exchange
     headers["x-last-death-queue"] = queue
     headers["x-last-death-reason"] = reason
@@ -94,21 +89,85 @@ def dead_letter(
     return Message(dlx, routing_key, new_props, message.body)
 
 
+def _add_death(existing: Any, entry: dict[str, Any]) -> list[Any]:
+    """x-death once a message already carries one, as RabbitMQ 3.10 updates it.
+
+    An x-death that is not an array is reset to the new entry alone, with a warning
+    (clients that republish a message as text do this: rabbitmq-server#767). Within an
+    array, an entry for the same queue and reason counts up and moves to the front; the
+    front entry's keys are then written sorted (RabbitMQ's sort_field_table). Elements
+    that are not tables are kept where they are: a client put them there, and
+    ``is_cycle`` reads them as a break in any automatic loop. (RabbitMQ 3.10 loses the
+    message on such an array; keeping them loses nothing.)
+    """
+    if not isinstance(existing, list):
+        log.warning(
+            "message has an invalid x-death header (type %s: %.200r); resetting it",
+            field_type(existing),
+            existing,
+        )
+        return [entry]
+    queue, reason = entry["queue"], entry["reason"]
+    deaths = list(existing)
+    for i, death in enumerate(deaths):
+        if not isinstance(death, dict):
+            continue
+        if death.get("queue") == queue and death.get("reason") == reason:
+            del deaths[i]
+            count = death.get("count")
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                count = 0
+            entry = {**death, "count": count + 1}
+            break
+    return [dict(sorted(entry.items())), *deaths]
+
+
 def is_cycle(message: Message, target_queue: str) -> bool:
     """True when a dead-lettered message would loop back into ``target_queue`` with no
     rejection on the way (RabbitMQ drops it rather than loop for ever).
 
     ``message`` already carries its newest death. Walking x-death from the newest, the
     loop is the deaths up to the first one in ``target_queue``; it is automatic when none
-    of them is ``rejected``.
+    of them is ``rejected`` and all are tables (anything else there was put by a client,
+    so the loop was not automatic: RabbitMQ's reading).
     """
-    deaths = (message.properties.headers or {}).get("x-death") or []
+    deaths = (message.properties.headers or {}).get("x-death")
+    if not isinstance(deaths, list):
+        return False
     for i, death in enumerate(deaths):
         if isinstance(death, dict) and death.get("queue") == target_queue:
             return all(
-                not isinstance(d, dict) or d.get("reason") != "rejected" for d in deaths[: i + 1]
+                isinstance(d, dict) and d.get("reason") != "rejected" for d in deaths[: i + 1]
             )
     return False
+
+
+def _cycle_queues(message: Message, target_queue: str) -> tuple[str, ...]:
+    """The queues of a detected cycle, as RabbitMQ names them: the target, then every
+    queue in x-death."""
+    deaths = (message.properties.headers or {}).get("x-death") or []
+    names = [d.get("queue") for d in deaths if isinstance(d, dict)]
+    return (target_queue, *(str(n) for n in names if n is not None))
+
+
+_reported_cycles: set[tuple[str, tuple[str, ...]]] = set()
+_MAX_REPORTED = 1024  # bounded: a cycle over generated queue names must not grow it for ever
+
+
+def _report_cycle(vhost: str, queues: tuple[str, ...]) -> None:
+    """A warning per cycle, once (RabbitMQ: "This cycle will NOT be reported again")."""
+    key = (vhost, queues)
+    if key in _reported_cycles:
+        return
+    if len(_reported_cycles) >= _MAX_REPORTED:
+        _reported_cycles.clear()
+    _reported_cycles.add(key)
+    log.warning(
+        "Message dropped. Dead-letter queues cycle detected in vhost '%s': %s. "
+        "This cycle will NOT be reported again.",
+        vhost,
+        list(queues),
+    )
 
 
 def publish_dead_letter(vhost: VHost, message: Message, reason: str) -> int:
@@ -125,7 +184,7 @@ def publish_dead_letter(vhost: VHost, message: Message, reason: str) -> int:
     taken = 0
     for queue in vhost.route(ex, message):
         if reason != "rejected" and is_cycle(message, queue.name):
-            log.debug("dead-letter cycle into '%s' (%s): message dropped", queue.name, reason)
+            _report_cycle(vhost.name, _cycle_queues(message, queue.name))
             continue
         if queue.push(message):
             taken += 1

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
-from typing import Any
+from collections.abc import Collection, Hashable
+from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import PreconditionFailed
 from roost.core.message import Message
+from roost.core.queues.base import add_refusal
+
+if TYPE_CHECKING:
+    from roost.core.flow import Publisher
+    from roost.core.queues.base import Queue
 
 ENABLE = "x-message-deduplication"
 HEADER = "x-deduplication-header"
@@ -86,19 +91,29 @@ class DedupCache:
 
     def duplicate(self, message: Message) -> bool:
         """True when the message's key was seen within its TTL; otherwise remember it."""
+        if self.seen(message):
+            return True
+        self.remember(message)
+        return False
+
+    def seen(self, message: Message) -> bool:
+        """True when the message's key was seen within its TTL (nothing is recorded)."""
         key = message_key(message)
         if key is None:
             return False
-        now = time.monotonic() * 1000
         until = self._until.get(key)
-        if until is not None and until > now:
-            return True
+        return until is not None and until > time.monotonic() * 1000
+
+    def remember(self, message: Message) -> None:
+        """Record the message's key: a queue took the message."""
+        key = message_key(message)
+        if key is None:
+            return
         ttl = self._message_ttl(message)
-        self._until[key] = now + ttl if ttl else _FOREVER
+        self._until[key] = time.monotonic() * 1000 + ttl if ttl else _FOREVER
         self._until.move_to_end(key)
         while len(self._until) > self.size:
             self._until.popitem(last=False)
-        return False
 
     def _message_ttl(self, message: Message) -> int | None:
         own = (message.properties.headers or {}).get(TTL)
@@ -115,3 +130,27 @@ def enabled(arguments: dict[str, Any], owner: str) -> bool:
     if not isinstance(value, bool):
         raise PreconditionFailed(f"invalid arg '{ENABLE}' for {owner}: expected true or false")
     return value
+
+
+def push_to_queues(
+    queues: Collection[Queue],
+    caches: dict[Queue, DedupCache],
+    message: Message,
+    publisher: Publisher | None,
+) -> str:
+    """Push to routed queues of which some (those in ``caches``) drop duplicates: a
+    duplicate was routed (no return), such a queue just does not take it. A key counts as
+    seen only once its queue took the message, so a publisher may retry one that was
+    refused (a nack). Returns why queues refused it, or ""."""
+    refused = ""
+    for queue in queues:
+        cache = caches.get(queue)
+        if cache is not None and cache.seen(message):
+            continue
+        if not queue.push(message):
+            refused = add_refusal(refused, queue)
+        elif cache is not None:
+            cache.remember(message)
+        if publisher is not None and queue.flow.congested:
+            queue.flow.hold(publisher)
+    return refused

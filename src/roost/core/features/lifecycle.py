@@ -20,13 +20,14 @@ RabbitMQ's semantics kept:
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING
 
 from roost.core.features.deadletter import dead_letter, publish_dead_letter
 from roost.core.features.settings import QueueSettings
 from roost.core.features.timers import call_later, call_soon
-from roost.core.features.ttl import deadline
+from roost.core.features.ttl import deadline, from_wall_ms
 
 if TYPE_CHECKING:
     import asyncio
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from roost.core.message import Message
     from roost.core.queues.base import Queue
     from roost.core.queues.entry import Entry
+
+log = logging.getLogger("roost.deadletter")
 
 UNKNOWN = -1.0  # Entry.expires of a message recovered from the store, not read yet
 _EARLY = 0.0005  # a loop timer may fire this much early; wait on rather than re-arm at 0
@@ -90,20 +93,25 @@ class QueueFeatures:
             return False
         return True
 
-    def enqueued(self) -> None:
-        """A message joined the backlog (no consumer took it at once)."""
+    def enqueued(self, entry: Entry) -> None:
+        """``entry`` joined the backlog (no consumer took it at once)."""
         s = self.settings
-        head_changed = len(self.queue.ready) == 1  # else the head's timer is set already
+        ready = self.queue.ready
+        # a new head needs its deadline armed (else the head's timer is set already): at
+        # the tail of a classic queue only when it is alone, but a priority queue puts a
+        # higher-priority message in front of those waiting
+        head_changed = ready[0] is entry
         if s.limited and s.overflow == "drop-head":
             head_changed = self._drop_over_limit() or head_changed
-        ready = self.queue.ready
         if head_changed and ready and ready[0].expires:
             self.drop_expired()
 
-    def restored(self, entry: Entry) -> None:
-        """A message recovered from the store: its deadline is worked out when it reaches
-        the head (the body is on disk until then), counted from the recovery."""
-        entry.expires = UNKNOWN
+    def restored(self, entry: Entry, expires_ms: int = 0) -> None:
+        """A message recovered from the store, with the absolute deadline stored with it
+        (its original one). A record without one (no TTL when it was stored, or written
+        by a Roost that did not store deadlines) gets its deadline when it reaches the
+        head (the body is on disk until then), counted from the recovery."""
+        entry.expires = from_wall_ms(expires_ms) if expires_ms > 0 else UNKNOWN
         if not self._restored_at:
             self._restored_at = time.monotonic()
         if not self._check_soon:  # not from inside the store's recovery loop
@@ -256,8 +264,15 @@ class QueueFeatures:
         s = self.settings
         if s.dlx is None:
             return
-        out = dead_letter(message, self.queue.name, reason, s.dlx, s.dlx_routing_key)
-        publish_dead_letter(self.queue.vhost, out, reason)
+        try:
+            out = dead_letter(message, self.queue.name, reason, s.dlx, s.dlx_routing_key)
+            publish_dead_letter(self.queue.vhost, out, reason)
+        except Exception:  # a bug here must not fail a publish or stop the expiry timer
+            log.exception(
+                "dead-lettering from queue '%s' in vhost '%s' failed: message dropped",
+                self.queue.name,
+                self.queue.vhost.name,
+            )
 
     # -- queue expiry (x-expires) ----------------------------------------------------------
 

@@ -7,6 +7,8 @@ is set or deleted, to every existing queue of its vhost at once.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost.core.features.lifecycle import QueueFeatures
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
     from roost.core.exchanges.base import Exchange
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.policies")
 
 
 def queue_policy(broker: Broker, queue: Queue) -> dict[str, Any] | None:
@@ -54,6 +58,14 @@ def apply_to_exchange(broker: Broker, exchange: Exchange) -> None:
         exchange.mutators = chain_for(definition)
 
 
+def _isolated(apply: Callable[[Broker, Any], None], broker: Broker, obj: Any) -> None:
+    """One object that cannot take a policy (a bug) must not keep it from the others."""
+    try:
+        apply(broker, obj)
+    except Exception:
+        log.exception("applying policies to %r failed", obj)
+
+
 def apply_policies(broker: Broker) -> None:
     """Install the listeners: on vhosts (a queue declared or deleted) and on the broker
     (a policy set or deleted, a vhost added). Installed before the store's listeners, so
@@ -78,9 +90,9 @@ def apply_policies(broker: Broker) -> None:
             vhost = broker.vhosts.get(obj.vhost)
             if vhost is not None:
                 for queue in list(vhost.queues.values()):
-                    apply_to_queue(broker, queue)
+                    _isolated(apply_to_queue, broker, queue)
                 for exchange in list(vhost.exchanges.values()):
-                    apply_to_exchange(broker, exchange)
+                    _isolated(apply_to_exchange, broker, exchange)
 
     broker.on_change.insert(0, on_broker_change)
     for vhost in broker.vhosts.values():

@@ -27,17 +27,23 @@ if TYPE_CHECKING:
 Gate = Callable[[Message], int | None]
 
 
-def gates_for(ex: Exchange, vhost: str) -> list[Gate]:
-    """An exchange's gates; PreconditionFailed for bad deduplication arguments."""
-    gates: list[Gate] = []
-    owner = f"exchange '{ex.name}' in vhost '{vhost}'"
-    cache = None
+def dedup_cache(ex: Exchange, vhost: str) -> dedup.DedupCache | None:
+    """The exchange's deduplication cache, if it has one; PreconditionFailed for bad
+    deduplication arguments."""
     if isinstance(ex, DeduplicationExchange):
-        cache = ex.cache
-    elif dedup.enabled(ex.arguments, owner):
-        cache = dedup.DedupCache.from_arguments(ex.arguments, owner)
+        return ex.cache
+    owner = f"exchange '{ex.name}' in vhost '{vhost}'"
+    if dedup.enabled(ex.arguments, owner):
+        return dedup.DedupCache.from_arguments(ex.arguments, owner)
+    return None
+
+
+def gates_for(ex: Exchange, cache: dedup.DedupCache | None) -> list[Gate]:
+    """An exchange's gates. A duplicate (a key in ``cache``) goes nowhere; the vhost
+    remembers a key only once the message was taken, so a refused one can be retried."""
+    gates: list[Gate] = []
     if cache is not None:
-        seen = cache.duplicate
+        seen = cache.seen
         gates.append(lambda message: 0 if seen(message) else None)
     if isinstance(ex, DelayedExchange):
         hold = ex.hold

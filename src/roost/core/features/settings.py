@@ -13,6 +13,9 @@ from typing import Any, TypeGuard
 
 from roost.core.errors import PreconditionFailed
 from roost.core.field_types import field_type as type_name
+from roost.core.mutators import ARGS_KEY as MUTATOR_ARGS_KEY
+from roost.core.mutators import POLICY_KEY as MUTATORS_KEY
+from roost.core.mutators import mutator_names, registry
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
 
@@ -59,8 +62,6 @@ def _text(value: Any) -> Any:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-
-
 def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -101,6 +102,10 @@ def _erlang(value: Any) -> str:
         return f'<<"{value}">>'
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ",".join(_erlang(v) for v in value) + "]"
+    if isinstance(value, dict):  # a JSON object decodes to a proplist in RabbitMQ
+        return "[" + ",".join(f"{{{_erlang(k)},{_erlang(v)}}}" for k, v in value.items()) + "]"
     return str(value)
 
 
@@ -116,11 +121,29 @@ _POLICY_CHECKS: dict[str, tuple[str, int | None]] = {
 }
 
 
-def validate_policy_definition(definition: dict[str, Any]) -> None:
-    """RabbitMQ's checks of the queue keys a policy may set."""
+# keys a user may expect a policy to take but RabbitMQ refuses in one: queue arguments
+# only (other keys Roost does not know are let through: a RabbitMQ plugin's, such as
+# federation-upstream, must not fail a definitions import)
+_ARGUMENT_ONLY = ("max-priority",)
+
+
+def validate_policy_definition(definition: dict[str, Any], *, check_mutators: bool = True) -> None:
+    """RabbitMQ's checks of the queue keys a policy may set, and Roost's of its mutator
+    keys. ``check_mutators``: also refuse mutator names that no entry point or
+    ``ROOST_MUTATORS`` provides (off when recovering: a plugin uninstalled since must
+    not cost the policy; its chain then refuses every message, fail closed)."""
     problems = []
+    refused = {k: v for k, v in definition.items() if k in _ARGUMENT_ONLY}
+    if refused:
+        problems.append(f"{_erlang(refused)} are not recognised policy settings")
     for key, value in definition.items():
-        if key == "overflow":
+        if key == MUTATORS_KEY:
+            problems.extend(_mutator_problems(value, check_mutators))
+            continue
+        if key == MUTATOR_ARGS_KEY:
+            ok = isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
+            what = "set of message mutator arguments (an object of objects)"
+        elif key == "overflow":
             ok = value in OVERFLOW_MODES
             what = "overflow value"
         elif key in _POLICY_CHECKS:
@@ -132,6 +155,19 @@ def validate_policy_definition(definition: dict[str, Any]) -> None:
             problems.append(f"{_erlang(value)} is not a valid {what}")
     if problems:
         raise PreconditionFailed("Validation failed\n\n" + "\n".join(problems) + "\n")
+
+
+def _mutator_problems(value: Any, check_names: bool) -> list[str]:
+    names = mutator_names(value)
+    if names is None:
+        return [f"{_erlang(value)} is not a valid list of message mutators"]
+    problems = []
+    for name in names if check_names else ():
+        try:
+            registry.get(name)
+        except KeyError as exc:
+            problems.append(f"{_erlang(name)} is not a valid message mutator: {exc.args[0]}")
+    return problems
 
 
 def resolve(arguments: dict[str, Any], policy: dict[str, Any] | None) -> QueueSettings:

@@ -9,6 +9,7 @@ nothing after them).
 from __future__ import annotations
 
 import re
+import time
 
 from roost.core.errors import PreconditionFailed
 from roost.core.message import Message
@@ -55,3 +56,16 @@ def deadline(message: Message | None, queue_ttl: int | None, now: float) -> floa
     ttls = [t for t in (queue_ttl, own) if t is not None]
     # a zero TTL must still read as "has a deadline": never return exactly 0.0
     return max(now + min(ttls) / 1000.0, 1e-9) if ttls else 0.0
+
+
+def wall_ms(deadline: float) -> int:
+    """A monotonic deadline as milliseconds since the epoch, for the store: a message
+    recovered after a restart expires when it would have (RabbitMQ keeps the absolute
+    expiry too)."""
+    return max(int((time.time() + deadline - time.monotonic()) * 1000), 1)
+
+
+def from_wall_ms(expires_ms: int) -> float:
+    """A stored absolute deadline back on this process's monotonic clock (past ones
+    included: such a message is due at once)."""
+    return max(time.monotonic() + (expires_ms - time.time() * 1000) / 1000, 1e-9)

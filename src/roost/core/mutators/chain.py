@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -61,7 +62,9 @@ class Chain:
             except Rejected as exc:
                 stats.rejected += 1
                 raise MutationRefused(f"{name}: {exc}") from None
-            except Exception as exc:  # a plugin's bug must not reach the broker
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise  # stop signals from outside the mutator: the loop's, the operator's
+            except BaseException as exc:  # a plugin's bug, sys.exit() included, is a failure
                 stats.failures += 1
                 text = f"{type(exc).__name__}: {exc}"
                 self._warn(name, text)
@@ -83,19 +86,39 @@ class Chain:
             log.warning("mutator %s: %s (the message is refused)", name, text)
 
 
+def mutator_names(spec: Any) -> list[str] | None:
+    """The names a ``message-mutators`` value lists (a list of names or one
+    comma-separated string), or None when it is not such a value."""
+    if isinstance(spec, str):
+        names = [n.strip() for n in spec.split(",")]
+    elif isinstance(spec, list) and all(isinstance(n, str) for n in spec):
+        names = [n.strip() for n in spec]
+    else:
+        return None
+    return names if names and all(names) else None
+
+
 def chain_for(definition: dict[str, Any] | None) -> Chain | None:
-    """The chain a policy definition asks for, or None when it names no mutators."""
-    if not definition:
+    """The chain a policy definition asks for, or None when it names no mutators.
+
+    Never raises: policies are validated when set (core.features.settings), and a value
+    that got past that (a definitions file edited by hand) gives a chain that refuses
+    every message, as a mutator that cannot be loaded does."""
+    if not definition or POLICY_KEY not in definition:
         return None
-    spec = definition.get(POLICY_KEY)
-    if not spec:
-        return None
-    names = [n.strip() for n in spec.split(",")] if isinstance(spec, str) else list(spec)
-    all_args = definition.get(ARGS_KEY) or {}
+    spec = definition[POLICY_KEY]
+    names = mutator_names(spec)
+    if names is None:
+        problem = f"{POLICY_KEY} {spec!r} is not a list of names"
+        log.error("policy: %s", problem)
+        return Chain([(POLICY_KEY, None, {}, problem)])
+    all_args = definition.get(ARGS_KEY)
     steps: list[tuple[str, Mutator | None, dict[str, Any], str]] = []
     for name in names:
-        name = str(name)
         args = all_args.get(name) if isinstance(all_args, dict) else None
+        if args is not None and not isinstance(args, dict):
+            steps.append((name, None, {}, f"its {ARGS_KEY} are not an object"))
+            continue
         try:
             steps.append((name, registry.get(name), dict(args or {}), ""))
         except KeyError as exc:

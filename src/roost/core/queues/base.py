@@ -16,6 +16,7 @@ from roost.core.features.consumer_choice import (
 )
 from roost.core.features.lifecycle import QueueFeatures
 from roost.core.features.settings import QueueSettings
+from roost.core.features.ttl import wall_ms
 from roost.core.flow import QueueFlow
 from roost.core.message import Message, Properties
 from roost.core.mutators import Chain, MutationRefused
@@ -44,6 +45,12 @@ class Ready(Protocol):
     def __getitem__(self, index: int, /) -> Entry: ...
     def __iter__(self) -> Iterator[Entry]: ...
     def __len__(self) -> int: ...
+
+
+def add_refusal(so_far: str, queue: Queue) -> str:
+    """The reasons of a publish's refusals so far, with ``queue``'s (its push was False)."""
+    reason = queue.refusal or f"{queue._where()} refused the message"
+    return f"{so_far}; {reason}" if so_far else reason
 
 
 class Queue:
@@ -95,6 +102,8 @@ class Queue:
         self.features: QueueFeatures | None = None
         # message mutators from a policy (core.mutators); None: no work per message
         self.mutators: Chain | None = None
+        # why the last push returned False, for a publisher that can be told (STOMP)
+        self.refusal = ""
 
     @property
     def exclusive(self) -> bool:
@@ -114,6 +123,7 @@ class Queue:
                 mutated = self.mutators.run(message)
             except MutationRefused as exc:
                 self._refuse_mutated(message, exc.error)
+                self.refusal = f"message refused by {self._where()}: {exc.error}"
                 return False
             if mutated is None:
                 return True  # dropped by a mutator: taken, and gone
@@ -124,11 +134,16 @@ class Queue:
         if features is None and message.properties.expiration is not None:
             features = self._attach_features()
         if features is not None and not features.admit(entry):
+            self.refusal = f"{self._where()} is full (overflow {features.settings.overflow})"
             return False
         self.stat_published += 1
         if self.store is not None and message.properties.delivery_mode == 2:
             entry.slot = self.store.append(
-                message.exchange, message.routing_key, message.properties.as_tuple(), message.body
+                message.exchange,
+                message.routing_key,
+                message.properties.as_tuple(),
+                message.body,
+                expires_ms=wall_ms(entry.expires) if entry.expires else 0,
             )
         elif len(self.ready) >= PAGE_WINDOW and (pager := self.vhost.pager) and pager.active:
             # memory pressure: a transient message behind the window goes to disk too
@@ -147,7 +162,7 @@ class Queue:
             self.ready_bytes += entry.size
             self.flow.after_push()
             if features is not None:
-                features.enqueued()
+                features.enqueued(entry)
         return True
 
     def _refuse_mutated(self, message: Message, error: str) -> None:
@@ -159,6 +174,9 @@ class Queue:
         props = message.properties
         headers = {**(props.headers or {}), "x-mutator-error": error}
         features.dead_letter(message.with_properties(props.replace(headers=headers)), "rejected")
+
+    def _where(self) -> str:
+        return f"queue '{self.name}' in vhost '{self.vhost.name}'"
 
     def _attach_features(self) -> QueueFeatures:
         """Features with no settings: a message's own expiration still needs them."""
@@ -172,13 +190,15 @@ class Queue:
         if isinstance(self.ready, deque):  # not a priority queue's levels
             self.ready = PagedReady(self.ready, PAGE_WINDOW)
 
-    def restore(self, slot: int, size: int, redelivered: bool) -> None:
-        """Put back a message recovered from the store, paged out (no consumers yet)."""
+    def restore(self, slot: int, size: int, redelivered: bool, expires_ms: int = 0) -> None:
+        """Put back a message recovered from the store, paged out (no consumers yet);
+        ``expires_ms``: its stored absolute deadline (0: none stored)."""
         self._seq += 1
         entry = self._recovered_entry(self._seq, slot, size)
         entry.slot = slot
         entry.redelivered = redelivered
-        (self.features or self._attach_features()).restored(entry)  # before it is packed
+        # before it is packed
+        (self.features or self._attach_features()).restored(entry, expires_ms)
         self.ready.append(entry)
         self.ready_bytes += entry.size
 
