@@ -25,6 +25,7 @@ from roost.core.queues.streams import Streams
 
 if TYPE_CHECKING:
     from roost.core.client import Client
+    from roost.core.events_stream import EventsStream
     from roost.core.flow import Publisher
     from roost.core.message import Message
     from roost.core.paging import Pager
@@ -79,6 +80,8 @@ class VHost:
         self.name = name
         # the broker's streams: stream queues open their stores through it
         self.streams = streams if streams is not None else Streams()
+        # the broker's own traffic events (core.events_stream, --events-stream); None: off
+        self.events: EventsStream | None = None
         self.queues: dict[str, Queue] = {}
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(name, self.queues)}
         for ex_name, kind in PREDECLARED:
@@ -444,9 +447,12 @@ class VHost:
     ) -> tuple[int, int]:
         """(queues reached, queues that refused it)."""
         queues = self.route(ex, message)
+        events = self.events
         if not queues:
             if not ex.name and message.routing_key.startswith(REPLY_PREFIX):
                 return (1 if self.replies.deliver(message) else 0), 0
+            if events is not None:
+                events.published(ex.name, message, ())
             return 0, 0
         headers = message.properties.headers
         if headers and "BCC" in headers:
@@ -456,9 +462,14 @@ class VHost:
             dedup_of = self._queue_dedup.get
             queues = [q for q in queues if (c := dedup_of(q)) is None or not c.duplicate(message)]
         refused = 0
+        # events on: the published event, then the message's number in each queue taking it
+        seqs = None if events is None else events.published(ex.name, message, queues)
         for queue in queues:
+            before = queue.last_seq if seqs is not None else 0
             if not queue.push(message):
                 refused += 1
+            elif seqs is not None and queue.events is not None and queue.last_seq != before:
+                seqs[queue.name] = queue.last_seq
             if publisher is not None and queue.flow.congested:
                 queue.flow.hold(publisher)
         ex.stat_out += 1

@@ -256,8 +256,11 @@ class QueueFeatures:
         s = self.settings
         if s.dlx is None:
             return
-        out = dead_letter(message, self.queue.name, reason, s.dlx, s.dlx_routing_key)
-        publish_dead_letter(self.queue.vhost, out, reason)
+        queue = self.queue
+        out = dead_letter(message, queue.name, reason, s.dlx, s.dlx_routing_key)
+        routed = publish_dead_letter(queue.vhost, out, reason)
+        if queue.events is not None:
+            queue.events.dead_lettered(queue, out, reason, routed)
 
     # -- queue expiry (x-expires) ----------------------------------------------------------
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.consumer import Consumer
     from roost.core.durability import QueueStore
+    from roost.core.events_stream import EventsStream
     from roost.core.vhost import VHost
 
 
@@ -95,6 +96,9 @@ class Queue:
         self.features: QueueFeatures | None = None
         # message mutators from a policy (core.mutators); None: no work per message
         self.mutators: Chain | None = None
+        # where this queue's deliveries and acks are recorded (core.events_stream); None:
+        # events off, or this queue is the events stream itself
+        self.events: EventsStream | None = vhost.events
 
     @property
     def exclusive(self) -> bool:
@@ -103,6 +107,11 @@ class Queue:
     @property
     def message_count(self) -> int:
         return len(self.ready)
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last message pushed (its entry's ``seq``)."""
+        return self._seq
 
     # -- incoming -----------------------------------------------------------------------
 
