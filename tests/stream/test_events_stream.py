@@ -130,7 +130,7 @@ def test_known_operations_record_their_events(server: RoostProcess) -> None:
     published = {"exchange": "", "routing_key": "ops.q", "routed": 1, "persistent": False}
     assert [strip(e) for e in ours] == [
         {"type": "connection.created", "connection": "ops", "user": "guest",
-         "protocol": "AMQP 0-9-1"},
+         "protocol": "AMQP 0-9-1", "client": "Pika Python Client Library"},
         {"type": "queue.created", "queue": "ops.dead", **queue_fields, "arguments": {}},
         {"type": "queue.created", "queue": "ops.q", **queue_fields,
          "arguments": {"x-dead-letter-exchange": "ops.dlx"}},

@@ -249,16 +249,18 @@ class EventsStream:
         self._add(event)
 
     def connection_created(self, client: Client) -> None:
-        self._add(
-            {
-                "type": "connection.created",
-                "ts": _now_ms(),
-                "connection": client.name,
-                "peer": client.peer,
-                "user": client.user.name,
-                "protocol": client.protocol,
-            }
-        )
+        event = {
+            "type": "connection.created",
+            "ts": _now_ms(),
+            "connection": client.name,
+            "peer": client.peer,
+            "user": client.user.name,
+            "protocol": client.protocol,
+        }
+        product = client.properties.get("product")  # the client library, when it says
+        if product is not None:
+            event["client"] = _json_default(product)
+        self._add(event)
 
     def connection_closed(self, client: Client, reason: str) -> None:
         traffic = client.traffic
