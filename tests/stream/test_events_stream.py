@@ -50,7 +50,9 @@ def event_batches(server: RoostProcess | str) -> list[tuple[dict[str, Any], list
             c.basic_ack(method.delivery_tag)
 
         ch.basic_qos(prefetch_count=100)
-        ch.basic_consume(EVENTS, on_message, arguments={"x-stream-offset": "first"})
+        ch.basic_consume(
+            EVENTS, on_message, arguments={"x-stream-offset": "first", "x-stream-end-offset": total}
+        )
         deadline = time.monotonic() + 10
         while seen < total and time.monotonic() < deadline:
             conn.process_data_events(time_limit=0.05)
@@ -254,3 +256,28 @@ def test_every_vhost_gets_its_own_stream(server: RoostProcess) -> None:
     default = [e for _h, batch in event_batches(server) for e in batch]
     assert not [e for e in default if "tenant.q" in (e.get("queue"), e.get("routing_key"))]
     assert not [e for e in default if e.get("connection") == "tenant"]
+
+
+def test_sample_traffic_fills_the_events_stream(server: RoostProcess) -> None:
+    from roost.pipeline.traffic_sample import FLOWS, generate_traffic
+
+    counts = generate_traffic(server.url, 4.0, 100.0, EVENTS)
+    assert counts["published"] > 100
+    events = events_until(server, lambda evs: sum(
+        e["type"] == "queue.deleted" and e["queue"] == "shop.dead" for e in evs) == 1)
+    published = [e for e in events if e["type"] == "message.published" and e["exchange"] == "shop"]
+    assert len(published) == counts["published"]
+    assert len({e["routing_key"] for e in published}) >= 5
+    # every flow's queue was fed, consumed and acked, then deleted at the end
+    for flow in FLOWS:
+        mine = [e for e in events if e.get("queue") == flow.queue]
+        kinds = {e["type"] for e in mine}
+        assert {"queue.created", "message.delivered", "queue.deleted"} <= kinds, flow.queue
+    shop = [e for e in events if e.get("queue", "").startswith("shop.")]
+    rejected = [e for e in shop if e["type"] == "message.rejected"]
+    assert len(rejected) == counts["rejected"]
+    acks = [e for e in shop if e["type"] == "message.acked"]
+    assert 0 < len(acks) <= counts["processed"]  # those still in hand at the end requeue
+    assert {e["queue"] for e in acks} == {flow.queue for flow in FLOWS}
+    assert sum(e["type"] == "connection.created" and e.get("client") == "roost-perf"
+               for e in events) >= 6  # the consumers, the publisher, the short-lived ones
