@@ -28,6 +28,7 @@ class Progress:
         self._seen: dict[int, tuple[int, int]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # the poller and ``done`` both report stages
 
     def say(self, text: str) -> None:
         print(f"[{self.label}] {text}", file=self.out, flush=True)
@@ -39,6 +40,8 @@ class Progress:
 
     def done(self, text: str) -> None:
         took = time.monotonic() - self._step_started
+        if self._thread is not None:
+            self.report_stages()  # the step's last stages, before its summary line
         self.say(f"  {text} ({took:.1f} s)")
 
     def finish(self, text: str) -> None:
@@ -64,6 +67,10 @@ class Progress:
                 return
 
     def report_stages(self) -> None:
+        with self._lock:
+            self._report_stages()
+
+    def _report_stages(self) -> None:
         active = set(self.tracker.getActiveStageIds())
         for stage_id in sorted(active):
             info = self.tracker.getStageInfo(stage_id)

@@ -135,7 +135,8 @@ def keys_over_time_chart(top_keys: list[dict[str, Any]], window_s: float, path: 
         colours = SERIES_COLOURS[: len(keys)]
         # (datetimes are fine here; matplotlib's stubs only name arrays)
         ax.stackplot(cast(Any, times), series, labels=keys, colors=colours, alpha=0.85)
-        ax.legend(loc="upper left", frameon=False, fontsize=9)
+        # beside the plot: inside, it would hide the stack's top
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=9)
     ax.set_ylim(bottom=0)
     return _save(fig, path)
 
