@@ -161,6 +161,19 @@ class Config:
         "that failed for lack of space)",
         metavar="S",
     )
+    # -- the broker's own traffic events (docs/streams.md#the-events-stream)
+    events_stream: str | None = setting(
+        None,
+        "append the broker's own events (messages published, delivered, acked, "
+        "dead-lettered; queues and connections created and closed) to a stream queue of "
+        "this name in every vhost; off when unset",
+        metavar="NAME",
+    )
+    events_max_bytes: int = setting(
+        1024 * 1024 * 1024,
+        "retention (x-max-length-bytes) of an events stream the broker declares",
+        metavar="BYTES",
+    )
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -225,6 +238,14 @@ class Config:
             raise ValueError("alarm_check_interval must be > 0")
         if self.vm_memory_high_watermark_paging_ratio < 0:
             raise ValueError("vm_memory_high_watermark_paging_ratio must be >= 0")
+        if self.events_stream is not None and (
+            not self.events_stream
+            or self.events_stream.startswith("amq.")
+            or len(self.events_stream.encode()) > 255
+        ):
+            raise ValueError("events_stream must be a queue name: 1-255 bytes, not amq.*")
+        if self.events_max_bytes < 1024 * 1024:
+            raise ValueError("events_max_bytes must be at least 1048576 (1 MiB)")
         return self
 
 

@@ -15,6 +15,7 @@ from roost.config import Config
 from roost.core.alarms import ResourceAlarms
 from roost.core.auth import Permission, hash_password
 from roost.core.broker import Broker
+from roost.core.events_stream import enable as enable_events
 from roost.core.info import ListenerInfo
 from roost.core.persistence import Persistence
 from roost.keepalive import Keepalive
@@ -54,6 +55,14 @@ class Server:
         self.disk.retry_interval = config.alarm_check_interval
         self._alarm_timer: asyncio.TimerHandle | None = None
         self.broker.recover_streams()
+        # after recovery, so that an events stream kept from the last run is reused
+        self.events = (
+            enable_events(self.broker, config.events_stream, config.events_max_bytes)
+            if config.events_stream
+            else None
+        )
+        if self.events is not None:
+            log.info("traffic events go to stream '%s' in every vhost", config.events_stream)
         self._http_runner: Any = None
         self._save_timer: asyncio.TimerHandle | None = None
         self._ack_timer: asyncio.TimerHandle | None = None
@@ -261,6 +270,8 @@ class Server:
             self._ack_timer = None
         if self._alarm_timer is not None:
             self._alarm_timer.cancel()
+        if self.events is not None:  # the connections' last events, before streams close
+            self.events.flush()
         self.persistence.save()
         await self.disk.close()
         self.broker.close_streams()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from roost.pipeline.generate import generate
+from tests.spark.traffic_events import acked, published, write_events
 from tests.support import RoostProcess, free_port
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
@@ -93,10 +93,16 @@ def standalone(tmp_path: Path) -> Iterator[str]:
                 proc.wait()
 
 
+@pytest.mark.timeout(300)  # the job's six steps on one executor core, plus JVM starts
 def test_traffic_job_on_standalone_cluster(
     standalone: str, broker: RoostProcess, tmp_path: Path
 ) -> None:
-    generate(broker.url, "cluster.in", 300, invalid_every=0)
+    batches = [
+        [published(1_700_000_000_000.0 + 10 * i, f"k{i % 3}", {"q": i + 1}),
+         acked(1_700_000_000_000.0 + 10 * i + 4, "q", i + 1)]
+        for i in range(150)
+    ]
+    write_events(broker.url, "cluster.events", batches)
     out = tmp_path / "report"
     done = subprocess.run(
         [
@@ -110,7 +116,7 @@ def test_traffic_job_on_standalone_cluster(
             "--url",
             broker.url,
             "--input",
-            "cluster.in",
+            "cluster.events",
             "--output",
             str(out),
         ],
@@ -120,5 +126,7 @@ def test_traffic_job_on_standalone_cluster(
         timeout=240,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "traffic: 300 messages" in done.stderr
-    assert "300 messages" in (out / "report.html").read_text()
+    assert "traffic: 300 events, 150 messages published" in done.stderr
+    assert "[traffic] step 6/6: writing the report" in done.stderr
+    assert "150" in (out / "report.html").read_text()
+    assert (out / "charts" / "rates.png").read_bytes()[:4] == b"\x89PNG"

@@ -11,7 +11,7 @@ from typing import Any
 
 from roost.pipeline.amqp import Client
 from roost.pipeline.generate import generate
-from roost.pipeline.jobs import etl, traffic
+from roost.pipeline.jobs import etl
 from roost.pipeline.session import run_queries
 from tests.support import RoostProcess
 
@@ -84,21 +84,3 @@ def test_etl_validates_windows_and_writes_results(
     assert got == want
     parquet = spark.read.parquet(str(tmp_path / "totals")).count()
     assert parquet == len(want)
-
-
-def test_traffic_report(spark: Any, broker: RoostProcess, tmp_path: Path) -> None:
-    generate(broker.url, "traffic.in", 120, invalid_every=0)
-    args = argparse.Namespace(
-        url=broker.url,
-        input="traffic.in",
-        output=str(tmp_path / "t"),
-        window="1 minute",
-        starting_offsets="earliest",
-    )
-    result = traffic.analyse(spark, args)
-    assert result["total"] == 120
-    assert sum(t["messages"] for t in result["top"]) == 120
-    assert set(result["latency"]) == {"p50", "p95", "p99"}
-    report = (tmp_path / "t" / "report.html").read_text()
-    assert "<svg" in report and "120 messages" in report
-    assert spark.read.parquet(str(tmp_path / "t" / "per_window")).count() >= 1

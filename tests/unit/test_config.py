@@ -61,3 +61,13 @@ def test_every_setting_has_a_flag_and_help() -> None:
     for name in config.FIELDS:
         assert config.flag(name) in text
         assert config.env_name(name) in text
+
+
+def test_events_stream_settings() -> None:
+    assert config.load(parse(), environ={}).events_stream is None  # off by default
+    cfg = config.load(parse(), environ={"ROOST_EVENTS_STREAM": "roost.events"})
+    assert cfg.events_stream == "roost.events"
+    with pytest.raises(ValueError, match="events_stream"):
+        config.load(parse("--events-stream", "amq.events"), environ={})
+    with pytest.raises(ValueError, match="events_max_bytes"):
+        config.load(parse("--events-max-bytes", "1000"), environ={})

@@ -208,6 +208,8 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         client.access = self.access_for(user, vhost_name)
         self.clients[client.id] = client
         self.counters.connection_created += 1
+        if vhost.events is not None:
+            vhost.events.connection_created(client)
         return client
 
     def access_for(self, user: User, vhost: str) -> Access:
@@ -241,6 +243,8 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         if self.clients.pop(client.id, None) is not None:
             client.closed_reason = reason or "closed"
             self._record_closed(client, client.closed_reason)
+            if client.vhost.events is not None:
+                client.vhost.events.connection_closed(client, client.closed_reason)
 
     def open_session(self, client: Client, sink: DeliverySink, *, number: int = 0) -> Session:
         """``number`` is the channel number the management API shows (0 when none).

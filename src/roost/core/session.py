@@ -139,6 +139,9 @@ class Session:
         self._next_tag = tag + 1
         message = entry.message
         assert message is not None  # the queue pages a message in before handing it out
+        events = queue.events
+        if events is not None:
+            events.delivered(queue, entry, consumer.tag, consumer.no_ack)
         if consumer.no_ack:
             queue.settle(entry)
         else:
@@ -162,6 +165,9 @@ class Session:
         entry = queue.take()
         if entry is None:
             return None
+        events = queue.events
+        if events is not None:
+            events.delivered(queue, entry, None, no_ack)
         tag = self._next_tag
         self._next_tag = tag + 1
         if no_ack:
@@ -227,6 +233,8 @@ class Session:
                     self._order = deque(t for t in order if t in self._unacked)
                 queue, entry, consumer = item
                 queue.settle(entry)
+                if queue.events is not None:
+                    queue.events.acked(queue, entry)
                 self.unacked_count -= 1
                 if consumer is not None:
                     consumer.unacked -= 1
@@ -235,10 +243,15 @@ class Session:
         items = self._pop(tag, multiple)
         for queue, entry, _consumer in items:
             queue.settle(entry)
+            if queue.events is not None:
+                queue.events.acked(queue, entry)
         self._after_settle(items)
 
     def nack(self, tag: int, multiple: bool, requeue: bool) -> None:
         items = self._pop(tag, multiple)
+        for queue, entry, _consumer in items:
+            if queue.events is not None:
+                queue.events.rejected(queue, entry, requeue)
         if requeue:
             self._requeue(items)
         else:

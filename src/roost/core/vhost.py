@@ -26,6 +26,7 @@ from roost.core.queues.streams import Streams
 
 if TYPE_CHECKING:
     from roost.core.client import Client
+    from roost.core.events_stream import EventsStream
     from roost.core.flow import Publisher
     from roost.core.message import Message
     from roost.core.paging import Pager
@@ -82,6 +83,8 @@ class VHost:
         self.name = name
         # the broker's streams: stream queues open their stores through it
         self.streams = streams if streams is not None else Streams()
+        # the broker's own traffic events (core.events_stream, --events-stream); None: off
+        self.events: EventsStream | None = None
         self.queues: dict[str, Queue] = {}
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(name, self.queues)}
         for ex_name, kind in PREDECLARED:
@@ -483,23 +486,35 @@ class VHost:
     ) -> tuple[int, str]:
         """(queues reached, why queues refused it or "")."""
         queues = self.route(ex, message)
+        events = self.events
         if not queues:
             if not ex.name and message.routing_key.startswith(REPLY_PREFIX):
                 return (1 if self.replies.deliver(message) else 0), ""
+            if events is not None:
+                events.published(ex.name, message, ())
             return 0, ""
         headers = message.properties.headers
         if headers and "BCC" in headers:
             message = strip_bcc(message)
         routed = len(queues)
-        if self._queue_dedup:
-            refused = dedup.push_to_queues(queues, self._queue_dedup, message, publisher)
-        else:
-            refused = ""
-            for queue in queues:
-                if not queue.push(message):
-                    refused = add_refusal(refused, queue)
-                if publisher is not None and queue.flow.congested:
-                    queue.flow.hold(publisher)
+        caches = self._queue_dedup
+        if caches:  # a duplicate was routed (no return), its queue just does not take it
+            queues = [q for q in queues if (c := caches.get(q)) is None or not c.seen(message)]
+        refused = ""
+        # events on: the published event, then the message's number in each queue taking it
+        seqs = None if events is None else events.published(ex.name, message, queues)
+        for queue in queues:
+            before = queue.last_seq if seqs is not None else 0
+            if not queue.push(message):
+                refused = add_refusal(refused, queue)
+            else:
+                if caches and (cache := caches.get(queue)) is not None:
+                    # seen only once taken, so a publisher may retry a refused one (a nack)
+                    cache.remember(message)
+                if seqs is not None and queue.events is not None and queue.last_seq != before:
+                    seqs[queue.name] = queue.last_seq
+            if publisher is not None and queue.flow.congested:
+                queue.flow.hold(publisher)
         ex.stat_out += 1
         return routed, refused
 

@@ -25,11 +25,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--checkpoint", default="roost-etl/checkpoints")
             p.add_argument("--once", action="store_true", help="process what is there, then stop")
         p.set_defaults(pipeline=name)
-    g = sub.add_parser("generate", help="publish sample JSON orders into a stream")
+    g = sub.add_parser(
+        "generate",
+        help="publish sample JSON orders into a stream (or, with --traffic, run sample "
+        "traffic through the broker for the traffic report)",
+    )
     g.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/%2F")
     g.add_argument("--stream", default="orders")
     g.add_argument("--count", type=int, default=10_000)
     g.add_argument("--invalid-every", type=int, default=20)
+    t = g.add_argument_group("--traffic: a small shop's queues, consumers and connections")
+    t.add_argument("--traffic", action="store_true", help="run sample traffic instead")
+    t.add_argument("--seconds", type=float, default=60.0, help="how long (default 60)")
+    t.add_argument("--rate", type=float, default=200.0, help="mean publishes per second")
+    t.add_argument("--events-stream", default="roost.events",
+                   help="the broker's --events-stream, checked to be there")
     g.set_defaults(pipeline="generate")
 
 
@@ -40,6 +50,12 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.pipeline == "generate" and args.traffic:
+        from roost.pipeline.traffic_sample import generate_traffic
+
+        counts = generate_traffic(args.url, args.seconds, args.rate, args.events_stream)
+        print(f"generated {counts['published']:,} messages in {args.seconds:g} s", file=sys.stderr)
+        return 0
     if args.pipeline == "generate":
         from roost.pipeline.generate import generate
 
@@ -58,11 +74,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             from roost.pipeline.jobs import traffic
 
-            result = traffic.analyse(spark, args)
-            print(
-                f"traffic: {result['total']} messages; report at {args.output}/report.html",
-                file=sys.stderr,
-            )
+            return traffic.run(spark, args)
     finally:
         spark.stop()
     return 0

@@ -31,6 +31,8 @@ def spark_session(app: str, master: str | None = None, shuffle_partitions: int =
         )
     spark = (
         builder.config("spark.ui.enabled", "false")
+        # the jobs print their own progress lines; Spark's bar would overwrite them
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.driver.extraJavaOptions", JVM_FLAGS)
         .getOrCreate()

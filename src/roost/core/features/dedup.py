@@ -17,16 +17,11 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Collection, Hashable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable
+from typing import Any
 
 from roost.core.errors import PreconditionFailed
 from roost.core.message import Message
-from roost.core.queues.base import add_refusal
-
-if TYPE_CHECKING:
-    from roost.core.flow import Publisher
-    from roost.core.queues.base import Queue
 
 ENABLE = "x-message-deduplication"
 HEADER = "x-deduplication-header"
@@ -131,26 +126,3 @@ def enabled(arguments: dict[str, Any], owner: str) -> bool:
         raise PreconditionFailed(f"invalid arg '{ENABLE}' for {owner}: expected true or false")
     return value
 
-
-def push_to_queues(
-    queues: Collection[Queue],
-    caches: dict[Queue, DedupCache],
-    message: Message,
-    publisher: Publisher | None,
-) -> str:
-    """Push to routed queues of which some (those in ``caches``) drop duplicates: a
-    duplicate was routed (no return), such a queue just does not take it. A key counts as
-    seen only once its queue took the message, so a publisher may retry one that was
-    refused (a nack). Returns why queues refused it, or ""."""
-    refused = ""
-    for queue in queues:
-        cache = caches.get(queue)
-        if cache is not None and cache.seen(message):
-            continue
-        if not queue.push(message):
-            refused = add_refusal(refused, queue)
-        elif cache is not None:
-            cache.remember(message)
-        if publisher is not None and queue.flow.congested:
-            queue.flow.hold(publisher)
-    return refused

@@ -264,15 +264,19 @@ class QueueFeatures:
         s = self.settings
         if s.dlx is None:
             return
+        queue = self.queue
         try:
-            out = dead_letter(message, self.queue.name, reason, s.dlx, s.dlx_routing_key)
-            publish_dead_letter(self.queue.vhost, out, reason)
+            out = dead_letter(message, queue.name, reason, s.dlx, s.dlx_routing_key)
+            routed = publish_dead_letter(queue.vhost, out, reason)
         except Exception:  # a bug here must not fail a publish or stop the expiry timer
             log.exception(
                 "dead-lettering from queue '%s' in vhost '%s' failed: message dropped",
-                self.queue.name,
-                self.queue.vhost.name,
+                queue.name,
+                queue.vhost.name,
             )
+            return
+        if queue.events is not None:
+            queue.events.dead_lettered(queue, out, reason, routed)
 
     # -- queue expiry (x-expires) ----------------------------------------------------------
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.consumer import Consumer
     from roost.core.durability import QueueStore
+    from roost.core.events_stream import EventsStream
     from roost.core.vhost import VHost
 
 
@@ -104,6 +105,9 @@ class Queue:
         self.mutators: Chain | None = None
         # why the last push returned False, for a publisher that can be told (STOMP)
         self.refusal = ""
+        # where this queue's deliveries and acks are recorded (core.events_stream); None:
+        # events off, or this queue is the events stream itself
+        self.events: EventsStream | None = vhost.events
 
     @property
     def exclusive(self) -> bool:
@@ -112,6 +116,11 @@ class Queue:
     @property
     def message_count(self) -> int:
         return len(self.ready)
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last message pushed (its entry's ``seq``)."""
+        return self._seq
 
     # -- incoming -----------------------------------------------------------------------
 

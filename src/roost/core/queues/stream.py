@@ -126,6 +126,11 @@ class StreamQueue(Queue):
     def message_count(self) -> int:
         return self.log.next_offset - self.log.first_offset
 
+    @property
+    def last_seq(self) -> int:
+        """The offset of the last message appended (-1 when none)."""
+        return self.log.next_offset - 1
+
     def push(self, message: Message) -> bool:
         producer = ""
         publishing_id = 0

@@ -1,106 +1,255 @@
-"""Traffic analytics over a stream: per-window rates, latency percentiles, top keys.
+"""Broker traffic analytics: the broker's own events in, rates, latencies, top keys out.
 
-Reads any stream (for example one your publishers write to, or ``roost pipeline
-generate``'s), computes per-window message and byte counts per routing key, end-to-end
-latency percentiles (broker append time minus the message's ``timestamp`` property, when
-publishers set it), and the top routing keys; writes Parquet and an HTML report with
-inline SVG charts (no plotting library needed). A batch job over an offset range.
+Reads the events stream that ``roost server --events-stream NAME`` fills (one per vhost;
+the URL's vhost picks it), and computes per window (``--window``, tumbling, event time):
+per-queue publish/deliver/ack rates in msg/s, end-to-end and delivery latency
+percentiles (p50/p95/p99, exact), and the top routing keys. Writes Parquet
+(``events``, ``rates``, ``latency``, ``latency_all``, ``top_keys``), ``summary.json`` and
+``report.html`` with PNG charts under ``--output``, printing each step's progress (and
+Spark's task counts) to stderr.
+
+Batch by default, over an offset range (``--starting-offsets``/``--ending-offsets``) and
+optionally a time range (``--since``/``--until``). ``--streaming`` instead ingests new
+events with a streaming query (``availableNow`` trigger, checkpoint under ``--output``),
+appending to the ``events`` Parquet table, so repeated runs read each event once and the
+report covers everything ingested so far.
 """
 
 from __future__ import annotations
 
 import argparse
-import html
+import datetime
+import json
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+from roost.pipeline.amqp import Client, Endpoint, RoostError
+from roost.pipeline.jobs import traffic_stats as stats
+from roost.pipeline.progress import Progress
+
+STEPS = 6
+DEFAULT_STREAM = "roost.events"
 
 
-def analyse(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", default=DEFAULT_STREAM,
+                   help="the events stream (the broker's --events-stream)")
+    p.add_argument("--output", default="roost-traffic",
+                   help="directory for the Parquet tables, summary.json and report.html")
+    p.add_argument("--window", default="1 minute",
+                   help="window length, as Spark says it: '10 seconds', '1 minute', '1 hour'")
+    p.add_argument("--top", type=int, default=10, help="routing keys kept per window")
+    p.add_argument("--ending-offsets", default="latest", help="batch: stop before this offset")
+    p.add_argument("--since", default=None,
+                   help="only events at or after this time (ISO 8601, UTC if no zone, or ms)")
+    p.add_argument("--until", default=None, help="only events before this time")
+    p.add_argument("--streaming", action="store_true",
+                   help="ingest new events incrementally (availableNow) instead of a batch read")
+    p.add_argument("--checkpoint", default=None,
+                   help="--streaming's checkpoint (default OUTPUT/checkpoint)")  # fmt: skip
+
+
+def time_ms(text: str) -> float:
+    """Milliseconds since the epoch, from a number of ms or an ISO 8601 time."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"not a time: {text!r} (ISO 8601 or milliseconds)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp() * 1000
+
+
+def window_seconds(spark: Any, window: str) -> float:
+    """The window's length; a window Spark cannot read fails here, before any work."""
     from pyspark.sql import functions as F
 
-    df = (
+    w = F.window(F.lit(datetime.datetime(2000, 1, 1)), window)
+    row = spark.range(1).select(w.alias("w")).select(
+        (F.unix_micros("w.end") - F.unix_micros("w.start")).alias("us")
+    ).first()
+    return float(row["us"]) / 1e6
+
+
+def _stream_info(url: str, stream: str) -> dict[str, Any]:
+    try:
+        with Client(url) as client:
+            return client.stream_info(stream)
+    except RoostError as exc:
+        if exc.code == 404:
+            raise RoostError(
+                f"no stream '{stream}' in vhost '{Endpoint.parse(url).vhost}': start the "
+                f"broker with --events-stream {stream} (and make some traffic)",
+                404,
+            ) from None
+        raise
+
+
+def _ingest(spark: Any, args: argparse.Namespace, events_dir: Path) -> None:
+    """The events stream, parsed, into the ``events`` Parquet table."""
+    if args.streaming:
+        source = (
+            spark.readStream.format("roost")
+            .option("url", args.url)
+            .option("stream", args.input)
+            .option("startingOffsets", args.starting_offsets)
+            .load()
+        )
+        checkpoint = args.checkpoint or str(Path(args.output) / "checkpoint")
+        query = (
+            stats.parse(source)
+            .writeStream.queryName("traffic-ingest")
+            .format("parquet")
+            .option("path", str(events_dir))
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"ingest failed: {query.exception()}")
+        return
+    source = (
         spark.read.format("roost")
         .option("url", args.url)
         .option("stream", args.input)
         .option("startingOffsets", args.starting_offsets)
+        .option("endingOffsets", args.ending_offsets)
         .load()
     )
-    df = df.withColumn("size", F.length("body"))
-    per_window = (
-        df.groupBy(F.window("timestamp", args.window).alias("w"), "routing_key")
-        .agg(F.count("*").alias("messages"), F.sum("size").alias("bytes"))
-        .select(F.col("w.start").alias("window_start"), "routing_key", "messages", "bytes")
-        .orderBy("window_start", "routing_key")
-    )
-    top = (
-        df.groupBy("routing_key")
-        .agg(F.count("*").alias("messages"))
-        .orderBy(F.desc("messages"))
-        .limit(10)
-    )
-    sent = F.col("headers").getItem("sent_ms").cast("double")
-    latency = df.select(
-        (F.col("timestamp").cast("double") * 1000 - sent).alias("latency_ms")
-    ).where(F.col("latency_ms").isNotNull())
-    quantiles = (
-        latency.approxQuantile("latency_ms", [0.5, 0.95, 0.99], 0.01)
-        if (latency.limit(1).count())
-        else []
-    )
-    out = Path(args.output)
-    per_window.write.mode("overwrite").parquet(str(out / "per_window"))
-    top.write.mode("overwrite").parquet(str(out / "top_keys"))
-    result = {
-        "per_window": [r.asDict() for r in per_window.collect()],
-        "top": [r.asDict() for r in top.collect()],
-        "latency": dict(zip(("p50", "p95", "p99"), quantiles, strict=False)),
-        "total": df.count(),
-    }
-    (out / "report.html").write_text(render(args.input, result))
+    stats.parse(source).write.mode("overwrite").parquet(str(events_dir))
+
+
+def _rows(df: Any) -> list[dict[str, Any]]:
+    """Collected rows; window bounds as UTC datetimes (PySpark hands out local ones)."""
+    out = []
+    for row in df.collect():
+        d = row.asDict()
+        for key in ("window_start", "window_end"):
+            if isinstance(d.get(key), datetime.datetime):
+                d[key] = datetime.datetime.fromtimestamp(d[key].timestamp(), datetime.UTC)
+        out.append(d)
+    return out
+
+
+def analyse(spark: Any, args: argparse.Namespace, out: TextIO | None = None) -> dict[str, Any]:
+    """Run the whole job; returns what the report shows (and writes everything)."""
+    from pyspark.sql import functions as F
+
+    from roost.pipeline.jobs import traffic_report
+
+    output = Path(args.output)
+    events_dir = output / "events"
+    progress = Progress(spark, "traffic", STEPS, out)
+    seconds = window_seconds(spark, args.window)
+    since = time_ms(args.since) if args.since else None
+    until = time_ms(args.until) if args.until else None
+    with progress:
+        info = _stream_info(args.url, args.input)
+        first, end = info["x-stream-first-offset"], info["x-stream-next-offset"]
+        mode = "new events (streaming, availableNow)" if args.streaming else "a batch"
+        progress.step(f"reading stream '{args.input}' as {mode}: offsets {first} to {end}, "
+                      f"{end - first:,} messages")
+        _ingest(spark, args, events_dir)
+        events = spark.read.parquet(str(events_dir))
+        if since is not None:
+            events = events.where(F.col("ts") >= since)
+        if until is not None:
+            events = events.where(F.col("ts") < until)
+        events = events.cache()
+        progress.done(f"{events.count():,} events in {events_dir}")
+
+        progress.step("counting events per type")
+        summary = stats.counts(events)
+        by_type = ", ".join(f"{v:,} {k}" for k, v in sorted(summary["by_type"].items()))
+        progress.done(by_type or "no events")
+
+        progress.step(f"per-queue rates in {args.window} windows")
+        rates_df = stats.rates(events, args.window)
+        rates_df.write.mode("overwrite").parquet(str(output / "rates"))
+        rates = _rows(spark.read.parquet(str(output / "rates")).orderBy("window_start", "queue"))
+        progress.done(f"{len(rates):,} rows (window, queue)")
+
+        progress.step("latency percentiles (published to acked, and to delivered)")
+        lat = stats.latencies(events).cache()
+        stats.latency(lat, args.window, per_queue=True).write.mode("overwrite").parquet(
+            str(output / "latency")
+        )
+        stats.latency(lat, args.window, per_queue=False).write.mode("overwrite").parquet(
+            str(output / "latency_all")
+        )
+        latency_all = _rows(
+            spark.read.parquet(str(output / "latency_all")).orderBy("window_start")
+        )
+        by_queue = _rows(stats.latency_overall(lat, per_queue=True))
+        overall = stats.latency_overall(lat, per_queue=False).first().asDict()
+        lat.unpersist()
+        progress.done(f"{overall['messages']:,} messages acknowledged in range; p50 "
+                      f"{traffic_report._ms(overall['e2e_p50_ms'])}, p99 "
+                      f"{traffic_report._ms(overall['e2e_p99_ms'])}")
+
+        progress.step(f"top {args.top} routing keys per window")
+        stats.top_keys(events, args.window, args.top).write.mode("overwrite").parquet(
+            str(output / "top_keys")
+        )
+        top_keys = _rows(
+            spark.read.parquet(str(output / "top_keys")).orderBy("window_start", "rank")
+        )
+        top_overall = _rows(stats.top_keys_overall(events, args.top))
+        progress.done(f"{len(top_keys):,} rows (window, rank)")
+        events.unpersist()
+
+        progress.step("writing the report")
+        result: dict[str, Any] = {
+            "stream": args.input,
+            "where": _where(args.url),
+            "window": args.window,
+            "window_seconds": seconds,
+            "summary": summary,
+            "rates": rates,
+            "latency_all": latency_all,
+            "latency_by_queue": by_queue,
+            "latency_overall": overall,
+            "top_keys": top_keys,
+            "top_keys_overall": top_overall,
+        }
+        page = traffic_report.render(result, output)
+        (output / "report.html").write_text(page)
+        (output / "summary.json").write_text(
+            json.dumps(
+                {k: result[k] for k in ("stream", "window", "summary", "latency_overall",
+                                        "latency_by_queue", "top_keys_overall")},
+                indent=2,
+                default=str,
+            )
+        )
+        progress.done(f"{len(result['charts'])} charts in {output / 'charts'}")
+        progress.finish(f"done: {output / 'report.html'}")
     return result
 
 
-def _bars(title: str, items: list[tuple[str, float]]) -> str:
-    if not items:
-        return f"<h2>{html.escape(title)}</h2><p>no data</p>"
-    top = max(v for _, v in items) or 1
-    rows = []
-    for i, (label, value) in enumerate(items):
-        width = 400 * value / top
-        y = i * 22
-        rows.append(
-            f'<text x="0" y="{y + 15}" font-size="12">{html.escape(label)}</text>'
-            f'<rect x="180" y="{y + 3}" width="{width:.1f}" height="16" fill="#3b7dd8"/>'
-            f'<text x="{185 + width:.1f}" y="{y + 15}" font-size="12">{value:g}</text>'
-        )
-    return (
-        f"<h2>{html.escape(title)}</h2><svg width='680' height='{22 * len(items) + 6}'>"
-        + "".join(rows)
-        + "</svg>"
+def _where(url: str) -> str:
+    ep = Endpoint.parse(url)
+    return f"{ep.host}:{ep.port}, vhost {ep.vhost}"
+
+
+def run(spark: Any, args: argparse.Namespace) -> int:
+    """``roost pipeline traffic``: the job, with a one-line error for what users get wrong."""
+    try:
+        result = analyse(spark, args)
+    except (RoostError, ValueError) as exc:
+        print(f"traffic: {exc}", file=sys.stderr)
+        return 2
+    s = result["summary"]
+    print(
+        f"traffic: {s['events']:,} events, "
+        f"{s['by_type'].get('message.published', 0):,} messages published; "
+        f"report at {Path(args.output) / 'report.html'}",
+        file=sys.stderr,
     )
-
-
-def render(stream: str, r: dict[str, Any]) -> str:
-    windows: dict[str, float] = {}
-    for row in r["per_window"]:
-        key = str(row["window_start"])
-        windows[key] = windows.get(key, 0) + row["messages"]
-    lat = r["latency"]
-    latency = ", ".join(f"{k} {v:.1f} ms" for k, v in lat.items()) or "no timestamps set"
-    return (
-        "<!doctype html><meta charset='utf-8'><title>Roost traffic</title>"
-        "<body style='font-family:sans-serif;max-width:760px;margin:2em auto'>"
-        f"<h1>Traffic on stream {html.escape(stream)}</h1>"
-        f"<p>{r['total']} messages. End-to-end latency: {html.escape(latency)}.</p>"
-        + _bars("Messages per window", list(windows.items()))
-        + _bars(
-            "Top routing keys", [(t["routing_key"] or "(none)", t["messages"]) for t in r["top"]]
-        )
-        + "</body>"
-    )
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", default="orders", help="stream to analyse")
-    p.add_argument("--output", default="roost-traffic", help="Parquet + report.html here")
-    p.add_argument("--window", default="1 minute")
+    return 0
