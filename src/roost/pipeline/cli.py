@@ -1,7 +1,8 @@
 """``roost pipeline etl|traffic|generate``: ready-made Spark jobs and sample data.
 
 Jobs run on ``local[*]`` by default; ``--master spark://HOST:7077`` runs the same code on
-a cluster (checkpoints and outputs must then be on storage every node shares).
+a cluster (checkpoints and outputs must then be on storage every node shares), and so does
+``spark-submit --master spark://HOST:7077 "$(roost pipeline job-file)" etl …``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--count", type=int, default=10_000)
     g.add_argument("--invalid-every", type=int, default=20)
     g.set_defaults(pipeline="generate")
+    f = sub.add_parser("job-file", help="print the path of the jobs' file for spark-submit")
+    f.set_defaults(pipeline="job-file")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -40,6 +43,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.pipeline == "job-file":
+        from roost.pipeline.jobs import submit
+
+        print(submit.__file__)
+        return 0
     if args.pipeline == "generate":
         from roost.pipeline.generate import generate
 
