@@ -123,14 +123,22 @@ def read_partition(
         deliveries = client.read_range(
             partition.stream, partition.start, partition.end, prefetch=16, chunk_bytes=chunk_bytes
         )
+        last: tuple[Any, ...] = ()
+        pairs: list[tuple[str, str | None]] = []
         for d in deliveries:
             for offset, timestamp, exchange, key, props, body in records(d.body):
-                headers = props[2]
+                if props is not last:  # records() reuses the tuple while properties repeat
+                    last, headers = props, props[2]
+                    pairs = (
+                        [(k, v if type(v) is str else _text(v)) for k, v in headers.items()]
+                        if headers
+                        else []
+                    )
                 offsets.append(offset)
                 stamps.append(timestamp * 1000)
                 exchanges.append(exchange)
                 keys.append(key)
-                headers_col.append([(k, _text(v)) for k, v in headers.items()] if headers else [])
+                headers_col.append(pairs)
                 ctypes.append(props[0])
                 mids.append(props[8])
                 cids.append(props[5])
