@@ -86,3 +86,28 @@ def test_bad_start_timestamp_is_a_406(
         ch.basic_consume(qname, lambda *a: None, arguments=arguments)
     assert info.value.reply_code == 406
     assert "x-roost-start-timestamp-ms" in info.value.reply_text
+
+
+def test_a_producer_name_too_long_for_a_table_key_is_counted_not_listed(
+    conn: pika.BlockingConnection, qname: str
+) -> None:
+    ch = conn.channel()
+    declare_stream(ch, qname)
+    for name in ("p" * 300, "short"):
+        ch.basic_publish(
+            "",
+            qname,
+            b"",
+            pika.BasicProperties(headers={"x-stream-producer-name": name, "x-publishing-id": 1}),
+        )
+    info = query(ch, qname)
+    assert info["x-stream-producer-count"] == 2 and info["x-stream-producers"] == {"short": 1}
+
+
+def test_ensure_stream_declares_only_a_missing_one(roost: RoostProcess, qname: str) -> None:
+    with Client(roost.url) as client:
+        client.declare_stream(qname, **{"x-max-age": "1h"})
+        client.ensure_stream(qname)  # exists with other arguments: left alone, no 406
+        client.ensure_stream(qname + ".new")
+        assert client.stream_info(qname + ".new")["x-stream-next-offset"] == 0
+        client.check_queue(qname)

@@ -82,7 +82,10 @@ def recent_producers(producers: dict[str, int]) -> dict[str, int]:
     out: dict[str, int] = {}
     room = PRODUCERS_TABLE_BYTES
     for name in reversed(producers):
-        room -= len(name.encode("utf-8")) + 10  # name length, name, type, 64-bit value
+        size = len(name.encode("utf-8"))
+        if size > 255:
+            continue  # longer than a table key (shortstr) may be
+        room -= size + 10  # key length, key, type tag, 64-bit value
         if room < 0:
             break
         out[name] = producers[name]
