@@ -425,6 +425,17 @@ class Client:
                 out.append(min(answers[f"roost-time-{i}"], next_offset))
         return out
 
+    def ensure_stream(self, stream: str) -> None:
+        """Declare ``stream`` unless a queue of that name exists (whatever its arguments:
+        a declare with other ones would be refused)."""
+        try:
+            self.check_queue(stream)
+        except RoostError as exc:
+            if exc.code != 404:
+                raise
+            self.call(m.ChannelOpen(), m.ChannelOpenOk)  # the 404 closed the channel
+            self.declare_stream(stream)
+
     def declare_stream(self, stream: str, **arguments: Any) -> None:
         self.call(
             m.QueueDeclare(
