@@ -48,8 +48,11 @@ def launched_with_master() -> bool:
     ``pyspark`` shell) start Python with PYSPARK_GATEWAY_PORT set, and their --master, or
     spark-defaults.conf, or their own local[*] default must win; a master set in code
     would override it and silently run a cluster job locally. PYSPARK_SUBMIT_ARGS can
-    name one too when Python starts the JVM itself."""
-    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+    name one too when Python starts the JVM itself, and a running SparkContext already
+    has one."""
+    from pyspark import SparkContext
+
+    if os.environ.get("PYSPARK_GATEWAY_PORT") or SparkContext._active_spark_context:
         return True
     submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
     return "--master" in submit_args or "spark.master" in submit_args
