@@ -14,6 +14,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from roost.pipeline.amqp import Client
+from roost.pipeline.generate import generate
 from tests.spark.traffic_events import acked, published, write_events
 from tests.support import RoostProcess, free_port
 
@@ -130,3 +132,70 @@ def test_traffic_job_on_standalone_cluster(
     assert "[traffic] step 6/6: writing the report" in done.stderr
     assert "150" in (out / "report.html").read_text()
     assert (out / "charts" / "rates.png").read_bytes()[:4] == b"\x89PNG"
+
+
+SPARK_SUBMIT = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+
+
+@pytest.mark.timeout(400)
+def test_spark_submit_runs_the_job_file_on_the_cluster(
+    standalone: str, broker: RoostProcess, tmp_path: Path
+) -> None:
+    """``spark-submit --master spark://…`` on the shipped job file: the job must run on
+    the cluster (an executor on the worker), not fall back to local[*]."""
+    generate(broker.url, "submit.in", 200, invalid_every=20)  # 10 invalid orders
+    with Client(broker.url) as client:
+        client.declare_stream("submit.bad")
+        client.declare_stream("submit.totals")
+    job_file = subprocess.run(
+        [sys.executable, "-m", "roost", "pipeline", "job-file"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    done = subprocess.run(
+        [
+            str(SPARK_SUBMIT),
+            "--master",
+            standalone,
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            "--conf",
+            "spark.driver.bindAddress=127.0.0.1",
+            "--conf",
+            "spark.executor.memory=512m",
+            job_file,
+            "etl",
+            "--url",
+            broker.url,
+            "--input",
+            "submit.in",
+            "--dead-letter",
+            "submit.bad",
+            "--results",
+            "submit.totals",
+            "--output",
+            str(tmp_path / "totals"),
+            "--checkpoint",
+            str(tmp_path / "ckpt"),
+            "--once",
+        ],
+        env={
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # PythonRunner merges the job's stderr into spark-submit's stdout
+    assert "etl done" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+    # the worker ran an executor for it: the app has a directory in the worker's dir
+    apps = list((tmp_path / "work").glob("app-*"))
+    assert apps, "no application ran on the standalone worker"
+    with Client(broker.url) as client:
+        info = client.stream_info("submit.bad")
+        assert info["x-stream-next-offset"] == 10

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roost.store.codec import CodecError, decode_message, encode_message, peek_expires
-from roost.store.stream_codec import decode_stream_message, encode_stream_message
+from roost.store.stream_codec import RunDecoder, decode_stream_message, encode_stream_message
 
 scalars = st.one_of(
     st.none(),
@@ -114,3 +114,39 @@ def test_stream_record_without_properties_is_five_bytes_plus_names() -> None:
 def test_malformed_stream_records_raise_codec_error(payload: bytes) -> None:
     with pytest.raises(CodecError):
         decode_stream_message(payload)
+
+
+message_props = st.tuples(
+    st.none() | st.text(max_size=6),
+    st.none() | st.dictionaries(st.text(max_size=4), values, max_size=3),
+    st.none() | st.text(max_size=6),
+)
+
+
+@given(st.lists(st.tuples(message_props, st.binary(max_size=40)), min_size=1, max_size=12))
+def test_run_decoder_matches_one_by_one_decoding(messages: list[Any]) -> None:
+    """Records laid end to end, many repeating the previous one's properties (and some
+    whose property bytes start like the previous ones): the run decoder's reuse gives
+    exactly what decoding each record on its own gives."""
+    payloads = []
+    for i, ((content_type, headers, message_id), body) in enumerate(messages):
+        props = (content_type, None, headers, 2, None, None, None, None, message_id)
+        props += (None,) * 5
+        payloads.append(encode_stream_message("x", f"k{i % 2}", props, body))
+        payloads.append(payloads[-1])  # an exact repeat: the reuse path
+    data = b"".join(payloads)
+    decoder = RunDecoder()
+    start = 0
+    for payload in payloads:
+        end = start + len(payload)
+        assert decoder.decode(data, start, end) == decode_stream_message(payload)
+        start = end
+
+
+def test_run_decoder_refuses_a_record_shorter_than_its_properties() -> None:
+    payload = encode_stream_message("", "k", ("text/plain",) + (None,) * 13, b"")
+    data = payload * 2
+    decoder = RunDecoder()
+    assert decoder.decode(data, 0, len(payload))[2][0] == "text/plain"
+    with pytest.raises(CodecError):  # same bytes as before, but the record ends too soon
+        decoder.decode(data, len(payload), len(data) - 3)

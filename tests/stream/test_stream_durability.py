@@ -136,3 +136,53 @@ def test_kill_9_keeps_confirmed_messages_and_producer_ids(tmp_path: Path) -> Non
         conn.close()
     finally:
         server.kill()
+
+
+def test_stored_offset_survives_kill_9(fresh_roost: RoostProcess) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(fresh_roost.url))
+    ch = conn.channel()
+    declare_stream(ch, "s")
+    publish(ch, "s", [b"%d" % i for i in range(6)])
+    named = {"x-stream-consumer-name": "reader", "x-stream-offset": "stored"}
+    assert len(read(conn, ch, "s", 6, named)) == 6  # offsets 0..5, each acked
+    query(ch, "s")  # a round trip on the channel: the broker has handled every ack
+    fresh_roost.kill()
+    with contextlib.suppress(Exception):
+        conn.close()
+    fresh_roost.start()
+    conn = pika.BlockingConnection(pika.URLParameters(fresh_roost.url))
+    ch = conn.channel()
+    publish(ch, "s", [b"%d" % i for i in range(6, 10)])
+    assert [o for o, _ in read(conn, ch, "s", 4, named)] == [6, 7, 8, 9]
+    conn.close()
+
+
+def test_old_publishing_id_is_dropped_after_a_restart(fresh_roost: RoostProcess) -> None:
+    def send(ch: pika.adapters.blocking_connection.BlockingChannel, pid: int) -> None:
+        ch.basic_publish(
+            "",
+            "s",
+            b"%d" % pid,
+            pika.BasicProperties(headers={"x-stream-producer-name": "p", "x-publishing-id": pid}),
+        )  # confirmed (or this raises)
+
+    conn = pika.BlockingConnection(pika.URLParameters(fresh_roost.url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    declare_stream(ch, "s")
+    for pid in range(1, 6):
+        send(ch, pid)
+    conn.close()
+    assert fresh_roost.stop() == 0
+    fresh_roost.start()
+    conn = pika.BlockingConnection(pika.URLParameters(fresh_roost.url))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for pid in (3, 5, 6):  # a producer that restarted too early in its sequence
+        send(ch, pid)
+    info = query(ch, "s")
+    assert info["x-stream-next-offset"] == 6
+    assert info["x-stream-producers"] == {"p": 6}
+    bodies = [b for _, b in read(conn, ch, "s", 6, {"x-stream-offset": "first"})]
+    assert bodies == [b"1", b"2", b"3", b"4", b"5", b"6"]
+    conn.close()

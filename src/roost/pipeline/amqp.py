@@ -75,11 +75,23 @@ class Client:
         self.cancelled: set[str] = set()
         self.confirmed = 0  # highest publish sequence number settled
         self.nacked = False
+        self.returned = 0  # mandatory publishes the broker could not route
+        self.return_reason = ""
         self._out: list[bytes] = []
         self._pending: deque[Any] = deque()
         self.published = 0
-        self.sock.sendall(codec.PROTOCOL_HEADER)
-        self._handshake()
+        try:
+            self.sock.sendall(codec.PROTOCOL_HEADER)
+            self._handshake()
+        except (RoostError, OSError) as exc:
+            self.sock.close()
+            text = exc.text if isinstance(exc, RoostError) else str(exc)
+            code = exc.code if isinstance(exc, RoostError) else 0
+            raise RoostError(
+                f"cannot open vhost '{ep.vhost}' on {ep.host}:{ep.port} as user "
+                f"'{ep.user}': {text}",
+                code,
+            ) from None
 
     # -- frames ---------------------------------------------------------------------------
 
@@ -108,6 +120,12 @@ class Client:
             raise RoostError(method.reply_text, method.reply_code)
         if kind is m.BasicCancel:
             self.cancelled.add(method.consumer_tag)
+        elif kind is m.BasicReturn:  # its header and body frames follow, and are skipped
+            self.returned += 1
+            self.return_reason = (
+                f"{method.reply_code} {method.reply_text}: exchange '{method.exchange}', "
+                f"routing key '{method.routing_key}'"
+            )
         elif kind is m.BasicAck or kind is m.BasicNack:
             if kind is m.BasicNack:
                 self.nacked = True
@@ -301,14 +319,23 @@ class Client:
         self.call(m.ConfirmSelect(), m.ConfirmSelectOk)
         self.published = 0
 
-    def publish(self, exchange: str, routing_key: str, properties: Any, body: bytes) -> None:
-        """Buffer one publish; ``flush_confirmed`` sends the batch and waits for confirms."""
+    def publish(
+        self,
+        exchange: str,
+        routing_key: str,
+        properties: Any,
+        body: bytes,
+        *,
+        mandatory: bool = False,
+    ) -> None:
+        """Buffer one publish; ``flush_confirmed`` sends the batch and waits for confirms.
+        A ``mandatory`` one that reaches no queue makes ``flush_confirmed`` fail."""
         self._out.append(
             codec.encode_basic_publish(
                 CHANNEL,
                 exchange,
                 routing_key,
-                False,
+                mandatory,
                 False,
                 codec.encode_properties(properties),
                 body,
@@ -330,6 +357,84 @@ class Client:
                 self._control(frame.method)
         if self.nacked:
             raise RoostError("the broker refused (nacked) some published messages")
+        if self.returned:
+            # the broker returns an unroutable message before it confirms it
+            raise RoostError(
+                f"{self.returned} published message(s) reached no queue ({self.return_reason})"
+            )
+
+    def check_exchange(self, exchange: str) -> None:
+        """Fails (404) unless ``exchange`` exists; "" is the default exchange."""
+        if exchange:
+            self.call(m.ExchangeDeclare(exchange=exchange, passive=True), m.ExchangeDeclareOk)
+
+    def check_queue(self, queue: str) -> None:
+        """Fails (404) unless ``queue`` exists."""
+        self.call(m.QueueDeclare(queue=queue, passive=True), m.QueueDeclareOk)
+
+    def offsets_for_times(self, stream: str, info: dict[str, Any], times: list[int]) -> list[int]:
+        """The first offset appended at or after each time (ms since the epoch; the next
+        offset when none is), in one round trip: one consumer per time that starts there
+        (``x-roost-start-timestamp-ms``) with credit for a single one-record chunk, whose
+        ``x-stream-offset`` header is the answer. ``info`` is ``stream_info``'s answer:
+        times outside the stream's first and last timestamps need no consumer."""
+        first_ts = int(info["x-stream-first-timestamp"])
+        last_ts = int(info["x-stream-last-timestamp"])
+        answers: dict[str, int] = {}
+        asked: list[str] = []
+        flight = [codec.encode_method_frame(CHANNEL, m.BasicQos(prefetch_count=1))]
+        for i, ts in enumerate(times):
+            if ts <= first_ts or ts > last_ts:  # (an empty stream's timestamps are 0)
+                continue
+            tag = f"roost-time-{i}"
+            asked.append(tag)
+            flight.append(
+                codec.encode_method_frame(
+                    CHANNEL,
+                    m.BasicConsume(
+                        queue=stream,
+                        consumer_tag=tag,
+                        arguments={"x-roost-start-timestamp-ms": ts, "x-roost-chunk-bytes": 1},
+                    ),
+                )
+            )
+        if asked:
+            self._send(b"".join(flight))
+            delivering = ""
+            while len(answers) < len(asked):
+                frame = self._next()
+                if type(frame) is codec.MethodFrame:
+                    if type(frame.method) is m.BasicDeliver:
+                        delivering = frame.method.consumer_tag
+                    else:
+                        self._control(frame.method)
+                elif type(frame) is codec.HeaderFrame and delivering:
+                    headers = codec.decode_properties(frame.properties)[2] or {}
+                    answers[delivering] = int(headers["x-stream-offset"])
+                    delivering = ""
+            for tag in asked:
+                self.call(m.BasicCancel(consumer_tag=tag), m.BasicCancelOk)
+        first, next_offset = int(info["x-stream-first-offset"]), int(info["x-stream-next-offset"])
+        out = []
+        for i, ts in enumerate(times):
+            if ts <= first_ts:
+                out.append(first)
+            elif ts > last_ts:
+                out.append(next_offset)
+            else:  # appended since the offset query: still within what it saw
+                out.append(min(answers[f"roost-time-{i}"], next_offset))
+        return out
+
+    def ensure_stream(self, stream: str) -> None:
+        """Declare ``stream`` unless a queue of that name exists (whatever its arguments:
+        a declare with other ones would be refused)."""
+        try:
+            self.check_queue(stream)
+        except RoostError as exc:
+            if exc.code != 404:
+                raise
+            self.call(m.ChannelOpen(), m.ChannelOpenOk)  # the 404 closed the channel
+            self.declare_stream(stream)
 
     def declare_stream(self, stream: str, **arguments: Any) -> None:
         self.call(

@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from roost.store.stream_codec import decode_stream_message
+from roost.store.stream_codec import RunDecoder
 
 CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
 # crc32, length of the rest, offset, timestamp (ms), publishing id, producer name length
@@ -23,15 +23,15 @@ ChunkRecord = tuple[int, int, str, str, tuple[Any, ...], bytes]
 
 
 def records(data: bytes) -> Iterator[ChunkRecord]:
-    """(offset, timestamp ms, exchange, routing key, the 14 properties, body) per record."""
+    """(offset, timestamp ms, exchange, routing key, the 14 properties, body) per record.
+    Consecutive records with the same properties share one (read-only) tuple of them."""
     unpack, size, pos, n = _RECORD.unpack_from, _RECORD.size, 0, len(data)
+    decode = RunDecoder().decode
     while pos < n:
         _crc, length, offset, timestamp, _pid, name_length = unpack(data, pos)
         end = pos + 8 + length
         if end > n:
             raise ValueError(f"chunk cut inside the record at offset {offset}")
-        exchange, routing_key, properties, body = decode_stream_message(
-            data[pos + size + name_length : end]
-        )
+        exchange, routing_key, properties, body = decode(data, pos + size + name_length, end)
         yield offset, timestamp, exchange, routing_key, properties, body
         pos = end

@@ -1,7 +1,8 @@
 """``roost pipeline etl|traffic|generate``: ready-made Spark jobs and sample data.
 
 Jobs run on ``local[*]`` by default; ``--master spark://HOST:7077`` runs the same code on
-a cluster (checkpoints and outputs must then be on storage every node shares).
+a cluster (checkpoints and outputs must then be on storage every node shares), and so does
+``spark-submit --master spark://HOST:7077 "$(roost pipeline job-file)" etl …``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--events-stream", default="roost.events",
                    help="the broker's --events-stream, checked to be there")
     g.set_defaults(pipeline="generate")
+    f = sub.add_parser("job-file", help="print the path of the jobs' file for spark-submit")
+    f.set_defaults(pipeline="job-file")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -50,6 +53,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.pipeline == "job-file":
+        from roost.pipeline.jobs import submit
+
+        print(submit.__file__)
+        return 0
     if args.pipeline == "generate" and args.traffic:
         from roost.pipeline.traffic_sample import generate_traffic
 

@@ -1,5 +1,5 @@
-"""SparkSession for the ready-made jobs: ``local[*]`` unless a master is given, loopback
-addresses when local, and the ``roost`` format registered."""
+"""SparkSession for the ready-made jobs: ``local[*]`` unless a master is given or
+configured, loopback addresses when local, and the ``roost`` format registered."""
 
 from __future__ import annotations
 
@@ -20,11 +20,14 @@ def spark_session(app: str, master: str | None = None, shuffle_partitions: int =
     from roost.pipeline.source import RoostDataSource
 
     builder = SparkSession.builder.appName(app)
+    local = False
     if master:
         builder = builder.master(master)
-    elif "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        local = master.startswith("local")
+    elif not launched_with_master():
         builder = builder.master("local[*]")
-    if not master or master.startswith("local"):
+        local = True
+    if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
@@ -40,6 +43,21 @@ def spark_session(app: str, master: str | None = None, shuffle_partitions: int =
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(RoostDataSource)
     return spark
+
+
+def launched_with_master() -> bool:
+    """Whether something other than this code picks the master: ``spark-submit`` (and the
+    ``pyspark`` shell) start Python with PYSPARK_GATEWAY_PORT set, and their --master, or
+    spark-defaults.conf, or their own local[*] default must win; a master set in code
+    would override it and silently run a cluster job locally. PYSPARK_SUBMIT_ARGS can
+    name one too when Python starts the JVM itself, and a running SparkContext already
+    has one."""
+    from pyspark import SparkContext
+
+    if os.environ.get("PYSPARK_GATEWAY_PORT") or SparkContext._active_spark_context:
+        return True
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return "--master" in submit_args or "spark.master" in submit_args
 
 
 def run_queries(queries: list[Any], *, label: str, quiet: bool = False) -> None:

@@ -17,24 +17,33 @@ checkpoint), so a restarted query resumes exactly. Each micro-batch's range is s
 ``numPartitions`` input partitions; ``read`` opens its own connection and consumes
 ``[start, end)`` with ``x-stream-end-offset`` (the broker cancels at the end).
 
-Batch: ``spark.read.format("roost")`` with ``startingOffsets``/``endingOffsets``.
+Batch: ``spark.read.format("roost")`` reads ``[startingOffsets, endingOffsets)`` (default:
+everything kept), or a time range: ``startingTimestamp`` (inclusive) and
+``endingTimestamp`` (exclusive), each milliseconds since the epoch or an ISO-8601
+date-time (UTC unless it names a zone), compared with the broker's append time; either
+kind of bound may be mixed with the other, not both for one end. Times map to offsets
+with one round trip to the broker (``Client.offsets_for_times``). ``startingTimestamp``
+also sets where a new streaming query starts.
 
 Writing: ``df.write.format("roost").option("url", …).option("exchange", "")`` (plus
 ``routingKey``, or a ``routing_key`` column) publishes ``body`` (and the optional
 ``routing_key``, ``headers``, ``content_type``, ``message_id``, ``correlation_id``
-columns) with publisher confirms. Every message carries a producer name and an increasing
+columns) with publisher confirms, as mandatory messages: a missing exchange or queue, a
+message that reaches no queue, or a nack fails the task (Spark retries it, then fails
+the job) instead of losing rows. Every message carries a producer name and an increasing
 ``x-publishing-id`` derived from (query id, batch id, partition, row position), so a
 retried task's messages are dropped by the stream's deduplication: effectively once.
 
-Options: url, stream, startingOffsets, endingOffsets, maxRecordsPerTrigger,
-numPartitions (default 2), consumerName (streaming: store committed offsets on the broker),
-exchange, routingKey, producerName (batch writes: fixed name for cross-job dedup),
-confirmBatch (rows sent between confirm checks, 2000), confirmWindow (unconfirmed rows
-allowed in flight, 20000).
+Options: url, stream, startingOffsets, endingOffsets, startingTimestamp, endingTimestamp,
+maxRecordsPerTrigger, numPartitions (default 2), consumerName (streaming: store committed
+offsets on the broker), exchange, routingKey, producerName (batch writes: fixed name for
+cross-job dedup), confirmBatch (rows sent between confirm checks, 2000), confirmWindow
+(unconfirmed rows allowed in flight, 20000).
 """
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -49,7 +58,12 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from roost.pipeline.amqp import Client, RoostError, properties
@@ -109,14 +123,22 @@ def read_partition(
         deliveries = client.read_range(
             partition.stream, partition.start, partition.end, prefetch=16, chunk_bytes=chunk_bytes
         )
+        last: tuple[Any, ...] = ()
+        pairs: list[tuple[str, str | None]] = []
         for d in deliveries:
             for offset, timestamp, exchange, key, props, body in records(d.body):
-                headers = props[2]
+                if props is not last:  # records() reuses the tuple while properties repeat
+                    last, headers = props, props[2]
+                    pairs = (
+                        [(k, v if type(v) is str else _text(v)) for k, v in headers.items()]
+                        if headers
+                        else []
+                    )
                 offsets.append(offset)
                 stamps.append(timestamp * 1000)
                 exchanges.append(exchange)
                 keys.append(key)
-                headers_col.append([(k, _text(v)) for k, v in headers.items()] if headers else [])
+                headers_col.append(pairs)
                 ctypes.append(props[0])
                 mids.append(props[8])
                 cids.append(props[5])
@@ -167,15 +189,18 @@ class _Options:
         return self.options.get(key.lower(), default)
 
     def info(self) -> dict[str, Any]:
+        with Client(self.url) as client:
+            return self._info(client)
+
+    def _info(self, client: Client) -> dict[str, Any]:
         if not self.stream:
             raise RoostError("option 'stream' is required")
-        with Client(self.url) as client:
-            try:
-                return client.stream_info(self.stream)
-            except RoostError as exc:
-                if exc.code == 404:
-                    raise RoostError(f"no stream '{self.stream}' on the broker", 404) from None
-                raise
+        try:
+            return client.stream_info(self.stream)
+        except RoostError as exc:
+            if exc.code == 404:
+                raise RoostError(f"no stream '{self.stream}' on the broker", 404) from None
+            raise
 
     def resolve(self, spec: str | None, info: dict[str, Any], default: str) -> int:
         value = (spec or default).strip()
@@ -188,32 +213,103 @@ class _Options:
         except ValueError:
             raise RoostError(f"bad offset {value!r}: earliest, latest or a number") from None
 
+    def bounds(self, start_default: str, *, with_end: bool) -> tuple[int, int]:
+        """(start, end) offsets from the offset and timestamp options: one offset query,
+        plus one round trip when a timestamp is given."""
+        times: list[int] = []
+        for kind in ("starting", "ending") if with_end else ("starting",):
+            stamp = self.get(f"{kind}Timestamp")
+            if stamp is not None and self.get(f"{kind}Offsets") is not None:
+                raise RoostError(f"set {kind}Offsets or {kind}Timestamp, not both")
+            if stamp is not None:
+                times.append(parse_time(stamp))
+        with Client(self.url) as client:
+            info = self._info(client)
+            at = iter(client.offsets_for_times(self.stream, info, times) if times else [])
+        start = (
+            next(at)
+            if self.get("startingTimestamp") is not None
+            else self.resolve(self.get("startingOffsets"), info, start_default)
+        )
+        if not with_end:
+            return start, int(info["x-stream-next-offset"])
+        end = (
+            next(at)
+            if self.get("endingTimestamp") is not None
+            else self.resolve(self.get("endingOffsets"), info, "latest")
+        )
+        return start, end
+
+    def check_target(self) -> None:
+        """Fail on the driver, before any task runs, when the exchange, or (default
+        exchange) the queue named by routingKey or stream, does not exist."""
+        exchange = self.get("exchange") or ""
+        queue = "" if exchange else (self.get("routingKey") or self.stream)
+        with Client(self.url) as client:
+            try:
+                client.check_exchange(exchange)
+            except RoostError as exc:
+                if exc.code == 404:
+                    raise RoostError(f"no exchange '{exchange}' to write to", 404) from None
+                raise
+            if not queue:
+                return  # rows name their queue (routing_key column): mandatory checks them
+            try:
+                client.check_queue(queue)
+            except RoostError as exc:
+                if exc.code == 404:
+                    raise RoostError(f"no stream or queue '{queue}' to write to", 404) from None
+                raise
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def parse_time(value: str) -> int:
+    """Milliseconds since the epoch, from that number or an ISO-8601 date-time."""
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise RoostError(
+            f"bad timestamp {value!r}: milliseconds since the epoch or an ISO-8601 date-time"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return (moment - _EPOCH) // datetime.timedelta(milliseconds=1)
+
 
 class RoostBatchReader(DataSourceReader):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
-        info = opts.info()
-        self.start = opts.resolve(opts.get("startingOffsets"), info, "earliest")
-        self.end = opts.resolve(opts.get("endingOffsets"), info, "latest")
+        self.start, self.end = opts.bounds("earliest", with_end=True)
 
     def partitions(self) -> Sequence[InputPartition]:
         return split(self.opts.stream, self.start, self.end, self.opts.parts)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, RoostPartition)
-        yield from read_partition(self.opts.url, partition)
+        # an empty range has no partitions: Spark then reads one InputPartition(None)
+        if isinstance(partition, RoostPartition):
+            yield from read_partition(self.opts.url, partition)
 
 
-class RoostStreamReader(DataSourceStreamReader):
+class RoostStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
         opts.info()  # fail early on a wrong URL, credentials or stream
         max_rows = opts.get("maxRecordsPerTrigger")
         self.max_rows = int(max_rows) if max_rows else 0
+        self.target: int | None = None  # Trigger.AvailableNow: read up to here, then stop
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Without this, Spark reads all of an availableNow query in one batch and ignores
+        maxRecordsPerTrigger: the query ends at the stream's end as of now, in batches."""
+        self.target = int(self.opts.info()["x-stream-next-offset"])
 
     def initialOffset(self) -> dict[str, int]:
-        info = self.opts.info()
-        start = self.opts.resolve(self.opts.get("startingOffsets"), info, "latest")
+        start, _ = self.opts.bounds("latest", with_end=False)
         return {"offset": start}
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -223,6 +319,8 @@ class RoostStreamReader(DataSourceStreamReader):
         info = self.opts.info()
         first = int(info["x-stream-first-offset"])
         latest = int(info["x-stream-next-offset"])
+        if self.target is not None:
+            latest = min(latest, self.target)
         begin = max(int(start["offset"]), first)
         if isinstance(limit, ReadMaxRows):
             latest = min(latest, begin + limit.max_rows)
@@ -232,8 +330,8 @@ class RoostStreamReader(DataSourceStreamReader):
         return split(self.opts.stream, int(start["offset"]), int(end["offset"]), self.opts.parts)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, RoostPartition)
-        yield from read_partition(self.opts.url, partition)
+        if isinstance(partition, RoostPartition):
+            yield from read_partition(self.opts.url, partition)
 
     def commit(self, end: dict[str, int]) -> None:
         """With ``consumerName``, the processed offset is stored on the broker too (for
@@ -293,6 +391,7 @@ def _publish_rows(opts: _Options, rows: Iterator[Any], producer: str, batch: int
                     delivery_mode=2,
                 ),
                 bytes(body or b""),
+                mandatory=True,  # reaching no queue fails the task (flush_confirmed)
             )
             if count % batch_size == 0:
                 client.flush_confirmed(window)  # a nack or a lost connection fails the task
@@ -324,6 +423,7 @@ def _partition_id() -> int:
 class RoostBatchWriter(DataSourceWriter):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
+        opts.check_target()
         # made on the driver, shipped to every task: a retried task reuses the name
         self.producer = opts.get("producerName") or f"spark-{uuid.uuid4()}"
 
@@ -334,6 +434,7 @@ class RoostBatchWriter(DataSourceWriter):
 class RoostStreamWriter(DataSourceStreamWriter):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
+        opts.check_target()
         self.fallback = opts.get("producerName") or ""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:

@@ -107,26 +107,44 @@ def decode_message(
 
 _NO_PROPERTIES = (None,) * PROPERTY_COUNT
 
+# How to read each property present in a mask: (index, kind), kind 0 string, 1 octet,
+# 2 timestamp, 3 tagged value. Made once per mask (a stream has few distinct ones), so
+# decoding walks only the properties set, with no set lookups per property.
+_PLANS: dict[int, tuple[tuple[int, int], ...]] = {}
+
+
+def _plan(mask: int) -> tuple[tuple[int, int], ...]:
+    plan = tuple(
+        (i, 0 if i in _STRING else 1 if i in _OCTET else 2 if i == _TIMESTAMP else 3)
+        for i in range(PROPERTY_COUNT)
+        if mask & (1 << i)
+    )
+    if len(_PLANS) < 4096:
+        _PLANS[mask] = plan
+    return plan
+
 
 def decode_properties(data: bytes, pos: int) -> tuple[tuple[Any, ...], int]:
     """The fourteen properties at ``pos`` (as ``encode_properties`` wrote them) and the
-    position after them. Raises IndexError/struct.error/ValueError on a short payload."""
-    (mask,) = _U16.unpack_from(data, pos)
+    position after them. Raises IndexError/struct.error/ValueError on a short payload.
+    This runs once per message read back (stream replay, the Spark reader): strings are
+    read inline rather than through ``read_str``."""
+    mask = data[pos] << 8 | data[pos + 1]
     pos += 2
     if not mask:
         return _NO_PROPERTIES, pos
     props: list[Any] = [None] * PROPERTY_COUNT
-    for i in range(PROPERTY_COUNT):
-        if not mask & (1 << i):
-            if not mask >> i:
-                break  # no property left
-            continue
-        if i in _STRING:
-            props[i], pos = read_str(data, pos)
-        elif i in _OCTET:
+    for i, kind in _PLANS.get(mask) or _plan(mask):
+        if kind == 0:
+            end = pos + 2 + (data[pos] << 8 | data[pos + 1])
+            if end > len(data):
+                raise CodecError("string runs past the payload")
+            props[i] = data[pos + 2 : end].decode("utf-8")
+            pos = end
+        elif kind == 1:
             props[i] = data[pos]
             pos += 1
-        elif i == _TIMESTAMP:
+        elif kind == 2:
             (props[i],) = _I64.unpack_from(data, pos)
             pos += 8
         else:
@@ -195,7 +213,42 @@ def encode_value(value: Any) -> bytes:
     return b"S" + _U32.pack(len(raw := str(value).encode("utf-8"))) + raw
 
 
+_TAG_S, _TAG_X, _TAG_L, _TAG_F = b"SxlF"  # the common tags, as ints, tested first
+
+
 def decode_value(data: bytes, pos: int) -> tuple[Any, int]:
+    tag_int = data[pos]
+    if tag_int in (_TAG_S, _TAG_X):
+        (n,) = _U32.unpack_from(data, pos + 1)
+        end = pos + 5 + n
+        if end > len(data):
+            raise CodecError("value runs past the payload")
+        raw = data[pos + 5 : end]
+        return (raw.decode("utf-8") if tag_int == _TAG_S else raw), end
+    if tag_int == _TAG_L:
+        return _I64.unpack_from(data, pos + 1)[0], pos + 9
+    if tag_int == _TAG_F:
+        (n,) = _U32.unpack_from(data, pos + 1)
+        pos += 5
+        table: dict[str, Any] = {}
+        for _ in range(n):
+            end = pos + 2 + (data[pos] << 8 | data[pos + 1])
+            if end > len(data):
+                raise CodecError("string runs past the payload")
+            key = data[pos + 2 : end].decode("utf-8")
+            tag_int = data[end]
+            if tag_int == _TAG_S:  # the usual header values, without a call each
+                (n_value,) = _U32.unpack_from(data, end + 1)
+                pos = end + 5 + n_value
+                if pos > len(data):
+                    raise CodecError("value runs past the payload")
+                table[key] = data[end + 5 : pos].decode("utf-8")
+            elif tag_int == _TAG_L:
+                table[key] = _I64.unpack_from(data, end + 1)[0]
+                pos = end + 9
+            else:
+                table[key], pos = decode_value(data, end)
+        return table, pos
     tag = data[pos : pos + 1]
     pos += 1
     if tag == b"V":
@@ -204,34 +257,17 @@ def decode_value(data: bytes, pos: int) -> tuple[Any, int]:
         return True, pos
     if tag == b"f":
         return False, pos
-    if tag == b"l":
-        return _I64.unpack_from(data, pos)[0], pos + 8
     if tag == b"s":
         text, pos = read_str(data, pos)
         return int(text), pos
     if tag == b"d":
         return _F64.unpack_from(data, pos)[0], pos + 8
-    if tag in (b"S", b"x"):
-        (n,) = _U32.unpack_from(data, pos)
-        end = pos + 4 + n
-        if end > len(data):
-            raise CodecError("value runs past the payload")
-        raw = data[pos + 4 : end]
-        return (raw.decode("utf-8") if tag == b"S" else raw), end
     if tag == b"D":
         text, pos = read_str(data, pos)
         return decimal.Decimal(text), pos
     if tag == b"T":
         secs = _I64.unpack_from(data, pos)[0]
         return _EPOCH + datetime.timedelta(seconds=secs), pos + 8
-    if tag == b"F":
-        (n,) = _U32.unpack_from(data, pos)
-        pos += 4
-        table: dict[str, Any] = {}
-        for _ in range(n):
-            key, pos = read_str(data, pos)
-            table[key], pos = decode_value(data, pos)
-        return table, pos
     if tag == b"A":
         (n,) = _U32.unpack_from(data, pos)
         pos += 4

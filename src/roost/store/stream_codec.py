@@ -20,6 +20,9 @@ from roost.store.codec import (
     encode_str,
 )
 
+# what decoding a malformed payload raises, turned into CodecError
+_MALFORMED = (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError)
+
 
 def encode_stream_message(
     exchange: str, routing_key: str, properties: tuple[Any, ...], body: bytes
@@ -42,8 +45,43 @@ def decode_stream_message(payload: bytes) -> tuple[str, str, tuple[Any, ...], by
         if end > len(payload):
             raise CodecError("routing key runs past the record")
         properties, pos = decode_properties(payload, end)
-    except (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError) as exc:
+    except _MALFORMED as exc:
         raise CodecError(str(exc)) from None
     if pos > len(payload):
         raise CodecError("stream record shorter than its properties")
     return exchange, routing_key, properties, payload[pos:]
+
+
+class RunDecoder:
+    """``decode_stream_message`` for a run of records read in bulk (chunked reads): the
+    message is decoded where it lies in ``data`` (no copy of the record first), and while
+    consecutive records carry the same property bytes their decoded properties are reused.
+    The encoding is self-delimiting, so equal bytes at the start decode to equal values
+    that end at the same place. The properties (headers dict included) are therefore
+    shared between records: callers must not modify them."""
+
+    __slots__ = ("_props", "_raw")
+
+    def __init__(self) -> None:
+        self._raw = b""
+        self._props: tuple[Any, ...] = ()
+
+    def decode(self, data: bytes, start: int, end: int) -> tuple[str, str, tuple[Any, ...], bytes]:
+        try:
+            pos = start + 2
+            stop = pos + (data[start] << 8 | data[start + 1])
+            exchange = data[pos:stop].decode("utf-8")
+            pos = stop + 2
+            stop = pos + (data[stop] << 8 | data[stop + 1])
+            routing_key = data[pos:stop].decode("utf-8")
+            raw = self._raw
+            if raw and data.startswith(raw, stop):
+                properties, pos = self._props, stop + len(raw)
+            else:
+                properties, pos = decode_properties(data, stop)
+                self._raw, self._props = data[stop:pos], properties
+        except _MALFORMED as exc:
+            raise CodecError(str(exc)) from None
+        if pos > end:
+            raise CodecError("stream record shorter than its properties")
+        return exchange, routing_key, properties, data[pos:end]

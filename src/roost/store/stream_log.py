@@ -199,7 +199,14 @@ class StreamLog:
         # records written after the snapshot still carry their producer: replay them
         for record in self.reader(upto).drain():
             if record.producer:
-                self.producers[record.producer] = record.publishing_id
+                self._note_producer(record.producer, record.publishing_id)
+
+    def _note_producer(self, producer: str, publishing_id: int) -> None:
+        """Keep ``producers`` ordered by last activity (the offset query lists the most
+        recent ones first): re-inserting moves a name to the end."""
+        producers = self.producers
+        producers.pop(producer, None)
+        producers[producer] = publishing_id
 
     def _save_producers(self) -> None:
         path = self.directory / "producers.json"
@@ -291,7 +298,7 @@ class StreamLog:
         self.next_offset = offset + 1
         self.last_timestamp = timestamp_ms
         if producer:
-            self.producers[producer] = publishing_id
+            self._note_producer(producer, publishing_id)
         self.dirty = True
         return offset
 

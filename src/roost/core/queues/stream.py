@@ -1,8 +1,9 @@
 """The stream queue: an append-only, replayable log; consumption removes nothing.
 
 Each consumer reads from its own cursor. Acks only return credit (and, for a consumer
-named by ``x-stream-consumer-name``, store the acknowledged offset); nack and reject
-return credit too and never redeliver: re-subscribe with an offset to read again.
+named by ``x-stream-consumer-name``, move its stored offset: see stream_progress.py);
+nack and reject return credit too and never redeliver: re-subscribe with an offset to
+read again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from roost.core.errors import PreconditionFailed
 from roost.core.message import Message, Properties
 from roost.core.queues.base import Queue
 from roost.core.queues.entry import Entry
-from roost.core.queues.stream_args import int_arg, parse_max_age, parse_start
+from roost.core.queues.stream_args import int_arg, parse_max_age, start_from
+from roost.core.queues.stream_progress import Progress
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -32,25 +34,30 @@ PUBLISHING_ID_HEADER = "x-publishing-id"
 CHUNK_ARGUMENT = "x-roost-chunk-bytes"
 CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
+# the offset query's producers table is capped at this many encoded bytes (see take)
+PRODUCERS_TABLE_BYTES = 2048
 
 class StreamEntry(Entry):
-    """A delivery's entry; ``seq`` is the stream offset, ``name`` the consumer's name."""
+    """A delivery's entry; ``seq`` is the stream offset (a chunk's last one), ``progress``
+    the named consumer's subscription it counts for (None: nothing to store)."""
 
-    __slots__ = ("name",)
+    __slots__ = ("progress",)
 
-    def __init__(self, offset: int, message: Message, name: str) -> None:
+    def __init__(self, offset: int, message: Message, progress: Progress | None) -> None:
         super().__init__(offset, message)
-        self.name = name
+        self.progress = progress
+        if progress is not None:
+            progress.delivered(offset)
 
 
 class Cursor:
-    __slots__ = ("chunk_bytes", "end", "name", "reader")
+    __slots__ = ("chunk_bytes", "end", "progress", "reader")
 
     def __init__(
         self, reader: StreamCursor, name: str, end: int | None, chunk_bytes: int = 0
     ) -> None:
         self.reader = reader
-        self.name = name
+        self.progress = Progress(name) if name else None
         self.end = end
         self.chunk_bytes = chunk_bytes  # 0: one delivery per message
 
@@ -66,6 +73,23 @@ def for_delivery(record: StreamRecord) -> Message:
     headers["x-stream-offset"] = offset
     headers["x-stream-timestamp"] = timestamp
     return Message(exchange, routing_key, Properties(*values), body)
+
+
+def recent_producers(producers: dict[str, int]) -> dict[str, int]:
+    """The most recently active producers (``producers`` is kept in that order) whose
+    table entries fit PRODUCERS_TABLE_BYTES: a content header must fit in one frame, and
+    AMQP lets a client negotiate frames as small as 4096 bytes."""
+    out: dict[str, int] = {}
+    room = PRODUCERS_TABLE_BYTES
+    for name in reversed(producers):
+        size = len(name.encode("utf-8"))
+        if size > 255:
+            continue  # longer than a table key (shortstr) may be
+        room -= size + 10  # key length, key, type tag, 64-bit value
+        if room < 0:
+            break
+        out[name] = producers[name]
+    return out
 
 
 def _text(value: Any) -> str:
@@ -197,7 +221,9 @@ class StreamQueue(Queue):
                 return
             self.unacked += 1
             self.stat_delivered += 1
-            session.deliver(consumer, self, StreamEntry(offset, for_delivery(record), cursor.name))
+            session.deliver(
+                consumer, self, StreamEntry(offset, for_delivery(record), cursor.progress)
+            )
             if end is not None and offset + 1 >= end:
                 self._finish(consumer)
                 return
@@ -219,7 +245,7 @@ class StreamQueue(Queue):
             )
             self.unacked += 1
             self.stat_delivered += count
-            session.deliver(consumer, self, StreamEntry(last, message, cursor.name))
+            session.deliver(consumer, self, StreamEntry(last, message, cursor.progress))
             if end is not None and last + 1 >= end:
                 self._finish(consumer)
                 return
@@ -238,20 +264,26 @@ class StreamQueue(Queue):
             "x-stream-next-offset": lg.next_offset,
             "x-stream-first-timestamp": lg.first_timestamp or 0,
             "x-stream-last-timestamp": lg.last_timestamp,
-            "x-stream-producers": dict(lg.producers),
+            "x-stream-producers": recent_producers(lg.producers),
+            "x-stream-producer-count": len(lg.producers),
         }
         self.unacked += 1
         message = Message("", self.name, Properties(headers=headers), b"")
-        return StreamEntry(lg.next_offset, message, "")
+        return StreamEntry(lg.next_offset, message, None)
 
     # -- settlement ---------------------------------------------------------------------
 
     def settle(self, entry: Entry) -> None:
         self.unacked -= 1
         self.stat_acked += 1
-        name = entry.name if isinstance(entry, StreamEntry) else ""
-        if name:
-            self.store_offset(name, entry.seq)
+        self._processed(entry)
+
+    def _processed(self, entry: Entry) -> None:
+        progress = entry.progress if isinstance(entry, StreamEntry) else None
+        if progress is not None:
+            upto = progress.settled(entry.seq)
+            if upto is not None:
+                self.store_offset(progress.name, upto)
 
     def store_offset(self, name: str, offset: int) -> None:
         """Remember the last offset a named consumer has processed (acks only move it on)."""
@@ -270,11 +302,19 @@ class StreamQueue(Queue):
         self.streams.dirty.add(self)
 
     def discard(self, entry: Entry) -> None:
+        """nack/reject without requeue: the consumer is done with it, as with an ack."""
         self.unacked -= 1
+        self._processed(entry)
 
     def requeue(self, entries: Iterable[Entry]) -> None:
-        """Streams never redeliver: a requeue only returns the credit."""
-        self.unacked -= sum(1 for _ in entries)
+        """Streams never redeliver: a requeue only returns the credit, and a named
+        consumer's stored offset stays before the first such delivery."""
+        count = 0
+        for entry in entries:
+            count += 1
+            if isinstance(entry, StreamEntry) and entry.progress is not None:
+                entry.progress.given_back()
+        self.unacked -= count
         if not self.deleted:
             self.dispatch()
 
@@ -325,7 +365,7 @@ class StreamQueue(Queue):
             raise PreconditionFailed(f"consumer prefetch count is not set for {where}")
         args = consumer.arguments
         name = _text(args.get("x-stream-consumer-name"))
-        kind, value = parse_start(args.get("x-stream-offset"))
+        kind, value = start_from(args)
         end = args.get("x-stream-end-offset")
         if end is not None and (isinstance(end, bool) or not isinstance(end, int)):
             raise PreconditionFailed(f"invalid x-stream-end-offset '{end}'")

@@ -35,6 +35,24 @@ def int_arg(arguments: dict[str, Any], key: str) -> int:
 # ("timestamp", ms)
 StartSpec = tuple[str, int | None]
 
+# Roost's extension: a start time in milliseconds (an AMQP timestamp has whole seconds)
+START_TIMESTAMP_MS = "x-roost-start-timestamp-ms"
+
+
+def start_from(arguments: dict[str, Any]) -> StartSpec:
+    """Where a stream consumer starts: ``x-stream-offset``, or the Roost extension
+    ``x-roost-start-timestamp-ms`` (a long; the two together are refused)."""
+    ms = arguments.get(START_TIMESTAMP_MS)
+    if ms is None:
+        return parse_start(arguments.get("x-stream-offset"))
+    if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+        raise PreconditionFailed(
+            f"invalid {START_TIMESTAMP_MS} '{ms}': milliseconds since the epoch"
+        )
+    if arguments.get("x-stream-offset") is not None:
+        raise PreconditionFailed(f"x-stream-offset and {START_TIMESTAMP_MS} are exclusive")
+    return ("timestamp", ms)
+
 
 def parse_start(value: Any) -> StartSpec:
     if value is None:

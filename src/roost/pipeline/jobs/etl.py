@@ -20,6 +20,14 @@ ORDER_SCHEMA = "id string, key string, amount double, ts double"
 def build(spark: Any, args: argparse.Namespace) -> list[Any]:
     from pyspark.sql import functions as F
 
+    from roost.pipeline.amqp import Client
+
+    # the roost sink fails on a missing target (it never drops rows): make the outputs
+    with Client(args.url) as client:
+        client.ensure_stream(args.dead_letter)
+        if not args.exchange:
+            client.ensure_stream(args.results)
+
     src = (
         spark.readStream.format("roost")
         .option("url", args.url)
