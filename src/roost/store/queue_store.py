@@ -48,6 +48,7 @@ DELIVERED = 1 << 63
 LOC_MASK = DELIVERED - 1
 MAX_GAP = 1 << 32  # sequence numbers further apart than this in one queue are damage
 ACK_FILE = "acks"
+MIN_PAYLOAD = 15  # u64 seq, u8 flags, three u16 lengths: shorter is not a record
 
 
 def _seg_name(n: int) -> str:
@@ -288,6 +289,14 @@ class QueueStore:
         segs = sorted(int(p.name[:-4]) for p in self.dir.glob("*.seg") if p.name[:-4].isdigit())
         # live records as parallel arrays (no per-message objects even while recovering)
         seqs, locs, sizes = array("Q"), array("Q"), array("Q")
+        # a record found by resynchronising after damage must carry a sequence number
+        # that can follow the last good one (a segment's records are in seq order)
+        last = [0]
+        seen = 0  # the highest seq read from the segments so far
+
+        def plausible(payload: memoryview) -> bool:
+            return len(payload) >= 8 and last[0] < peek_seq(payload) <= last[0] + MAX_GAP
+
         for seg in segs:
             path = self._seg_path(seg)
             try:
@@ -297,8 +306,10 @@ class QueueStore:
                 continue
             result = ScanResult()
             found = 0
-            for offset, payload in scan(data, result):
-                seq = peek_seq(payload)
+            last[0] = max(seen, floor - 1)  # not next_seq: that counts acks too
+            for offset, payload in scan(data, result, min_length=MIN_PAYLOAD, plausible=plausible):
+                seq = last[0] = peek_seq(payload)
+                seen = max(seen, seq)
                 next_seq = max(next_seq, seq + 1)
                 if seq < floor or seq in acked or _transient(payload):
                     continue  # gone, or paged out before the restart: not kept
@@ -318,9 +329,14 @@ class QueueStore:
                 sizes.append(len(msg[5]))
                 del msg
                 found += 1
-            for offset in result.bad_crc:
+            for offset, length in result.dropped:
                 log.warning(
-                    "store %s: %s@%d bad checksum, record dropped", self.label, path.name, offset
+                    "store %s: %s@%d bad checksum or header, %d bytes dropped (scan resumed"
+                    " at the next intact record)",
+                    self.label,
+                    path.name,
+                    offset,
+                    length,
                 )
             if result.torn_tail:
                 log.warning(
