@@ -53,7 +53,6 @@ class Server:
         self._alarm_timer: asyncio.TimerHandle | None = None
         self.broker.recover_streams()
         self._http_runner: Any = None
-        self._save_timer: asyncio.TimerHandle | None = None
         self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
@@ -76,7 +75,6 @@ class Server:
         Path(cfg.data_dir).mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
         self.disk.start(loop)
-        self._save_timer = loop.call_later(SAVE_TICK, self._save_tick)
         limits = AMQPLimits(
             channel_max=cfg.channel_max,
             frame_max=cfg.frame_max,
@@ -194,9 +192,7 @@ class Server:
                 self.ports["ws"] = runner.addresses[0][1]
                 info = ListenerInfo("http/web-stomp", cfg.bind, self.ports["ws"])
                 self.broker.listeners.append(info)
-                log.info(
-                    "STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port
-                )
+                log.info("STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port)
             if wss:
                 assert runner.server is not None
                 await self._start_tls(
@@ -248,8 +244,6 @@ class Server:
             await listener.wait_closed()
         for tls_listener in self._tls_listeners:
             await tls_listener.wait_closed()
-        if self._save_timer is not None:
-            self._save_timer.cancel()
         if self._ack_timer is not None:
             self._ack_timer.cancel()
             self._ack_timer = None
@@ -259,11 +253,6 @@ class Server:
         await self.disk.close()
         self.broker.close_streams()
         log.info("Roost stopped")
-
-    def _save_tick(self) -> None:
-        """Definitions changed without any message traffic are saved within a tick."""
-        self.persistence.tick()
-        self._save_timer = asyncio.get_running_loop().call_later(SAVE_TICK, self._save_tick)
 
     def _check_alarms(self) -> None:
         """Measure memory and disk (core/alarms.py); every ``alarm_check_interval``."""
@@ -283,9 +272,6 @@ class Server:
         self._ack_wake(self.broker.ack_timeouts.tick())
 
 
-SAVE_TICK = 0.25
-
-
 def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
     """The disk store, then the broker rebuilt from it (or RabbitMQ's first-start defaults)."""
     data_dir = Path(config.data_dir)
@@ -301,7 +287,9 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
     broker = Broker(data_dir=data_dir)
     # before recovery declares any stream; stream files join the store's group commit
     broker.streams.storage = StreamFiles(data_dir, on_write=disk.file_written)
-    persistence = Persistence(broker, disk, DefinitionsFile(data_dir))
+    # the definitions journal is fsync'ed by the store's group commit
+    definitions = DefinitionsFile(data_dir, on_write=disk.file_written)
+    persistence = Persistence(broker, disk, definitions)
     persistence.install()
     if not persistence.recover():
         # RabbitMQ's first start (as Broker.with_defaults): vhost '/', guest/guest on it
@@ -309,7 +297,7 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
         broker.add_user("guest", hash_password("guest"), tags=["administrator"])
         broker.set_permission("guest", "/", Permission())
         persistence.save()
-    disk.remove_orphans()
+    disk.quarantine_orphans()
     return disk, persistence, broker
 
 

@@ -280,14 +280,22 @@ def test_model(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, in
     assert [(m[0], m[5], d) for m, d in got] == [(s, live[s], s in delivered) for s in sorted(live)]
 
 
-def test_orphan_directories_are_removed(tmp_path: Path) -> None:
+def test_orphan_directories_are_moved_to_lost_and_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A queue directory no durable queue claims is kept (moved aside, named in the log),
+    never deleted: its definition may have been lost to damage."""
     hub, store = make(tmp_path)
     store.append("", "q", PROPS, b"x")
     hub.sync_now()
     fresh = DiskStore(tmp_path)
     kept = fresh.open_queue("/", "other")
-    assert fresh.remove_orphans() == 1
+    with caplog.at_level(logging.WARNING, "roost.store"):
+        moved = fresh.quarantine_orphans()
+    assert len(moved) == 1 and moved[0].parts[-6] == "lost+found"
     assert not store.dir.exists()
+    assert sorted(p.name for p in moved[0].iterdir()) == ["00000001.seg", "owner.json"]
+    assert "queue 'q' in vhost '/'" in caplog.text and str(moved[0]) in caplog.text
     assert kept.dir.parent.exists()
 
 
