@@ -16,6 +16,7 @@ import aio_pika
 import httpx
 import pika
 import pytest
+import stomp
 
 from tests.support import RoostProcess, running, sync_ops
 
@@ -277,3 +278,29 @@ def test_pipelined_durable_declares_share_fsyncs_and_survive_kill_9(tmp_path: Pa
     finally:
         server.kill()
     assert "Traceback" not in server.log, server.log
+
+
+def test_stomp_subscribe_receipt_follows_the_fsync(slow_sync: RoostProcess) -> None:
+    """SUBSCRIBE to /queue/NAME declares a durable queue: its RECEIPT waits for the fsync
+    of the definition (as a declare-ok does), and the queue survives a kill -9."""
+    from tests.stomp.conftest import Inbox
+
+    conn = stomp.Connection12([("127.0.0.1", slow_sync.stomp_port)])
+    inbox = Inbox()
+    conn.set_listener("inbox", inbox)
+    conn.connect("guest", "guest", wait=True)
+    try:
+        before = sync_ops(slow_sync)
+        conn.subscribe("/queue/stomp.durable", id="s1", headers={"receipt": "r1"})
+        assert inbox.receipt(timeout=10) == "r1"
+        assert sync_ops(slow_sync) > before, "the RECEIPT came before the fsync"
+        before = sync_ops(slow_sync)
+        conn.subscribe("/topic/news", id="s2", headers={"receipt": "r2"})  # nothing durable
+        assert inbox.receipt(timeout=INTERVAL_MS / 1000 / 2) == "r2"
+        assert sync_ops(slow_sync) == before
+    finally:
+        conn.disconnect()
+    slow_sync.kill()
+    slow_sync.start()
+    with api(slow_sync) as http:
+        assert ok(http.get("/api/queues/%2F/stomp.durable")).json()["durable"] is True
