@@ -248,6 +248,25 @@ def test_file_descriptors_are_bounded(tmp_path: Path) -> None:
     hub.files.close_all()
 
 
+def test_idle_descriptors_are_closed(tmp_path: Path) -> None:
+    """close_idle closes what was not used since the previous call, and only that."""
+    hub = DiskStore(tmp_path, max_open=8)
+    busy, idle = hub.open_queue("/", "busy"), hub.open_queue("/", "idle")
+    busy.append("", "q", PROPS, b"x")
+    idle.append("", "q", PROPS, b"y")
+    hub.sync_now()
+    assert hub.files.open_count == 2
+    hub.files.close_idle()  # both were used in the period that ends here
+    assert hub.files.open_count == 2
+    assert busy.read(1)[5] == b"x"
+    hub.files.close_idle()  # idle was not used since: closed; busy was: kept
+    assert hub.files.open_count == 1
+    hub.files.close_idle()
+    assert hub.files.open_count == 0
+    assert idle.read(1)[5] == b"y"  # reopened on demand
+    hub.files.close_all()
+
+
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

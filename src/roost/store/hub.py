@@ -72,6 +72,7 @@ class DiskStore:
         segment_size: int = 8 * 1024 * 1024,
         ack_compact_bytes: int = 1024 * 1024,
         max_open: int = 256,
+        idle_close: float = 30.0,
     ) -> None:
         if fsync not in FSYNC_MODES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_MODES)}")
@@ -81,6 +82,8 @@ class DiskStore:
         self.segment_size = segment_size
         self.ack_compact_bytes = ack_compact_bytes
         self.files = FilePool(max_open)
+        self.idle_close = idle_close  # seconds: descriptors idle this long (to 2x) close
+        self._idle_handle: asyncio.TimerHandle | None = None
         self.bytes_on_disk = 0
         self.segment_count = 0
         self.fsync_stats = FsyncStats()
@@ -207,6 +210,13 @@ class DiskStore:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="roost-fsync")
         if self.mode == "interval":
             self._interval_handle = loop.call_later(self.interval, self._tick)
+        self._idle_handle = loop.call_later(self.idle_close, self._close_idle)
+
+    def _close_idle(self) -> None:
+        """Descriptors unused for a whole period are closed: idle queues hold none."""
+        assert self._loop is not None
+        self.files.close_idle()
+        self._idle_handle = self._loop.call_later(self.idle_close, self._close_idle)
 
     def _tick(self) -> None:
         assert self._loop is not None
@@ -339,6 +349,8 @@ class DiskStore:
         """Finish what is in flight, write and sync the rest, close every file."""
         if self._interval_handle is not None:
             self._interval_handle.cancel()
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
         if self._retry_handle is not None:
             self._retry_handle.cancel()
             self._retry_handle = None
