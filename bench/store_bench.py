@@ -1,8 +1,10 @@
 """Durable store figures: confirmed persistent publish rate per ``--fsync`` mode (and
-RabbitMQ's, when installed), and recovery time for a backlog of N messages.
+RabbitMQ's, when installed), recovery time for a backlog of N messages, and a backlog
+run (RSS, publish rate, disk footprint, restart, drain) at one or more sizes.
 
     .venv/bin/python bench/store_bench.py [--repeat 3] [--duration 10]
-        [--recover 100000] [--brokers roost,rabbitmq]
+        [--recover 100000] [--brokers roost,rabbitmq] [--backlog 1000000,10000000]
+    .venv/bin/python bench/store_bench.py --only-backlog --backlog 1000000,10000000
 
 Publish scenario (the issue's): 1 producer / 1 consumer, persistent 1 KiB messages to a
 durable queue, publisher confirms (window 1000), manual ack with prefetch 100. The table
@@ -96,10 +98,17 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def backlog(count: int, size: int = 1024) -> list[tuple[str, str]]:
-    """Publish ``count`` persistent ``size``-byte messages with no consumer; RSS (idle, then
-    with the backlog, and per message), publish rate, restart (recovery) time with that
-    backlog, RSS after it, then the drain rate."""
+def _disk(directory: Path) -> int:
+    """Bytes of every file under ``directory`` (segments, ack log, owner note)."""
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+
+
+def backlog(points: list[int], size: int = 1024) -> list[tuple[str, str]]:
+    """Publish persistent ``size``-byte messages with no consumer up to each of ``points``
+    (say 1,000,000 then 10,000,000), reporting the server's RSS and the publish rate at
+    each; the disk bytes per message beyond the body (every file of the queue, ack log
+    included); then restart with the whole backlog (time until listening, the recovery
+    line's own figure, RSS after), and the drain rate of one consumer."""
     import pika
 
     rows: list[tuple[str, str]] = []
@@ -113,37 +122,46 @@ def backlog(count: int, size: int = 1024) -> list[tuple[str, str]]:
             ch = conn.channel()
             ch.queue_declare("backlog", durable=True)
             idle = _rss_mb(proc.pid)
+            rows.append(("server RSS before publishing (idle)", f"{idle:,.0f} MB"))
             props = pika.BasicProperties(delivery_mode=2)
             body = b"x" * size
+            confirm = conn.channel()
+            confirm.confirm_delivery()
             started = time.monotonic()
-            for _ in range(count):
-                ch.basic_publish("", "backlog", body, props)
-            ch.confirm_delivery()
-            ch.basic_publish("", "backlog", body, props)
-            rate = count / (time.monotonic() - started)
+            published = 0
+            for point in points:
+                for _ in range(point - published - 1):
+                    ch.basic_publish("", "backlog", body, props)
+                # the last one confirmed: everything before it is on disk (group commit)
+                confirm.basic_publish("", "backlog", body, props)
+                published = point
+                elapsed = time.monotonic() - started
+                rss = _rss_mb(proc.pid)
+                rows.append((f"{point:,} queued x {size} B: publish msg/s (no confirms but "
+                             "a last one)", f"{published / elapsed:,.0f}"))
+                rows.append((f"{point:,} queued: server RSS", f"{rss:,.0f} MB"))
+                rows.append((f"{point:,} queued: RSS per message over idle",
+                             f"{(rss - idle) * 2**20 / published:,.1f} B"))
+                queue_dir = data / "vhosts"
+                rows.append((f"{point:,} queued: disk bytes per message beyond the {size} B "
+                             "body (all the queue's files)",
+                             f"{_disk(queue_dir) / published - size:,.1f}"))
             conn.close()
-            rows.append((f"backlog {count:,}: publish msg/s (no confirms, then one)",
-                         f"{rate:,.0f}"))
-            rss = _rss_mb(proc.pid)
-            rows.append((f"backlog {count:,} x {size} B: server RSS (idle before: {idle:,.0f} MB)",
-                         f"{rss:,.0f} MB"))
-            rows.append((f"backlog {count:,}: RSS per queued message",
-                         f"{(rss - idle) * 2**20 / (count + 1):,.1f} B"))
-            disk = sum(f.stat().st_size for f in data.rglob("*.seg"))
-            rows.append((f"backlog {count:,}: disk bytes per message beyond the {size} B body",
-                         f"{disk / (count + 1) - size:,.0f}"))
         finally:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(120)
+            proc.wait(600)
+        log.write_text("")
         started = time.monotonic()
         proc = _start(data, port, log)
         try:
-            rows.append((f"backlog {count:,}: restart until listening",
+            rows.append((f"restart with {published:,} queued: until listening",
                          f"{time.monotonic() - started:.1f} s"))
+            found = RECOVERED.search(log.read_text())
+            if found:
+                rows.append((f"restart with {published:,} queued: recovery (its log line)",
+                             f"{float(found[3]):.1f} s"))
             rss = _rss_mb(proc.pid)
-            rows.append((f"backlog {count:,}: RSS after restart", f"{rss:,.0f} MB"))
-            rows.append((f"backlog {count:,}: RSS per message after restart (over idle)",
-                         f"{(rss - idle) * 2**20 / (count + 1):,.1f} B"))
+            rows.append((f"restart with {published:,} queued: RSS after", f"{rss:,.0f} MB"))
             conn = pika.BlockingConnection(pika.URLParameters(url))
             ch = conn.channel()
             ch.basic_qos(prefetch_count=100)
@@ -152,16 +170,20 @@ def backlog(count: int, size: int = 1024) -> list[tuple[str, str]]:
             for n, (method, _props, _body) in enumerate(stream, start=1):
                 if method is None:
                     raise RuntimeError(f"drain stalled after {n} messages")
-                if n % 50 == 0 or n == count + 1:
+                if n % 50 == 0 or n == published:
                     ch.basic_ack(method.delivery_tag, multiple=True)
-                if n == count + 1:
+                if n == published:
                     break
-            rows.append((f"backlog {count:,}: drain msg/s, 1 consumer, prefetch 100",
-                         f"{(count + 1) / (time.monotonic() - started):,.0f}"))
+            rows.append((f"drain {published:,}: msg/s, 1 consumer, prefetch 100, acks per 50",
+                         f"{published / (time.monotonic() - started):,.0f}"))
+            ch.cancel()
+            ch.queue_declare("backlog", passive=True)  # a round trip: the acks are in
             conn.close()
+            rows.append(("disk left after the drain (all the queue's files)",
+                         f"{_disk(data / 'vhosts'):,} B"))
         finally:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(120)
+            proc.wait(600)
     return rows
 
 
@@ -172,14 +194,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--recover", type=int, default=100_000, help="backlog for recovery")
     parser.add_argument("--brokers", default="roost,rabbitmq")
-    parser.add_argument("--backlog", type=int, default=0,
-                        help="also measure a backlog of N messages (the issue asks 1M, 10M)")
+    parser.add_argument("--backlog", type=_counts, default=[],
+                        help="also measure a backlog: N, or N1,N2,... measured at each point "
+                             "of one run (the issue asks 1000000,10000000)")
     parser.add_argument("--only-backlog", action="store_true")
     parser.add_argument("--body-size", type=int, default=1024, help="backlog message size")
     args = parser.parse_args(argv)
     rows: list[tuple[str, str]] = []
     log = sys.stderr
     if args.only_backlog:
+        if not args.backlog:
+            parser.error("--only-backlog needs --backlog N[,N2,...]")
         _print(backlog(args.backlog, args.body_size))
         return 0
     what = f"publish (confirmed) / consume msg/s, median of {args.repeat}"
@@ -200,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{PUBLISH.title}\n")
     _print(rows)
     return 0
+
+
+def _counts(text: str) -> list[int]:
+    points = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    if not points or points[0] <= 0 or points != sorted(set(points)):
+        raise argparse.ArgumentTypeError("counts in increasing order, e.g. 1000000,10000000")
+    return points
 
 
 def _print(rows: list[tuple[str, str]]) -> None:

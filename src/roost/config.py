@@ -74,6 +74,9 @@ class Config:
         1024 * 1024, "a durable queue's ack log is rewritten when it passes this size"
     )
     max_open_files: int = setting(256, "segment files the store keeps open at most")
+    idle_file_close_s: float = setting(
+        30.0, "a store file not read or written for this long (up to twice it) is closed"
+    )
     stomp_port: int = setting(61613, "STOMP port; 0 disables the listener")
     ws_port: int = setting(15674, "STOMP over WebSocket port (path /ws); 0 disables it")
     stomp_max_frame_size: int = setting(4 * 1024 * 1024, "largest STOMP frame, in bytes")
@@ -206,6 +209,8 @@ class Config:
             raise ValueError("segment_size must be 4096..1073741824")
         if self.max_open_files < 8:
             raise ValueError("max_open_files must be at least 8")
+        if self.idle_file_close_s <= 0:
+            raise ValueError("idle_file_close_s must be > 0")
         if self.consumer_timeout_ms < 0:
             raise ValueError("consumer_timeout_ms must be >= 0 (0 disables it)")
         if not (0 <= self.stomp_port <= 65535 and 0 <= self.ws_port <= 65535):

@@ -64,7 +64,6 @@ class Server:
         if self.events is not None:
             log.info("traffic events go to stream '%s' in every vhost", config.events_stream)
         self._http_runner: Any = None
-        self._save_timer: asyncio.TimerHandle | None = None
         self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
@@ -90,7 +89,6 @@ class Server:
         Path(cfg.data_dir).mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
         self.disk.start(loop)
-        self._save_timer = loop.call_later(SAVE_TICK, self._save_tick)
         limits = AMQPLimits(
             channel_max=cfg.channel_max,
             frame_max=cfg.frame_max,
@@ -208,9 +206,7 @@ class Server:
                 self.ports["ws"] = await self._listen(runner.server, cfg.ws_port)
                 info = ListenerInfo("http/web-stomp", cfg.bind, self.ports["ws"])
                 self.broker.listeners.append(info)
-                log.info(
-                    "STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port
-                )
+                log.info("STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port)
             if wss:
                 assert runner.server is not None
                 await self._start_tls(
@@ -263,8 +259,6 @@ class Server:
             await listener.wait_closed()
         for tls_listener in self._tls_listeners:
             await tls_listener.wait_closed()
-        if self._save_timer is not None:
-            self._save_timer.cancel()
         if self._ack_timer is not None:
             self._ack_timer.cancel()
             self._ack_timer = None
@@ -276,11 +270,6 @@ class Server:
         await self.disk.close()
         self.broker.close_streams()
         log.info("Roost stopped")
-
-    def _save_tick(self) -> None:
-        """Definitions changed without any message traffic are saved within a tick."""
-        self.persistence.tick()
-        self._save_timer = asyncio.get_running_loop().call_later(SAVE_TICK, self._save_tick)
 
     def _check_alarms(self) -> None:
         """Measure memory and disk (core/alarms.py); every ``alarm_check_interval``."""
@@ -300,9 +289,6 @@ class Server:
         self._ack_wake(self.broker.ack_timeouts.tick())
 
 
-SAVE_TICK = 0.25
-
-
 def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
     """The disk store, then the broker rebuilt from it (or RabbitMQ's first-start defaults)."""
     data_dir = Path(config.data_dir)
@@ -314,11 +300,14 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
         segment_size=config.segment_size,
         ack_compact_bytes=config.ack_compact_bytes,
         max_open=config.max_open_files,
+        idle_close=config.idle_file_close_s,
     )
     broker = Broker(data_dir=data_dir)
     # before recovery declares any stream; stream files join the store's group commit
     broker.streams.storage = StreamFiles(data_dir, on_write=disk.file_written)
-    persistence = Persistence(broker, disk, DefinitionsFile(data_dir))
+    # the definitions journal is fsync'ed by the store's group commit
+    definitions = DefinitionsFile(data_dir, on_write=disk.file_written)
+    persistence = Persistence(broker, disk, definitions)
     persistence.install()
     if not persistence.recover():
         # RabbitMQ's first start (as Broker.with_defaults): vhost '/', guest/guest on it
@@ -326,7 +315,7 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
         broker.add_user("guest", hash_password("guest"), tags=["administrator"])
         broker.set_permission("guest", "/", Permission())
         persistence.save()
-    disk.remove_orphans()
+    disk.quarantine_orphans()
     return disk, persistence, broker
 
 

@@ -4,6 +4,7 @@ backlog far larger than the broker's memory."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pika
@@ -29,28 +30,50 @@ def pid_of(server: RoostProcess) -> int:
     return server.proc.pid
 
 
-@pytest.mark.timeout(400)
-def test_ten_thousand_durable_queues_recover_with_bounded_fds(tmp_path: Path) -> None:
+def maps(pid: int) -> int:
+    """Memory mappings of the process (the kernel caps them: vm.max_map_count)."""
+    return len(Path(f"/proc/{pid}/maps").read_text().splitlines())
+
+
+def settle_fds(pid: int, at_most: int, timeout: float = 15.0) -> int:
+    """Open descriptors once the idle ones are closed (waits up to ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while (count := open_fds(pid)) > at_most and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return count
+
+
+@pytest.mark.timeout(600)
+def test_ten_thousand_durable_queues_recover_with_bounded_fds_and_maps(tmp_path: Path) -> None:
+    """10,000 durable queues with a message each: open descriptors stay under
+    --max-open-files (plus the process's own), memory mappings do not grow with the
+    queues (nothing is mmap'ed), and idle files are closed (--idle-file-close-s)."""
     n = 10_000
     data = tmp_path / "data"
-    server = RoostProcess(data, "--max-open-files", "64").start()
+    args = ("--max-open-files", "64", "--idle-file-close-s", "1")
+    server = RoostProcess(data, *args).start()
     try:
+        pid = pid_of(server)
+        base_fds, base_maps = open_fds(pid), maps(pid)
         conn = pika.BlockingConnection(pika_params(server))
         ch = conn.channel()
         persistent = pika.BasicProperties(delivery_mode=2)
         for i in range(n):
             ch.queue_declare(f"many.{i}", durable=True)
             ch.basic_publish("", f"many.{i}", b"m%d" % i, persistent)
-        assert open_fds(pid_of(server)) < 64 + 40
+        assert open_fds(pid) <= base_fds + 64 + 8
         confirm = conn.channel()
         confirm.confirm_delivery()  # confirmed after the fsync that also covers the rest
         confirm.basic_publish("", "many.0", b"last", persistent)
+        assert maps(pid) <= base_maps + 40, (base_maps, maps(pid))
+        # idle: the store's descriptors are closed within two idle periods
+        assert settle_fds(pid, base_fds + 2) <= base_fds + 2
         conn.close()
         server.kill()
-        server = RoostProcess(data, "--max-open-files", "64").start()
+        server = RoostProcess(data, *args).start()
         assert f"recovered {n + 1} messages in {n} queues" in server.log
         pid = pid_of(server)
-        assert open_fds(pid) < 64 + 40
+        assert open_fds(pid) <= base_fds + 64 + 8
         conn = pika.BlockingConnection(pika_params(server))
         ch = conn.channel()
         for i in range(0, n, 97):  # a sample: each holds its message
@@ -59,7 +82,8 @@ def test_ten_thousand_durable_queues_recover_with_bounded_fds(tmp_path: Path) ->
         for i in range(n):  # writes to every queue again: the open files stay capped
             ch.basic_publish("", f"many.{i}", b"again", persistent)
         ch.queue_declare("many.0", passive=True)
-        assert open_fds(pid) < 64 + 40
+        assert open_fds(pid) <= base_fds + 1 + 64 + 8  # +1: this connection
+        assert maps(pid) <= base_maps + 40, (base_maps, maps(pid))
         conn.close()
     finally:
         server.kill()

@@ -135,6 +135,61 @@ def test_flipped_byte_drops_that_record_only(
     assert "bad checksum" in caplog.text
 
 
+@pytest.mark.parametrize("byte", [0, 1, 2, 3, 4, 7])  # the length field, then the crc
+def test_damaged_record_header_costs_that_record_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, byte: int
+) -> None:
+    """A flipped byte in a middle record's header: the scan resynchronises on the next
+    intact record instead of dropping the rest of the segment as a torn tail."""
+    hub, store = make(tmp_path)
+    for i in range(9):
+        store.append("", "q", PROPS, b"m%d" % i)
+    hub.sync_now()
+    seg = segments(store)[-1]
+    data = bytearray(seg.read_bytes())
+    record = len(data) // 9  # equal-sized records
+    data[4 * record + byte] ^= 0x40
+    seg.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, "roost.store"):
+        _, got = reopen(tmp_path)
+    assert bodies(got) == [b"m%d" % i for i in range(9) if i != 4]
+    dropped = [r for r in caplog.records if "bytes dropped" in r.getMessage()]
+    assert len(dropped) == 1, caplog.text  # one warning for the one damaged region
+    assert f"@{4 * record} bad checksum or header, {record} bytes dropped" in caplog.text
+    assert "torn tail" not in caplog.text
+
+
+def test_resync_skips_a_damaged_region_spanning_records(tmp_path: Path) -> None:
+    """Garbage over three records (headers included) in a bigger segment: one region."""
+    hub, store = make(tmp_path)
+    for i in range(40):
+        store.append("", "q", PROPS, b"%02d" % i + b"z" * 200)
+    hub.sync_now()
+    seg = segments(store)[-1]
+    data = bytearray(seg.read_bytes())
+    record = len(data) // 40
+    start = 10 * record + 5
+    data[start : start + 2 * record + 7] = os.urandom(2 * record + 7)
+    seg.write_bytes(bytes(data))
+    _, got = reopen(tmp_path)
+    assert [b[:2] for b in bodies(got)] == [b"%02d" % i for i in range(40) if i not in (10, 11, 12)]
+
+
+def test_scan_reports_regions_and_the_torn_tail() -> None:
+    from roost.store.segment import ScanResult, frame, scan
+
+    records = [frame(b"record %d" % i) for i in range(5)]
+    data = bytearray(b"".join(records))
+    data[len(records[0]) + 1] ^= 0xFF  # the second record's length
+    data += records[0][:6]  # and a torn tail
+    result = ScanResult()
+    got = [bytes(p) for _, p in scan(bytes(data), result)]
+    assert got == [b"record %d" % i for i in (0, 2, 3, 4)]
+    assert result.dropped == [(len(records[0]), len(records[1]))]
+    assert result.torn_tail == 6
+    assert result.valid_end == len(data) - 6
+
+
 def test_truncated_ack_file_keeps_the_intact_acks(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -205,6 +260,25 @@ def test_file_descriptors_are_bounded(tmp_path: Path) -> None:
     hub.files.close_all()
 
 
+def test_idle_descriptors_are_closed(tmp_path: Path) -> None:
+    """close_idle closes what was not used since the previous call, and only that."""
+    hub = DiskStore(tmp_path, max_open=8)
+    busy, idle = hub.open_queue("/", "busy"), hub.open_queue("/", "idle")
+    busy.append("", "q", PROPS, b"x")
+    idle.append("", "q", PROPS, b"y")
+    hub.sync_now()
+    assert hub.files.open_count == 2
+    hub.files.close_idle()  # both were used in the period that ends here
+    assert hub.files.open_count == 2
+    assert busy.read(1)[5] == b"x"
+    hub.files.close_idle()  # idle was not used since: closed; busy was: kept
+    assert hub.files.open_count == 1
+    hub.files.close_idle()
+    assert hub.files.open_count == 0
+    assert idle.read(1)[5] == b"y"  # reopened on demand
+    hub.files.close_all()
+
+
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -237,14 +311,22 @@ def test_model(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, in
     assert [(m[0], m[5], d) for m, d in got] == [(s, live[s], s in delivered) for s in sorted(live)]
 
 
-def test_orphan_directories_are_removed(tmp_path: Path) -> None:
+def test_orphan_directories_are_moved_to_lost_and_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A queue directory no durable queue claims is kept (moved aside, named in the log),
+    never deleted: its definition may have been lost to damage."""
     hub, store = make(tmp_path)
     store.append("", "q", PROPS, b"x")
     hub.sync_now()
     fresh = DiskStore(tmp_path)
     kept = fresh.open_queue("/", "other")
-    assert fresh.remove_orphans() == 1
+    with caplog.at_level(logging.WARNING, "roost.store"):
+        moved = fresh.quarantine_orphans()
+    assert len(moved) == 1 and moved[0].parts[-6] == "lost+found"
     assert not store.dir.exists()
+    assert sorted(p.name for p in moved[0].iterdir()) == ["00000001.seg", "owner.json"]
+    assert "queue 'q' in vhost '/'" in caplog.text and str(moved[0]) in caplog.text
     assert kept.dir.parent.exists()
 
 

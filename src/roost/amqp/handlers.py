@@ -24,6 +24,7 @@ from roost.amqp.codec import (
     encode_properties,
 )
 from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, reply_text
+from roost.amqp.held import Barrier, HeldOutput
 from roost.core.broker import DIRECT_REPLY_TO, EMPTY_PROPERTIES, Message, Properties
 from roost.core.errors import (
     AccessRefused,
@@ -158,6 +159,8 @@ class AMQPChannel:
         self.last_queue = ""  # the spec's "last queue declared on this channel"
         self.publisher = self.broker.new_publisher(self._held_changed)
         self.properties_cache = PropertiesCache()
+        # frames wait here behind a reply that waits for the disk (amqp/held.py)
+        self.output = HeldOutput(conn.write)
         self.handlers: dict[int, Callable[[Any], None]] = {
             m.ChannelFlow.INDEX: self.on_flow,
             m.AccessRequest.INDEX: self.on_access_request,
@@ -188,7 +191,24 @@ class AMQPChannel:
     # -- plumbing -------------------------------------------------------------------------
 
     def reply(self, method: m.Method) -> None:
-        self.conn.write(encode_method_frame(self.id, method))
+        self.output.send(encode_method_frame(self.id, method))
+
+    def reply_durably(self, mark: int, method: m.Method) -> None:
+        """Reply once what the method changed since ``mark`` is on disk (at once if it
+        changed nothing durable): a durable declare-ok means the queue survives a crash."""
+        barrier = self.output.hold(encode_method_frame(self.id, method))
+        if not self.broker.after_durable(mark, partial(self._durable, barrier)):
+            self.output.release(barrier)
+
+    def _durable(self, barrier: Barrier, ok: bool) -> None:
+        if self.session.closed:
+            return
+        if ok:
+            self.output.release(barrier)
+        else:  # never claim a definition is safe when its write failed
+            text = "definitions could not be written to disk"
+            error = ChannelError(m.INTERNAL_ERROR, reply_text(m.INTERNAL_ERROR, text))
+            self.conn.channel_failed(self, error)
 
     def handle(self, method: m.Method) -> None:
         """Run one method; core errors become AMQP errors carrying the method's ids."""
@@ -208,6 +228,7 @@ class AMQPChannel:
     def close(self) -> None:
         """The channel is gone (closed either way, or the connection died)."""
         self.tx.clear()
+        self.output.clear()
         self.publisher.close()
         self.conn.set_channel_held(self, False)
         self.broker.close_session(self.session)
@@ -218,14 +239,14 @@ class AMQPChannel:
     def flush_confirms(self) -> None:
         if self.confirms.has_output:
             for frame in self.confirms.frames(self.id):
-                self.conn.write(frame)
+                self.output.send(frame)
 
     # -- DeliverySink -----------------------------------------------------------------------
 
     def deliver(
         self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
     ) -> None:
-        self.conn.write(
+        self.output.send(
             encode_basic_deliver(
                 self.id,
                 consumer_tag,
@@ -262,6 +283,7 @@ class AMQPChannel:
     # -- exchanges --------------------------------------------------------------------------
 
     def on_exchange_declare(self, method: m.ExchangeDeclare) -> None:
+        mark = self.broker.durability_mark()
         self.broker.declare_exchange(
             self.client,
             method.exchange,
@@ -273,26 +295,29 @@ class AMQPChannel:
             arguments=method.arguments,
         )
         if not method.nowait:
-            self.reply(m.ExchangeDeclareOk())
+            self.reply_durably(mark, m.ExchangeDeclareOk())
 
     def on_exchange_delete(self, method: m.ExchangeDelete) -> None:
+        mark = self.broker.durability_mark()
         self.broker.delete_exchange(self.client, method.exchange, if_unused=method.if_unused)
         if not method.nowait:
-            self.reply(m.ExchangeDeleteOk())
+            self.reply_durably(mark, m.ExchangeDeleteOk())
 
     def on_exchange_bind(self, method: m.ExchangeBind) -> None:
+        mark = self.broker.durability_mark()
         self.broker.bind_exchange(
             self.client, method.destination, method.source, method.routing_key, method.arguments
         )
         if not method.nowait:
-            self.reply(m.ExchangeBindOk())
+            self.reply_durably(mark, m.ExchangeBindOk())
 
     def on_exchange_unbind(self, method: m.ExchangeUnbind) -> None:
+        mark = self.broker.durability_mark()
         self.broker.unbind_exchange(
             self.client, method.destination, method.source, method.routing_key, method.arguments
         )
         if not method.nowait:
-            self.reply(m.ExchangeUnbindOk())
+            self.reply_durably(mark, m.ExchangeUnbindOk())
 
     # -- queues -----------------------------------------------------------------------------
 
@@ -305,6 +330,7 @@ class AMQPChannel:
         return self.last_queue
 
     def on_queue_declare(self, method: m.QueueDeclare) -> None:
+        mark = self.broker.durability_mark()
         queue = self.broker.declare_queue(
             self.client,
             method.queue,
@@ -316,27 +342,30 @@ class AMQPChannel:
         )
         self.last_queue = queue.name
         if not method.nowait:
-            self.reply(
+            self.reply_durably(
+                mark,
                 m.QueueDeclareOk(
                     queue=queue.name,
                     message_count=queue.message_count,
                     consumer_count=len(queue.consumers),
-                )
+                ),
             )
 
     def on_queue_bind(self, method: m.QueueBind) -> None:
         queue = self._queue_name(method.queue)
         key = method.routing_key if (method.routing_key or method.queue) else queue
+        mark = self.broker.durability_mark()
         self.broker.bind_queue(self.client, queue, method.exchange, key, method.arguments)
         if not method.nowait:
-            self.reply(m.QueueBindOk())
+            self.reply_durably(mark, m.QueueBindOk())
 
     def on_queue_unbind(self, method: m.QueueUnbind) -> None:
         queue = self._queue_name(method.queue)
+        mark = self.broker.durability_mark()
         self.broker.unbind_queue(
             self.client, queue, method.exchange, method.routing_key, method.arguments
         )
-        self.reply(m.QueueUnbindOk())
+        self.reply_durably(mark, m.QueueUnbindOk())
 
     def on_queue_purge(self, method: m.QueuePurge) -> None:
         count = self.broker.purge_queue(self.client, self._queue_name(method.queue))
@@ -344,6 +373,7 @@ class AMQPChannel:
             self.reply(m.QueuePurgeOk(message_count=count))
 
     def on_queue_delete(self, method: m.QueueDelete) -> None:
+        mark = self.broker.durability_mark()
         count = self.broker.delete_queue(
             self.client,
             self._queue_name(method.queue),
@@ -351,7 +381,7 @@ class AMQPChannel:
             if_empty=method.if_empty,
         )
         if not method.nowait:
-            self.reply(m.QueueDeleteOk(message_count=count))
+            self.reply_durably(mark, m.QueueDeleteOk(message_count=count))
 
     # -- consuming --------------------------------------------------------------------------
 
@@ -387,7 +417,7 @@ class AMQPChannel:
         tag, entry, left = got
         message = entry.message
         assert message is not None  # Queue.take pages it in
-        self.conn.write(
+        self.output.send(
             encode_basic_get_ok(
                 self.id,
                 tag,
@@ -464,11 +494,9 @@ class AMQPChannel:
     def _route(self, method: m.BasicPublish, message: Message) -> None:
         seq = self.confirms.publish() if self.mode is Mode.CONFIRM else 0
         confirm = partial(self._confirmed, seq) if seq else None
-        routed = self.broker.publish(
-            self.client, method.exchange, message, confirm, self.publisher
-        )
+        routed = self.broker.publish(self.client, method.exchange, message, confirm, self.publisher)
         if not routed and method.mandatory:
-            self.conn.write(
+            self.output.send(
                 encode_basic_return(
                     self.id,
                     m.NO_ROUTE,

@@ -498,6 +498,23 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         else:
             store.when_durable(lambda _ok: done())
 
+    def durability_mark(self) -> int:
+        """Where the store's changes stand now: pass it to ``after_durable`` once an
+        operation ran, to learn whether that operation wrote anything durable."""
+        store = self.message_store
+        return store.appends if store is not None else 0
+
+    def after_durable(self, mark: int, done: Callable[[bool], None]) -> bool:
+        """True when something durable changed since ``mark`` (a durable definition
+        journaled, a persistent message written): ``done(ok)`` is called once it is on
+        disk. False when nothing did: ``done`` is never called, reply at once. A
+        non-durable declare changes nothing, so its reply never waits."""
+        store = self.message_store
+        if store is None or store.appends == mark:
+            return False
+        store.when_durable(done)
+        return True
+
     def direct_reply_request(self, session: Session, message: Message) -> Message:
         """A request published with ``reply_to = DIRECT_REPLY_TO``: the copy whose
         reply_to names this session's reply consumer (PreconditionFailed without one)."""
@@ -540,9 +557,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         if limit and len(session.consumers) >= limit:
             raise NotAllowed(f"reached maximum ({limit}) of consumers per channel")
         queue = session.client.vhost.queue(name, session.client)
-        return session.consume(
-            queue, tag, no_ack=no_ack, exclusive=exclusive, arguments=arguments
-        )
+        return session.consume(queue, tag, no_ack=no_ack, exclusive=exclusive, arguments=arguments)
 
     def check_publish(self, client: Client, exchange: str, message: Message) -> None:
         """What ``publish`` checks before routing: rights (AccessRefused, or

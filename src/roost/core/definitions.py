@@ -19,7 +19,12 @@ from roost.core.features.settings import validate_policy_definition
 from roost.core.info import ImportReport
 
 if TYPE_CHECKING:
+    from roost.core.auth import Permission, TopicPermission
     from roost.core.broker import Broker
+    from roost.core.exchanges.base import Binding, Exchange
+    from roost.core.policy import Policy
+    from roost.core.queues.base import Queue
+    from roost.core.vhost import VHost
 
 log = logging.getLogger("roost.definitions")
 
@@ -242,8 +247,10 @@ def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, An
     names = {v.name for v in vhosts}
     scoped = vhost is not None
 
-    def where(item: dict[str, Any], vhost_name: str) -> dict[str, Any]:
-        return item if scoped else {**item, "vhost": vhost_name}
+    def where(item: dict[str, Any]) -> dict[str, Any]:
+        if scoped:
+            item.pop("vhost", None)
+        return item
 
     out: dict[str, Any] = {
         "rabbit_version": __version__,
@@ -252,86 +259,23 @@ def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, An
         "product_version": __version__,
     }
     if not scoped:
-        out["users"] = [
-            {
-                "name": u.name,
-                "password_hash": u.password_hash,
-                "hashing_algorithm": u.hashing_algorithm,
-                "tags": list(u.tags),
-                "limits": dict(broker.user_limits.get(u.name, {})),
-            }
-            for u in broker.users.values()
-        ]
-        out["vhosts"] = [
-            {
-                "name": v.name,
-                "description": getattr(v, "description", ""),
-                "tags": list(getattr(v, "tags", [])),
-                "default_queue_type": getattr(v, "default_queue_type", "classic"),
-                "metadata": {
-                    "description": getattr(v, "description", ""),
-                    "tags": list(getattr(v, "tags", [])),
-                },
-            }
-            for v in vhosts
-        ]
-        out["permissions"] = [
-            {"user": u, "vhost": v, "configure": p.configure, "write": p.write, "read": p.read}
-            for (u, v), p in broker.permissions.items()
-        ]
+        out["users"] = [user_item(broker, u) for u in broker.users.values()]
+        out["vhosts"] = [vhost_item(v) for v in vhosts]
+        out["permissions"] = [permission_item(u, v, p) for (u, v), p in broker.permissions.items()]
         out["topic_permissions"] = [
-            {"user": u, "vhost": v, "exchange": x, "write": p.write, "read": p.read}
-            for (u, v, x), p in broker.topic_permissions.items()
+            topic_permission_item(u, v, p) for (u, v, _), p in broker.topic_permissions.items()
         ]
         out["global_parameters"] = []
-    out["parameters"] = [
-        where(
-            {"value": dict(v.limits), "component": "vhost-limits", "name": "limits"},
-            v.name,
-        )
-        for v in vhosts
-        if v.limits
-    ]
-    out["policies"] = [
-        where(
-            {
-                "name": p.name,
-                "pattern": p.pattern,
-                "apply-to": p.apply_to,
-                "definition": dict(p.definition),
-                "priority": p.priority,
-            },
-            p.vhost,
-        )
-        for (v, _), p in broker.policies.items()
-        if v in names
-    ]
+    out["parameters"] = [where(limits_item(v)) for v in vhosts if v.limits]
+    out["policies"] = [where(policy_item(p)) for (v, _), p in broker.policies.items() if v in names]
     out["queues"] = [
-        where(
-            {
-                "name": q.name,
-                "durable": q.durable,
-                "auto_delete": q.auto_delete,
-                "arguments": dict(q.arguments),
-            },
-            v.name,
-        )
+        where(queue_item(v.name, q))
         for v in vhosts
         for q in v.queues.values()
         if q.exclusive_owner is None
     ]
     out["exchanges"] = [
-        where(
-            {
-                "name": ex.name,
-                "type": ex.kind,
-                "durable": ex.durable,
-                "auto_delete": ex.auto_delete,
-                "internal": ex.internal,
-                "arguments": dict(ex.arguments),
-            },
-            v.name,
-        )
+        where(exchange_item(v.name, ex))
         for v in vhosts
         for ex in v.exchanges.values()
         if ex.name and not ex.name.startswith("amq.")
@@ -344,14 +288,102 @@ def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, An
                 "destination_type": b.destination_type,
                 "routing_key": b.routing_key,
                 "arguments": b.arguments,
-            },
-            b.vhost,
+                "vhost": b.vhost,
+            }
         )
         for v in vhosts
         for b in broker.list_bindings(v.name)
         if b.source and not _exclusive(v, b.destination, b.destination_type)
     ]
     return out
+
+
+# One object each, in the export's format (the journal of core/journal.py writes these).
+
+
+def user_item(broker: Broker, u: User) -> dict[str, Any]:
+    return {
+        "name": u.name,
+        "password_hash": u.password_hash,
+        "hashing_algorithm": u.hashing_algorithm,
+        "tags": list(u.tags),
+        "limits": dict(broker.user_limits.get(u.name, {})),
+    }
+
+
+def vhost_item(v: VHost) -> dict[str, Any]:
+    description = getattr(v, "description", "")
+    tags = list(getattr(v, "tags", []))
+    return {
+        "name": v.name,
+        "description": description,
+        "tags": tags,
+        "default_queue_type": getattr(v, "default_queue_type", "classic"),
+        "metadata": {"description": description, "tags": list(tags)},
+    }
+
+
+def permission_item(user: str, vhost: str, p: Permission) -> dict[str, Any]:
+    return {
+        "user": user,
+        "vhost": vhost,
+        "configure": p.configure,
+        "write": p.write,
+        "read": p.read,
+    }
+
+
+def topic_permission_item(user: str, vhost: str, p: TopicPermission) -> dict[str, Any]:
+    return {"user": user, "vhost": vhost, "exchange": p.exchange, "write": p.write, "read": p.read}
+
+
+def limits_item(v: VHost) -> dict[str, Any]:
+    return {"value": dict(v.limits), "component": "vhost-limits", "name": "limits", "vhost": v.name}
+
+
+def policy_item(p: Policy) -> dict[str, Any]:
+    return {
+        "name": p.name,
+        "pattern": p.pattern,
+        "apply-to": p.apply_to,
+        "definition": dict(p.definition),
+        "priority": p.priority,
+        "vhost": p.vhost,
+    }
+
+
+def queue_item(vhost: str, q: Queue) -> dict[str, Any]:
+    return {
+        "name": q.name,
+        "durable": q.durable,
+        "auto_delete": q.auto_delete,
+        "arguments": dict(q.arguments),
+        "vhost": vhost,
+    }
+
+
+def exchange_item(vhost: str, ex: Exchange) -> dict[str, Any]:
+    return {
+        "name": ex.name,
+        "type": ex.kind,
+        "durable": ex.durable,
+        "auto_delete": ex.auto_delete,
+        "internal": ex.internal,
+        "arguments": dict(ex.arguments),
+        "vhost": vhost,
+    }
+
+
+def binding_item(b: Binding) -> dict[str, Any]:
+    dest = b.destination
+    return {
+        "source": b.source.name,
+        "destination": dest.name,
+        "destination_type": "exchange" if dest.is_exchange else "queue",
+        "routing_key": b.routing_key,
+        "arguments": dict(b.arguments),
+        "vhost": b.source.vhost,
+    }
 
 
 def _exclusive(vhost: Any, name: str, kind: str) -> bool:

@@ -20,6 +20,12 @@ StoredMessage = tuple[int, bool, str, str, tuple[Any, ...], bytes]
 class QueueStore(Protocol):
     count: int
     bytes_on_disk: int
+    # called once, by the first append of a store that has no files yet
+    on_first_write: Callable[[], None] | None
+
+    @property
+    def has_files(self) -> bool:
+        """The queue has a data directory (or its next write makes one)."""
 
     def append(
         self,
@@ -98,11 +104,30 @@ class MessageStore(Protocol):
 
     def when_durable(self, waiter: Callable[[bool], None]) -> None: ...
 
+    def changed(self) -> None:
+        """Count a change a ``before_flush`` hook will write (a definition), so that
+        ``appends`` moves and the next group commit runs."""
+
 
 class DefinitionsStore(Protocol):
-    def load(self) -> dict[str, Any] | None: ...
+    """The definitions document: a snapshot plus a journal of changes since."""
 
-    def save(self, data: dict[str, Any]) -> None: ...
+    journal_size: int
+    snapshot_size: int
+    damaged: list[Any]  # files found damaged (and set aside) by ``load``
+
+    def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]] | None:
+        """(snapshot or None, journal records to replay in order); None on a first
+        start."""
+
+    def append(self, records: list[dict[str, Any]]) -> None:
+        """Journal records, fsync'ed by the next group commit; OSError if not written."""
+
+    def save(self, data: dict[str, Any]) -> None:
+        """A new snapshot; the journal starts afresh."""
+
+    def keep_evidence(self) -> Any:
+        """Copy the files as they are now aside (the import of them failed)."""
 
 
 # A stream record as the store hands it back: (offset, timestamp in ms, exchange,

@@ -2,9 +2,13 @@
 recovery at start. Everything goes through the Protocols of ``core.durability``.
 
 Which queues get a store: durable, not exclusive, not auto-delete. Only persistent
-messages (delivery mode 2) are written. Definitions are saved (atomically, by the
-``DefinitionsStore``) before the group commit that confirms anything published after
-they changed, and otherwise at most every ``SAVE_EVERY`` seconds.
+messages (delivery mode 2) are written.
+
+Definitions are journaled (core/journal.py): each change to what a restart recreates is
+counted as a store change at once (``MessageStore.changed``), and the next group commit
+writes its record before the fsync pass, so whoever waits for that commit (a declare-ok,
+an HTTP reply, a publisher confirm) waits for the definition to be on disk too. When the
+journal has grown past the snapshot (and ``COMPACT_MIN``) a new snapshot replaces both.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from roost.core.definitions import queue_item
 from roost.core.durability import DefinitionsStore, MessageStore
 from roost.core.exchanges.delayed import DelayedExchange
 from roost.core.info import StoreInfo
+from roost.core.journal import Changes, replay
 from roost.core.paging import Pager
 from roost.core.queues.base import Queue
 
@@ -25,16 +31,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("roost.store")
 
-SAVE_EVERY = 0.2
+COMPACT_MIN = 1 << 20  # journal bytes before a snapshot is worth writing
+STORE_MARK = "roost_store"  # a saved queue's note that it has a data directory
 
 
 def wants_store(queue: Queue) -> bool:
     """Streams keep their own log (core.queues.stream), so they get no message store."""
     return (
-        queue.durable
-        and not queue.exclusive
-        and not queue.auto_delete
-        and queue.kind != "stream"
+        queue.durable and not queue.exclusive and not queue.auto_delete and queue.kind != "stream"
     )
 
 
@@ -77,11 +81,10 @@ class Persistence:
         self.broker = broker
         self.store = store
         self.definitions = definitions
-        self._dirty = False
-        self._urgent = False
-        self._last_save = 0.0
-        self._save_cost = 0.0
+        self.changes = Changes(broker)
         self._recovering = False
+        # queues the files say have a data directory, with their last known count
+        self._stored_counts: dict[tuple[Any, Any], int | None] = {}
         self.recovered_messages = 0
         self.recovered_queues = 0
         self.pager = Pager(store, broker)
@@ -92,7 +95,7 @@ class Persistence:
         self.broker.on_change.append(self._broker_changed)
         for vhost in self.broker.vhosts.values():
             self._watch(vhost)
-        self.store.before_flush.append(self._maybe_save)
+        self.store.before_flush.append(self._write_changes)
         self.broker.store_stats = self.store_info
 
     def store_info(self) -> StoreInfo:
@@ -121,7 +124,7 @@ class Persistence:
     def _broker_changed(self, kind: str, obj: Any) -> None:
         if kind == "vhost":
             self._watch(obj)
-        self._mark_dirty()
+        self._note(kind, obj)
 
     def _vhost_changed(self, kind: str, obj: Any) -> None:
         if kind == "queue":
@@ -133,24 +136,23 @@ class Persistence:
                 store.destroy()
         elif isinstance(obj, DelayedExchange):
             self._delayed_changed(kind, obj)
-        self._mark_dirty()
+        self._note(kind, obj)
+
+    def _note(self, kind: str, obj: Any) -> None:
+        """A change the next group commit journals: counted as a store change now, so a
+        reply that waits for durability (core.broker) waits for it."""
+        if not self._recovering and self.changes.note(kind, obj):
+            self.store.changed()
 
     def _delayed_changed(self, kind: str, ex: DelayedExchange) -> None:
         """A durable x-delayed-message exchange keeps its persistent messages in a store
         of its own (taking back, at recovery, what it held before)."""
         if kind == "exchange" and ex.durable and not ex.auto_delete and ex.store is None:
             ex.attach_store(self.store.open_delayed(ex.vhost, ex.name))
-            if not self._recovering:
-                self._urgent = True  # a confirm for a held message needs the definition
         elif kind == "exchange.deleted":
             store = ex.detach_store()
             if store is not None:
                 store.destroy()
-
-    def _mark_dirty(self) -> None:
-        if self._recovering:
-            return
-        self._dirty = True
 
     # -- queues -----------------------------------------------------------------------
 
@@ -159,55 +161,112 @@ class Persistence:
             return
         store = self.store.open_queue(queue.vhost.name, queue.name)
         queue.attach_store(store)
-
         count = store.recover(queue.restore)
         if self._recovering:
             self.recovered_messages += count
             self.recovered_queues += 1
-        if not self._recovering:
-            self._urgent = True  # a message confirmed in it needs its definition saved
+            self._check_directory(queue, store.has_files)
+        if not store.has_files:
+            store.on_first_write = lambda: self._queue_has_data(queue)
+
+    def _queue_has_data(self, queue: Queue) -> None:
+        """The queue's first write makes its data directory: journal that it has one, so
+        that a restart that finds it missing says what was lost."""
+        if queue.deleted:
+            return
+        item = queue_item(queue.vhost.name, queue)
+        item[STORE_MARK] = {"messages": None}  # counted at the next snapshot
+        self.changes.put("queues", item)
+        self.store.changed()
+
+    @staticmethod
+    def _marked(item: dict[str, Any], queue: Queue) -> dict[str, Any]:
+        store = queue.store
+        if store is not None and store.has_files:
+            item[STORE_MARK] = {"messages": store.count}
+        return item
+
+    def _check_directory(self, queue: Queue, present: bool) -> None:
+        key = (queue.vhost.name, queue.name)
+        if present or key not in self._stored_counts:
+            return
+        count = self._stored_counts[key]
+        log.error(
+            "queue '%s' in vhost '%s': data directory missing, its messages are lost (%s)",
+            queue.name,
+            queue.vhost.name,
+            "how many is unknown: no snapshot since its first message"
+            if count is None
+            else f"{count} at the last definitions snapshot",
+        )
 
     # -- definitions ------------------------------------------------------------------
 
-    def _maybe_save(self) -> None:
-        if not self._dirty:
+    def _write_changes(self) -> None:
+        """Before each group commit's writes: journal the pending changes, or write a
+        snapshot when the journal has outgrown it. An OSError propagates to the store,
+        which retries (no space) or fails the waiting replies."""
+        if not self.changes.pending:
             return
-        now = time.monotonic()
-        # a confirm waiting on a queue declared since the last save cannot wait; otherwise
-        # save at most every SAVE_EVERY s, and never spend over a tenth of the time saving
-        if (self._urgent and self.store.has_waiters) or now - self._last_save >= max(
-            SAVE_EVERY, 10 * self._save_cost
-        ):
+        records = self.changes.records()
+        try:
+            self.definitions.append(records)
+        except OSError:
+            self.changes.restore(records)
+            raise
+        journal = self.definitions.journal_size
+        if journal > max(COMPACT_MIN, 2 * self.definitions.snapshot_size):
             self.save()
 
-    def save(self) -> None:
-        self._dirty = self._urgent = False
-        started = time.monotonic()
-        try:
-            self.definitions.save(persistable(self.broker.export_definitions()))
-        except OSError as exc:
-            self._dirty = True
-            log.error("definitions: save failed: %s", exc)
-        self._last_save = time.monotonic()
-        self._save_cost = self._last_save - started
+    def snapshot(self) -> dict[str, Any]:
+        """What the definitions file holds: the export minus what must not survive a
+        restart, with each queue's data-directory mark."""
+        data = persistable(self.broker.export_definitions())
+        for item in data["queues"]:
+            vhost = self.broker.vhosts.get(item["vhost"])
+            queue = vhost.queues.get(item["name"]) if vhost is not None else None
+            if queue is not None:
+                self._marked(item, queue)
+        return data
 
-    def tick(self) -> None:
-        """Called now and then by the server so quiet changes are saved too."""
-        self._maybe_save()
+    def save(self) -> None:
+        """A full snapshot (at start, shutdown, and when the journal has grown)."""
+        started = time.monotonic()
+        if self.changes.pending:
+            # journaled first all the same: the old journal becomes the .prev, which
+            # must hold every change since the .bak (store/definitions.py)
+            records = self.changes.records()
+            try:
+                self.definitions.append(records)
+            except OSError as exc:
+                log.warning("definitions: journal not written before the snapshot: %s", exc)
+        data = self.snapshot()
+        try:
+            self.definitions.save(data)
+        except OSError as exc:
+            log.error("definitions: snapshot failed (the journal stands): %s", exc)
+            return
+        self.changes.stored_from(data)
+        log.debug("definitions: snapshot in %.3f s", time.monotonic() - started)
 
     def recover(self) -> bool:
         """Load definitions (and with them every durable queue's messages).
         False when there was nothing saved (a first start)."""
-        data = self.definitions.load()
-        if data is None:
+        loaded = self.definitions.load()
+        if loaded is None:
             return False
+        base, records = loaded
+        data = replay(base, records)
+        for item in data.get("queues", []):
+            mark = item.get(STORE_MARK) if isinstance(item, dict) else None
+            if isinstance(mark, dict):
+                count = mark.get("messages")
+                key = (item.get("vhost"), item.get("name"))
+                self._stored_counts[key] = count if isinstance(count, int) else None
         started = time.monotonic()
         self._recovering = True
         try:
-            report = self.broker.import_definitions(data, recovering=True)
-        except Exception as exc:  # a damaged file must not stop the broker
-            log.warning("definitions: import failed, some objects lost: %s", exc)
-            report = None
+            failed = self._import(data)
         finally:
             self._recovering = False
         log.info(
@@ -215,6 +274,53 @@ class Persistence:
             self.recovered_messages,
             self.recovered_queues,
             time.monotonic() - started,
-            report.counts if report is not None else "damaged",
+            ", ".join(f"{k} {len(v)}" for k, v in data.items() if isinstance(v, list) and v)
+            or "none",
         )
-        return True
+        if failed:
+            aside = self.definitions.keep_evidence()
+            log.error(
+                "definitions: %d objects could not be recreated (see above); the files"
+                " as read are kept as %s",
+                failed,
+                aside.name,
+            )
+        if base is None or records or failed or self.definitions.damaged:
+            self.save()  # one consistent snapshot from what was recovered
+        else:
+            self.changes.stored_from(data)
+        return bool(self.broker.vhosts)  # none: the server adds RabbitMQ's defaults
+
+    def _import(self, data: dict[str, Any]) -> int:
+        """Import everything; if that fails, each object on its own, so that one bad
+        object costs only itself. The number of objects that failed."""
+        try:
+            self.broker.import_definitions(data, recovering=True)
+            return 0
+        except Exception as exc:  # a damaged file must not stop the broker
+            log.warning("definitions: import failed (%s); importing object by object", exc)
+        failed = 0
+        for section in _SECTIONS:
+            items = data.get(section)
+            if not isinstance(items, list):
+                continue
+            for item in items:
+                try:
+                    self.broker.import_definitions({section: [item]}, recovering=True)
+                except Exception as exc:
+                    failed += 1
+                    log.error("definitions: %s %r not recreated: %s", section[:-1], item, exc)
+        return failed
+
+
+_SECTIONS = (
+    "vhosts",
+    "users",
+    "permissions",
+    "topic_permissions",
+    "parameters",
+    "policies",
+    "exchanges",
+    "queues",
+    "bindings",
+)

@@ -1,8 +1,10 @@
 """The aiohttp application: management API, OpenAPI document, /metrics and the web UI.
 
-``create_app(broker, settings)`` builds it; the server runs it on ``--http-port``. Two
+``create_app(broker, settings)`` builds it; the server runs it on ``--http-port``. Three
 middlewares do what every API handler would otherwise repeat: one authenticates and
-checks the route's tag, one turns core errors into RabbitMQ's ``{"error", "reason"}``.
+checks the route's tag, one turns core errors into RabbitMQ's ``{"error", "reason"}``,
+and one holds the reply to a request that changed something durable (a user, a policy,
+a durable queue, …) until that change is fsync'ed.
 A background task samples the broker's counters into rates every ``stats_interval``
 seconds, and pushes them to StatsD when configured.
 """
@@ -72,6 +74,28 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 @web.middleware
+async def durable(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A 2xx reply to a change means the change survives a crash: wait for the group
+    commit that writes it (core.broker ``after_durable``); reads never wait."""
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return await handler(request)
+    broker = request.app[BROKER]
+    mark = broker.durability_mark()
+    response = await handler(request)
+    written = asyncio.get_running_loop().create_future()
+
+    def done(ok: bool) -> None:
+        if not written.done():
+            written.set_result(ok)
+
+    if broker.after_durable(mark, done) and not await written:
+        return problem_response(
+            HTTPProblem(500, "internal_error", "the change could not be written to disk")
+        )
+    return response
+
+
+@web.middleware
 async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     level = getattr(handler, "roost_access", None)
     if level is None or level == PUBLIC:
@@ -133,7 +157,9 @@ def create_app(broker: Broker, settings: HttpSettings | None = None) -> web.Appl
     if _quiet not in server_log.filters:
         server_log.addFilter(_quiet)
     settings = settings or HttpSettings()
-    app = web.Application(middlewares=[errors, auth], client_max_size=settings.max_body_size)
+    app = web.Application(
+        middlewares=[errors, auth, durable], client_max_size=settings.max_body_size
+    )
     app[BROKER] = broker
     app[SETTINGS] = settings
     routes = all_routes()

@@ -57,6 +57,8 @@ ERROR_NAMES: dict[type[BrokerError], str] = {
     NotAllowed: "not_allowed",
 }
 ACK_MODES = ("auto", "client", "client-individual")
+# frames that may change durable definitions: their receipt waits for the disk
+DEFINES = frozenset({"SUBSCRIBE", "UNSUBSCRIBE"})
 
 
 class StompError(Exception):
@@ -194,6 +196,7 @@ class StompHandler:
         handler = self._handlers.get(command)
         if handler is None:
             raise StompError("unknown command", f"'{command}' is not a STOMP client frame")
+        mark = self.broker.durability_mark()
         tx = frame.get("transaction")
         if tx is not None and command in ("SEND", "ACK", "NACK"):
             work = self.transactions.get(tx)
@@ -208,8 +211,22 @@ class StompHandler:
             log.info("%s: blocked by resource alarm(s)", self.transport.peer)
             self.transport.pause_reading()
         receipt = frame.get("receipt")
-        if receipt is not None and command != "DISCONNECT" and not self.closed:
+        if receipt is None or command == "DISCONNECT" or self.closed:
+            return
+        # a SUBSCRIBE that declared a durable queue: the receipt means it survives a
+        # crash, so it waits for the group commit that writes the definition
+        if command not in DEFINES or not self.broker.after_durable(
+            mark, partial(self._defined, receipt)
+        ):
             self.write_frame("RECEIPT", [("receipt-id", receipt)])
+
+    def _defined(self, receipt: str, ok: bool) -> None:
+        if self.closed:
+            return
+        if ok:
+            self.write_frame("RECEIPT", [("receipt-id", receipt)])
+        else:
+            self._error("definitions not stored", "the queue could not be written to disk")
 
     # -- output ---------------------------------------------------------------------------
 

@@ -1,8 +1,11 @@
-"""Open file descriptors on demand and close the least recently used ones.
+"""Open file descriptors on demand, close the least recently used ones, and close idle
+ones.
 
 Ten thousand idle queues must not hold ten thousand descriptors: every segment file is
-opened when it is read or written and closed again once ``max_open`` others are newer.
-The fsync thread opens descriptors of its own, so closing one here never races with it.
+opened when it is read or written and closed again once ``max_open`` others are newer,
+or once it has not been used for an idle period (``close_idle``, called on a timer), so
+a quiet broker holds no store descriptors at all. The fsync thread opens descriptors of
+its own, so closing one here never races with it.
 """
 
 from __future__ import annotations
@@ -15,27 +18,45 @@ from pathlib import Path
 class FilePool:
     def __init__(self, max_open: int = 256) -> None:
         self.max_open = max_open
-        self._fds: OrderedDict[Path, int] = OrderedDict()
+        # path -> [fd, the idle period it was last used in]; least recently used first
+        self._fds: OrderedDict[Path, list[int]] = OrderedDict()
+        self._period = 0
 
     def fd(self, path: Path) -> int:
         fds = self._fds
-        fd = fds.get(path)
-        if fd is not None:
+        entry = fds.get(path)
+        if entry is not None:
             fds.move_to_end(path)
-            return fd
+            entry[1] = self._period
+            return entry[0]
         while len(fds) >= self.max_open:  # make room first: never close the one returned
-            os.close(fds.popitem(last=False)[1])
-        fd = fds[path] = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            os.close(fds.popitem(last=False)[1][0])
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fds[path] = [fd, self._period]
         return fd
+
+    def close_idle(self) -> int:
+        """Close every descriptor not used since the previous call; how many."""
+        fds = self._fds
+        closed = 0
+        while fds:
+            path, (fd, period) = next(iter(fds.items()))
+            if period == self._period:
+                break  # used since: it and everything after it are recent
+            del fds[path]
+            os.close(fd)
+            closed += 1
+        self._period += 1
+        return closed
 
     def close(self, path: Path) -> None:
         """Forget a file about to be deleted or replaced."""
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            os.close(fd)
+        entry = self._fds.pop(path, None)
+        if entry is not None:
+            os.close(entry[0])
 
     def close_all(self) -> None:
-        for fd in self._fds.values():
+        for fd, _period in self._fds.values():
             os.close(fd)
         self._fds.clear()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import errno
+import json
 import logging
 import os
 import shutil
@@ -33,11 +34,12 @@ from pathlib import Path
 from roost.store.delayed import DelayedLog
 from roost.store.files import FilePool
 from roost.store.paths import delayed_dir, queue_dir
-from roost.store.queue_store import QueueStore, _fsync_dir
+from roost.store.queue_store import OWNER_FILE, QueueStore, _fsync_dir
 
 log = logging.getLogger("roost.store")
 
 SPILL_DIR = "paged"  # under the data dir: transient messages paged out (core.paging)
+LOST_DIR = "lost+found"  # under the data dir: queue directories nothing claimed at start
 
 FSYNC_MODES = ("always", "interval", "never")
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # write failures that mean "retry later"
@@ -70,6 +72,7 @@ class DiskStore:
         segment_size: int = 8 * 1024 * 1024,
         ack_compact_bytes: int = 1024 * 1024,
         max_open: int = 256,
+        idle_close: float = 30.0,
     ) -> None:
         if fsync not in FSYNC_MODES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_MODES)}")
@@ -79,6 +82,8 @@ class DiskStore:
         self.segment_size = segment_size
         self.ack_compact_bytes = ack_compact_bytes
         self.files = FilePool(max_open)
+        self.idle_close = idle_close  # seconds: descriptors idle this long (to 2x) close
+        self._idle_handle: asyncio.TimerHandle | None = None
         self.bytes_on_disk = 0
         self.segment_count = 0
         self.fsync_stats = FsyncStats()
@@ -108,7 +113,8 @@ class DiskStore:
     def open_queue(self, vhost: str, name: str) -> QueueStore:
         directory = queue_dir(self.data_dir, vhost, name)
         self._opened.add(directory)
-        return QueueStore(self, directory, f"{vhost}/{name}")
+        owner = {"kind": "queue", "vhost": vhost, "name": name}
+        return QueueStore(self, directory, f"{vhost}/{name}", owner)
 
     def open_spill(self, vhost: str, name: str) -> QueueStore:
         """A store for a queue's transient messages paged out under memory pressure (a
@@ -119,19 +125,35 @@ class DiskStore:
     def open_delayed(self, vhost: str, exchange: str) -> DelayedLog:
         directory = delayed_dir(self.data_dir, vhost, exchange)
         self._opened.add(directory)
-        return DelayedLog(QueueStore(self, directory, f"{vhost}/delayed:{exchange}"))
+        owner = {"kind": "x-delayed-message exchange", "vhost": vhost, "name": exchange}
+        return DelayedLog(QueueStore(self, directory, f"{vhost}/delayed:{exchange}", owner))
 
-    def remove_orphans(self) -> int:
-        """After recovery: delete queue (and delayed-exchange) directories that nothing
-        durable claimed (declared and fed, then a crash before the definition was saved)."""
-        removed = 0
+    def quarantine_orphans(self) -> list[Path]:
+        """After recovery: move queue (and delayed-exchange) directories that nothing
+        durable claimed to ``lost+found/<time>/`` with a warning naming each, never
+        deleting them: their definitions may have been lost to damage, and their
+        messages are all that is left. (With definitions journaled before any reply,
+        only damage or a declare with nowait and no confirm can leave one.)"""
+        moved: list[Path] = []
+        target = self.data_dir / LOST_DIR / time.strftime("%Y%m%dT%H%M%S")
         for pattern in ("vhosts/*/queues/*", "vhosts/*/delayed/*"):
-            for directory in self.data_dir.glob(pattern):
-                if directory.is_dir() and directory not in self._opened:
-                    log.warning("store: %s belongs to nothing durable, removed", directory)
-                    shutil.rmtree(directory, ignore_errors=True)
-                    removed += 1
-        return removed
+            for directory in sorted(self.data_dir.glob(pattern)):
+                if not directory.is_dir() or directory in self._opened:
+                    continue
+                dest = target / directory.relative_to(self.data_dir)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(directory, dest)
+                moved.append(dest)
+                log.warning(
+                    "store: %s (%s, %d files, %d bytes) belongs to nothing durable; moved to %s",
+                    directory,
+                    _owner(dest),
+                    *_usage(dest),
+                    dest,
+                )
+        if moved:
+            _fsync_dir(self.data_dir)
+        return moved
 
     def new_segment(self, store: QueueStore) -> None:
         # the directory is made by the first write_pending (a mkdir may fail: disk full)
@@ -144,6 +166,14 @@ class DiskStore:
         self.bytes_on_disk += delta
 
     # -- group commit -----------------------------------------------------------------
+
+    def changed(self) -> None:
+        """Something a ``before_flush`` hook writes changed (a definition): counted like
+        an append, so that whoever compares ``appends`` waits for the next commit."""
+        self.appends += 1
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            self._loop.call_soon(self.flush)
 
     def dirty(self, store: QueueStore) -> None:
         self._dirty.add(store)
@@ -180,6 +210,13 @@ class DiskStore:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="roost-fsync")
         if self.mode == "interval":
             self._interval_handle = loop.call_later(self.interval, self._tick)
+        self._idle_handle = loop.call_later(self.idle_close, self._close_idle)
+
+    def _close_idle(self) -> None:
+        """Descriptors unused for a whole period are closed: idle queues hold none."""
+        assert self._loop is not None
+        self.files.close_idle()
+        self._idle_handle = self._loop.call_later(self.idle_close, self._close_idle)
 
     def _tick(self) -> None:
         assert self._loop is not None
@@ -201,13 +238,22 @@ class DiskStore:
     def _write(self) -> bool:
         """Write every dirty store's buffers; False while some could not be written for
         lack of space (they stay buffered and are retried; see the module doc)."""
+        no_space: OSError | None = None
+        failed = False
+        hooks_done = True
         for hook in self.before_flush:
-            hook()
+            try:
+                hook()  # e.g. the definitions journal (core.persistence)
+            except OSError as exc:
+                hooks_done = False
+                if exc.errno in NO_SPACE:
+                    no_space = exc
+                else:
+                    failed = True
+                    log.error("store: definitions write failed: %s", exc)
         dirty, self._dirty = self._dirty, set()
         dirty |= self._failed
         self._failed = set()
-        no_space: OSError | None = None
-        failed = False
         for store in dirty:
             if store.deleted:
                 continue
@@ -220,11 +266,11 @@ class DiskStore:
                     continue
                 failed = True
                 log.error("store %s: write failed: %s", store.label, exc)
-        if self._failed:
+        if self._failed or not hooks_done:
             self._schedule_retry()
         if no_space is not None:
             self._set_full(True, no_space)
-        elif self.full and not self._failed:
+        elif self.full and not self._failed and hooks_done:
             self._set_full(False)
         if failed and no_space is None:
             self._settle(self._take_waiters(), False)
@@ -303,6 +349,8 @@ class DiskStore:
         """Finish what is in flight, write and sync the rest, close every file."""
         if self._interval_handle is not None:
             self._interval_handle.cancel()
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
         if self._retry_handle is not None:
             self._retry_handle.cancel()
             self._retry_handle = None
@@ -332,3 +380,17 @@ def _sync(paths: set[Path], dirs: set[Path]) -> float:
         if directory.is_dir():
             _fsync_dir(directory)
     return time.perf_counter() - started
+
+
+def _owner(directory: Path) -> str:
+    """Whose directory this was, from the note its store wrote when it made it."""
+    try:
+        owner = json.loads((directory / OWNER_FILE).read_text("utf-8"))
+        return f"{owner['kind']} '{owner['name']}' in vhost '{owner['vhost']}'"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "owner unknown"
+
+
+def _usage(directory: Path) -> tuple[int, int]:
+    files = [f for f in directory.rglob("*") if f.is_file()]
+    return len(files), sum(f.stat().st_size for f in files)

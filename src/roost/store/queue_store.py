@@ -6,6 +6,9 @@ Files in the queue's directory::
                      its sequence number, so the segments are also the enqueue log)
     acks             12-byte entries ``[u64 seq|flags][u32 crc32]``: an ack, a
                      "delivered" mark, or a floor (every seq below it is acked)
+    owner.json       whose directory this is (kind, vhost, name): the directory's own
+                     name is a hash, and a directory nothing claims at start is moved
+                     to lost+found with this in the warning
 
 The index is ``array('Q')`` with one slot per sequence number from ``_base``: the
 record's location ``segment << 32 | offset`` (bit 63: delivered), 0 once removed.
@@ -16,6 +19,7 @@ A segment file is deleted when its last live record goes; when the ack log passe
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import shutil
@@ -49,6 +53,8 @@ DELIVERED = 1 << 63
 LOC_MASK = DELIVERED - 1
 MAX_GAP = 1 << 32  # sequence numbers further apart than this in one queue are damage
 ACK_FILE = "acks"
+OWNER_FILE = "owner.json"
+MIN_PAYLOAD = 15  # u64 seq, u8 flags, three u16 lengths: shorter is not a record
 
 
 def _seg_name(n: int) -> str:
@@ -60,10 +66,16 @@ Recovered = tuple[int, bool, str, str, tuple[Any, ...], bytes]
 
 
 class QueueStore:
-    def __init__(self, hub: DiskStore, directory: Path, label: str) -> None:
+    def __init__(
+        self, hub: DiskStore, directory: Path, label: str, owner: dict[str, str] | None = None
+    ) -> None:
         self.hub = hub
         self.dir = directory
         self.label = label  # "vhost/queue" for log lines
+        self.owner = owner
+        # called once, by the append that will make the directory (core.persistence
+        # journals that the queue has data from then on)
+        self.on_first_write: Callable[[], None] | None = None
         self._pos = array("Q")
         self._head = 0  # index of seq _base in _pos (front trimmed lazily)
         self._base = 1
@@ -79,11 +91,17 @@ class QueueStore:
         self.count = 0
         self.deleted = False
         self.dir_made = False
+        self._appended = False
 
     # -- paths ------------------------------------------------------------------------
 
     def _seg_path(self, n: int) -> Path:
         return self.dir / _seg_name(n)
+
+    @property
+    def has_files(self) -> bool:
+        """The queue has a data directory, or its next write makes one."""
+        return self.dir_made or self._appended
 
     # -- writing ----------------------------------------------------------------------
 
@@ -102,6 +120,10 @@ class QueueStore:
         its TTL runs out (ms since the epoch), handed back by recovery."""
         seq = self._next_seq
         self._next_seq = seq + 1
+        self._appended = True
+        if self.on_first_write is not None:
+            announce, self.on_first_write = self.on_first_write, None
+            announce()
         record = frame(
             encode_message(
                 seq, exchange, routing_key, properties, body, redelivered, transient, expires_ms
@@ -204,6 +226,10 @@ class QueueStore:
             return
         if not self.dir_made:
             self.dir.mkdir(parents=True, exist_ok=True)
+            if self.owner is not None:
+                owner = self.dir / OWNER_FILE
+                owner.write_text(json.dumps(self.owner), "utf-8")
+                written.add(owner)
             self.dir_made = True
         files = self.hub.files
         for seg in list(self._out):
@@ -293,6 +319,14 @@ class QueueStore:
         segs = sorted(int(p.name[:-4]) for p in self.dir.glob("*.seg") if p.name[:-4].isdigit())
         # live records as parallel arrays (no per-message objects even while recovering)
         seqs, locs, sizes, expiries = array("Q"), array("Q"), array("Q"), array("q")
+        # a record found by resynchronising after damage must carry a sequence number
+        # that can follow the last good one (a segment's records are in seq order)
+        last = [0]
+        seen = 0  # the highest seq read from the segments so far
+
+        def plausible(payload: memoryview) -> bool:
+            return len(payload) >= 8 and last[0] < peek_seq(payload) <= last[0] + MAX_GAP
+
         for seg in segs:
             path = self._seg_path(seg)
             try:
@@ -302,8 +336,10 @@ class QueueStore:
                 continue
             result = ScanResult()
             found = 0
-            for offset, payload in scan(data, result):
-                seq = peek_seq(payload)
+            last[0] = max(seen, floor - 1)  # not next_seq: that counts acks too
+            for offset, payload in scan(data, result, min_length=MIN_PAYLOAD, plausible=plausible):
+                seq = last[0] = peek_seq(payload)
+                seen = max(seen, seq)
                 next_seq = max(next_seq, seq + 1)
                 if seq < floor or seq in acked or _transient(payload):
                     continue  # gone, or paged out before the restart: not kept
@@ -324,9 +360,14 @@ class QueueStore:
                 expiries.append(peek_expires(payload))
                 del msg
                 found += 1
-            for offset in result.bad_crc:
+            for offset, length in result.dropped:
                 log.warning(
-                    "store %s: %s@%d bad checksum, record dropped", self.label, path.name, offset
+                    "store %s: %s@%d bad checksum or header, %d bytes dropped (scan resumed"
+                    " at the next intact record)",
+                    self.label,
+                    path.name,
+                    offset,
+                    length,
                 )
             if result.torn_tail:
                 log.warning(

@@ -1,0 +1,106 @@
+"""Publisher confirms after the fsync, many confirms per fsync, and a bounded ack log,
+on a real server (issue 3)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import aio_pika
+import pika
+import pytest
+
+from tests.support import RoostProcess, running, sync_ops
+
+INTERVAL_MS = 1500  # fsync on a slow timer: a confirm before it would be caught
+PERSISTENT = pika.BasicProperties(delivery_mode=2)
+
+
+@pytest.fixture
+def slow_sync(tmp_path: Path) -> Iterator[RoostProcess]:
+    yield from running(
+        RoostProcess(
+            tmp_path / "data", "--fsync", "interval", "--fsync-interval-ms", str(INTERVAL_MS)
+        )
+    )
+
+
+def test_confirm_follows_the_fsync_in_interval_mode(slow_sync: RoostProcess, qname: str) -> None:
+    with pika.BlockingConnection(pika.URLParameters(slow_sync.url)) as conn:
+        ch = conn.channel()
+        ch.queue_declare(qname, durable=True)
+        ch.confirm_delivery()
+        for i in range(3):
+            before = sync_ops(slow_sync)
+            ch.basic_publish("", qname, b"safe %d" % i, PERSISTENT)  # returns on its ack
+            assert sync_ops(slow_sync) > before, "the confirm came before the fsync"
+
+
+def test_many_confirms_in_flight_share_few_fsyncs(fresh_roost: RoostProcess, qname: str) -> None:
+    """--fsync always (the default): 1000 persistent messages published with every
+    confirm outstanding at once are confirmed after far fewer than 1000 fsyncs."""
+    n = 1000
+    with pika.BlockingConnection(pika.URLParameters(fresh_roost.url)) as conn:
+        conn.channel().queue_declare(qname, durable=True)
+    before = sync_ops(fresh_roost)
+
+    async def publish_all() -> None:
+        connection = await aio_pika.connect(fresh_roost.url)
+        async with connection:
+            channel = await connection.channel(publisher_confirms=True)
+            exchange = channel.default_exchange
+            confirms = [
+                exchange.publish(
+                    aio_pika.Message(b"m%d" % i, delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
+                    routing_key=qname,
+                )
+                for i in range(n)
+            ]
+            await asyncio.gather(*confirms)
+
+    asyncio.run(asyncio.wait_for(publish_all(), 60))
+    fsyncs = sync_ops(fresh_roost) - before
+    assert 1 <= fsyncs <= n // 10, f"{fsyncs} fsyncs for {n} confirms"
+    with pika.BlockingConnection(pika.URLParameters(fresh_roost.url)) as conn:
+        assert conn.channel().queue_declare(qname, passive=True).method.message_count == n
+
+
+def test_ack_log_is_compacted_and_survives_kill_9(tmp_path: Path) -> None:
+    """--ack-compact-bytes 1024: acking 1500 of 2000 messages one by one (3000 entries of
+    12 bytes: a delivered mark and an ack each) keeps the ack log near 1 KiB, and after a
+    kill -9 exactly the unacked messages are there."""
+    data = tmp_path / "data"
+    server = RoostProcess(data, "--ack-compact-bytes", "1024").start()
+    try:
+        with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+            ch = conn.channel()
+            ch.queue_declare("compact", durable=True)
+            ch.confirm_delivery()
+            for i in range(2000):
+                ch.basic_publish("", "compact", b"%04d" % i, PERSISTENT)
+            largest = 0
+            for i in range(1500):
+                method, _props, body = ch.basic_get("compact")
+                assert body == b"%04d" % i
+                ch.basic_ack(method.delivery_tag)
+                if i % 50 == 49:
+                    ch.queue_declare("compact", passive=True)  # a round trip
+                    found = list(data.rglob("acks"))
+                    if found:
+                        largest = max(largest, found[0].stat().st_size)
+            # a confirmed publish: the group commit that confirms it wrote every ack before
+            ch.basic_publish("", "compact", b"last", PERSISTENT)
+        assert 0 < largest <= 1024 + 12 * 2 * 50, largest
+        server.kill()
+        server = RoostProcess(data, "--ack-compact-bytes", "1024").start()
+        assert "recovered 501 messages in 1 queues" in server.log
+        with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+            ch = conn.channel()
+            got = []
+            while (msg := ch.basic_get("compact", auto_ack=True))[0] is not None:
+                got.append(msg[2])
+        assert got == [b"%04d" % i for i in range(1500, 2000)] + [b"last"]
+    finally:
+        server.kill()
+    assert "Traceback" not in server.log, server.log
