@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pyspark import SparkContext
 
 from roost.pipeline.session import launched_with_master
 
@@ -20,8 +21,11 @@ from roost.pipeline.session import launched_with_master
 def test_master_is_left_to_the_launcher(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], configured: bool
 ) -> None:
+    # the suite's own SparkSession may be running (tests/spark): this is about env alone
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
     for name in ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert launched_with_master() is configured
+
