@@ -574,8 +574,8 @@ class StompHandler:
         if sub is None:
             return
         if sub.prefix is not None and not message.routing_key.startswith(sub.prefix):
-            if sub.ack != "auto":  # not for this subscriber: settle it quietly
-                self._loop.call_soon(self._settle_one, delivery_tag)
+            if sub.ack != "auto":  # not for this subscriber: ack it quietly
+                self._loop.call_soon(self._ack_unseen, delivery_tag)
             return
         tag = str(delivery_tag)
         if sub.destination.startswith("/temp-queue/"):
@@ -608,10 +608,12 @@ class StompHandler:
         if not self.closed:
             self._error("delivery acknowledgement timed out", error.text)
 
-    def _settle_one(self, tag: int) -> None:
-        sub = self.tag_subscription.get(tag)
-        if sub is not None and not self.closed:
-            self._settle(sub, [tag], requeue=None)
+    def _ack_unseen(self, tag: int) -> None:
+        """Ack a delivery the client never saw (a prefix subscription's non-match). It
+        was never recorded as outstanding, so it is settled in the session directly; after
+        this delivery returns, as the core's dispatch loop is still running."""
+        if not self.closed and self.session is not None:
+            self.session.ack(tag, False)
 
     # -- acknowledging --------------------------------------------------------------------
 
