@@ -57,6 +57,9 @@ ERROR_NAMES: dict[type[BrokerError], str] = {
     NotAllowed: "not_allowed",
 }
 ACK_MODES = ("auto", "client", "client-individual")
+# frames whose handler sends the RECEIPT itself (COMMIT after the fsync, DISCONNECT
+# before the close)
+_OWN_RECEIPT = frozenset({"COMMIT", "DISCONNECT"})
 
 
 class StompError(Exception):
@@ -208,7 +211,7 @@ class StompHandler:
             log.info("%s: blocked by resource alarm(s)", self.transport.peer)
             self.transport.pause_reading()
         receipt = frame.get("receipt")
-        if receipt is not None and command != "DISCONNECT" and not self.closed:
+        if receipt is not None and command not in _OWN_RECEIPT and not self.closed:
             self.write_frame("RECEIPT", [("receipt-id", receipt)])
 
     # -- output ---------------------------------------------------------------------------
@@ -664,8 +667,15 @@ class StompHandler:
         work = self.transactions.pop(tx, None)
         if work is None:
             raise StompError("invalid transaction", f"transaction '{tx}' is not active")
-        for op in work:
-            op()
+        # like AMQP's tx.commit-ok, the receipt waits for the fsync of what the
+        # transaction's SENDs wrote to durable queues
+        self.broker.run_durably(work, partial(self._committed, frame.get("receipt")))
+
+    def _committed(self, receipt: str | None) -> None:
+        if receipt is None or self.closed:
+            return
+        self.broker.sync_streams()  # a stream append is safe only once fsync'ed
+        self.write_frame("RECEIPT", [("receipt-id", receipt)])
 
     def on_abort(self, frame: Frame) -> None:
         tx = self._require(frame, "transaction")
