@@ -82,8 +82,9 @@ class StompTransport(Protocol):
 
     def write(self, data: bytes) -> None: ...
 
-    def close(self) -> None:
-        """Flush what was written, then close."""
+    def close(self, *, going_away: bool = False) -> None:
+        """Flush what was written, then close; ``going_away`` when the server is stopping
+        (WebSocket close code 1001)."""
 
     def abort(self) -> None: ...
 
@@ -156,6 +157,7 @@ class StompHandler:
         # reading this connection until it clears; subscribers keep receiving
         self._alarms: frozenset[str] = frozenset()
         self._alarm_blocked = False
+        self._going_away = False  # the server is stopping (shutdown)
         registry.add(self)
 
     # -- input ----------------------------------------------------------------------------
@@ -236,7 +238,7 @@ class StompHandler:
 
     def _close(self) -> None:
         self._release()
-        self.transport.close()
+        self.transport.close(going_away=self._going_away)
 
     # -- connection -----------------------------------------------------------------------
 
@@ -285,7 +287,7 @@ class StompHandler:
             vhost,
             protocol=f"{self.protocol} {self.version}",
             peer=self.transport.peer,
-            closer=self.shutdown,
+            closer=self.force_close,
             properties={"product": frame.get("client-id", "STOMP client")},
             traffic=self.traffic,
         )
@@ -739,11 +741,15 @@ class StompHandler:
         self.close_reason = self.close_reason or "client closed the socket"
         self._release()
 
+    def force_close(self, reason: str) -> None:
+        """Close from the broker side (management API, a deleted user or vhost)."""
+        if not self.closed:
+            self._error("connection closed by the broker", reason)
+
     def shutdown(self, reason: str = "shutdown") -> None:
-        """Close from the broker side (server shutdown, management API)."""
-        if self.closed:
-            return
-        self._error("connection closed by the broker", reason)
+        """The server is stopping: the same ERROR, then a "going away" close."""
+        self._going_away = True
+        self.force_close(reason)
 
     def _abort(self, reason: str) -> None:
         self.close_reason = self.close_reason or reason

@@ -1,7 +1,12 @@
 """STOMP over WebSocket (RabbitMQ Web-STOMP's port and path): aiohttp WebSocket
-messages <-> ``StompHandler``. Text and binary messages are both accepted; a message may
-hold several frames or part of one (the handler's parser reassembles). Outgoing frames
-go as text messages when they are valid UTF-8, else as binary."""
+messages <-> ``StompHandler``. Text and binary messages are both accepted, fragmented
+ones too (aiohttp reassembles continuation frames); a message may hold several frames or
+part of one (the handler's parser reassembles). Outgoing frames go as text messages when
+they are valid UTF-8, else as binary.
+
+Close codes: 1000 after a DISCONNECT or an ERROR, 1001 (going away) when the server
+stops, 1009 for a WebSocket message larger than the STOMP frame limit plus ``WS_SLACK``
+(the STOMP limits themselves are the parser's: ERROR, then 1000)."""
 
 from __future__ import annotations
 
@@ -25,6 +30,11 @@ REGISTRY_KEY: web.AppKey[set[Any]] = web.AppKey("registry", set)
 
 
 PAUSE_AT = 1024 * 1024  # queued output that pauses deliveries until the socket drains
+# aiohttp buffers a whole WebSocket message before the STOMP parser sees it, so its own
+# limit is the STOMP frame limit plus room for EOLs and a few small frames batched with
+# it: a frame just over the STOMP limit still gets the STOMP ERROR, and a giant message
+# is refused (1009) before it is held in memory
+WS_SLACK = 64 * 1024
 
 
 class WebSocketTransport:
@@ -40,6 +50,7 @@ class WebSocketTransport:
         self.handler: StompHandler | None = None
         self.queued = 0
         self.paused = False
+        self.going_away = False
         self.reading = asyncio.Event()  # cleared while a resource alarm blocks input
         self.reading.set()
 
@@ -55,7 +66,8 @@ class WebSocketTransport:
         if handler is not None and handler.session is not None and not handler.closed:
             handler.session.set_writable(writable)
 
-    def close(self) -> None:
+    def close(self, *, going_away: bool = False) -> None:
+        self.going_away = self.going_away or going_away
         self.queue.put_nowait(None)
         self.reading.set()
 
@@ -93,11 +105,16 @@ class WebSocketTransport:
                 break
             if self.paused and self.queued <= PAUSE_AT // 4:
                 self._set_writable(True)
-        await ws.close(code=WSCloseCode.OK)
+        await ws.close(code=WSCloseCode.GOING_AWAY if self.going_away else WSCloseCode.OK)
 
 
 async def stomp_websocket(request: web.Request) -> web.StreamResponse:
-    ws = web.WebSocketResponse(protocols=SUBPROTOCOLS, heartbeat=None)
+    settings = request.app[SETTINGS_KEY]
+    ws = web.WebSocketResponse(
+        protocols=SUBPROTOCOLS,
+        heartbeat=None,
+        max_msg_size=settings.limits.max_frame_size + WS_SLACK,
+    )
     await ws.prepare(request)
     peer = request.transport.get_extra_info("peername") if request.transport else None
     peer_text = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -105,7 +122,7 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
     transport.tls = request.secure
     handler = StompHandler(
         request.app[BROKER_KEY],
-        request.app[SETTINGS_KEY],
+        settings,
         transport,
         request.app[REGISTRY_KEY],
         protocol="Web STOMP",
@@ -118,7 +135,8 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
                 handler.data_received(msg.data.encode("utf-8"))
             elif msg.type == WSMsgType.BINARY:
                 handler.data_received(msg.data)
-            elif msg.type == WSMsgType.ERROR:
+            elif msg.type == WSMsgType.ERROR:  # aiohttp has closed it (1009, 1002, …)
+                handler.close_reason = handler.close_reason or f"WebSocket error: {msg.data}"
                 break
             if handler.closed:
                 break
