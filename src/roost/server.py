@@ -181,8 +181,9 @@ class Server:
 
             from roost.stomp.ws import create_app
 
+            page_client = Path(cfg.ws_test_page) if cfg.ws_test_page else None
             runner = web.AppRunner(
-                create_app(self.broker, settings, self.connections),
+                create_app(self.broker, settings, self.connections, page_client),
                 access_log=None,
                 handle_signals=False,
                 shutdown_timeout=2.0,
@@ -197,6 +198,13 @@ class Server:
                 log.info(
                     "STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port
                 )
+                if page_client is not None:
+                    log.info(
+                        "STOMP test page on http://%s:%d/stomp/test/ (client %s)",
+                        cfg.bind,
+                        info.port,
+                        page_client,
+                    )
             if wss:
                 assert runner.server is not None
                 await self._start_tls(

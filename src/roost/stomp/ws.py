@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
@@ -27,6 +28,8 @@ SUBPROTOCOLS = ("v12.stomp", "v11.stomp", "v10.stomp")
 BROKER_KEY: web.AppKey[Broker] = web.AppKey("broker", Broker)
 SETTINGS_KEY: web.AppKey[StompSettings] = web.AppKey("stomp_settings", StompSettings)
 REGISTRY_KEY: web.AppKey[set[Any]] = web.AppKey("registry", set)
+PAGE_DIR = Path(__file__).parent / "test_page"
+TEST_PAGE_PATH = "/stomp/test/"
 
 
 PAUSE_AT = 1024 * 1024  # queued output that pauses deliveries until the socket drains
@@ -153,10 +156,42 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-def create_app(broker: Broker, settings: StompSettings, registry: set[Any]) -> web.Application:
+def create_app(
+    broker: Broker,
+    settings: StompSettings,
+    registry: set[Any],
+    test_page_client: Path | None = None,
+) -> web.Application:
+    """The Web-STOMP endpoint at /ws; with ``test_page_client`` (a browser STOMP client,
+    @stomp/stompjs's ``stomp.umd.min.js``) also the test page at /stomp/test/."""
     app = web.Application(client_max_size=settings.limits.max_frame_size + 1024)
     app[BROKER_KEY] = broker
     app[SETTINGS_KEY] = settings
     app[REGISTRY_KEY] = registry
     app.router.add_get("/ws", stomp_websocket)
+    if test_page_client is not None:
+        add_test_page(app, test_page_client)
     return app
+
+
+def add_test_page(app: web.Application, client: Path) -> None:
+    """Like RabbitMQ's web-stomp-examples, on the Web-STOMP listener itself so the page's
+    WebSocket goes to its own origin. The client bundle is not Roost's to ship: it is read
+    from where the operator (or scripts/test) put it, and only that one file is served."""
+    files = {
+        "": PAGE_DIR / "index.html",
+        "page.js": PAGE_DIR / "page.js",
+        "stomp.umd.min.js": client,
+    }
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        path = files.get(request.match_info["name"])
+        if path is None or not path.is_file():
+            raise web.HTTPNotFound()
+        return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
+
+    async def slash(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(TEST_PAGE_PATH)
+
+    app.router.add_get(TEST_PAGE_PATH.rstrip("/"), slash)
+    app.router.add_get(TEST_PAGE_PATH + "{name:[a-z.]*}", serve)
