@@ -280,7 +280,9 @@ class StompHandler:
             raise StompError("access_refused", "Bad CONNECT: authentication failed") from exc
         vhost = frame.get("host") or "/"
         if vhost not in self.broker.vhosts:
-            # clients such as stomp.py send the server's host name: fall back to "/"
+            # stomp.py sends the server's host name by default: RabbitMQ refuses that
+            # ("Virtual host '…' access denied"), Roost takes "/" (docs/stomp.md)
+            log.info("%s: host %r is not a vhost: using '/'", self.transport.peer, vhost)
             vhost = "/"
         self.client = self.broker.connect(
             user,
