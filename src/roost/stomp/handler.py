@@ -36,9 +36,11 @@ from roost.stomp.frames import (
     FrameParser,
     Limits,
     StompParseError,
+    frame_bytes,
+    header_lines,
     serialize,
 )
-from roost.stomp.mapping import headers_from_properties, properties_from_headers
+from roost.stomp.mapping import properties_from_headers, property_lines
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -60,6 +62,7 @@ ACK_MODES = ("auto", "client", "client-individual")
 # frames whose handler sends the RECEIPT itself (COMMIT after the fsync, DISCONNECT
 # before the close)
 _OWN_RECEIPT = frozenset({"COMMIT", "DISCONNECT"})
+_TRANSACTIONAL = frozenset({"SEND", "ACK", "NACK"})
 
 
 class StompError(Exception):
@@ -115,6 +118,10 @@ class Subscription:
     arguments: dict[str, Any] = field(default_factory=dict)
     # delivery tags not yet acknowledged by the client, in delivery order
     outstanding: dict[int, None] = field(default_factory=dict)
+    # encoded once: "MESSAGE" and the subscription header; the destination header when
+    # it is the subscription's own (a temp queue), else empty
+    head: bytes = b""
+    destination_line: bytes = b""
 
 
 class StompHandler:
@@ -144,6 +151,8 @@ class StompHandler:
         # and the queues SEND declared (declared again once deleted)
         self._destinations: dict[str, Destination] = {}
         self._sent_to: dict[str, Queue] = {}
+        self._destination_lines: dict[tuple[str, str], bytes] = {}  # a MESSAGE's
+        self._ack_key = "id"  # the header an ACK names its message by (1.2; else message-id)
         self.traffic = Traffic()
         self.close_reason = ""
         self.closed = False
@@ -199,20 +208,21 @@ class StompHandler:
         handler = self._handlers.get(command)
         if handler is None:
             raise StompError("unknown command", f"'{command}' is not a STOMP client frame")
-        tx = frame.get("transaction")
-        if tx is not None and command in ("SEND", "ACK", "NACK"):
+        headers = frame.headers
+        tx = headers.get("transaction")
+        if tx is not None and command in _TRANSACTIONAL:
             work = self.transactions.get(tx)
             if work is None:
                 raise StompError("invalid transaction", f"transaction '{tx}' is not active")
             work.append(lambda: handler(self, frame))
         else:
             handler(self, frame)
-        if command == "SEND" and self._alarms and not self._alarm_blocked:
+        if self._alarms and command == "SEND" and not self._alarm_blocked:
             self._alarm_blocked = True
             self.client.alarm_state = "blocked"
             log.info("%s: blocked by resource alarm(s)", self.transport.peer)
             self.transport.pause_reading()
-        receipt = frame.get("receipt")
+        receipt = headers.get("receipt")
         if receipt is not None and command not in _OWN_RECEIPT and not self.closed:
             self.write_frame("RECEIPT", [("receipt-id", receipt)])
 
@@ -256,6 +266,7 @@ class StompHandler:
             return
         self.version = common[-1]
         self.parser.version = self.version
+        self._ack_key = "id" if self.version == "1.2" else "message-id"
         login = frame.get("login")
         passcode = frame.get("passcode", "")
         host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
@@ -381,7 +392,9 @@ class StompHandler:
 
     def on_send(self, frame: Frame) -> None:
         assert self.client is not None
-        dest_text = self._require(frame, "destination")
+        dest_text = frame.headers.get("destination")
+        if dest_text is None:
+            dest_text = self._require(frame, "destination")  # raises
         if dest_text.startswith("/control/"):
             self._control(frame, dest_text)
             return
@@ -542,6 +555,9 @@ class StompHandler:
         assert self.session is not None
         session = self.session
         session.prefetch_count = prefetch
+        sub.head = b"MESSAGE\n" + header_lines([("subscription", sub.id)], self.version)
+        if sub.destination.startswith("/temp-queue/"):
+            sub.destination_line = header_lines([("destination", sub.destination)], self.version)
         # the subscription's ack-timeout is the consumer's default deadline (core.features.
         # consumer_timeout); a message's own ack-timeout header wins over it
         arguments = dict(sub.arguments)
@@ -584,26 +600,36 @@ class StompHandler:
             if sub.ack != "auto":  # not for this subscriber: ack it quietly
                 self._loop.call_soon(self._ack_unseen, delivery_tag)
             return
-        tag = str(delivery_tag)
-        if sub.destination.startswith("/temp-queue/"):
-            dest = sub.destination
-        else:
-            dest = destinations.for_message(message.exchange, message.routing_key)
-        headers = [
-            ("subscription", sub.id),
-            ("destination", dest),
-            ("message-id", tag),
+        # the frame from parts encoded once (per subscription, destination, message)
+        tag = str(delivery_tag).encode()
+        parts = [
+            sub.head,
+            sub.destination_line or self._destination_line(message.exchange, message.routing_key),
+            b"message-id:",
+            tag,
+            b"\n",
         ]
         if redelivered:
-            headers.append(("redelivered", "true"))
+            parts.append(b"redelivered:true\n")
         if sub.ack != "auto":
             if self.version == "1.2":
-                headers.append(("ack", tag))
+                parts += (b"ack:", tag, b"\n")
             self._max_tag = delivery_tag
             sub.outstanding[delivery_tag] = None
             self.tag_subscription[delivery_tag] = sub
-        headers.extend(headers_from_properties(message.properties))
-        self.write_frame("MESSAGE", headers, message.body)
+        parts.append(property_lines(message.properties, self.version))
+        self.write(frame_bytes(b"".join(parts), message.body))
+
+    def _destination_line(self, exchange: str, routing_key: str) -> bytes:
+        """The encoded ``destination`` header of a MESSAGE published to these."""
+        line = self._destination_lines.get((exchange, routing_key))
+        if line is None:
+            dest = destinations.for_message(exchange, routing_key)
+            line = header_lines([("destination", dest)], self.version)
+            if len(self._destination_lines) >= _CACHE_SIZE:
+                self._destination_lines.clear()
+            self._destination_lines[exchange, routing_key] = line
+        return line
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
         sub = self.subscriptions.pop(consumer_tag, None)
@@ -632,8 +658,10 @@ class StompHandler:
         self._ack_or_nack(frame, requeue=requeue)
 
     def _ack_or_nack(self, frame: Frame, *, requeue: bool | None) -> None:
-        key = "id" if self.version == "1.2" else "message-id"
-        text = self._require(frame, key)
+        key = self._ack_key
+        text = frame.headers.get(key)
+        if text is None:
+            text = self._require(frame, key)  # raises
         if not text.isdigit():
             raise StompError("invalid ack", f"unknown {key} '{text}'")
         tag = int(text)
@@ -642,21 +670,25 @@ class StompHandler:
             if 0 < tag <= self._max_tag:
                 return  # settled already: nothing to do
             raise StompError("invalid ack", f"unknown {key} '{text}'")
+        if sub.ack != "client":
+            self._settle_tag(sub, tag, requeue)
+            return
         # client mode is cumulative, within the subscription
-        tags = [t for t in sub.outstanding if t <= tag] if sub.ack == "client" else [tag]
-        self._settle(sub, tags, requeue=requeue)
+        self._settle(sub, [t for t in sub.outstanding if t <= tag], requeue=requeue)
 
     def _settle(self, sub: Subscription, tags: list[int], *, requeue: bool | None) -> None:
         """requeue None = ack; True = back to the queue; False = discard."""
-        assert self.session is not None
-        session = self.session
         for tag in tags:
-            sub.outstanding.pop(tag, None)
-            self.tag_subscription.pop(tag, None)
-            if requeue is None:
-                session.ack(tag, False)
-            else:
-                session.nack(tag, False, requeue)
+            self._settle_tag(sub, tag, requeue)
+
+    def _settle_tag(self, sub: Subscription, tag: int, requeue: bool | None) -> None:
+        assert self.session is not None
+        sub.outstanding.pop(tag, None)
+        self.tag_subscription.pop(tag, None)
+        if requeue is None:
+            self.session.ack(tag, False)
+        else:
+            self.session.nack(tag, False, requeue)
 
     # -- transactions ---------------------------------------------------------------------
 
