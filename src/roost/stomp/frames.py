@@ -60,7 +60,7 @@ class StompParseError(Exception):
         self.detail = detail
 
 
-@dataclass
+@dataclass(slots=True)
 class Frame:
     command: str
     headers: dict[str, str] = field(default_factory=dict)
