@@ -1,15 +1,20 @@
-"""STOMP throughput of Roost next to RabbitMQ's STOMP plugin (issue 4's first benchmark).
+"""STOMP throughput of Roost next to RabbitMQ's STOMP plugin (issue 4's benchmarks).
 
-    .venv/bin/python bench/stomp_throughput.py [--brokers roost,rabbitmq] [--count 20000]
+    .venv/bin/python bench/stomp_throughput.py [--brokers roost,rabbitmq] [--count 50000]
+    .venv/bin/python bench/stomp_throughput.py --transport ws --repeat 3
+    .venv/bin/python bench/stomp_throughput.py --fanout [--subscribers 20] [--count 5000]
 
-    .venv/bin/python bench/stomp_throughput.py --repeat 3 --count 50000
+One producer and one consumer, 1 KiB bodies, client-individual ACKs, prefetch 100, over
+TCP (``--transport tcp``, the default) or Web-STOMP (``ws``: one STOMP frame per WebSocket
+message, as browser clients send them). The client is a small asyncio STOMP client on
+Roost's sans-IO codec, so the client library is not what is measured; the producer runs
+in a process of its own. Each broker is started once; runs alternate between them and
+the table shows medians and the ratio. Prints delivered-and-acked messages per second.
 
-One producer and one consumer over TCP, 1 KiB bodies, client-individual ACKs, prefetch
-100. The client is a small asyncio STOMP client on Roost's sans-IO codec, so the client
-library is not what is measured; the producer runs in a process of its own, so the
-consumer's process is not also the publisher's. Each broker is started once; runs
-alternate between them and the table shows medians and the ratio. Prints
-delivered-and-acked messages per second.
+``--fanout``: one publisher on a ``/topic/``, ``--subscribers`` subscriptions (117-byte
+bodies, auto ack) over TCP and over WebSocket; deliveries per second to all of them.
+Subscribers are spread over ``--client-processes`` processes and the publisher has its
+own, so one Python client process is not the limit.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -32,72 +38,133 @@ from roost.stomp.frames import NEED_DATA, Frame, FrameParser, serialize
 CONNECT = serialize(
     "CONNECT", {"accept-version": "1.2", "login": "guest", "passcode": "guest", "host": "/"}
 )
+SPAWN = multiprocessing.get_context("spawn")
 
 
-async def open_conn(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, FrameParser]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(CONNECT)
-    parser = FrameParser()
-    frame = await next_frame(reader, parser)
-    assert frame.command == "CONNECTED", frame
-    return reader, writer, parser
+class Conn:
+    """One STOMP connection over TCP or WebSocket (``ws://…/ws``, both brokers' path)."""
 
+    def __init__(self) -> None:
+        self.parser = FrameParser()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._session: Any = None
+        self._ws: Any = None
+        self._unflushed = 0
 
-async def next_frame(reader: asyncio.StreamReader, parser: FrameParser) -> Frame:
-    while True:
-        frame = parser.next_frame()
-        if frame is not NEED_DATA:
-            assert isinstance(frame, Frame)
-            return frame
-        data = await reader.read(65536)
+    @classmethod
+    async def open(cls, transport: str, port: int) -> Conn:
+        conn = cls()
+        if transport == "tcp":
+            conn._reader, conn._writer = await asyncio.open_connection("127.0.0.1", port)
+        else:
+            import aiohttp
+
+            conn._session = aiohttp.ClientSession()
+            conn._ws = await conn._session.ws_connect(
+                f"ws://127.0.0.1:{port}/ws", protocols=("v12.stomp",), max_msg_size=0
+            )
+        await conn.send(CONNECT)
+        frame = await conn.next_frame()
+        assert frame.command == "CONNECTED", frame
+        return conn
+
+    async def send(self, data: bytes) -> None:
+        if self._ws is not None:
+            await self._ws.send_bytes(data)
+            return
+        assert self._writer is not None
+        self._writer.write(data)
+        self._unflushed += len(data)
+        if self._unflushed > 65536:
+            self._unflushed = 0
+            await self._writer.drain()
+
+    async def recv(self) -> bytes:
+        """The next chunk of bytes from the broker."""
+        if self._ws is not None:
+            msg = await self._ws.receive()
+            if msg.data is None or isinstance(msg.data, Exception):
+                raise ConnectionError(f"WebSocket closed: {msg.type}")
+            return msg.data.encode() if isinstance(msg.data, str) else bytes(msg.data)
+        assert self._reader is not None
+        data = await self._reader.read(262144)
         if not data:
             raise ConnectionError("closed")
-        parser.feed(data)
+        return data
+
+    async def next_frame(self) -> Frame:
+        while True:
+            frame = self.parser.next_frame()
+            if frame is not NEED_DATA:
+                assert isinstance(frame, Frame)
+                return frame
+            self.parser.feed(await self.recv())
+
+    async def disconnect(self) -> None:
+        """DISCONNECT and wait for its RECEIPT: every frame before it was processed.
+        (Leaving on drain() alone could drop the tail still in the transport's buffer,
+        and the consumer would wait for ever.)"""
+        await self.send(serialize("DISCONNECT", {"receipt": "bye"}))
+        # RabbitMQ's Web-STOMP closes without the RECEIPT: the close means the same
+        with contextlib.suppress(ConnectionError):
+            while (await self.next_frame()).command != "RECEIPT":
+                pass
+        await self.close()
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+            await self._session.close()
+        elif self._writer is not None:
+            self._writer.close()
 
 
-async def produce(port: int, queue: str, count: int, body: bytes) -> None:
-    _, writer, _ = await open_conn(port)
-    frame = serialize("SEND", {"destination": f"/queue/{queue}"}, body)
-    for i in range(count):
-        writer.write(frame)
-        if i % 100 == 99:
-            await writer.drain()
-    await writer.drain()
+async def produce(
+    transport: str, port: int, destination: str, count: int, body: bytes, started: Any = None
+) -> None:
+    conn = await Conn.open(transport, port)
+    frame = serialize("SEND", {"destination": destination}, body)
+    if started is not None:
+        started.put(time.monotonic())
+    for _ in range(count):
+        await conn.send(frame)
+    await conn.disconnect()
 
 
-async def consume(port: int, queue: str, count: int) -> float:
-    reader, writer, parser = await open_conn(port)
-    writer.write(serialize("SUBSCRIBE", {
+def _produce_process(
+    transport: str, port: int, destination: str, count: int, size: int, started: Any = None
+) -> None:
+    asyncio.run(produce(transport, port, destination, count, b"x" * size, started))
+
+
+async def consume(transport: str, port: int, queue: str, count: int) -> float:
+    conn = await Conn.open(transport, port)
+    await conn.send(serialize("SUBSCRIBE", {
         "id": "b", "destination": f"/queue/{queue}", "ack": "client-individual",
         "prefetch-count": "100",
     }))
     got = 0
     start = 0.0
     while got < count:
-        frame = await next_frame(reader, parser)
+        frame = await conn.next_frame()
         if frame.command != "MESSAGE":
             raise RuntimeError(f"unexpected {frame}")
         if got == 0:
             start = time.perf_counter()
         got += 1
-        writer.write(serialize("ACK", {"id": frame.headers["ack"]}))
-        if got % 50 == 0:
-            await writer.drain()
+        await conn.send(serialize("ACK", {"id": frame.headers["ack"]}))
     elapsed = time.perf_counter() - start
-    writer.close()
+    await conn.close()
     return (count - 1) / elapsed
 
 
-def _produce_process(port: int, queue: str, count: int) -> None:
-    asyncio.run(produce(port, queue, count, b"x" * 1024))
-
-
-async def run_once(port: int, count: int) -> float:
+async def run_once(port: int, count: int, transport: str = "tcp") -> float:
     queue = f"bench-{time.monotonic_ns()}"
-    consumer = asyncio.create_task(consume(port, queue, count))
+    consumer = asyncio.create_task(consume(transport, port, queue, count))
     await asyncio.sleep(0.3)  # the subscription declares the queue first
-    producer = multiprocessing.get_context("spawn").Process(
-        target=_produce_process, args=(port, queue, count)
+    producer = SPAWN.Process(
+        target=_produce_process, args=(transport, port, f"/queue/{queue}", count, 1024)
     )
     producer.start()
     try:
@@ -106,89 +173,106 @@ async def run_once(port: int, count: int) -> float:
         await asyncio.to_thread(producer.join)
 
 
-async def fanout_subscriber(
-    port: int, ws_port: int, transport: str, topic: str, count: int, ready: asyncio.Event
+# -- topic fan-out ------------------------------------------------------------------------
+
+
+async def fanout_group(
+    transport: str, port: int, topic: str, subs: int, count: int, ready: Any, done: Any
 ) -> None:
-    """Counts MESSAGE frames on one subscription until ``count`` arrived."""
-    sub = serialize("SUBSCRIBE", {"id": "f", "destination": f"/topic/{topic}", "receipt": "r"})
-    parser = FrameParser()
-    got = 0
-    if transport == "tcp":
-        reader, writer, parser = await open_conn(port)
-        writer.write(sub)
-        assert (await next_frame(reader, parser)).command == "RECEIPT"
-        ready.set()
+    """``subs`` subscriptions in this process; each counts ``count`` MESSAGE frames.
+    Frames are counted by their NUL terminators (117 bytes of 'x' hold none), which costs
+    the client far less than parsing them."""
+    conns = []
+    for i in range(subs):
+        conn = await Conn.open(transport, port)
+        await conn.send(serialize(
+            "SUBSCRIBE", {"id": f"f{i}", "destination": f"/topic/{topic}", "receipt": "r"}
+        ))
+        assert (await conn.next_frame()).command == "RECEIPT"
+        conns.append(conn)
+    ready.put(subs)
+
+    async def count_messages(conn: Conn) -> None:
+        got = 0
         while got < count:
-            data = await reader.read(262144)
-            if not data:
-                raise ConnectionError("closed")
-            parser.feed(data)
-            while (frame := parser.next_frame()) is not NEED_DATA:
-                got += 1
-        writer.close()
-        return
-    import aiohttp
+            got += (await conn.recv()).count(b"\x00")
 
-    async with aiohttp.ClientSession() as session, session.ws_connect(
-        f"ws://127.0.0.1:{ws_port}/ws", protocols=("v12.stomp",)
-    ) as ws:
-        await ws.send_bytes(CONNECT + sub)
-        seen_receipt = False
-        async for msg in ws:
-            data = msg.data.encode() if isinstance(msg.data, str) else msg.data
-            parser.feed(data)
-            while (frame := parser.next_frame()) is not NEED_DATA:
-                assert isinstance(frame, Frame)
-                if frame.command == "RECEIPT":
-                    seen_receipt = True
-                    ready.set()
-                elif frame.command == "MESSAGE":
-                    got += 1
-            if seen_receipt and got >= count:
-                break
+    await asyncio.gather(*(count_messages(c) for c in conns))
+    done.put(time.monotonic())
+    for conn in conns:
+        await conn.close()
 
 
-async def run_fanout(port: int, ws_port: int, transport: str, subs: int, count: int) -> float:
+def _fanout_process(
+    transport: str, port: int, topic: str, subs: int, count: int, ready: Any, done: Any
+) -> None:
+    asyncio.run(fanout_group(transport, port, topic, subs, count, ready, done))
+
+
+def run_fanout(
+    ports: dict[str, int], transport: str, subscribers: int, count: int, processes: int
+) -> float:
     topic = f"fan.{time.monotonic_ns()}"
-    events = [asyncio.Event() for _ in range(subs)]
-    tasks = [
-        asyncio.create_task(fanout_subscriber(port, ws_port, transport, topic, count, ev))
-        for ev in events
+    ready, done = SPAWN.Queue(), SPAWN.Queue()
+    sizes = [subscribers // processes + (i < subscribers % processes) for i in range(processes)]
+    groups = [
+        SPAWN.Process(
+            target=_fanout_process,
+            args=(transport, ports[transport], topic, n, count, ready, done),
+        )
+        for n in sizes
+        if n
     ]
-    for ev in events:
-        await asyncio.wait_for(ev.wait(), 30)
-    start = time.perf_counter()
-    _, writer, _ = await open_conn(port)
-    frame = serialize("SEND", {"destination": f"/topic/{topic}"}, b"x" * 117)
-    for i in range(count):
-        writer.write(frame)
-        if i % 100 == 99:
-            await writer.drain()
-    await writer.drain()
-    await asyncio.gather(*tasks)
-    return subs * count / (time.perf_counter() - start)
+    for group in groups:
+        group.start()
+    subscribed = 0
+    while subscribed < subscribers:
+        subscribed += ready.get(timeout=60)
+    started = SPAWN.Queue()
+    publisher = SPAWN.Process(
+        target=_produce_process,
+        args=(transport, ports[transport], f"/topic/{topic}", count, 117, started),
+    )
+    publisher.start()
+    start = started.get(timeout=60)  # connected, about to send the first message
+    end = max(done.get(timeout=600) for _ in groups)
+    publisher.join()
+    for group in groups:
+        group.join()
+    return subscribers * count / (end - start)
 
 
-def _launcher(name: str, port: int) -> contextlib.AbstractContextManager[object] | None:
+# -- brokers and main ---------------------------------------------------------------------
+
+
+def _launcher(
+    name: str, port: int, ws_port: int
+) -> contextlib.AbstractContextManager[object] | None:
     if name == "roost":
-        return _brokers.roost("--stomp-port", str(port), "--ws-port", "0", "--http-port", "0")
+        return _brokers.roost(
+            "--stomp-port", str(port), "--ws-port", str(ws_port), "--http-port", "0"
+        )
     if name == "rabbitmq":
         if not _brokers.rabbitmq_installed():
             print("rabbitmq: not installed, skipped")
             return None
         return _brokers.rabbitmq(
-            plugins=("rabbitmq_stomp",),
-            extra_conf=f"stomp.listeners.tcp.1 = 127.0.0.1:{port}\n",
+            plugins=("rabbitmq_stomp", "rabbitmq_web_stomp"),
+            extra_conf=(
+                f"stomp.listeners.tcp.1 = 127.0.0.1:{port}\n"
+                f"web_stomp.tcp.port = {ws_port}\nweb_stomp.tcp.ip = 127.0.0.1\n"
+            ),
         )
     raise SystemExit(f"unknown broker {name}")
 
 
-def _run(port: int, count: int) -> float:
+def _retry(fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, again while the listener is not up yet."""
     deadline = time.monotonic() + 30
     while True:
         try:
-            return asyncio.run(run_once(port, count))
-        except OSError:  # the listener is not up yet
+            return fn(*args)
+        except OSError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
@@ -197,29 +281,36 @@ def _run(port: int, count: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brokers", default="roost,rabbitmq")
-    ap.add_argument("--count", type=int, default=50000)
+    ap.add_argument("--count", type=int, help="messages a run (default 50000; fan-out 5000)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--transport", choices=("tcp", "ws"), default="tcp")
     ap.add_argument("--fanout", action="store_true",
                     help="topic fan-out instead: 1 publisher, --subscribers, 117 B, TCP and WS")
     ap.add_argument("--subscribers", type=int, default=20)
+    ap.add_argument("--client-processes", type=int, default=4,
+                    help="processes the fan-out subscribers are spread over")
     args = ap.parse_args()
-    if args.fanout:
-        return fanout(args)
+    count = args.count or (5000 if args.fanout else 50000)
     rates: dict[str, list[float]] = {}
     with contextlib.ExitStack() as stack:
-        ports: dict[str, int] = {}
+        brokers: dict[str, dict[str, int]] = {}
         for name in args.brokers.split(","):
-            port = _brokers.free_port()
-            launcher = _launcher(name, port)
+            ports = {"tcp": _brokers.free_port(), "ws": _brokers.free_port()}
+            launcher = _launcher(name, ports["tcp"], ports["ws"])
             if launcher is not None:
                 stack.enter_context(launcher)
-                ports[name] = port
-                rates[name] = []
+                brokers[name] = ports
+        if args.fanout:
+            return fanout(args, brokers, count)
+        for name in brokers:
+            rates[name] = []
         for _ in range(args.repeat):
-            for name, port in ports.items():
-                rates[name].append(_run(port, args.count))
-    print(f"1 producer / 1 consumer, 1 KiB, client-individual, prefetch 100, "
-          f"{args.count} messages, {args.repeat} runs")
+            for name, ports in brokers.items():
+                port = ports[args.transport]
+                rate = _retry(lambda p: asyncio.run(run_once(p, count, args.transport)), port)
+                rates[name].append(rate)
+    print(f"1 producer / 1 consumer over {args.transport}, 1 KiB, client-individual, "
+          f"prefetch 100, {count} messages, {args.repeat} runs")
     print(f"{'broker':10} {'median msg/s':>13}  runs")
     for name, got in rates.items():
         runs = ", ".join(f"{r:,.0f}" for r in got)
@@ -230,15 +321,19 @@ def main() -> int:
     return 0
 
 
-def fanout(args: argparse.Namespace) -> int:
-    """Deliveries per second to all subscribers (Roost only: RabbitMQ needs Web-STOMP)."""
-    port, ws_port = _brokers.free_port(), _brokers.free_port()
-    with _brokers.roost("--stomp-port", str(port), "--ws-port", str(ws_port), "--http-port", "0"):
-        time.sleep(0.5)
-        for transport in ("tcp", "ws"):
-            rate = asyncio.run(run_fanout(port, ws_port, transport, args.subscribers, args.count))
-            print(f"roost fan-out over {transport}: {rate:,.0f} deliveries/s "
-                  f"({args.subscribers} subscribers, 117 B, {args.count} messages)")
+def fanout(args: argparse.Namespace, brokers: dict[str, dict[str, int]], count: int) -> int:
+    print(f"topic fan-out: 1 publisher, {args.subscribers} subscribers in "
+          f"{args.client_processes} processes, 117 B, {count} messages, {args.repeat} runs")
+    print(f"{'broker':10} {'transport':9} {'median deliveries/s':>20}  runs")
+    for transport in ("tcp", "ws"):
+        for name, ports in brokers.items():
+            got = [
+                _retry(run_fanout, ports, transport, args.subscribers, count,
+                       args.client_processes)
+                for _ in range(args.repeat)
+            ]
+            runs = ", ".join(f"{r:,.0f}" for r in got)
+            print(f"{name:10} {transport:9} {statistics.median(got):>20,.0f}  {runs}")
     return 0
 
 

@@ -1,12 +1,14 @@
 # Sourced by scripts/test: the browser STOMP client (@stomp/stompjs, Apache-2.0) for
 # tests/stomp/test_browser.py, fetched once from the npm registry at a pinned version and
-# cached under .cache/ (never committed). Without npm or network the browser test skips.
+# cached under .cache/ (never committed); the test runs Roost with --ws-test-page pointing
+# at it. Without npm or network the browser test fails under scripts/test (it skips when
+# pytest runs outside scripts/test; see tests/support.py browser_prerequisite).
 STOMPJS_VERSION=7.5.0
 ensure_stompjs() {
     local dir=".cache/stompjs/$STOMPJS_VERSION"
     [ -f "$dir/stomp.umd.min.js" ] && return 0
     if ! command -v npm >/dev/null; then
-        echo "roost: npm missing: the STOMP browser test will skip" >&2
+        echo "roost: npm missing: the STOMP browser test will fail" >&2
         return 0
     fi
     local tmp
@@ -16,7 +18,7 @@ ensure_stompjs() {
         mkdir -p "$dir"
         cp "$tmp/package/bundles/stomp.umd.min.js" "$tmp/package/LICENSE" "$dir/"
     else
-        echo "roost: could not fetch @stomp/stompjs; the STOMP browser test will skip" >&2
+        echo "roost: could not fetch @stomp/stompjs; the STOMP browser test will fail" >&2
     fi
     rm -rf "$tmp"
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,8 +13,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 READY_LINE = "Roost ready"
+ROOT = Path(__file__).resolve().parents[1]
+# the browser STOMP client that scripts/_stompjs.sh fetches from npm (never committed)
+STOMPJS = ROOT / ".cache" / "stompjs" / "7.5.0" / "stomp.umd.min.js"
 
 
 def free_port() -> int:
@@ -188,3 +195,33 @@ def running(server: RoostProcess) -> Iterator[RoostProcess]:
     yield server.start()
     server.kill()
     assert "Traceback" not in server.log, server.log
+
+
+def browser_prerequisite(missing: str) -> None:
+    """A browser test cannot run: ``missing`` says what is absent. scripts/test installs
+    everything the browser tests need and sets ROOST_REQUIRE_BROWSER=1, so there the test
+    fails; run elsewhere (plain pytest on a machine without them) it skips."""
+    text = f"{missing} (scripts/test installs it)"
+    if os.environ.get("ROOST_REQUIRE_BROWSER") == "1":
+        pytest.fail(text, pytrace=False)
+    pytest.skip(text)
+
+
+def chromium() -> str:
+    """Debian's chromium (Playwright never downloads a browser here)."""
+    found = shutil.which("chromium") or (
+        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+    )
+    if found is None:
+        browser_prerequisite("chromium is not installed")
+    assert found is not None
+    return found
+
+
+def playwright_sync_api() -> ModuleType:
+    try:
+        import playwright.sync_api
+    except ImportError:
+        browser_prerequisite("playwright is not installed")
+        raise
+    return playwright.sync_api

@@ -85,6 +85,12 @@ class Config:
     stomp_heartbeat_ms: int = setting(
         1000, "smallest STOMP heart-beat interval the server agrees to, in ms"
     )
+    ws_test_page: str | None = setting(
+        None,
+        "@stomp/stompjs's stomp.umd.min.js: with it the Web-STOMP listener serves a STOMP "
+        "test page that uses it at /stomp/test/",
+        metavar="FILE",
+    )
     consumer_timeout_ms: int = setting(
         1_800_000,
         "close a channel (406) that holds a delivery unacknowledged longer than this, in "

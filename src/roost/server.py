@@ -199,14 +199,26 @@ class Server:
         if cfg.ws_port or wss:
             from roost.stomp.ws import create_app
 
-            runner = self._web_runner(create_app(self.broker, settings, self.connections))
+            page_client = Path(cfg.ws_test_page) if cfg.ws_test_page else None
+            runner = self._web_runner(
+                create_app(self.broker, settings, self.connections, page_client)
+            )
             await runner.setup()
             self._ws_runner = runner
             if cfg.ws_port:
                 self.ports["ws"] = await self._listen(runner.server, cfg.ws_port)
                 info = ListenerInfo("http/web-stomp", cfg.bind, self.ports["ws"])
                 self.broker.listeners.append(info)
-                log.info("STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port)
+                log.info(
+                    "STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port
+                )
+                if page_client is not None:
+                    log.info(
+                        "STOMP test page on http://%s:%d/stomp/test/ (client %s)",
+                        cfg.bind,
+                        info.port,
+                        page_client,
+                    )
             if wss:
                 assert runner.server is not None
                 await self._start_tls(

@@ -6,7 +6,6 @@ docs/screenshots/ when ROOST_UPDATE_SCREENSHOTS=1."""
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,11 +13,8 @@ from pathlib import Path
 import pika
 import pytest
 
-from tests.support import RoostProcess
+from tests.support import RoostProcess, chromium, playwright_sync_api
 
-CHROMIUM = shutil.which("chromium") or (
-    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-)
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -31,10 +27,6 @@ ARGS = [
 ]
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed (scripts/test installs it)"
-)
-
 
 @pytest.fixture
 def shots(tmp_path: Path) -> Path:
@@ -46,9 +38,10 @@ def shots(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def page(mgmt: RoostProcess) -> Iterator[object]:
-    sync_api = pytest.importorskip("playwright.sync_api")
+    executable = chromium()
+    sync_api = playwright_sync_api()
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        browser = pw.chromium.launch(executable_path=executable, args=ARGS, headless=True)
         context = browser.new_context(viewport={"width": 1280, "height": 860})
         pg = context.new_page()
         pg.set_default_timeout(15_000)

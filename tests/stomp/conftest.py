@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import queue
 import socket
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
+import httpx
 import pytest
 import stomp
 from stomp.utils import Frame as StompPyFrame
@@ -125,3 +128,31 @@ def raw(roost: RoostProcess) -> Iterator[Callable[[], RawStomp]]:
     yield _raw
     for s in socks:
         s.close()
+
+
+def queue_info(server: RoostProcess, name: str, vhost: str = "/") -> dict[str, Any]:
+    """A queue as the management API shows it (ready and unacknowledged counts are live)."""
+    url = f"{server.http_url}/api/queues/{quote(vhost, safe='')}/{quote(name, safe='')}"
+    reply = httpx.get(url, auth=("guest", "guest"), timeout=5)
+    reply.raise_for_status()
+    info: dict[str, Any] = reply.json()
+    return info
+
+
+def eventually(check: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    """Wait until ``check()`` holds: for effects a client cannot await (a socket's close
+    reaching the broker)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g} s: {what}")
+        time.sleep(0.02)
+
+
+def subscription_queue(server: RoostProcess, sub_id: str) -> str:
+    """The queue behind a STOMP subscription (its consumer tag is the subscription id)."""
+    reply = httpx.get(f"{server.http_url}/api/consumers", auth=("guest", "guest"), timeout=5)
+    reply.raise_for_status()
+    names = [c["queue"]["name"] for c in reply.json() if c["consumer_tag"] == sub_id]
+    assert len(names) == 1, f"subscription {sub_id!r}: {names}"
+    return str(names[0])

@@ -21,7 +21,7 @@ class FakeTransport:
     def write(self, data: bytes) -> None:
         self.data += data
 
-    def close(self) -> None:
+    def close(self, *, going_away: bool = False) -> None:
         self.closed = True
 
     def abort(self) -> None:

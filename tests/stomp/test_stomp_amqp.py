@@ -11,7 +11,7 @@ from tests.support import RoostProcess
 def test_stomp_send_is_consumed_by_pika_with_properties(
     roost: RoostProcess, connect: Connect, qname: str
 ) -> None:
-    conn, _ = connect()
+    conn, inbox = connect()
     conn.send(
         f"/queue/{qname}",
         "from stomp",
@@ -32,6 +32,7 @@ def test_stomp_send_is_consumed_by_pika_with_properties(
         },
         receipt="sent",
     )
+    assert inbox.receipt() == "sent"  # routed (and fsync'ed) before pika looks
     with pika.BlockingConnection(pika.URLParameters(roost.url)) as amqp:
         ch = amqp.channel()
         method, props, body = ch.basic_get(qname, auto_ack=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.stomp.conftest import Connect, RawStomp
-from tests.support import running_server
+from tests.support import RoostProcess, running_server
 
 
 def test_connect_versions_and_server_headers(raw: type[RawStomp]) -> None:
@@ -106,6 +106,25 @@ def test_exchange_and_amq_queue_destinations(connect: Connect, qname: str) -> No
     assert msg.body == "existing" and msg.headers["subscription"] == "aq"
 
 
+def test_send_to_amq_queue_that_does_not_exist_creates_no_queue(
+    roost: RoostProcess, connect: Connect, qname: str
+) -> None:
+    """As RabbitMQ 3.10.8's STOMP plugin: the message goes to the default exchange, finds
+    no queue and is dropped; the SEND gets its RECEIPT and the connection goes on."""
+    import pika
+
+    conn, inbox = connect()
+    conn.send(f"/amq/queue/{qname}", "nowhere", receipt="r1")
+    assert inbox.receipt() == "r1"
+    with pika.BlockingConnection(pika.URLParameters(roost.url)) as amqp:
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+            amqp.channel().queue_declare(qname, passive=True)
+        assert exc.value.reply_code == 404
+    conn.send(f"/queue/{qname}.ok", "still connected", receipt="r2")
+    assert inbox.receipt() == "r2"
+    assert inbox.errors.empty()
+
+
 def test_amq_queue_that_does_not_exist_is_an_error(connect: Connect) -> None:
     conn, inbox = connect()
     conn.subscribe("/amq/queue/no-such-queue-here", id="x")
@@ -160,12 +179,12 @@ def test_client_ack_is_cumulative_and_unacked_requeue_on_disconnect(
     oi.no_message()
 
 
-def test_prefetch_count_limits_unacked(connect: Connect, qname: str) -> None:
+@pytest.mark.parametrize("header", ["prefetch-count", "prefetch"])  # prefetch: ocamlmq's
+def test_prefetch_count_limits_unacked(connect: Connect, qname: str, header: str) -> None:
     conn, inbox = connect()
     for i in range(5):
         conn.send(f"/queue/{qname}", str(i))
-    conn.subscribe(f"/queue/{qname}", id="s", ack="client-individual",
-                   headers={"prefetch-count": "2"})
+    conn.subscribe(f"/queue/{qname}", id="s", ack="client-individual", headers={header: "2"})
     first = [inbox.message(), inbox.message()]
     inbox.no_message()
     conn.ack(first[0].headers["ack"])
@@ -259,12 +278,26 @@ def test_heartbeats_are_sent_and_enforced(tmp_path: Path) -> None:
         s2.close()
 
 
-def test_stomppy_with_heartbeats_stays_connected(connect: Connect, qname: str) -> None:
-    conn, inbox = connect(heartbeats=(200, 200))
-    conn.subscribe(f"/queue/{qname}", id="s")
-    deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline:
-        with pytest.raises(queue.Empty):
-            inbox.errors.get(timeout=0.1)
-    conn.send(f"/queue/{qname}", "still here")
-    assert inbox.message().body == "still here"
+def test_stomppy_with_heartbeats_stays_connected(tmp_path: Path, qname: str) -> None:
+    """stomp.py's heart-beats keep an idle connection open: with a 100 ms floor the
+    broker expects one every 200 ms and would drop it after 400 ms of silence, so two
+    seconds idle are five chances to get the enforcement wrong."""
+    import stomp
+
+    from tests.stomp.conftest import Inbox
+
+    with running_server(tmp_path, "--stomp-heartbeat-ms", "100") as server:
+        conn = stomp.Connection12([("127.0.0.1", server.stomp_port)], heartbeats=(200, 200))
+        inbox = Inbox()
+        conn.set_listener("inbox", inbox)
+        conn.connect("guest", "guest", wait=True)
+        conn.subscribe(f"/queue/{qname}", id="s", receipt="r")
+        inbox.receipt()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            with pytest.raises(queue.Empty):
+                inbox.errors.get(timeout=0.1)
+        assert conn.is_connected() and inbox.disconnected.empty()
+        conn.send(f"/queue/{qname}", "still here")
+        assert inbox.message().body == "still here"
+        conn.disconnect()

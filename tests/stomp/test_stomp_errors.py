@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stomp.conftest import Connect, RawStomp
+from tests.stomp.conftest import RawStomp
 from tests.support import RoostProcess, running_server
 
 CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00"
@@ -87,9 +87,11 @@ def test_limits_give_error_and_others_keep_working(tmp_path: Path) -> None:
         good.disconnect()
 
 
-def test_unknown_vhost_host_header_falls_back_and_bad_user(connect: Connect) -> None:
-    conn, _ = connect(host="not-a-vhost")
-    assert conn.is_connected()
+def test_unknown_user_is_refused(raw: type[RawStomp]) -> None:
+    s = raw()
+    s.send(b"CONNECT\naccept-version:1.2\nlogin:nobody\npasscode:guest\n\n\x00")
+    reply = s.read_until_closed()
+    assert reply.startswith(b"ERROR\n") and b"message:access_refused\n" in reply, reply
 
 
 def test_shutdown_sends_error_to_stomp_clients(fresh_roost: RoostProcess) -> None:

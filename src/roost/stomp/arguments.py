@@ -32,6 +32,7 @@ _TEXT_QUEUE_ARGS = (
     "x-max-age",
 )
 _BOOL_QUEUE_ARGS = ("x-single-active-consumer",)
+_QUEUE_ARGS = frozenset(_INT_QUEUE_ARGS + _TEXT_QUEUE_ARGS + _BOOL_QUEUE_ARGS)
 
 # RabbitMQ's STOMP forms of x-stream-offset besides first/last/next: offset=N, timestamp=S
 _OFFSET_PREFIX = "offset="
@@ -49,6 +50,8 @@ def _integer(key: str, text: str) -> int:
 def queue_arguments(headers: dict[str, str]) -> dict[str, Any]:
     """The queue arguments a declaring SEND or SUBSCRIBE carries as headers."""
     arguments: dict[str, Any] = {}
+    if _QUEUE_ARGS.isdisjoint(headers):  # nearly every SEND: one pass over few headers
+        return arguments
     for key in _INT_QUEUE_ARGS:
         if key in headers:
             arguments[key] = _integer(key, headers[key])

@@ -36,9 +36,11 @@ from roost.stomp.frames import (
     FrameParser,
     Limits,
     StompParseError,
+    frame_bytes,
+    header_lines,
     serialize,
 )
-from roost.stomp.mapping import headers_from_properties, properties_from_headers
+from roost.stomp.mapping import properties_from_headers, property_lines
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -59,6 +61,10 @@ ERROR_NAMES: dict[type[BrokerError], str] = {
 ACK_MODES = ("auto", "client", "client-individual")
 # frames that may change durable definitions: their receipt waits for the disk
 DEFINES = frozenset({"SUBSCRIBE", "UNSUBSCRIBE"})
+# frames whose handler sends the RECEIPT itself (COMMIT after the fsync, DISCONNECT
+# before the close)
+_OWN_RECEIPT = frozenset({"COMMIT", "DISCONNECT"})
+_TRANSACTIONAL = frozenset({"SEND", "ACK", "NACK"})
 
 
 class StompError(Exception):
@@ -81,8 +87,9 @@ class StompTransport(Protocol):
 
     def write(self, data: bytes) -> None: ...
 
-    def close(self) -> None:
-        """Flush what was written, then close."""
+    def close(self, *, going_away: bool = False) -> None:
+        """Flush what was written, then close; ``going_away`` when the server is stopping
+        (WebSocket close code 1001)."""
 
     def abort(self) -> None: ...
 
@@ -113,6 +120,10 @@ class Subscription:
     arguments: dict[str, Any] = field(default_factory=dict)
     # delivery tags not yet acknowledged by the client, in delivery order
     outstanding: dict[int, None] = field(default_factory=dict)
+    # encoded once: "MESSAGE" and the subscription header; the destination header when
+    # it is the subscription's own (a temp queue), else empty
+    head: bytes = b""
+    destination_line: bytes = b""
 
 
 class StompHandler:
@@ -142,6 +153,8 @@ class StompHandler:
         # and the queues SEND declared (declared again once deleted)
         self._destinations: dict[str, Destination] = {}
         self._sent_to: dict[str, Queue] = {}
+        self._destination_lines: dict[tuple[str, str], bytes] = {}  # a MESSAGE's
+        self._ack_key = "id"  # the header an ACK names its message by (1.2; else message-id)
         self.traffic = Traffic()
         self.close_reason = ""
         self.closed = False
@@ -155,6 +168,7 @@ class StompHandler:
         # reading this connection until it clears; subscribers keep receiving
         self._alarms: frozenset[str] = frozenset()
         self._alarm_blocked = False
+        self._going_away = False  # the server is stopping (shutdown)
         registry.add(self)
 
     # -- input ----------------------------------------------------------------------------
@@ -196,22 +210,24 @@ class StompHandler:
         handler = self._handlers.get(command)
         if handler is None:
             raise StompError("unknown command", f"'{command}' is not a STOMP client frame")
-        mark = self.broker.durability_mark()
-        tx = frame.get("transaction")
-        if tx is not None and command in ("SEND", "ACK", "NACK"):
+        headers = frame.headers
+        # a frame that may declare a durable queue: its receipt waits for the disk
+        mark = self.broker.durability_mark() if command in DEFINES else 0
+        tx = headers.get("transaction")
+        if tx is not None and command in _TRANSACTIONAL:
             work = self.transactions.get(tx)
             if work is None:
                 raise StompError("invalid transaction", f"transaction '{tx}' is not active")
             work.append(lambda: handler(self, frame))
         else:
             handler(self, frame)
-        if command == "SEND" and self._alarms and not self._alarm_blocked:
+        if self._alarms and command == "SEND" and not self._alarm_blocked:
             self._alarm_blocked = True
             self.client.alarm_state = "blocked"
             log.info("%s: blocked by resource alarm(s)", self.transport.peer)
             self.transport.pause_reading()
-        receipt = frame.get("receipt")
-        if receipt is None or command == "DISCONNECT" or self.closed:
+        receipt = headers.get("receipt")
+        if receipt is None or command in _OWN_RECEIPT or self.closed:
             return
         # a SUBSCRIBE that declared a durable queue: the receipt means it survives a
         # crash, so it waits for the group commit that writes the definition
@@ -259,7 +275,7 @@ class StompHandler:
 
     def _close(self) -> None:
         self._release()
-        self.transport.close()
+        self.transport.close(going_away=self._going_away)
 
     # -- connection -----------------------------------------------------------------------
 
@@ -277,6 +293,7 @@ class StompHandler:
             return
         self.version = common[-1]
         self.parser.version = self.version
+        self._ack_key = "id" if self.version == "1.2" else "message-id"
         login = frame.get("login")
         passcode = frame.get("passcode", "")
         host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
@@ -301,14 +318,16 @@ class StompHandler:
             raise StompError("access_refused", "Bad CONNECT: authentication failed") from exc
         vhost = frame.get("host") or "/"
         if vhost not in self.broker.vhosts:
-            # clients such as stomp.py send the server's host name: fall back to "/"
+            # stomp.py sends the server's host name by default: RabbitMQ refuses that
+            # ("Virtual host '…' access denied"), Roost takes "/" (docs/stomp.md)
+            log.info("%s: host %r is not a vhost: using '/'", self.transport.peer, vhost)
             vhost = "/"
         self.client = self.broker.connect(
             user,
             vhost,
             protocol=f"{self.protocol} {self.version}",
             peer=self.transport.peer,
-            closer=self.shutdown,
+            closer=self.force_close,
             properties={"product": frame.get("client-id", "STOMP client")},
             traffic=self.traffic,
         )
@@ -400,7 +419,9 @@ class StompHandler:
 
     def on_send(self, frame: Frame) -> None:
         assert self.client is not None
-        dest_text = self._require(frame, "destination")
+        dest_text = frame.headers.get("destination")
+        if dest_text is None:
+            dest_text = self._require(frame, "destination")  # raises
         if dest_text.startswith("/control/"):
             self._control(frame, dest_text)
             return
@@ -576,6 +597,9 @@ class StompHandler:
         assert self.session is not None
         session = self.session
         session.prefetch_count = prefetch
+        sub.head = b"MESSAGE\n" + header_lines([("subscription", sub.id)], self.version)
+        if sub.destination.startswith("/temp-queue/"):
+            sub.destination_line = header_lines([("destination", sub.destination)], self.version)
         # the subscription's ack-timeout is the consumer's default deadline (core.features.
         # consumer_timeout); a message's own ack-timeout header wins over it
         arguments = dict(sub.arguments)
@@ -615,29 +639,39 @@ class StompHandler:
         if sub is None:
             return
         if sub.prefix is not None and not message.routing_key.startswith(sub.prefix):
-            if sub.ack != "auto":  # not for this subscriber: settle it quietly
-                self._loop.call_soon(self._settle_one, delivery_tag)
+            if sub.ack != "auto":  # not for this subscriber: ack it quietly
+                self._loop.call_soon(self._ack_unseen, delivery_tag)
             return
-        tag = str(delivery_tag)
-        if sub.destination.startswith("/temp-queue/"):
-            dest = sub.destination
-        else:
-            dest = destinations.for_message(message.exchange, message.routing_key)
-        headers = [
-            ("subscription", sub.id),
-            ("destination", dest),
-            ("message-id", tag),
+        # the frame from parts encoded once (per subscription, destination, message)
+        tag = str(delivery_tag).encode()
+        parts = [
+            sub.head,
+            sub.destination_line or self._destination_line(message.exchange, message.routing_key),
+            b"message-id:",
+            tag,
+            b"\n",
         ]
         if redelivered:
-            headers.append(("redelivered", "true"))
+            parts.append(b"redelivered:true\n")
         if sub.ack != "auto":
             if self.version == "1.2":
-                headers.append(("ack", tag))
+                parts += (b"ack:", tag, b"\n")
             self._max_tag = delivery_tag
             sub.outstanding[delivery_tag] = None
             self.tag_subscription[delivery_tag] = sub
-        headers.extend(headers_from_properties(message.properties))
-        self.write_frame("MESSAGE", headers, message.body)
+        parts.append(property_lines(message.properties, self.version))
+        self.write(frame_bytes(b"".join(parts), message.body))
+
+    def _destination_line(self, exchange: str, routing_key: str) -> bytes:
+        """The encoded ``destination`` header of a MESSAGE published to these."""
+        line = self._destination_lines.get((exchange, routing_key))
+        if line is None:
+            dest = destinations.for_message(exchange, routing_key)
+            line = header_lines([("destination", dest)], self.version)
+            if len(self._destination_lines) >= _CACHE_SIZE:
+                self._destination_lines.clear()
+            self._destination_lines[exchange, routing_key] = line
+        return line
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
         sub = self.subscriptions.pop(consumer_tag, None)
@@ -649,10 +683,12 @@ class StompHandler:
         if not self.closed:
             self._error("delivery acknowledgement timed out", error.text)
 
-    def _settle_one(self, tag: int) -> None:
-        sub = self.tag_subscription.get(tag)
-        if sub is not None and not self.closed:
-            self._settle(sub, [tag], requeue=None)
+    def _ack_unseen(self, tag: int) -> None:
+        """Ack a delivery the client never saw (a prefix subscription's non-match). It
+        was never recorded as outstanding, so it is settled in the session directly; after
+        this delivery returns, as the core's dispatch loop is still running."""
+        if not self.closed and self.session is not None:
+            self.session.ack(tag, False)
 
     # -- acknowledging --------------------------------------------------------------------
 
@@ -664,8 +700,10 @@ class StompHandler:
         self._ack_or_nack(frame, requeue=requeue)
 
     def _ack_or_nack(self, frame: Frame, *, requeue: bool | None) -> None:
-        key = "id" if self.version == "1.2" else "message-id"
-        text = self._require(frame, key)
+        key = self._ack_key
+        text = frame.headers.get(key)
+        if text is None:
+            text = self._require(frame, key)  # raises
         if not text.isdigit():
             raise StompError("invalid ack", f"unknown {key} '{text}'")
         tag = int(text)
@@ -674,21 +712,25 @@ class StompHandler:
             if 0 < tag <= self._max_tag:
                 return  # settled already: nothing to do
             raise StompError("invalid ack", f"unknown {key} '{text}'")
+        if sub.ack != "client":
+            self._settle_tag(sub, tag, requeue)
+            return
         # client mode is cumulative, within the subscription
-        tags = [t for t in sub.outstanding if t <= tag] if sub.ack == "client" else [tag]
-        self._settle(sub, tags, requeue=requeue)
+        self._settle(sub, [t for t in sub.outstanding if t <= tag], requeue=requeue)
 
     def _settle(self, sub: Subscription, tags: list[int], *, requeue: bool | None) -> None:
         """requeue None = ack; True = back to the queue; False = discard."""
-        assert self.session is not None
-        session = self.session
         for tag in tags:
-            sub.outstanding.pop(tag, None)
-            self.tag_subscription.pop(tag, None)
-            if requeue is None:
-                session.ack(tag, False)
-            else:
-                session.nack(tag, False, requeue)
+            self._settle_tag(sub, tag, requeue)
+
+    def _settle_tag(self, sub: Subscription, tag: int, requeue: bool | None) -> None:
+        assert self.session is not None
+        sub.outstanding.pop(tag, None)
+        self.tag_subscription.pop(tag, None)
+        if requeue is None:
+            self.session.ack(tag, False)
+        else:
+            self.session.nack(tag, False, requeue)
 
     # -- transactions ---------------------------------------------------------------------
 
@@ -703,8 +745,15 @@ class StompHandler:
         work = self.transactions.pop(tx, None)
         if work is None:
             raise StompError("invalid transaction", f"transaction '{tx}' is not active")
-        for op in work:
-            op()
+        # like AMQP's tx.commit-ok, the receipt waits for the fsync of what the
+        # transaction's SENDs wrote to durable queues
+        self.broker.run_durably(work, partial(self._committed, frame.get("receipt")))
+
+    def _committed(self, receipt: str | None) -> None:
+        if receipt is None or self.closed:
+            return
+        self.broker.sync_streams()  # a stream append is safe only once fsync'ed
+        self.write_frame("RECEIPT", [("receipt-id", receipt)])
 
     def on_abort(self, frame: Frame) -> None:
         tx = self._require(frame, "transaction")
@@ -768,11 +817,15 @@ class StompHandler:
         self.close_reason = self.close_reason or "client closed the socket"
         self._release()
 
+    def force_close(self, reason: str) -> None:
+        """Close from the broker side (management API, a deleted user or vhost)."""
+        if not self.closed:
+            self._error("connection closed by the broker", reason)
+
     def shutdown(self, reason: str = "shutdown") -> None:
-        """Close from the broker side (server shutdown, management API)."""
-        if self.closed:
-            return
-        self._error("connection closed by the broker", reason)
+        """The server is stopping: the same ERROR, then a "going away" close."""
+        self._going_away = True
+        self.force_close(reason)
 
     def _abort(self, reason: str) -> None:
         self.close_reason = self.close_reason or reason

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.core.broker import Properties
+from roost.core.broker import EMPTY_PROPERTIES, Properties
+from roost.stomp.frames import header_lines
 
 # STOMP header -> property name, for string-valued properties
 STRING_HEADERS: dict[str, str] = {
@@ -42,22 +43,27 @@ PROTOCOL_HEADERS = frozenset(
 
 
 def properties_from_headers(headers: dict[str, str]) -> Properties:
+    """One pass over a SEND's headers (a handful, usually): on every message's path."""
     props: dict[str, Any] = {}
-    for header, prop in STRING_HEADERS.items():
-        value = headers.get(header)
-        if value is not None:
+    custom: dict[str, Any] = {}
+    for name, value in headers.items():
+        prop = STRING_HEADERS.get(name)
+        if prop is not None:
             props[prop] = value
-    if headers.get("persistent", "").lower() == "true":
-        props["delivery_mode"] = 2
-    priority = headers.get("priority")
-    if priority is not None and priority.isdigit():
-        props["priority"] = min(int(priority), 255)
-    timestamp = headers.get("timestamp")
-    if timestamp is not None and timestamp.isdigit():
-        props["timestamp"] = int(timestamp)
-    custom = {k: v for k, v in headers.items() if k not in PROTOCOL_HEADERS}
+        elif name not in PROTOCOL_HEADERS:
+            custom[name] = value
+        elif name == "persistent":
+            if value.lower() == "true":
+                props["delivery_mode"] = 2
+        elif name == "priority":
+            if value.isdigit():
+                props["priority"] = min(int(value), 255)
+        elif name == "timestamp" and value.isdigit():
+            props["timestamp"] = int(value)
     if custom:
         props["headers"] = custom
+    elif not props:  # shared, as AMQP shares it: its MESSAGE header lines are empty
+        return EMPTY_PROPERTIES
     return Properties(**props)
 
 
@@ -89,3 +95,31 @@ def headers_from_properties(props: Properties) -> list[tuple[str, str]]:
             if isinstance(value, str | int | float | bool):
                 out.append((name, str(value).lower() if isinstance(value, bool) else str(value)))
     return out
+
+
+class _LastEncoding:
+    """The header lines of the last properties encoded. A message fanned out to many
+    subscriptions shares one Properties object (immutable by convention, and kept alive
+    here, so identity is a safe key): its lines are encoded once, not once per MESSAGE."""
+
+    __slots__ = ("lines", "props", "version")
+
+    def __init__(self) -> None:
+        self.props: Properties | None = None
+        self.version = ""
+        self.lines = b""
+
+
+_last = _LastEncoding()
+
+
+def property_lines(props: Properties, version: str) -> bytes:
+    """``headers_from_properties`` as encoded header lines of a MESSAGE frame."""
+    if props is EMPTY_PROPERTIES:
+        return b""
+    last = _last
+    if last.props is props and last.version == version:
+        return last.lines
+    lines = header_lines(headers_from_properties(props), version)
+    last.props, last.version, last.lines = props, version, lines
+    return lines

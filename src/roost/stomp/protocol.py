@@ -92,7 +92,7 @@ class StompServerProtocol(asyncio.Protocol):
             return
         transport.write(out[0] if len(out) == 1 else b"".join(out))
 
-    def close(self) -> None:
+    def close(self, *, going_away: bool = False) -> None:
         self._flush()
         if self._transport is not None:
             self._transport.close()

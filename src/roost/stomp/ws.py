@@ -1,13 +1,19 @@
 """STOMP over WebSocket (RabbitMQ Web-STOMP's port and path): aiohttp WebSocket
-messages <-> ``StompHandler``. Text and binary messages are both accepted; a message may
-hold several frames or part of one (the handler's parser reassembles). Outgoing frames
-go as text messages when they are valid UTF-8, else as binary."""
+messages <-> ``StompHandler``. Text and binary messages are both accepted, fragmented
+ones too (aiohttp reassembles continuation frames); a message may hold several frames or
+part of one (the handler's parser reassembles). Outgoing frames go as text messages when
+they are valid UTF-8, else as binary.
+
+Close codes: 1000 after a DISCONNECT or an ERROR, 1001 (going away) when the server
+stops, 1009 for a WebSocket message larger than the STOMP frame limit plus ``WS_SLACK``
+(the STOMP limits themselves are the parser's: ERROR, then 1000)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
@@ -22,9 +28,16 @@ SUBPROTOCOLS = ("v12.stomp", "v11.stomp", "v10.stomp")
 BROKER_KEY: web.AppKey[Broker] = web.AppKey("broker", Broker)
 SETTINGS_KEY: web.AppKey[StompSettings] = web.AppKey("stomp_settings", StompSettings)
 REGISTRY_KEY: web.AppKey[set[Any]] = web.AppKey("registry", set)
+PAGE_DIR = Path(__file__).parent / "test_page"
+TEST_PAGE_PATH = "/stomp/test/"
 
 
 PAUSE_AT = 1024 * 1024  # queued output that pauses deliveries until the socket drains
+# aiohttp buffers a whole WebSocket message before the STOMP parser sees it, so its own
+# limit is the STOMP frame limit plus room for EOLs and a few small frames batched with
+# it: a frame just over the STOMP limit still gets the STOMP ERROR, and a giant message
+# is refused (1009) before it is held in memory
+WS_SLACK = 64 * 1024
 
 
 class WebSocketTransport:
@@ -40,6 +53,7 @@ class WebSocketTransport:
         self.handler: StompHandler | None = None
         self.queued = 0
         self.paused = False
+        self.going_away = False
         self.reading = asyncio.Event()  # cleared while a resource alarm blocks input
         self.reading.set()
 
@@ -55,7 +69,8 @@ class WebSocketTransport:
         if handler is not None and handler.session is not None and not handler.closed:
             handler.session.set_writable(writable)
 
-    def close(self) -> None:
+    def close(self, *, going_away: bool = False) -> None:
+        self.going_away = self.going_away or going_away
         self.queue.put_nowait(None)
         self.reading.set()
 
@@ -93,11 +108,16 @@ class WebSocketTransport:
                 break
             if self.paused and self.queued <= PAUSE_AT // 4:
                 self._set_writable(True)
-        await ws.close(code=WSCloseCode.OK)
+        await ws.close(code=WSCloseCode.GOING_AWAY if self.going_away else WSCloseCode.OK)
 
 
 async def stomp_websocket(request: web.Request) -> web.StreamResponse:
-    ws = web.WebSocketResponse(protocols=SUBPROTOCOLS, heartbeat=None)
+    settings = request.app[SETTINGS_KEY]
+    ws = web.WebSocketResponse(
+        protocols=SUBPROTOCOLS,
+        heartbeat=None,
+        max_msg_size=settings.limits.max_frame_size + WS_SLACK,
+    )
     await ws.prepare(request)
     peer = request.transport.get_extra_info("peername") if request.transport else None
     peer_text = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -105,7 +125,7 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
     transport.tls = request.secure
     handler = StompHandler(
         request.app[BROKER_KEY],
-        request.app[SETTINGS_KEY],
+        settings,
         transport,
         request.app[REGISTRY_KEY],
         protocol="Web STOMP",
@@ -118,7 +138,8 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
                 handler.data_received(msg.data.encode("utf-8"))
             elif msg.type == WSMsgType.BINARY:
                 handler.data_received(msg.data)
-            elif msg.type == WSMsgType.ERROR:
+            elif msg.type == WSMsgType.ERROR:  # aiohttp has closed it (1009, 1002, …)
+                handler.close_reason = handler.close_reason or f"WebSocket error: {msg.data}"
                 break
             if handler.closed:
                 break
@@ -135,10 +156,42 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-def create_app(broker: Broker, settings: StompSettings, registry: set[Any]) -> web.Application:
+def create_app(
+    broker: Broker,
+    settings: StompSettings,
+    registry: set[Any],
+    test_page_client: Path | None = None,
+) -> web.Application:
+    """The Web-STOMP endpoint at /ws; with ``test_page_client`` (a browser STOMP client,
+    @stomp/stompjs's ``stomp.umd.min.js``) also the test page at /stomp/test/."""
     app = web.Application(client_max_size=settings.limits.max_frame_size + 1024)
     app[BROKER_KEY] = broker
     app[SETTINGS_KEY] = settings
     app[REGISTRY_KEY] = registry
     app.router.add_get("/ws", stomp_websocket)
+    if test_page_client is not None:
+        add_test_page(app, test_page_client)
     return app
+
+
+def add_test_page(app: web.Application, client: Path) -> None:
+    """Like RabbitMQ's web-stomp-examples, on the Web-STOMP listener itself so the page's
+    WebSocket goes to its own origin. The client bundle is not Roost's to ship: it is read
+    from where the operator (or scripts/test) put it, and only that one file is served."""
+    files = {
+        "": PAGE_DIR / "index.html",
+        "page.js": PAGE_DIR / "page.js",
+        "stomp.umd.min.js": client,
+    }
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        path = files.get(request.match_info["name"])
+        if path is None or not path.is_file():
+            raise web.HTTPNotFound()
+        return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
+
+    async def slash(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(TEST_PAGE_PATH)
+
+    app.router.add_get(TEST_PAGE_PATH.rstrip("/"), slash)
+    app.router.add_get(TEST_PAGE_PATH + "{name:[a-z.]*}", serve)

@@ -1,0 +1,107 @@
+"""Roost's server CPU time per STOMP message, for tuning on a shared machine.
+
+    .venv/bin/python bench/stomp_cpu.py [--count 20000] [--repeat 5]
+    .venv/bin/python bench/stomp_cpu.py --against /tmp/base/src     # A/B against a checkout
+    .venv/bin/python bench/stomp_cpu.py --profile FILE
+
+The scenario of bench/stomp_throughput.py (1 producer / 1 consumer over TCP, 1 KiB,
+client-individual ACKs, prefetch 100), but what it reports is the server process's
+user + system CPU time (``/proc/PID/stat``) per message delivered and acknowledged:
+SEND parse, routing, MESSAGE encoding, ACK. Unlike messages per second it hardly depends
+on what else runs on the machine, though runs still scatter by a few µs on a busy one.
+``--against SRC`` also starts a server from another source tree (``git archive`` of an
+older commit, say) and alternates runs between the two, so both see the same load.
+``--profile FILE`` runs the server under cProfile (much slower; only the shares of the
+calls mean anything) and prints its top functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import pstats
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _brokers  # a sibling module, not a package
+import stomp_throughput
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process (fields 14 and 15 of /proc/PID/stat), in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
+
+
+@contextlib.contextmanager
+def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
+    """A Roost server (from ``src`` when given, else this checkout); yields (pid, port)."""
+    port = _brokers.free_port()
+    with tempfile.TemporaryDirectory(prefix="bench-roost-cpu-") as tmp:
+        cprofile = ["-m", "cProfile", "-o", profile] if profile else []
+        cmd = [sys.executable, *cprofile, "-m", "roost", "server", "--amqp-port", "0",
+               "--http-port", "0", "--ws-port", "0", "--stomp-port", str(port),
+               "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning"]
+        env = {**os.environ, "PYTHONPATH": src} if src else None
+        log = Path(tmp) / "server.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            _brokers._wait_for_port(port, proc, 30, log)
+            asyncio.run(stomp_throughput.run_once(port, 2000))  # warm-up
+            yield proc.pid, port
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+
+
+def measure(pid: int, port: int, count: int) -> tuple[float, float]:
+    """One run: (CPU µs per message, of which user µs)."""
+    user0, sys0 = cpu_seconds(pid)
+    asyncio.run(stomp_throughput.run_once(port, count))
+    time.sleep(0.2)  # the last ACKs reach the server
+    user1, sys1 = cpu_seconds(pid)
+    return (user1 + sys1 - user0 - sys0) / count * 1e6, (user1 - user0) / count * 1e6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, default=20000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--against", metavar="SRC", help="also a server from this src directory")
+    ap.add_argument("--profile", metavar="FILE", help="cProfile the server into FILE")
+    args = ap.parse_args()
+    trees = {"this checkout": None} | ({args.against: args.against} if args.against else {})
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    with contextlib.ExitStack() as stack:
+        servers = {
+            name: stack.enter_context(server(src, None if src else args.profile))
+            for name, src in trees.items()
+        }
+        for _ in range(args.repeat):
+            for name, (pid, port) in servers.items():
+                results[name].append(measure(pid, port, args.count))
+    print(f"server CPU per message, {args.count} messages a run, {args.repeat} runs:")
+    for name, got in results.items():
+        runs = ", ".join(f"{total:.1f}" for total, _ in got)
+        print(f"  {name}: median {statistics.median(t for t, _ in got):.1f} µs "
+              f"(user {statistics.median(u for _, u in got):.1f}; runs {runs})")
+    if args.profile:
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
