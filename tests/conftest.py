@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import RoostProcess
+from tests.support import SLOW_SYNC_MS, RoostProcess, running
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +27,17 @@ def fresh_roost(tmp_path: Path) -> Iterator[RoostProcess]:
     yield server
     server.kill()
     assert "Traceback" not in server.log, server.log
+
+
+@pytest.fixture
+def slow_sync(tmp_path: Path) -> Iterator[RoostProcess]:
+    """A broker that fsyncs only every SLOW_SYNC_MS (``--fsync interval``): whatever must
+    wait for the disk visibly waits for that timer."""
+    yield from running(
+        RoostProcess(
+            tmp_path / "data", "--fsync", "interval", "--fsync-interval-ms", str(SLOW_SYNC_MS)
+        )
+    )
 
 
 @pytest.fixture

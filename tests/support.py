@@ -177,6 +177,11 @@ def running_server(tmp: Path, *extra: str) -> Iterator[RoostProcess]:
         server.kill()
 
 
+# the fsync timer of the ``slow_sync`` fixture (tests/conftest.py): a confirm, receipt or
+# reply sent before the fsync it should follow is caught by this wide a gap
+SLOW_SYNC_MS = 1500
+
+
 def sync_ops(server: RoostProcess) -> int:
     """The broker's fsync count so far (``rabbitmq_io_sync_ops_total`` in /metrics)."""
     import re

@@ -14,9 +14,7 @@ import stomp
 
 from tests.integration.conftest import pika_params
 from tests.stomp.conftest import Inbox
-from tests.support import RoostProcess, running, sync_ops
-
-INTERVAL_MS = 1500  # fsync on a slow timer: a receipt before it would be caught
+from tests.support import SLOW_SYNC_MS, RoostProcess, sync_ops
 
 
 def test_receipted_persistent_sends_survive_kill_9(tmp_path: Path) -> None:
@@ -42,14 +40,6 @@ def test_receipted_persistent_sends_survive_kill_9(tmp_path: Path) -> None:
     finally:
         server.stop()
 
-
-@pytest.fixture
-def slow_sync(tmp_path: Path) -> Iterator[RoostProcess]:
-    yield from running(
-        RoostProcess(
-            tmp_path / "data", "--fsync", "interval", "--fsync-interval-ms", str(INTERVAL_MS)
-        )
-    )
 
 
 @pytest.fixture
@@ -102,4 +92,4 @@ def test_transient_receipts_do_not_wait(sender: tuple[Any, Inbox], qname: str) -
         conn.commit(f"t{i}", receipt=f"c{i}")
         assert inbox.receipt(timeout=10) == f"c{i}"
     # ten waits for the timer would take several intervals
-    assert time.monotonic() - started < 2 * INTERVAL_MS / 1000
+    assert time.monotonic() - started < 2 * SLOW_SYNC_MS / 1000

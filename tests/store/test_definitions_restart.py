@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,7 @@ import pika
 import pytest
 import stomp
 
-from tests.support import RoostProcess, running, sync_ops
-
-INTERVAL_MS = 1500  # fsync on a slow timer: a reply sent before it would be caught
+from tests.support import SLOW_SYNC_MS, RoostProcess, sync_ops
 
 
 def api(server: RoostProcess, user: str = "guest", password: str = "guest") -> httpx.Client:
@@ -181,14 +178,6 @@ def test_every_definition_type_survives_a_restart(tmp_path: Path, how: str) -> N
     assert "Traceback" not in server.log, server.log
 
 
-@pytest.fixture
-def slow_sync(tmp_path: Path) -> Iterator[RoostProcess]:
-    yield from running(
-        RoostProcess(
-            tmp_path / "data", "--fsync", "interval", "--fsync-interval-ms", str(INTERVAL_MS)
-        )
-    )
-
 
 def test_durable_definition_replies_follow_the_fsync(slow_sync: RoostProcess) -> None:
     """Each reply comes only after the fsync count rose: with a 1.5 s fsync timer, a
@@ -245,8 +234,8 @@ def test_non_durable_declares_never_wait(slow_sync: RoostProcess) -> None:
         ch.queue_declare(f"t.x{i}.durable-but-exclusive", durable=True, exclusive=True)
     ch.queue_declare("", exclusive=True)  # a server-named reply queue
     elapsed = time.monotonic() - started
-    # one wait for the fsync timer would take INTERVAL_MS; these were all answered at once
-    assert elapsed < INTERVAL_MS / 1000 / 2, elapsed
+    # one wait for the fsync timer would take SLOW_SYNC_MS; these were all answered at once
+    assert elapsed < SLOW_SYNC_MS / 1000 / 2, elapsed
     assert sync_ops(slow_sync) == before
     conn.close()
 
@@ -296,7 +285,7 @@ def test_stomp_subscribe_receipt_follows_the_fsync(slow_sync: RoostProcess) -> N
         assert sync_ops(slow_sync) > before, "the RECEIPT came before the fsync"
         before = sync_ops(slow_sync)
         conn.subscribe("/topic/news", id="s2", headers={"receipt": "r2"})  # nothing durable
-        assert inbox.receipt(timeout=INTERVAL_MS / 1000 / 2) == "r2"
+        assert inbox.receipt(timeout=SLOW_SYNC_MS / 1000 / 2) == "r2"
         assert sync_ops(slow_sync) == before
     finally:
         conn.disconnect()

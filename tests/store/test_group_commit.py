@@ -4,29 +4,18 @@ on a real server (issue 3)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pika
-import pytest
 
 from roost.amqp import codec_methods as m
 from roost.perf import client as perf_client
 from roost.perf.options import parse_url
-from tests.support import RoostProcess, running, sync_ops
+from tests.support import RoostProcess, sync_ops
 
-INTERVAL_MS = 1500  # fsync on a slow timer: a confirm before it would be caught
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
 
-
-@pytest.fixture
-def slow_sync(tmp_path: Path) -> Iterator[RoostProcess]:
-    yield from running(
-        RoostProcess(
-            tmp_path / "data", "--fsync", "interval", "--fsync-interval-ms", str(INTERVAL_MS)
-        )
-    )
 
 
 def test_confirm_follows_the_fsync_in_interval_mode(slow_sync: RoostProcess, qname: str) -> None:

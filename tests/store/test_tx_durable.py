@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pika
 import pytest
 
-from tests.support import RoostProcess, running, sync_ops
-
-INTERVAL_MS = 1500  # fsync on a slow timer: a commit-ok before it would be caught
-
-
-@pytest.fixture
-def slow_sync(tmp_path: Path) -> Iterator[RoostProcess]:
-    yield from running(
-        RoostProcess(
-            tmp_path / "data", "--fsync", "interval", "--fsync-interval-ms", str(INTERVAL_MS)
-        )
-    )
+from tests.support import SLOW_SYNC_MS, RoostProcess, sync_ops
 
 
 @pytest.fixture
@@ -56,4 +44,4 @@ def test_commit_without_persistent_messages_does_not_wait(tx_channel: Any, qname
         ch.basic_publish("", qname, b"transient", pika.BasicProperties(delivery_mode=1))
         ch.tx_commit()
     # five waits for the timer would take several intervals
-    assert time.monotonic() - started < 2 * INTERVAL_MS / 1000
+    assert time.monotonic() - started < 2 * SLOW_SYNC_MS / 1000

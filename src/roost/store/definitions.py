@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roost.store.files import fsync_path
 from roost.store.segment import ScanResult, frame, scan
 
 log = logging.getLogger("roost.store")
@@ -157,7 +158,7 @@ class DefinitionsFile:
                 shutil.copyfile(source, aside)
             if self.journal.exists():
                 shutil.copyfile(self.journal, aside.with_name(aside.name + ".journal"))
-        _fsync_dir(self.dir)
+        fsync_path(self.dir)
         self.damaged.append(aside)
         return aside
 
@@ -183,7 +184,7 @@ class DefinitionsFile:
         if self.on_write is not None:
             self.on_write(self.journal)
         if new:
-            _fsync_dir(self.dir)
+            fsync_path(self.dir)
 
     def save(self, data: dict[str, Any]) -> None:
         """A new snapshot of everything, after which the journal starts afresh. The old
@@ -210,9 +211,9 @@ class DefinitionsFile:
             self._link(self.path, self.backup, copy=True)
             self.previous.write_bytes(b"")
         if self.journal.exists():
-            _fsync_file(self.journal)  # it becomes the .prev: complete and on disk
+            fsync_path(self.journal)  # it becomes the .prev: complete and on disk
             os.replace(self.journal, self.previous)
-        _fsync_dir(self.dir)
+        fsync_path(self.dir)
         self.journal_size = 0
         self.snapshot_size = len(raw)
 
@@ -232,7 +233,7 @@ class DefinitionsFile:
                 pass
         if not linked:
             shutil.copyfile(source, link)
-            _fsync_file(link)
+            fsync_path(link)
         os.replace(link, target)
 
 
@@ -250,17 +251,3 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[n:], offset + n
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -15,6 +15,15 @@ from collections import OrderedDict
 from pathlib import Path
 
 
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory (after a rename or a new file in it) by its path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class FilePool:
     def __init__(self, max_open: int = 256) -> None:
         self.max_open = max_open

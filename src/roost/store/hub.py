@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from roost.store.delayed import DelayedLog
-from roost.store.files import FilePool
+from roost.store.files import FilePool, fsync_path
 from roost.store.paths import delayed_dir, queue_dir
-from roost.store.queue_store import OWNER_FILE, QueueStore, _fsync_dir
+from roost.store.queue_store import OWNER_FILE, QueueStore
 
 log = logging.getLogger("roost.store")
 
@@ -152,7 +152,7 @@ class DiskStore:
                     dest,
                 )
         if moved:
-            _fsync_dir(self.data_dir)
+            fsync_path(self.data_dir)
         return moved
 
     def new_segment(self, store: QueueStore) -> None:
@@ -378,7 +378,7 @@ def _sync(paths: set[Path], dirs: set[Path]) -> float:
             os.close(fd)
     for directory in dirs:
         if directory.is_dir():
-            _fsync_dir(directory)
+            fsync_path(directory)
     return time.perf_counter() - started
 
 

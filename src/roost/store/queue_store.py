@@ -38,6 +38,7 @@ from roost.store.codec import (
     peek_expires,
     peek_seq,
 )
+from roost.store.files import fsync_path
 from roost.store.segment import HEADER_SIZE, ScanResult, frame, read_record, scan
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ class QueueStore:
             return
         self.hub.files.close(path)
         os.replace(tmp, path)
-        _fsync_dir(self.dir)
+        fsync_path(self.dir)
         self.hub.bytes_changed(len(data) - self._ack_size)
         self.bytes_on_disk += len(data) - self._ack_size
         self._ack_size = len(data)
@@ -495,13 +496,6 @@ def _ack_entry(value: int) -> bytes:
     raw = value.to_bytes(8, "big")
     return raw + zlib.crc32(raw).to_bytes(4, "big")
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _transient(payload: bytes | memoryview) -> bool:
