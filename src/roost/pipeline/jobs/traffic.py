@@ -97,8 +97,10 @@ def _batch_range(
 ) -> tuple[int, int]:
     """The offsets a batch run reads: --starting/--ending-offsets, narrowed to the
     messages that hold --since to --until (traffic_range.py) when a time is given."""
-    start = traffic_range.resolve(args.starting_offsets, info)
-    end = traffic_range.resolve(args.ending_offsets, info)
+    from roost.pipeline.source import resolve_offset  # imports pyspark: only when run
+
+    start = resolve_offset(args.starting_offsets, info)
+    end = resolve_offset(args.ending_offsets, info)
     if since is None and until is None:
         return start, end
     with Client(args.url) as client:

@@ -23,22 +23,9 @@ import json
 import math
 from typing import Any
 
-from roost.pipeline.amqp import Client, RoostError
+from roost.pipeline.amqp import Client
 
 LOOKAHEAD = 4  # messages fetched per step while looking for the end of the range
-
-
-def resolve(spec: str, info: dict[str, Any]) -> int:
-    """An offset option (earliest, latest, a number) against the offset query's answer."""
-    value = spec.strip()
-    if value == "earliest":
-        return int(info["x-stream-first-offset"])
-    if value == "latest":
-        return int(info["x-stream-next-offset"])
-    try:
-        return int(value)
-    except ValueError:
-        raise RoostError(f"bad offset {value!r}: earliest, latest or a number") from None
 
 
 def offsets(
