@@ -164,6 +164,8 @@ def test_spark_submit_runs_the_job_file_on_the_cluster(
             "spark.driver.bindAddress=127.0.0.1",
             "--conf",
             "spark.executor.memory=512m",
+            "--conf",  # the jobs' own default is 4: spark-submit's setting must win
+            "spark.sql.shuffle.partitions=3",
             job_file,
             "etl",
             "--url",
@@ -193,6 +195,12 @@ def test_spark_submit_runs_the_job_file_on_the_cluster(
     assert done.returncode == 0, done.stderr[-3000:]
     # PythonRunner merges the job's stderr into spark-submit's stdout
     assert "etl done" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"[etl] Spark {pyspark.__version__}, master {standalone}, 3 shuffle partitions" in (
+        done.stdout
+    ), done.stdout[-2000:]
+    # what the aggregation really ran with: Spark records it in the query's offset log
+    logged = [p.read_text() for p in (tmp_path / "ckpt").glob("**/offsets/0")]
+    assert logged and all('"spark.sql.shuffle.partitions":"3"' in text for text in logged)
     # the worker ran an executor for it: the app has a directory in the worker's dir
     apps = list((tmp_path / "work").glob("app-*"))
     assert apps, "no application ran on the standalone worker"

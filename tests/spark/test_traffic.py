@@ -7,6 +7,7 @@ import argparse
 import io
 import re
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -170,8 +171,6 @@ def events_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostPro
 
 def wait_for_events(server: RoostProcess, until: str, timeout: float = 15.0) -> None:
     """Events are written in batches (within about 0.1 s): wait until ``until`` shows."""
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with Client(server.url) as client:
@@ -237,6 +236,59 @@ def test_streaming_ingest_reads_each_event_once(
     assert result["latency_overall"]["messages"] == 5
     assert result["latency_overall"]["e2e_max_ms"] == pytest.approx(20.0)
     assert (out / "checkpoint").is_dir()
+
+
+def _now_ms() -> float:
+    return time.time() * 1000
+
+
+def _wait_past(ms: float) -> None:
+    """Until the wall clock (which the broker's append times follow) is past ``ms``."""
+    while _now_ms() <= ms:
+        time.sleep(0.002)
+
+
+@pytest.mark.timeout(300)
+def test_a_time_range_reads_only_the_messages_holding_it(
+    spark: Any, broker: RoostProcess, tmp_path: Path
+) -> None:
+    """Batches written as the broker writes them (each event before its append time),
+    with a late one: appended after --until, yet starting with an event before it."""
+    stream = "traffic.timed"
+    write_events(broker.url, stream, [[published(_now_ms(), "k.before", {"q": 1}),
+                                      acked(_now_ms(), "q", 1)]])  # offset 0
+    since = _now_ms() + 2
+    _wait_past(since + 2)  # offset 0 was appended a few ms before ``since``
+    write_events(broker.url, stream, [
+        [published(_now_ms(), "k.in", {"q": 2}), delivered(_now_ms(), "q", 2)],  # 1
+        [acked(_now_ms(), "q", 2)],  # 2
+    ])
+    until = _now_ms() + 3
+    _wait_past(until + 2)
+    write_events(broker.url, stream, [
+        [published(until - 1, "k.late", {"q": 3}), acked(_now_ms(), "q", 3)],  # 3: late
+        [published(_now_ms(), "k.after", {"q": 4}), acked(_now_ms(), "q", 4)],  # 4
+        [published(_now_ms(), "k.after", {"q": 5})],  # 5
+    ])
+    out = tmp_path / "timed"
+    progress = io.StringIO()
+    args = job_args(broker.url, stream, out, "--since", repr(since), "--until", repr(until))
+    result = traffic.analyse(spark, args, progress)
+
+    # read: offsets 1 to 3, and the late batch 3 (its first event is before --until);
+    # batch 4 starts after --until: there the read stops
+    text = progress.getvalue()
+    assert "offsets 1 to 4, 3 messages" in text, text
+    assert "[traffic]   4 events in the time range, of 5 read, in " in text, text
+    assert spark.read.parquet(str(out / "events")).count() == 5
+    # the outputs are those of the events in the range, as a filter over everything gives
+    assert result["summary"]["by_type"] == {
+        "message.published": 2, "message.delivered": 1, "message.acked": 1
+    }
+    assert [(r["routing_key"], r["messages"]) for r in result["top_keys_overall"]] == [
+        ("k.in", 1), ("k.late", 1)
+    ]
+    assert result["latency_overall"]["messages"] == 1  # q 2: published, delivered, acked
 
 
 def test_a_missing_events_stream_is_a_clear_error(

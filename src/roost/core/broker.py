@@ -19,6 +19,8 @@ from roost.core.definitions import export_definitions, import_definitions
 from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
+from roost.core.exchanges.producers import PRODUCERS_EXCHANGE
+from roost.core.exchanges.producers import answer as answer_producer_query
 from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
 from roost.core.features.direct_reply import REPLY_TO
 from roost.core.features.policies import apply_policies
@@ -462,6 +464,8 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         access = client.access
         if access is not None:
             access.check_publish(exchange, message, client.vhost.exchanges)
+        if exchange == PRODUCERS_EXCHANGE:  # a query, answered here: it needs the rights
+            return self._answer_producer_query(client, message, confirm)
         if message.properties.expiration is not None:
             parse_expiration(message.properties.expiration)  # refused before routing
         store = self.message_store
@@ -485,6 +489,19 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         else:
             confirm(True)
         return routed
+
+    @staticmethod
+    def _answer_producer_query(
+        client: Client, message: Message, confirm: Callable[[bool], None] | None
+    ) -> int:
+        """amq.roost.producers (core/exchanges/producers.py): the reply goes out now; the
+        request itself reaches no queue (0), like an offset commit."""
+        vhost = client.vhost
+        vhost.exchange(PRODUCERS_EXCHANGE).stat_in += 1
+        answer_producer_query(vhost, client.access, message)
+        if confirm is not None:
+            confirm(True)
+        return 0
 
     def run_durably(self, ops: Iterable[Callable[[], None]], done: Callable[[], None]) -> None:
         """Run a transaction's operations; ``done()`` once what they wrote to the store is

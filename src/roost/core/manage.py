@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.client import Client
 from roost.core.errors import NotFound, PreconditionFailed
+from roost.core.exchanges.producers import last_publishing_id
 from roost.core.info import BindingInfo, FetchedMessage
 from roost.core.message import EMPTY_PROPERTIES, Message
 from roost.core.queries import properties_key
@@ -162,6 +163,15 @@ class ManageMixin:
         finally:
             self.close_session(session)
         return out
+
+    def mgmt_last_publishing_id(
+        self, user: str, vhost: str, stream: str, producer: str
+    ) -> int | None:
+        """A stream producer's last publishing id (None: the stream knows no such
+        producer); read access to the stream, as for the AMQP query."""
+        v = self._vhost(vhost)
+        self.check_permission(user, vhost, "read", "queue", stream)
+        return last_publishing_id(v, None, stream, producer)
 
     # -- exchanges ------------------------------------------------------------------------
 

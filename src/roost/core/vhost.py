@@ -12,6 +12,7 @@ from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, Resou
 from roost.core.exchanges import Exchange, exchange_class, make_exchange
 from roost.core.exchanges.default import DefaultExchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
+from roost.core.exchanges.producers import PRODUCERS_EXCHANGE, ProducersExchange
 from roost.core.features import alternate, dedup
 from roost.core.features.direct_reply import PREFIX as REPLY_PREFIX
 from roost.core.features.direct_reply import REPLY_TO, DirectReplyTo
@@ -90,6 +91,7 @@ class VHost:
         for ex_name, kind in PREDECLARED:
             self.exchanges[ex_name] = make_exchange(name, ex_name, kind, durable=True)
         self.exchanges[OFFSETS_EXCHANGE] = OffsetsExchange(name, self.queues)
+        self.exchanges[PRODUCERS_EXCHANGE] = ProducersExchange(name)
         # the ones above cannot be deleted; max-exchanges counts the others
         self._builtin_exchanges = len(self.exchanges)
         # Called with (kind, object) on durable definition changes; the store listens.

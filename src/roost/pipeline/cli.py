@@ -73,6 +73,12 @@ def run(args: argparse.Namespace) -> int:
     from roost.pipeline.session import run_queries, spark_session
 
     spark = spark_session(f"roost-{args.pipeline}", args.master)
+    # where the job runs and with what: under spark-submit, its --conf decides these
+    print(
+        f"[{args.pipeline}] Spark {spark.version}, master {spark.sparkContext.master}, "
+        f"{spark.conf.get('spark.sql.shuffle.partitions')} shuffle partitions",
+        file=sys.stderr,
+    )
     try:
         if args.pipeline == "etl":
             from roost.pipeline.jobs import etl

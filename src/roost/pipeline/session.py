@@ -1,5 +1,7 @@
 """SparkSession for the ready-made jobs: ``local[*]`` unless a master is given or
-configured, loopback addresses when local, and the ``roost`` format registered."""
+configured, loopback addresses when local, and the ``roost`` format registered. The jobs'
+defaults (UI off, no console progress bar, 4 shuffle partitions, faster-starting JVM
+flags) give way, under spark-submit, to whatever its --conf or spark-defaults.conf set."""
 
 from __future__ import annotations
 
@@ -21,10 +23,13 @@ def spark_session(app: str, master: str | None = None, shuffle_partitions: int =
 
     builder = SparkSession.builder.appName(app)
     local = False
+    launched = False
     if master:
         builder = builder.master(master)
         local = master.startswith("local")
-    elif not launched_with_master():
+    elif launched_with_master():
+        launched = True
+    else:
         builder = builder.master("local[*]")
         local = True
     if local:
@@ -32,17 +37,37 @@ def spark_session(app: str, master: str | None = None, shuffle_partitions: int =
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )
-    spark = (
-        builder.config("spark.ui.enabled", "false")
+    settings = {
+        "spark.ui.enabled": "false",
         # the jobs print their own progress lines; Spark's bar would overwrite them
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.driver.extraJavaOptions", JVM_FLAGS)
-        .getOrCreate()
-    )
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.driver.extraJavaOptions": JVM_FLAGS,
+    }
+    if launched:
+        # spark-submit's --conf and spark-defaults.conf (or the running application's
+        # settings) are the user's: a value set in code would silently override them
+        taken = configured_keys()
+        settings = {k: v for k, v in settings.items() if k not in taken}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(RoostDataSource)
     return spark
+
+
+def configured_keys() -> set[str]:
+    """The settings already made for the application about to start: those of a running
+    SparkContext, else what the JVM that spark-submit started (or PYSPARK_SUBMIT_ARGS
+    describes) loads as defaults: its --conf options and spark-defaults.conf."""
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return {key for key, _ in active.getConf().getAll()}
+    SparkContext._ensure_initialized()  # joins spark-submit's JVM, or starts one
+    return {key for key, _ in SparkConf().getAll()}
 
 
 def launched_with_master() -> bool:

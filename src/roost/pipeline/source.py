@@ -203,15 +203,7 @@ class _Options:
             raise
 
     def resolve(self, spec: str | None, info: dict[str, Any], default: str) -> int:
-        value = (spec or default).strip()
-        if value == "earliest":
-            return int(info["x-stream-first-offset"])
-        if value == "latest":
-            return int(info["x-stream-next-offset"])
-        try:
-            return int(value)
-        except ValueError:
-            raise RoostError(f"bad offset {value!r}: earliest, latest or a number") from None
+        return resolve_offset(spec or default, info)
 
     def bounds(self, start_default: str, *, with_end: bool) -> tuple[int, int]:
         """(start, end) offsets from the offset and timestamp options: one offset query,
@@ -260,6 +252,19 @@ class _Options:
                 if exc.code == 404:
                     raise RoostError(f"no stream or queue '{queue}' to write to", 404) from None
                 raise
+
+
+def resolve_offset(spec: str, info: dict[str, Any]) -> int:
+    """An offset option (earliest, latest or a number) against the offset query's answer."""
+    value = spec.strip()
+    if value == "earliest":
+        return int(info["x-stream-first-offset"])
+    if value == "latest":
+        return int(info["x-stream-next-offset"])
+    try:
+        return int(value)
+    except ValueError:
+        raise RoostError(f"bad offset {value!r}: earliest, latest or a number") from None
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)

@@ -187,6 +187,11 @@ class StreamQueue(Queue):
     def sync(self) -> None:
         self.log.sync()
 
+    def last_publishing_id(self, producer: str) -> int | None:
+        """The last id stored for ``producer`` (None: it never published with one); the
+        amq.roost.producers query answers with it."""
+        return self.log.producers.get(producer)
+
     # -- outgoing -----------------------------------------------------------------------
 
     def dispatch(self) -> None:

@@ -132,6 +132,19 @@ async def get_messages(request: web.Request) -> web.Response:
 
 
 @access(MANAGEMENT)
+async def producer(request: web.Request) -> web.Response:
+    """A stream producer's last publishing id: what a restarted producer resumes after
+    (null when the stream knows no such producer)."""
+    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    check_vhost(b, me, vhost)
+    name, producer_name = request.match_info["name"], request.match_info["producer"]
+    found = b.mgmt_last_publishing_id(me.name, vhost, name, producer_name)
+    return web.json_response(
+        {"vhost": vhost, "stream": name, "producer": producer_name, "publishing_id": found}
+    )
+
+
+@access(MANAGEMENT)
 async def queue_bindings(request: web.Request) -> web.Response:
     b, vhost, name = broker(request), request.match_info["vhost"], request.match_info["name"]
     check_vhost(b, user(request), vhost)
@@ -154,4 +167,5 @@ ROUTES = [
     Route("DELETE", Q + "/contents", purge, "Purge a queue"),
     Route("POST", Q + "/get", get_messages, "Get (and ack or requeue) messages", body=GET_BODY),
     Route("GET", Q + "/bindings", queue_bindings, "Bindings to a queue", listing=True),
+    Route("GET", Q + "/producers/{producer}", producer, "A stream producer's last publishing id"),
 ]

@@ -9,7 +9,8 @@ percentiles (p50/p95/p99, exact), and the top routing keys. Writes Parquet
 Spark's task counts) to stderr.
 
 Batch by default, over an offset range (``--starting-offsets``/``--ending-offsets``) and
-optionally a time range (``--since``/``--until``). ``--streaming`` instead ingests new
+optionally a time range (``--since``/``--until``), of which it reads only the messages
+holding that range (traffic_range.py). ``--streaming`` instead ingests new
 events with a streaming query (``availableNow`` trigger, checkpoint under ``--output``),
 appending to the ``events`` Parquet table, so repeated runs read each event once and the
 report covers everything ingested so far.
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from roost.pipeline.amqp import Client, Endpoint, RoostError
+from roost.pipeline.jobs import traffic_range
 from roost.pipeline.jobs import traffic_stats as stats
 from roost.pipeline.progress import Progress
 
@@ -90,8 +92,26 @@ def _stream_info(url: str, stream: str) -> dict[str, Any]:
         raise
 
 
-def _ingest(spark: Any, args: argparse.Namespace, events_dir: Path) -> None:
-    """The events stream, parsed, into the ``events`` Parquet table."""
+def _batch_range(
+    args: argparse.Namespace, info: dict[str, Any], since: float | None, until: float | None
+) -> tuple[int, int]:
+    """The offsets a batch run reads: --starting/--ending-offsets, narrowed to the
+    messages that hold --since to --until (traffic_range.py) when a time is given."""
+    from roost.pipeline.source import resolve_offset  # imports pyspark: only when run
+
+    start = resolve_offset(args.starting_offsets, info)
+    end = resolve_offset(args.ending_offsets, info)
+    if since is None and until is None:
+        return start, end
+    with Client(args.url) as client:
+        return traffic_range.offsets(client, args.input, info, start, end, since, until)
+
+
+def _ingest(
+    spark: Any, args: argparse.Namespace, events_dir: Path, batch: tuple[int, int]
+) -> None:
+    """The events stream, parsed, into the ``events`` Parquet table: new events
+    (--streaming), or the offsets ``batch``."""
     if args.streaming:
         source = (
             spark.readStream.format("roost")
@@ -118,8 +138,8 @@ def _ingest(spark: Any, args: argparse.Namespace, events_dir: Path) -> None:
         spark.read.format("roost")
         .option("url", args.url)
         .option("stream", args.input)
-        .option("startingOffsets", args.starting_offsets)
-        .option("endingOffsets", args.ending_offsets)
+        .option("startingOffsets", str(batch[0]))
+        .option("endingOffsets", str(batch[1]))
         .load()
     )
     stats.parse(source).write.mode("overwrite").parquet(str(events_dir))
@@ -151,18 +171,31 @@ def analyse(spark: Any, args: argparse.Namespace, out: TextIO | None = None) -> 
     until = time_ms(args.until) if args.until else None
     with progress:
         info = _stream_info(args.url, args.input)
-        first, end = info["x-stream-first-offset"], info["x-stream-next-offset"]
-        mode = "new events (streaming, availableNow)" if args.streaming else "a batch"
+        if args.streaming:
+            first, end = info["x-stream-first-offset"], info["x-stream-next-offset"]
+            mode = "new events (streaming, availableNow)"
+        else:
+            first, end = _batch_range(args, info, since, until)
+            mode = "a batch"
+        timed = since is not None or until is not None
         progress.step(f"reading stream '{args.input}' as {mode}: offsets {first} to {end}, "
-                      f"{end - first:,} messages")
-        _ingest(spark, args, events_dir)
+                      f"{end - first:,} messages"
+                      + (f" (events from {_when(since)} to {_when(until)})" if timed else ""))
+        _ingest(spark, args, events_dir, (first, end))
         events = spark.read.parquet(str(events_dir))
+        if timed:
+            read = events.count()  # in batch mode, the events of the offsets just read
         if since is not None:
             events = events.where(F.col("ts") >= since)
         if until is not None:
             events = events.where(F.col("ts") < until)
         events = events.cache()
-        progress.done(f"{events.count():,} events in {events_dir}")
+        if timed:
+            how = "ingested so far" if args.streaming else "read"
+            progress.done(f"{events.count():,} events in the time range, of {read:,} {how}, "
+                          f"in {events_dir}")
+        else:
+            progress.done(f"{events.count():,} events in {events_dir}")
 
         progress.step("counting events per type")
         summary = stats.counts(events)
@@ -231,6 +264,13 @@ def analyse(spark: Any, args: argparse.Namespace, out: TextIO | None = None) -> 
         progress.done(f"{len(result['charts'])} charts in {output / 'charts'}")
         progress.finish(f"done: {output / 'report.html'}")
     return result
+
+
+def _when(ms: float | None) -> str:
+    if ms is None:
+        return "any time"
+    moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _where(url: str) -> str:
