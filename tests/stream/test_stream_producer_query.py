@@ -14,7 +14,7 @@ import pika.exceptions
 import pytest
 
 from tests.security.conftest import amqp_as, put
-from tests.stream.conftest import declare_stream, pump, query
+from tests.stream.conftest import declare_stream, pump, query, read
 from tests.support import RoostProcess
 
 EXCHANGE = "amq.roost.producers"
@@ -244,3 +244,36 @@ def test_http_lookup(roost: RoostProcess, crowded: str, admin: httpx.Client, qna
     reader = user_with(admin, write="", read="^nothing$", tags="management")
     denied = lookup(crowded, producer_name(0), (reader, "pw"))
     assert denied.status_code == 403, denied.text
+
+
+def test_an_offset_commit_needs_read_on_the_stream(
+    roost: RoostProcess, crowded: str, admin: httpx.Client
+) -> None:
+    """Write on amq.roost.offsets alone must not let a user move the stored offsets of a
+    stream they may not read (it did, before the commit checked read)."""
+
+    def commit(user: str, offset: int) -> None:
+        with amqp_as(roost, user) as conn:
+            ch = conn.channel()
+            ch.basic_publish(
+                "amq.roost.offsets",
+                crowded,
+                b"",
+                pika.BasicProperties(
+                    headers={"x-stream-consumer-name": "auditor", "x-stream-offset": offset}
+                ),
+            )
+            ch.basic_qos(prefetch_count=0)  # a round trip: a refusal closes the channel first
+
+    no_read = user_with(admin, write="^amq\\.roost\\.offsets$", read="^nothing$")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as info:
+        commit(no_read, 7)
+    assert info.value.reply_code == 403
+    assert f"read access to queue '{crowded}'" in str(info.value.reply_text)
+
+    allowed = user_with(admin, write="^amq\\.roost\\.offsets$", read=f"^{crowded}$")
+    commit(allowed, 7)
+    with pika.BlockingConnection(pika.URLParameters(roost.url)) as conn:
+        args = {"x-stream-offset": "stored", "x-stream-consumer-name": "auditor"}
+        got = read(conn, conn.channel(), crowded, 1, args, ack=False)
+    assert got[0][0] == 8, "the allowed commit stored offset 7: the consumer resumes at 8"

@@ -4,6 +4,9 @@ The message (body ignored) carries headers ``x-stream`` (the stream queue's name
 routing key is used when absent), ``x-stream-consumer-name`` and ``x-stream-offset`` (an
 integer: the last offset processed; a consumer subscribing with ``x-stream-offset:
 stored`` starts after it). Nothing is routed; a bad commit is a 406 channel error.
+Committing needs read access to the stream (``Broker.publish`` checks it), as consuming
+it does: write on this exchange alone must not let a user move the offsets of streams
+they cannot read.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def commit_target(message: Message) -> str:
+    """The stream an offset commit is for."""
+    return _text((message.properties.headers or {}).get("x-stream")) or message.routing_key
+
+
 class OffsetsExchange(Exchange):
     kind = "x-roost-offsets"
 
@@ -39,7 +47,7 @@ class OffsetsExchange(Exchange):
 
     def route(self, message: Message) -> Collection[Destination]:
         headers = message.properties.headers or {}
-        stream = _text(headers.get("x-stream")) or message.routing_key
+        stream = commit_target(message)
         name = _text(headers.get("x-stream-consumer-name"))
         offset = headers.get("x-stream-offset")
         queue = self._queues.get(stream)
