@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import socket
 import time
@@ -79,7 +80,10 @@ def connect(roost: RoostProcess) -> Iterator[Connect]:
     yield _connect
     for conn in opened:
         if conn.is_connected():
-            conn.disconnect()
+            # After an ERROR frame the server closes the socket; stomp.py may not
+            # have noticed yet, so a DISCONNECT can meet a closed descriptor.
+            with contextlib.suppress(OSError):
+                conn.disconnect()
 
 
 class RawStomp:
