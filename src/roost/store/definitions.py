@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roost.store.files import fsync_path
+from roost.store.files import fsync_path, write_all
 from roost.store.segment import ScanResult, frame, scan
 
 log = logging.getLogger("roost.store")
@@ -177,7 +177,7 @@ class DefinitionsFile:
         new = not self.journal.exists()
         fd = os.open(self.journal, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
-            _pwrite_all(fd, data, self.journal_size)
+            write_all(fd, data, self.journal_size)
         finally:
             os.close(fd)
         self.journal_size += len(data)
@@ -196,7 +196,7 @@ class DefinitionsFile:
         raw = json.dumps(data, separators=(",", ":"), default=str).encode("utf-8")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            _pwrite_all(fd, raw, 0)
+            write_all(fd, raw, 0)
             os.fsync(fd)
         except OSError:  # a full disk: the old file stands, leave no half-written temp
             os.close(fd)
@@ -242,12 +242,4 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
-
 

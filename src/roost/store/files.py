@@ -10,9 +10,21 @@ its own, so closing one here never races with it.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections import OrderedDict
 from pathlib import Path
+
+
+def write_all(fd: int, data: bytes | bytearray, offset: int) -> None:
+    """pwrite until all of ``data`` is at ``offset``: a nearly full disk may take part
+    of a write and refuse the rest (ENOSPC on the next call)."""
+    done = os.pwrite(fd, data, offset)
+    while done < len(data):
+        n = os.pwrite(fd, data[done:], offset + done)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        done += n
 
 
 def fsync_path(path: Path) -> None:

@@ -18,7 +18,6 @@ A segment file is deleted when its last live record goes; when the ack log passe
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -38,7 +37,7 @@ from roost.store.codec import (
     peek_expires,
     peek_seq,
 )
-from roost.store.files import fsync_path
+from roost.store.files import fsync_path, write_all
 from roost.store.segment import HEADER_SIZE, ScanResult, frame, read_record, scan
 
 if TYPE_CHECKING:
@@ -236,14 +235,14 @@ class QueueStore:
         for seg in list(self._out):
             buf = self._out[seg]
             path = self._seg_path(seg)
-            _write_all(files.fd(path), buf, self._out_at[seg])
+            write_all(files.fd(path), buf, self._out_at[seg])
             del self._out[seg], self._out_at[seg]
             self.bytes_on_disk += len(buf)
             self.hub.bytes_changed(len(buf))
             written.add(path)
         if self._acks:
             path = self.dir / ACK_FILE
-            _write_all(files.fd(path), self._acks, self._ack_size)
+            write_all(files.fd(path), self._acks, self._ack_size)
             self._ack_size += len(self._acks)
             self.bytes_on_disk += len(self._acks)
             self.hub.bytes_changed(len(self._acks))
@@ -269,7 +268,7 @@ class QueueStore:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                _write_all(fd, data, 0)
+                write_all(fd, data, 0)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -479,17 +478,6 @@ class QueueStore:
         self.hub.bytes_changed(-self.bytes_on_disk)
         self.bytes_on_disk = 0
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _write_all(fd: int, data: bytes | bytearray, offset: int) -> None:
-    """pwrite until all of ``data`` is at ``offset``: a nearly full disk may take part
-    of a write and refuse the rest (ENOSPC on the next call)."""
-    done = os.pwrite(fd, data, offset)
-    while done < len(data):
-        n = os.pwrite(fd, data[done:], offset + done)
-        if n <= 0:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        done += n
 
 
 def _ack_entry(value: int) -> bytes:
