@@ -19,7 +19,7 @@ from roost.core.definitions import export_definitions, import_definitions
 from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound
 from roost.core.exchanges import Exchange
-from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, commit_target
+from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, target_stream
 from roost.core.exchanges.producers import PRODUCERS_EXCHANGE
 from roost.core.exchanges.producers import answer as answer_producer_query
 from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
@@ -469,7 +469,7 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             if exchange == PRODUCERS_EXCHANGE:  # answered here: it needs the rights
                 return self._answer_producer_query(client, message, confirm)
             if exchange == OFFSETS_EXCHANGE and access is not None:
-                access.check("read", "queue", commit_target(message))
+                access.check("read", "queue", target_stream(message))
         if message.properties.expiration is not None:
             parse_expiration(message.properties.expiration)  # refused before routing
         store = self.message_store

@@ -87,6 +87,14 @@ class Properties:
 EMPTY_PROPERTIES = Properties()
 
 
+def header_text(value: Any) -> str:
+    """A header read as text: bytes decoded, anything not text or bytes (absent
+    included) as ``""``."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else ""
+
+
 class Message:
     """One published message. Immutable by convention: a change makes a new Message.
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import NotFound, PreconditionFailed
 from roost.core.exchanges.base import Destination, Exchange
+from roost.core.message import header_text
 
 if TYPE_CHECKING:
     from roost.core.message import Message
@@ -24,15 +25,10 @@ if TYPE_CHECKING:
 OFFSETS_EXCHANGE = "amq.roost.offsets"
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else ""
-
-
-def commit_target(message: Message) -> str:
-    """The stream an offset commit is for."""
-    return _text((message.properties.headers or {}).get("x-stream")) or message.routing_key
+def target_stream(message: Message) -> str:
+    """The stream an offset commit (or a producer query) is for: header ``x-stream``,
+    else the routing key."""
+    return header_text((message.properties.headers or {}).get("x-stream")) or message.routing_key
 
 
 class OffsetsExchange(Exchange):
@@ -47,8 +43,8 @@ class OffsetsExchange(Exchange):
 
     def route(self, message: Message) -> Collection[Destination]:
         headers = message.properties.headers or {}
-        stream = commit_target(message)
-        name = _text(headers.get("x-stream-consumer-name"))
+        stream = target_stream(message)
+        name = header_text(headers.get("x-stream-consumer-name"))
         offset = headers.get("x-stream-offset")
         queue = self._queues.get(stream)
         if queue is None:

@@ -24,22 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import NotFound, PreconditionFailed
 from roost.core.exchanges.base import Destination, Exchange
+from roost.core.exchanges.offsets import target_stream
 from roost.core.features.direct_reply import REPLY_TO
-from roost.core.message import Message, Properties
+from roost.core.message import Message, Properties, header_text
+from roost.core.queues.stream import PRODUCER_HEADER, PUBLISHING_ID_HEADER
 
 if TYPE_CHECKING:
     from roost.core.access import Access
     from roost.core.vhost import VHost
 
 PRODUCERS_EXCHANGE = "amq.roost.producers"
-PRODUCER_HEADER = "x-stream-producer-name"
-ID_HEADER = "x-publishing-id"
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else ""
 
 
 class ProducersExchange(Exchange):
@@ -78,8 +72,8 @@ def last_publishing_id(
 def answer(vhost: VHost, access: Access | None, message: Message) -> None:
     """Answer a request published to amq.roost.producers (see the module docstring)."""
     headers = message.properties.headers or {}
-    stream = _text(headers.get("x-stream")) or message.routing_key
-    producer = _text(headers.get(PRODUCER_HEADER))
+    stream = target_stream(message)
+    producer = header_text(headers.get(PRODUCER_HEADER))
     reply_to = message.properties.reply_to
     found = last_publishing_id(vhost, access, stream, producer)  # 403, 404, 406 first
     if not producer or not reply_to:
@@ -94,7 +88,7 @@ def answer(vhost: VHost, access: Access | None, message: Message) -> None:
             raise NotFound(f"no queue '{reply_to}' in vhost '{vhost.name}'")
     out: dict[str, Any] = {"x-stream": stream, PRODUCER_HEADER: producer}
     if found is not None:
-        out[ID_HEADER] = found
+        out[PUBLISHING_ID_HEADER] = found
     reply = Message(
         "", reply_to, Properties(headers=out, correlation_id=message.properties.correlation_id), b""
     )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.durability import StreamCursor, StreamRecord
 from roost.core.errors import PreconditionFailed
-from roost.core.message import Message, Properties
+from roost.core.message import Message, Properties, header_text
 from roost.core.queues.base import Queue
 from roost.core.queues.entry import Entry
 from roost.core.queues.stream_args import int_arg, parse_max_age, start_from
@@ -92,12 +92,6 @@ def recent_producers(producers: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else ""
-
-
 class StreamQueue(Queue):
     kind = "stream"
 
@@ -160,7 +154,7 @@ class StreamQueue(Queue):
         publishing_id = 0
         headers = message.properties.headers
         if headers and PUBLISHING_ID_HEADER in headers:
-            producer = _text(headers.get(PRODUCER_HEADER))
+            producer = header_text(headers.get(PRODUCER_HEADER))
             raw_id = headers[PUBLISHING_ID_HEADER]
             if producer and isinstance(raw_id, int) and not isinstance(raw_id, bool):
                 if self.log.is_duplicate(producer, raw_id):
@@ -369,7 +363,7 @@ class StreamQueue(Queue):
         if not (consumer.prefetch or consumer.session.global_prefetch):
             raise PreconditionFailed(f"consumer prefetch count is not set for {where}")
         args = consumer.arguments
-        name = _text(args.get("x-stream-consumer-name"))
+        name = header_text(args.get("x-stream-consumer-name"))
         kind, value = start_from(args)
         end = args.get("x-stream-end-offset")
         if end is not None and (isinstance(end, bool) or not isinstance(end, int)):
