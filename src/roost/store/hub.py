@@ -168,36 +168,39 @@ class DiskStore:
     # -- group commit -----------------------------------------------------------------
 
     def changed(self) -> None:
-        """Something a ``before_flush`` hook writes changed (a definition): counted like
-        an append, so that whoever compares ``appends`` waits for the next commit."""
+        """Something the next group commit writes changed: ``appends`` moves, so that
+        whoever compares it around an operation waits for that commit's fsync. Called
+        as is for a definition (a ``before_flush`` hook writes it), and by ``dirty`` and
+        ``file_written``."""
         self.appends += 1
-        if not self._flush_scheduled and self._loop is not None:
-            self._flush_scheduled = True
-            self._loop.call_soon(self.flush)
+        if not self._flush_scheduled:
+            self._schedule_flush()
 
     def dirty(self, store: QueueStore) -> None:
         self._dirty.add(store)
-        self.appends += 1
-        if not self._flush_scheduled and self._loop is not None:
-            self._flush_scheduled = True
-            self._loop.call_soon(self.flush)
+        self.changed()
 
     def file_written(self, path: Path) -> None:
         """A file written outside the queue stores (a stream's log or stored offsets)
         joins the next group commit: fsync'ed on the store's thread, not the event loop,
         and a publish that wrote it is confirmed after that fsync (``appends``)."""
         self._unsynced.add(path)
-        self.appends += 1
-        if not self._flush_scheduled and self._loop is not None:
-            self._flush_scheduled = True
-            self._loop.call_soon(self.flush)
+        self.changed()
+
+    def hook_wrote(self, path: Path) -> None:
+        """A file a ``before_flush`` hook wrote (the definitions journal): the commit
+        running it fsyncs it. Its change was counted when made (``changed``), so this
+        neither counts again nor schedules another flush."""
+        self._unsynced.add(path)
 
     def when_durable(self, waiter: Waiter) -> None:
         """Call ``waiter(True)`` once everything buffered so far is on disk."""
         self._waiters.append(waiter)
-        if self._loop is None:
-            return
         if not self._flush_scheduled:
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if self._loop is not None:
             self._flush_scheduled = True
             self._loop.call_soon(self.flush)
 
