@@ -61,6 +61,7 @@ SCHEMA: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
 }
 GLOBAL_SECTIONS = ("vhosts", "users", "permissions", "topic_permissions")
+# the sections in import order (what each may refer to comes first)
 ORDER = (*GLOBAL_SECTIONS, "parameters", "policies", "exchanges", "queues", "bindings")
 BOOLEAN_KEYS = ("durable", "auto_delete", "internal")
 MAP_KEYS = ("arguments", "definition", "limits")

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from roost.core.definitions import queue_item
+from roost.core.definitions import ORDER, queue_item
 from roost.core.durability import DefinitionsStore, MessageStore
 from roost.core.exchanges.delayed import DelayedExchange
 from roost.core.info import StoreInfo
@@ -300,7 +300,7 @@ class Persistence:
         except Exception as exc:  # a damaged file must not stop the broker
             log.warning("definitions: import failed (%s); importing object by object", exc)
         failed = 0
-        for section in _SECTIONS:
+        for section in ORDER:
             items = data.get(section)
             if not isinstance(items, list):
                 continue
@@ -312,15 +312,3 @@ class Persistence:
                     log.error("definitions: %s %r not recreated: %s", section[:-1], item, exc)
         return failed
 
-
-_SECTIONS = (
-    "vhosts",
-    "users",
-    "permissions",
-    "topic_permissions",
-    "parameters",
-    "policies",
-    "exchanges",
-    "queues",
-    "bindings",
-)
