@@ -467,14 +467,11 @@ class VHost:
                         if taken and (cache := self._exchange_dedup.get(ex)) is not None:
                             cache.remember(message)  # held (x-delayed-message)
                         return taken, ""
-                reached = self._enqueue(ex, message, publisher)
-                ex.stat_in += 1
-                cache = self._exchange_dedup.get(ex)
-                if cache is not None and reached[0] and not reached[1]:
-                    cache.remember(message)  # taken by every queue it reached
-                return reached
         reached = self._enqueue(ex, message, publisher)
         ex.stat_in += 1
+        caches = self._exchange_dedup
+        if caches and reached[0] and not reached[1] and (cache := caches.get(ex)) is not None:
+            cache.remember(message)  # taken by every queue it reached
         return reached
 
     def route_held(self, exchange: Exchange, message: Message) -> int:
