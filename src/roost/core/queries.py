@@ -28,6 +28,7 @@ from roost.core.info import (
     UserInfo,
     VHostInfo,
 )
+from roost.core.listeners import tell_all
 from roost.core.policy import Policy, effective_policy
 
 if TYPE_CHECKING:
@@ -73,17 +74,7 @@ class QueriesMixin:
         self.on_change: list[Callable[[str, Any], None]] = []
 
     def _changed(self, kind: str, obj: Any) -> None:
-        """Tell every listener, even when one fails: the change is made in memory, so the
-        store's listener must hear of it too. The first failure is raised afterwards."""
-        failure: Exception | None = None
-        for listener in self.on_change:
-            try:
-                listener(kind, obj)
-            except Exception as exc:
-                log.exception("applying a %s change failed", kind)
-                failure = failure or exc
-        if failure is not None:
-            raise failure
+        tell_all(self.on_change, kind, obj, log)
 
     # -- policies -------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from roost.core.features.routing import Gate, dedup_cache, gates_for, route_walk
 from roost.core.features.sender_selected import extra_keys, has_extra_keys, strip_bcc
 from roost.core.features.settings import validate_arguments
 from roost.core.field_types import field_type
+from roost.core.listeners import tell_all
 from roost.core.mutators import MutationRefused
 from roost.core.queues.base import Queue, add_refusal
 from roost.core.queues.kinds import queue_class
@@ -520,14 +521,4 @@ class VHost:
     # -- change notification --------------------------------------------------------------
 
     def _changed(self, kind: str, obj: Any) -> None:
-        """Tell every listener, even when one fails (the store's must hear of a change
-        made in memory); the first failure is raised afterwards."""
-        failure: Exception | None = None
-        for listener in self.on_change:
-            try:
-                listener(kind, obj)
-            except Exception as exc:
-                log.exception("applying a %s change in vhost '%s' failed", kind, self.name)
-                failure = failure or exc
-        if failure is not None:
-            raise failure
+        tell_all(self.on_change, kind, obj, log, f" in vhost '{self.name}'")
