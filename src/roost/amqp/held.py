@@ -31,9 +31,6 @@ class HeldOutput:
         self._write = write
         self._barriers: deque[Barrier] = deque()
 
-    def __bool__(self) -> bool:
-        return bool(self._barriers)
-
     def send(self, frame: bytes) -> None:
         if self._barriers:
             self._barriers[-1].frames.append(frame)

@@ -92,9 +92,6 @@ class MessageStore(Protocol):
     @property
     def fsync_stats(self) -> FsyncHistogram: ...
 
-    @property
-    def has_waiters(self) -> bool: ...
-
     def open_queue(self, vhost: str, name: str) -> QueueStore: ...
 
     def open_spill(self, vhost: str, name: str) -> QueueStore:

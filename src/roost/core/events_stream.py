@@ -349,10 +349,6 @@ class EventsStreams:
         for events in self.by_vhost.values():
             events.flush()
 
-    @property
-    def dropped(self) -> int:
-        return sum(e.dropped for e in self.by_vhost.values())
-
 
 def enable(broker: Broker, name: str, max_bytes: int) -> EventsStreams:
     """Record every vhost's traffic in a stream queue ``name`` of that vhost."""

@@ -204,10 +204,6 @@ class DiskStore:
             self._flush_scheduled = True
             self._loop.call_soon(self.flush)
 
-    @property
-    def has_waiters(self) -> bool:
-        return bool(self._waiters)
-
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="roost-fsync")

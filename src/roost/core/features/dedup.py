@@ -84,13 +84,6 @@ class DedupCache:
     def __len__(self) -> int:
         return len(self._until)
 
-    def duplicate(self, message: Message) -> bool:
-        """True when the message's key was seen within its TTL; otherwise remember it."""
-        if self.seen(message):
-            return True
-        self.remember(message)
-        return False
-
     def seen(self, message: Message) -> bool:
         """True when the message's key was seen within its TTL (nothing is recorded)."""
         key = message_key(message)
