@@ -510,14 +510,11 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
     def run_durably(self, ops: Iterable[Callable[[], None]], done: Callable[[], None]) -> None:
         """Run a transaction's operations; ``done()`` once what they wrote to the store is
         on disk (at once when they wrote nothing), so tx.commit-ok means durable."""
-        store = self.message_store
-        before = store.appends if store is not None else 0
+        mark = self.durability_mark()
         for op in ops:
             op()
-        if store is None or store.appends == before:
+        if not self.after_durable(mark, lambda _ok: done()):
             done()
-        else:
-            store.when_durable(lambda _ok: done())
 
     def durability_mark(self) -> int:
         """Where the store's changes stand now: pass it to ``after_durable`` once an
