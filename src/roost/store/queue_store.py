@@ -91,7 +91,6 @@ class QueueStore:
         self.count = 0
         self.deleted = False
         self.dir_made = False
-        self._appended = False
 
     # -- paths ------------------------------------------------------------------------
 
@@ -100,8 +99,9 @@ class QueueStore:
 
     @property
     def has_files(self) -> bool:
-        """The queue has a data directory, or its next write makes one."""
-        return self.dir_made or self._appended
+        """The queue has a data directory, or its next write makes one. (Recovery moves
+        ``_next_seq`` only where it found a directory, so otherwise an append did.)"""
+        return self.dir_made or self._next_seq > 1
 
     # -- writing ----------------------------------------------------------------------
 
@@ -120,7 +120,6 @@ class QueueStore:
         its TTL runs out (ms since the epoch), handed back by recovery."""
         seq = self._next_seq
         self._next_seq = seq + 1
-        self._appended = True
         if self.on_first_write is not None:
             announce, self.on_first_write = self.on_first_write, None
             announce()
