@@ -290,7 +290,7 @@ class EventsStream:
             if obj.name == self.name:
                 obj.events = None  # the events stream (re)declared: no events about it
                 return
-            obj.events = self
+            # a new queue took vhost.events (this) when it was made: nothing to hook
             self._queue_event("queue.created", obj)
         elif kind == "queue.deleted" and obj is not self.stream:
             self._queue_event("queue.deleted", obj)
