@@ -353,6 +353,18 @@ def policy_item(p: Policy) -> dict[str, Any]:
     }
 
 
+def recreated(obj: Queue | Exchange) -> bool:
+    """Whether a restart recreates this queue or exchange (RabbitMQ's rule): durable,
+    not auto-delete, and not an exclusive queue."""
+    return obj.durable and not obj.auto_delete and getattr(obj, "exclusive_owner", None) is None
+
+
+def item_recreated(item: dict[str, Any]) -> bool:
+    """``recreated`` for a queue or exchange as exported (no export holds an exclusive
+    queue)."""
+    return bool(item.get("durable")) and not item.get("auto_delete")
+
+
 def queue_item(vhost: str, q: Queue) -> dict[str, Any]:
     return {
         "name": q.name,

@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any
 from roost.core.definitions import (
     binding_item,
     exchange_item,
+    item_recreated,
     limits_item,
     permission_item,
     policy_item,
     queue_item,
+    recreated,
     topic_permission_item,
     user_item,
     vhost_item,
@@ -35,6 +37,8 @@ from roost.core.definitions import (
 
 if TYPE_CHECKING:
     from roost.core.broker import Broker
+    from roost.core.exchanges.base import Exchange
+    from roost.core.queues.base import Queue
 
 Key = tuple[str, ...]
 Item = dict[str, Any]
@@ -68,7 +72,7 @@ KEYS: dict[str, Callable[[Item], Key]] = {
 def persistable(section: str, item: Item, durable_ends: Callable[[Item], bool]) -> bool:
     """Whether a restart recreates this item (core.persistence.persistable, one item)."""
     if section in ("queues", "exchanges"):
-        return bool(item.get("durable")) and not item.get("auto_delete")
+        return item_recreated(item)
     if section == "bindings":
         return durable_ends(item)
     return True
@@ -193,20 +197,13 @@ class Changes:
         if vhost is None:
             return False
         source = vhost.exchanges.get(item["source"])
-        if source is None or not (
-            source.name.startswith("amq.") or (source.durable and not source.auto_delete)
-        ):
+        if source is None or not (source.name.startswith("amq.") or recreated(source)):
             return False
         if item["destination_type"] == "exchange":
-            dest = vhost.exchanges.get(item["destination"])
-            return dest is not None and dest.durable and not dest.auto_delete
-        queue = vhost.queues.get(item["destination"])
-        return (
-            queue is not None
-            and queue.durable
-            and not queue.auto_delete
-            and queue.exclusive_owner is None
-        )
+            dest: Queue | Exchange | None = vhost.exchanges.get(item["destination"])
+        else:
+            dest = vhost.queues.get(item["destination"])
+        return dest is not None and recreated(dest)
 
 
 def replay(base: dict[str, Any] | None, records: list[Item]) -> dict[str, Any]:

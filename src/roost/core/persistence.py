@@ -17,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from roost.core.definitions import ORDER, queue_item
+from roost.core.definitions import ORDER, item_recreated, queue_item, recreated
 from roost.core.durability import DefinitionsStore, MessageStore
 from roost.core.exchanges.delayed import DelayedExchange
 from roost.core.info import StoreInfo
@@ -37,23 +37,15 @@ STORE_MARK = "roost_store"  # a saved queue's note that it has a data directory
 
 def wants_store(queue: Queue) -> bool:
     """Streams keep their own log (core.queues.stream), so they get no message store."""
-    return (
-        queue.durable and not queue.exclusive and not queue.auto_delete and queue.kind != "stream"
-    )
+    return recreated(queue) and queue.kind != "stream"
 
 
 def persistable(data: dict[str, Any]) -> dict[str, Any]:
     """Drop what must not survive a restart: non-durable and auto-delete objects."""
     out = dict(data)
-    kept_queues = {
-        (q.get("vhost"), q["name"])
-        for q in data.get("queues", [])
-        if q.get("durable") and not q.get("auto_delete")
-    }
+    kept_queues = {(q.get("vhost"), q["name"]) for q in data.get("queues", []) if item_recreated(q)}
     kept_exchanges = {
-        (e.get("vhost"), e["name"])
-        for e in data.get("exchanges", [])
-        if e.get("durable") and not e.get("auto_delete")
+        (e.get("vhost"), e["name"]) for e in data.get("exchanges", []) if item_recreated(e)
     }
     out["queues"] = [
         q for q in data.get("queues", []) if (q.get("vhost"), q["name"]) in kept_queues
@@ -147,7 +139,7 @@ class Persistence:
     def _delayed_changed(self, kind: str, ex: DelayedExchange) -> None:
         """A durable x-delayed-message exchange keeps its persistent messages in a store
         of its own (taking back, at recovery, what it held before)."""
-        if kind == "exchange" and ex.durable and not ex.auto_delete and ex.store is None:
+        if kind == "exchange" and recreated(ex) and ex.store is None:
             ex.attach_store(self.store.open_delayed(ex.vhost, ex.name))
         elif kind == "exchange.deleted":
             store = ex.detach_store()
