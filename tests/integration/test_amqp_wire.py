@@ -13,14 +13,16 @@ from roost.amqp import codec_methods as m
 from roost.amqp.codec import (
     NEED_DATA,
     PROTOCOL_HEADER,
+    BodyFrame,
     FrameReader,
+    HeaderFrame,
     HeartbeatFrame,
     MethodFrame,
     encode_basic_publish,
     encode_method_frame,
 )
 from tests.integration.conftest import pika_params
-from tests.support import RawAMQP, RoostProcess
+from tests.support import RawAMQP, RoostProcess, sync_ops
 
 _open_peers: list[Peer] = []
 
@@ -256,3 +258,35 @@ def test_failed_login_without_authentication_failure_close_is_a_bare_close(
         "see the broker logfile.",
     )
     roost.wait_for_log("AMQP login failed for user 'guest' from 127.0.0.1:")
+
+
+def test_frames_sent_after_a_reply_held_for_the_disk_wait_behind_it(
+    slow_sync: RoostProcess, qname: str
+) -> None:
+    """A durable declare-ok waits for the fsync (amqp/held.py): a delivery and a reply
+    the same channel produces meanwhile go out after it, in the order they were made,
+    and once it is out the channel writes straight through again."""
+    peer = Peer(slow_sync.amqp_port)
+    peer.open_channel()
+    plain, durable, after = qname + ".plain", qname + ".durable", qname + ".after"
+    peer.raw.send(encode_method_frame(1, m.QueueDeclare(queue=plain, auto_delete=True)))
+    peer.expect(m.QueueDeclareOk)
+    peer.raw.send(encode_method_frame(1, m.BasicConsume(queue=plain, no_ack=True)))
+    peer.expect(m.BasicConsumeOk)
+    before = sync_ops(slow_sync)
+    peer.raw.send(  # one write: the server reads all three in one go
+        encode_method_frame(1, m.QueueDeclare(queue=durable, durable=True))
+        + encode_basic_publish(1, "", plain, False, False, b"\x00\x00", b"held", 131072)
+        + encode_method_frame(1, m.QueueDeclare(queue=after, auto_delete=True))
+    )
+    first = peer.expect(m.QueueDeclareOk)
+    assert sync_ops(slow_sync) > before, "the durable declare-ok came before the fsync"
+    assert first.queue == durable
+    assert peer.expect(m.BasicDeliver).routing_key == plain
+    assert isinstance(peer.frame(), HeaderFrame)
+    body = peer.frame()
+    assert isinstance(body, BodyFrame) and bytes(body.payload) == b"held"
+    assert peer.expect(m.QueueDeclareOk).queue == after
+    # nothing held now: a reply goes out at once (no fsync to wait for)
+    peer.raw.send(encode_method_frame(1, m.QueueDeclare(queue=after, passive=True)))
+    assert peer.expect(m.QueueDeclareOk).queue == after

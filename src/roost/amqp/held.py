@@ -25,31 +25,38 @@ class Barrier:
 
 
 class HeldOutput:
-    __slots__ = ("_barriers", "_write")
+    """``send`` is the writer itself while nothing is held (the hot path costs no check),
+    and ``_behind`` while a barrier is up: swapped by ``hold``, ``release`` and ``clear``."""
+
+    __slots__ = ("_barriers", "_write", "send")
 
     def __init__(self, write: Callable[[bytes], None]) -> None:
         self._write = write
         self._barriers: deque[Barrier] = deque()
+        self.send: Callable[[bytes], None] = write
 
-    def send(self, frame: bytes) -> None:
-        if self._barriers:
-            self._barriers[-1].frames.append(frame)
-        else:
-            self._write(frame)
+    def _behind(self, frame: bytes) -> None:
+        self._barriers[-1].frames.append(frame)
 
     def hold(self, reply: bytes) -> Barrier:
         """``reply`` goes out when ``release`` is called for the barrier returned."""
         barrier = Barrier(reply)
         self._barriers.append(barrier)
+        self.send = self._behind
         return barrier
 
     def release(self, barrier: Barrier) -> None:
         barrier.settled = True
         barriers = self._barriers
         while barriers and barriers[0].settled:
-            for frame in barriers.popleft().frames:
+            frames = barriers.popleft().frames
+            if not barriers:
+                # before writing: a write may flush and send more (confirms) at once
+                self.send = self._write
+            for frame in frames:
                 self._write(frame)
 
     def clear(self) -> None:
         """The channel is gone: what it held is never sent."""
         self._barriers.clear()
+        self.send = self._write
