@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
+from typing import Any
 
-from roost.store.stream_log import StreamLog
+import pytest
+
+from roost.store.stream_log import HEADER, INDEX_ENTRY, INDEX_EVERY, StreamLog
 from roost.store.stream_offsets import OffsetStore
 
 
@@ -13,6 +18,9 @@ def fill(log: StreamLog, n: int, ts0: int = 1000, size: int = 100) -> None:
         log.append(
             b"%05d" % i + b"x" * size, timestamp_ms=ts0 + i, producer="p", publishing_id=i + 1
         )
+
+
+RECORD_BYTES = HEADER.size + 105  # the refused record below: 105 bytes, no producer
 
 
 def offsets(log: StreamLog, start: int = 0) -> list[int]:
@@ -88,3 +96,62 @@ def test_offset_store_last_record_wins_and_torn_tail(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes() + b"\x01\x02\x03")
     store = OffsetStore(path)
     assert store.offsets == {"a": 9, "b": 7}
+
+
+class FillingDisk:
+    """Stands in for ``os.write``: takes ``room`` more bytes, then fails with ENOSPC."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+        self.real = os.write
+
+    def __call__(self, fd: int, data: Any) -> int:
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = self.real(fd, bytes(data[: self.room]))
+        self.room -= n
+        return n
+
+
+@pytest.mark.parametrize("room", [10, RECORD_BYTES])  # torn record; record whole, index not
+def test_an_append_refused_by_a_full_disk_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room: int
+) -> None:
+    log = StreamLog(tmp_path)
+    fill(log, 100)
+    seg = log.segments[-1]
+    while seg.size - log._last_indexed < INDEX_EVERY:  # the next append writes an index entry
+        fill(log, 1)
+    written = log.next_offset
+    indexed = len(seg.idx_offsets)
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", FillingDisk(room))
+        with pytest.raises(OSError) as refused:
+            log.append(b"refused" + b"x" * 98, timestamp_ms=5000)
+    assert refused.value.errno == errno.ENOSPC
+    assert seg.path.stat().st_size == seg.size
+    assert len(seg.idx_offsets) == indexed
+    assert seg.index_path.stat().st_size == indexed * INDEX_ENTRY.size
+    fill(log, 5, ts0=6000)  # space is back: appends follow the last whole record
+    assert offsets(log) == list(range(written + 5))
+    log.close()
+    reopened = StreamLog(tmp_path)
+    assert reopened.dropped_bytes == 0
+    assert offsets(reopened) == list(range(written + 5))
+    assert [r.payload[:5] for r in reopened.reader(written - 1).drain()] == [
+        b"00000", b"00000", b"00001", b"00002", b"00003", b"00004"
+    ]
+
+
+def test_an_offset_store_refused_by_a_full_disk_keeps_the_old_offset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = OffsetStore(tmp_path / "offsets")
+    store.store("reader", 10)
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", FillingDisk(5))
+        with pytest.raises(OSError):
+            store.store("reader", 20)
+    assert store.offsets == {"reader": 10}
+    store.store("other", 3)
+    assert OffsetStore(tmp_path / "offsets").offsets == {"reader": 10, "other": 3}

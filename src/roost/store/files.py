@@ -10,6 +10,7 @@ its own, so closing one here never races with it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections import OrderedDict
@@ -25,6 +26,29 @@ def write_all(fd: int, data: bytes | bytearray, offset: int) -> None:
         if n <= 0:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         done += n
+
+
+def append_all(fd: int, data: bytes, end: int) -> None:
+    """Append all of ``data`` to an O_APPEND file now ``end`` bytes long. A nearly full
+    disk may take part of a write and refuse the rest: then the file is cut back to
+    ``end`` before the error is raised, so no torn record sits before later appends."""
+    try:
+        done = os.write(fd, data)
+        while done < len(data):
+            n = os.write(fd, data[done:])
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += n
+    except OSError:
+        truncate_quietly(fd, end)
+        raise
+
+
+def truncate_quietly(fd: int, end: int) -> None:
+    """Cut a file back to ``end`` after a failed append; a failure here is left to
+    recovery, which drops a torn tail."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, end)
 
 
 def fsync_path(path: Path) -> None:

@@ -25,6 +25,7 @@ import zlib
 from array import array
 from pathlib import Path
 
+from roost.store.files import append_all, truncate_quietly
 from roost.store.stream_reader import StreamReader
 
 HEADER = struct.Struct("<IIQqqH")  # crc, length after crc+length, offset, ts, pub id, name len
@@ -59,6 +60,11 @@ class Segment:
         self.idx_positions.append(position)
         self.idx_times.append(ts)
         return INDEX_ENTRY.pack(offset, position, ts)
+
+    def drop_index_from(self, count: int) -> None:
+        del self.idx_offsets[count:]
+        del self.idx_positions[count:]
+        del self.idx_times[count:]
 
     def load_index(self) -> None:
         """Read the index file, dropping a torn or out-of-file tail."""
@@ -290,11 +296,19 @@ class StreamLog:
         crc = zlib.crc32(payload, zlib.crc32(name, zlib.crc32(head[4:])))
         record = struct.pack("<I", crc) + head[4:] + name + payload
         position = seg.size
-        os.write(self._fd, record)
-        seg.size += len(record)
+        append_all(self._fd, record, position)
         if position - self._last_indexed >= INDEX_EVERY:
-            os.write(self._idx_fd, seg.add_index(offset, position, timestamp_ms))
+            entries = len(seg.idx_offsets)
+            entry = seg.add_index(offset, position, timestamp_ms)
+            try:
+                append_all(self._idx_fd, entry, entries * INDEX_ENTRY.size)
+            except OSError:
+                # nothing of a refused append stays: neither its index entry nor its record
+                seg.drop_index_from(entries)
+                truncate_quietly(self._fd, position)
+                raise
             self._last_indexed = position
+        seg.size += len(record)
         self.next_offset = offset + 1
         self.last_timestamp = timestamp_ms
         if producer:

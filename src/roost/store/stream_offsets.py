@@ -11,6 +11,8 @@ import struct
 import zlib
 from pathlib import Path
 
+from roost.store.files import append_all
+
 _RECORD = struct.Struct("<IHq")
 COMPACT_AT = 1 << 20
 
@@ -53,9 +55,9 @@ class OffsetStore:
     def store(self, name: str, offset: int) -> None:
         if self.offsets.get(name) == offset:
             return
-        self.offsets[name] = offset
         record = self._encode(name, offset)
-        os.write(self._fd, record)
+        append_all(self._fd, record, self._size)  # on a full disk: raises, nothing changed
+        self.offsets[name] = offset
         self._size += len(record)
         self.dirty = True
         if self._size > COMPACT_AT and self._size > 4 * len(self.offsets) * 64:
