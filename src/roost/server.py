@@ -316,7 +316,9 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
     )
     broker = Broker(data_dir=data_dir)
     # before recovery declares any stream; stream files join the store's group commit
-    broker.streams.storage = StreamFiles(data_dir, on_write=disk.file_written)
+    broker.streams.storage = StreamFiles(
+        data_dir, on_write=disk.file_written, on_no_space=disk.report_no_space
+    )
     # the definitions journal is written by a before_flush hook and fsync'ed by that commit
     definitions = DefinitionsFile(data_dir, on_write=disk.hook_wrote)
     persistence = Persistence(broker, disk, definitions)

@@ -246,3 +246,82 @@ def test_a_full_tmpfs_blocks_publishers_and_recovers(tiny_disk: Path) -> None:
             again.stop()
     finally:
         server.kill()
+
+
+def test_a_full_tmpfs_nacks_stream_publishes_and_keeps_the_log_whole(tiny_disk: Path) -> None:
+    """A stream appends straight to its log: on a full disk the append is refused whole,
+    the publisher gets a nack (not a closed connection), the disk alarm is raised, and
+    once space returns the log goes on after its last whole record."""
+    data = tiny_disk / "data"
+    filler = tiny_disk / "filler"
+    args = ("--disk-free-limit", "0", "--alarm-check-interval", "0.05", "--log-level", "info")
+    server = RoostProcess(data, *args).start()
+    stream_args = {"x-queue-type": "stream"}
+
+    async def publish(channel: aio_pika.abc.AbstractChannel, n: int) -> tuple[int, int]:
+        results = await asyncio.gather(
+            *(
+                channel.default_exchange.publish(
+                    aio_pika.Message(b"s" * 16_384, delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
+                    routing_key="events",
+                )
+                for _ in range(n)
+            ),
+            return_exceptions=True,
+        )
+        nacked = [r for r in results if isinstance(r, aio_pika.exceptions.DeliveryError)]
+        assert len(nacked) + sum(isinstance(r, Basic.Ack) for r in results) == n, results
+        return n - len(nacked), len(nacked)
+
+    async def fill_then_free() -> int:
+        conn = await aio_pika.connect(server.url)
+        channel = await conn.channel(publisher_confirms=True)
+        await channel.declare_queue("events", durable=True, arguments=stream_args)
+        free = shutil.disk_usage(tiny_disk).free
+        with filler.open("wb") as fh:
+            fh.write(b"\0" * (free - 200 * 1024))
+        acked, nacked = await publish(channel, 40)  # 640 KiB into about 200 KiB
+        assert acked > 0 and nacked > 0
+        assert not channel.is_closed and not conn.is_closed
+        filler.unlink()
+        more, refused = await publish(channel, 5)
+        assert (more, refused) == (5, 0)
+        await conn.close()
+        return acked + more
+
+    try:
+        stored = asyncio.run(fill_then_free())
+        server.wait_for_log("out of disk space")
+        server.wait_for_log("could not store the message")
+        assert server.stop() == 0, server.log
+        assert "Traceback" not in server.log, server.log
+        again = RoostProcess(data, *args).start()
+        try:
+            assert "dropped" not in again.log  # no torn tail to cut
+            assert read_offsets(again, stored) == list(range(stored))
+        finally:
+            again.stop()
+    finally:
+        server.kill()
+
+
+def read_offsets(server: RoostProcess, count: int) -> list[int]:
+    async def read() -> list[int]:
+        conn = await aio_pika.connect(server.url)
+        channel = await conn.channel()
+        await channel.set_qos(prefetch_count=100)
+        queue = await channel.declare_queue(
+            "events", durable=True, passive=True, arguments={"x-queue-type": "stream"}
+        )
+        seen: list[int] = []
+        async with queue.iterator(arguments={"x-stream-offset": "first"}) as messages:
+            async for message in messages:
+                assert message.body == b"s" * 16_384
+                seen.append(int(message.headers["x-stream-offset"]))  # type: ignore[arg-type]
+                await message.ack()
+                if len(seen) == count:
+                    break
+        await conn.close()
+        return seen
+
+    return asyncio.run(asyncio.wait_for(read(), 30))

@@ -16,6 +16,8 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # write failures that mean "retry later"
+
 
 def write_all(fd: int, data: bytes | bytearray, offset: int) -> None:
     """pwrite until all of ``data`` is at ``offset``: a nearly full disk may take part

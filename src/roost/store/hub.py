@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import errno
 import json
 import logging
 import os
@@ -32,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from roost.store.delayed import DelayedLog
-from roost.store.files import FilePool, fsync_path
+from roost.store.files import NO_SPACE, FilePool, fsync_path
 from roost.store.paths import delayed_dir, queue_dir
 from roost.store.queue_store import OWNER_FILE, QueueStore
 
@@ -42,7 +41,6 @@ SPILL_DIR = "paged"  # under the data dir: transient messages paged out (core.pa
 LOST_DIR = "lost+found"  # under the data dir: queue directories nothing claimed at start
 
 FSYNC_MODES = ("always", "interval", "never")
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # write failures that mean "retry later"
 # upper bounds (seconds) of the fsync latency histogram, Prometheus style
 FSYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -274,6 +272,13 @@ class DiskStore:
         if failed and no_space is None:
             self._settle(self._take_waiters(), False)
         return no_space is None
+
+    def report_no_space(self, exc: OSError) -> None:
+        """A write outside the buffers (a stream append) found the disk full: raise the
+        alarm like a failed buffer write; the next retry clears it and lets publishers
+        try again."""
+        self._set_full(True, exc)
+        self._schedule_retry()
 
     def _set_full(self, full: bool, exc: OSError | None = None) -> None:
         if full == self.full:

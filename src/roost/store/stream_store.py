@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roost.store.files import NO_SPACE
 from roost.store.paths import stream_dir
 from roost.store.stream_codec import decode_stream_message, encode_stream_message
 from roost.store.stream_log import StreamLog
@@ -29,6 +30,7 @@ META = "meta.json"
 # Told of every file a stream wrote, so the disk store's group commit fsyncs it on its own
 # thread (``DiskStore.file_written``); without one a stream syncs itself when asked.
 OnWrite = Callable[[Path], None]
+OnNoSpace = Callable[[OSError], None]
 
 # (offset, timestamp ms, exchange, routing key, properties, body): core.durability's
 # StreamRecord, spelled out here because the store imports nothing from the core
@@ -71,9 +73,11 @@ class DiskStream:
         max_bytes: int = 0,
         max_age_ms: int = 0,
         on_write: OnWrite | None = None,
+        on_no_space: OnNoSpace | None = None,
     ) -> None:
         self.directory = directory
         self._on_write = on_write
+        self._on_no_space = on_no_space
         self.log = StreamLog(
             directory,
             max_segment_bytes=max_segment_bytes,
@@ -122,9 +126,14 @@ class DiskStream:
         publishing_id: int = 0,
     ) -> int:
         payload = encode_stream_message(exchange, routing_key, properties, body)
-        offset = self.log.append(
-            payload, timestamp_ms=timestamp_ms, producer=producer, publishing_id=publishing_id
-        )
+        try:
+            offset = self.log.append(
+                payload, timestamp_ms=timestamp_ms, producer=producer, publishing_id=publishing_id
+            )
+        except OSError as exc:  # the log took nothing of it (StreamLog.append)
+            if exc.errno in NO_SPACE and self._on_no_space is not None:
+                self._on_no_space(exc)  # the disk alarm: publishers stop until a retry
+            raise
         if self._on_write is not None:
             self._on_write(self.log.active_path)
             self.log.dirty = False  # the group commit fsyncs it, off the event loop
@@ -165,9 +174,15 @@ class DiskStream:
 class StreamFiles:
     """Opens streams under ``data_dir`` and finds them again at start-up."""
 
-    def __init__(self, data_dir: Path, on_write: OnWrite | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        on_write: OnWrite | None = None,
+        on_no_space: OnNoSpace | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.on_write = on_write
+        self.on_no_space = on_no_space
 
     def open_stream(
         self,
@@ -187,6 +202,7 @@ class StreamFiles:
             max_bytes=max_bytes,
             max_age_ms=max_age_ms,
             on_write=self.on_write,
+            on_no_space=self.on_no_space,
         )
 
     def saved_streams(self) -> list[tuple[str, str, dict[str, Any]]]:

@@ -163,15 +163,20 @@ class StreamQueue(Queue):
                 publishing_id = raw_id
             else:
                 producer = ""
-        self.log.append(
-            message.exchange,
-            message.routing_key,
-            message.properties.as_tuple(),
-            message.body,
-            timestamp_ms=time.time_ns() // 1_000_000,
-            producer=producer,
-            publishing_id=publishing_id,
-        )
+        try:
+            self.log.append(
+                message.exchange,
+                message.routing_key,
+                message.properties.as_tuple(),
+                message.body,
+                timestamp_ms=time.time_ns() // 1_000_000,
+                producer=producer,
+                publishing_id=publishing_id,
+            )
+        except OSError as exc:  # a full disk: the store kept nothing of it; a nack says so
+            self.refusal = f"{self._where()} could not store the message: {exc.strerror}"
+            log.warning("%s", self.refusal)
+            return False
         self.stat_published += 1
         self.streams.dirty.add(self)
         if self.consumers:
@@ -290,7 +295,11 @@ class StreamQueue(Queue):
             return  # acks arriving after the stream was deleted
         previous = self.log.stored_offset(name)
         if previous is None or offset > previous:
-            self.log.store_offset(name, offset)
+            try:
+                self.log.store_offset(name, offset)
+            except OSError as exc:  # a full disk: the old offset stays; a later ack retries
+                log.warning("%s: offset of '%s' not stored: %s", self._where(), name, exc)
+                return
             self.streams.dirty.add(self)
 
     def commit_offset(self, name: str, offset: int) -> None:
