@@ -66,7 +66,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from roost.pipeline.amqp import Client, RoostError, properties
+from roost.pipeline.amqp import Client, RoostError, missing_as, properties
 from roost.pipeline.chunks import records
 
 SCHEMA = (
@@ -195,12 +195,8 @@ class _Options:
     def _info(self, client: Client) -> dict[str, Any]:
         if not self.stream:
             raise RoostError("option 'stream' is required")
-        try:
+        with missing_as(f"no stream '{self.stream}' on the broker"):
             return client.stream_info(self.stream)
-        except RoostError as exc:
-            if exc.code == 404:
-                raise RoostError(f"no stream '{self.stream}' on the broker", 404) from None
-            raise
 
     def resolve(self, spec: str | None, info: dict[str, Any], default: str) -> int:
         return resolve_offset(spec or default, info)
@@ -238,20 +234,12 @@ class _Options:
         exchange = self.get("exchange") or ""
         queue = "" if exchange else (self.get("routingKey") or self.stream)
         with Client(self.url) as client:
-            try:
+            with missing_as(f"no exchange '{exchange}' to write to"):
                 client.check_exchange(exchange)
-            except RoostError as exc:
-                if exc.code == 404:
-                    raise RoostError(f"no exchange '{exchange}' to write to", 404) from None
-                raise
             if not queue:
                 return  # rows name their queue (routing_key column): mandatory checks them
-            try:
+            with missing_as(f"no stream or queue '{queue}' to write to"):
                 client.check_queue(queue)
-            except RoostError as exc:
-                if exc.code == 404:
-                    raise RoostError(f"no stream or queue '{queue}' to write to", 404) from None
-                raise
 
 
 def resolve_offset(spec: str, info: dict[str, Any]) -> int:

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from roost.pipeline.amqp import Client, Endpoint, RoostError
+from roost.pipeline.amqp import Client, Endpoint, RoostError, missing_as
 from roost.pipeline.jobs import traffic_range
 from roost.pipeline.jobs import traffic_stats as stats
 from roost.pipeline.progress import Progress
@@ -79,17 +79,12 @@ def window_seconds(spark: Any, window: str) -> float:
 
 
 def _stream_info(url: str, stream: str) -> dict[str, Any]:
-    try:
-        with Client(url) as client:
-            return client.stream_info(stream)
-    except RoostError as exc:
-        if exc.code == 404:
-            raise RoostError(
-                f"no stream '{stream}' in vhost '{Endpoint.parse(url).vhost}': start the "
-                f"broker with --events-stream {stream} (and make some traffic)",
-                404,
-            ) from None
-        raise
+    missing = (
+        f"no stream '{stream}' in vhost '{Endpoint.parse(url).vhost}': start the "
+        f"broker with --events-stream {stream} (and make some traffic)"
+    )
+    with missing_as(missing), Client(url) as client:
+        return client.stream_info(stream)
 
 
 def _batch_range(
