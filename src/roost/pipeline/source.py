@@ -43,7 +43,7 @@ cross-job dedup), confirmBatch (rows sent between confirm checks, 2000), confirm
 
 from __future__ import annotations
 
-import datetime
+import math
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -67,6 +67,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from roost.pipeline.amqp import Client, RoostError, missing_as, properties
+from roost.pipeline.bounds import resolve_offset, time_ms
 from roost.pipeline.chunks import records
 
 SCHEMA = (
@@ -210,7 +211,7 @@ class _Options:
             if stamp is not None and self.get(f"{kind}Offsets") is not None:
                 raise RoostError(f"set {kind}Offsets or {kind}Timestamp, not both")
             if stamp is not None:
-                times.append(parse_time(stamp))
+                times.append(math.floor(time_ms(stamp)))
         with Client(self.url) as client:
             info = self._info(client)
             at = iter(client.offsets_for_times(self.stream, info, times) if times else [])
@@ -240,38 +241,6 @@ class _Options:
                 return  # rows name their queue (routing_key column): mandatory checks them
             with missing_as(f"no stream or queue '{queue}' to write to"):
                 client.check_queue(queue)
-
-
-def resolve_offset(spec: str, info: dict[str, Any]) -> int:
-    """An offset option (earliest, latest or a number) against the offset query's answer."""
-    value = spec.strip()
-    if value == "earliest":
-        return int(info["x-stream-first-offset"])
-    if value == "latest":
-        return int(info["x-stream-next-offset"])
-    try:
-        return int(value)
-    except ValueError:
-        raise RoostError(f"bad offset {value!r}: earliest, latest or a number") from None
-
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
-
-def parse_time(value: str) -> int:
-    """Milliseconds since the epoch, from that number or an ISO-8601 date-time."""
-    text = str(value).strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise RoostError(
-            f"bad timestamp {value!r}: milliseconds since the epoch or an ISO-8601 date-time"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return (moment - _EPOCH) // datetime.timedelta(milliseconds=1)
 
 
 class RoostBatchReader(DataSourceReader):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from roost.pipeline.amqp import Client, Endpoint, RoostError, missing_as
+from roost.pipeline.bounds import resolve_offset, time_ms
 from roost.pipeline.jobs import traffic_range
 from roost.pipeline.jobs import traffic_stats as stats
 from roost.pipeline.progress import Progress
@@ -50,21 +51,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ingest new events incrementally (availableNow) instead of a batch read")
     p.add_argument("--checkpoint", default=None,
                    help="--streaming's checkpoint (default OUTPUT/checkpoint)")  # fmt: skip
-
-
-def time_ms(text: str) -> float:
-    """Milliseconds since the epoch, from a number of ms or an ISO 8601 time."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"not a time: {text!r} (ISO 8601 or milliseconds)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp() * 1000
 
 
 def window_seconds(spark: Any, window: str) -> float:
@@ -92,8 +78,6 @@ def _batch_range(
 ) -> tuple[int, int]:
     """The offsets a batch run reads: --starting/--ending-offsets, narrowed to the
     messages that hold --since to --until (traffic_range.py) when a time is given."""
-    from roost.pipeline.source import resolve_offset  # imports pyspark: only when run
-
     start = resolve_offset(args.starting_offsets, info)
     end = resolve_offset(args.ending_offsets, info)
     if since is None and until is None:
