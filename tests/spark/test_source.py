@@ -247,6 +247,36 @@ def test_stream_read_from_latest_skips_what_was_there(
     assert all(r.offset >= 30 and json.loads(r.body) == {"n": r.offset} for r in rows)
 
 
+def test_stream_read_from_a_timestamp_starts_there(
+    spark: Any, broker: RoostProcess, tmp_path: Path
+) -> None:
+    fill(broker, "since", 0, 10)
+    time.sleep(0.05)
+    start_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    fill(broker, "since", 10, 10)
+    query = (
+        spark.readStream.format("roost")
+        .option("url", broker.url)
+        .option("stream", "since")
+        .option("startingTimestamp", start_ms)
+        .load()
+        .select("offset")
+        .writeStream.format("memory")
+        .queryName("since_rows")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not end"
+        assert query.exception() is None
+    finally:
+        query.stop()
+    offsets = sorted(r.offset for r in spark.table("since_rows").collect())
+    assert offsets == list(range(10, 20))
+
+
 def test_stream_write_back_is_effectively_once(
     spark: Any, broker: RoostProcess, tmp_path: Path
 ) -> None:

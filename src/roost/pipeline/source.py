@@ -199,35 +199,30 @@ class _Options:
         with missing_as(f"no stream '{self.stream}' on the broker"):
             return client.stream_info(self.stream)
 
-    def resolve(self, spec: str | None, info: dict[str, Any], default: str) -> int:
-        return resolve_offset(spec or default, info)
-
-    def bounds(self, start_default: str, *, with_end: bool) -> tuple[int, int]:
-        """(start, end) offsets from the offset and timestamp options: one offset query,
-        plus one round trip when a timestamp is given."""
-        times: list[int] = []
-        for kind in ("starting", "ending") if with_end else ("starting",):
+    def offsets(self, defaults: dict[str, str]) -> list[int]:
+        """One offset per end asked for ("starting", "ending": its default offset spec),
+        from that end's Offsets or Timestamp option: one offset query, plus one round trip
+        when a timestamp is given."""
+        times: dict[str, int] = {}
+        for kind in defaults:
             stamp = self.get(f"{kind}Timestamp")
-            if stamp is not None and self.get(f"{kind}Offsets") is not None:
+            if stamp is None:
+                continue
+            if self.get(f"{kind}Offsets") is not None:
                 raise RoostError(f"set {kind}Offsets or {kind}Timestamp, not both")
-            if stamp is not None:
-                times.append(math.floor(time_ms(stamp)))
+            times[kind] = math.floor(time_ms(stamp))
         with Client(self.url) as client:
             info = self._info(client)
-            at = iter(client.offsets_for_times(self.stream, info, times) if times else [])
-        start = (
-            next(at)
-            if self.get("startingTimestamp") is not None
-            else self.resolve(self.get("startingOffsets"), info, start_default)
-        )
-        if not with_end:
-            return start, int(info["x-stream-next-offset"])
-        end = (
-            next(at)
-            if self.get("endingTimestamp") is not None
-            else self.resolve(self.get("endingOffsets"), info, "latest")
-        )
-        return start, end
+            by_time = (
+                client.offsets_for_times(self.stream, info, list(times.values())) if times else []
+            )
+        found = dict(zip(times, by_time, strict=True))
+        return [
+            found[kind]
+            if kind in found
+            else resolve_offset(self.get(f"{kind}Offsets") or default, info)
+            for kind, default in defaults.items()
+        ]
 
     def check_target(self) -> None:
         """Fail on the driver, before any task runs, when the exchange, or (default
@@ -246,7 +241,7 @@ class _Options:
 class RoostBatchReader(DataSourceReader):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
-        self.start, self.end = opts.bounds("earliest", with_end=True)
+        self.start, self.end = opts.offsets({"starting": "earliest", "ending": "latest"})
 
     def partitions(self) -> Sequence[InputPartition]:
         return split(self.opts.stream, self.start, self.end, self.opts.parts)
@@ -271,7 +266,7 @@ class RoostStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = int(self.opts.info()["x-stream-next-offset"])
 
     def initialOffset(self) -> dict[str, int]:
-        start, _ = self.opts.bounds("latest", with_end=False)
+        (start,) = self.opts.offsets({"starting": "latest"})
         return {"offset": start}
 
     def getDefaultReadLimit(self) -> ReadLimit:
