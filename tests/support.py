@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import pika
 import pytest
 
 READY_LINE = "Roost ready"
@@ -175,6 +176,33 @@ def running_server(tmp: Path, *extra: str) -> Iterator[RoostProcess]:
         yield server
     finally:
         server.kill()
+
+
+def restart(server: RoostProcess, *, kill: bool = False) -> RoostProcess:
+    """The same server (data dir, arguments) started again, after a ``kill -9`` or a
+    graceful stop that must exit 0; nothing in the run that ended may have crashed."""
+    if kill:
+        server.kill()
+    else:
+        assert server.stop() == 0, server.log
+    assert "Traceback" not in server.log, server.log
+    return RoostProcess(server.data_dir, *server.extra).start()
+
+
+def drain(
+    server: RoostProcess, queue: str, *, ack: bool = False
+) -> list[tuple[pika.spec.Basic.GetOk, pika.BasicProperties, bytes]]:
+    """(method, properties, body) of every message in ``queue`` (vhost /), by basic.get
+    on a connection of its own: left in the queue (unacked, then requeued when that
+    connection closes) unless ``ack``."""
+    got = []
+    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+        ch = conn.channel()
+        while True:
+            method, props, body = ch.basic_get(queue, auto_ack=ack)
+            if method is None:
+                return got
+            got.append((method, props, body))
 
 
 # the fsync timer of the ``slow_sync`` fixture (tests/conftest.py): a confirm, receipt or

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pika
 import pytest
 
-from tests.support import RoostProcess
+from tests.support import RoostProcess, drain
 
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
 
@@ -35,20 +34,8 @@ def fill(server: RoostProcess, queues: dict[str, int], vhost: str = "/") -> None
                 ch.basic_publish("", queue, b"%s-%03d" % (queue.encode(), i), PERSISTENT)
 
 
-def drain(server: RoostProcess, queue: str, ack: bool = False) -> list[tuple[Any, bytes]]:
-    """(method, body) of every message in the queue, left unacked unless ``ack``."""
-    got = []
-    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-        ch = conn.channel()
-        while True:
-            method, _props, body = ch.basic_get(queue, auto_ack=ack)
-            if method is None:
-                return got
-            got.append((method, body))
-
-
 def bodies(server: RoostProcess, queue: str) -> list[bytes]:
-    return [body for _, body in drain(server, queue)]
+    return [body for _, _, body in drain(server, queue)]
 
 
 def segments(data_dir: Path) -> list[Path]:
@@ -206,8 +193,8 @@ def test_truncated_ack_log_loses_only_the_cut_ack(data_dir: Path) -> None:
     try:
         assert "acks torn tail of 7 bytes dropped" in server.log
         got = drain(server, "acked")
-        assert [body for _, body in got] == [b"acked-%03d" % i for i in range(5, 10)]
-        assert [m.redelivered for m, _ in got] == [True, False, False, False, False]
+        assert [body for _, _, body in got] == [b"acked-%03d" % i for i in range(5, 10)]
+        assert [m.redelivered for m, _, _ in got] == [True, False, False, False, False]
     finally:
         server.kill()
     assert "Traceback" not in server.log, server.log
