@@ -195,7 +195,7 @@ def drain(
     """(method, properties, body) of every message in ``queue`` (vhost /), by basic.get
     on a connection of its own: left in the queue (unacked, then requeued when that
     connection closes) unless ``ack``."""
-    got = []
+    got: list[tuple[pika.spec.Basic.GetOk, pika.BasicProperties, bytes]] = []
     with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
         ch = conn.channel()
         while True:
