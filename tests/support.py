@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -11,9 +12,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 import pika
 import pytest
@@ -22,6 +24,7 @@ READY_LINE = "Roost ready"
 ROOT = Path(__file__).resolve().parents[1]
 # the browser STOMP client that scripts/_stompjs.sh fetches from npm (never committed)
 STOMPJS = ROOT / ".cache" / "stompjs" / "7.5.0" / "stomp.umd.min.js"
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -203,6 +206,47 @@ def drain(
             if method is None:
                 return got
             got.append((method, props, body))
+
+
+def eventually(
+    check: Callable[[], T], timeout: float = 10.0, what: object = "", *, interval: float = 0.02
+) -> T:
+    """Poll ``check`` until it returns something truthy, and return that: for effects a
+    client cannot await (a timer's samples, a socket's close reaching the broker). Fails
+    after ``timeout`` seconds, saying ``what`` (called first if it is callable, so it can
+    describe the state at that moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            shown = what() if callable(what) else what
+            raise AssertionError(f"not within {timeout:g} s: {shown or 'condition never held'}")
+        time.sleep(interval)
+
+
+async def until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    """``eventually`` for a test running on an event loop: waits without blocking it."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def pump(conn: pika.BlockingConnection, until: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Process pika events until ``until()`` holds or ``timeout`` passes; the final check."""
+    deadline = time.monotonic() + timeout
+    while not until() and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.02)
+    return until()
+
+
+def settle(conn: pika.BlockingConnection, seconds: float = 0.3) -> None:
+    """Process pika events for a while, to assert that nothing (more) arrives."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.02)
 
 
 # the fsync timer of the ``slow_sync`` fixture (tests/conftest.py): a confirm, receipt or
