@@ -13,6 +13,7 @@ import pytest
 
 from roost.amqp import codec_methods as m
 from roost.pipeline.amqp import Client
+from tests.spark.stream_contents import messages
 from tests.support import RoostProcess, free_port
 
 
@@ -36,19 +37,15 @@ def fill(broker: RoostProcess, stream: str, start: int, count: int) -> None:
 
 
 def read_all(broker: RoostProcess, stream: str) -> list[bytes]:
-    with Client(broker.url) as client:
-        end = client.stream_info(stream)["x-stream-next-offset"]
-        return [d.body for d in client.read_range(stream, 0, end)]
+    return [d.body for d in messages(broker.url, stream)]
 
 
 def append_times(broker: RoostProcess, stream: str) -> dict[int, int]:
     """offset -> the broker's append time (ms), from the x-stream-timestamp header."""
-    with Client(broker.url) as client:
-        end = client.stream_info(stream)["x-stream-next-offset"]
-        return {
-            d.properties[2]["x-stream-offset"]: d.properties[2]["x-stream-timestamp"]
-            for d in client.read_range(stream, 0, end)
-        }
+    return {
+        d.properties[2]["x-stream-offset"]: d.properties[2]["x-stream-timestamp"]
+        for d in messages(broker.url, stream)
+    }
 
 
 def roost_read(spark: Any, broker: RoostProcess, stream: str, **options: Any) -> Any:
