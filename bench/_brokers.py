@@ -148,3 +148,4 @@ def rabbitmq(
 
 
 LAUNCHERS = {"roost": roost, "rabbitmq": rabbitmq}
+TITLES = {"roost": "Roost", "rabbitmq": "RabbitMQ"}  # table headings

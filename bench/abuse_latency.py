@@ -60,7 +60,6 @@ TITLES = {
     "huge": "huge frames (2 GiB frame headers, back to back)",
     "storm": "publish storm (3 publishers, 64 KiB, confirms)",
 }
-BROKER_TITLES = {"roost": "Roost", "rabbitmq": "RabbitMQ"}
 ROOST_ARGS = ("--handshake-timeout", "1", "--max-connections", "30")
 RABBITMQ_CONF = "handshake_timeout = 1000\nconnection_max = 30\n"
 
@@ -189,10 +188,10 @@ def print_table(brokers: list[str], scenarios: list[str],
                 results: dict[tuple[str, str], list[dict[str, float]]]) -> None:
     head = ["scenario"]
     for b in brokers:
-        head += [f"{BROKER_TITLES[b]} p50 ms", f"{BROKER_TITLES[b]} p99 ms"]
+        head += [f"{_brokers.TITLES[b]} p50 ms", f"{_brokers.TITLES[b]} p99 ms"]
     if len(brokers) == 2:
         head.append("p99 ratio (Roost / RabbitMQ)")
-    head += [f"{BROKER_TITLES[b]} abuse/s" for b in brokers]
+    head += [f"{_brokers.TITLES[b]} abuse/s" for b in brokers]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for s in scenarios:

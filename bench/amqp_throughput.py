@@ -26,7 +26,6 @@ import _brokers  # a sibling module, not a package
 
 NONE = "-"
 RESULTS = Path(__file__).resolve().parent / "results"
-BROKER_TITLES = {"roost": "Roost", "rabbitmq": "RabbitMQ"}
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,7 @@ def _fmt(v: float | None) -> str:
 
 def table(brokers: list[str], scenarios: list[Scenario],
           results: dict[tuple[str, str], list[dict[str, Any]]]) -> str:
-    names = [BROKER_TITLES[b] for b in brokers]
+    names = [_brokers.TITLES[b] for b in brokers]
     head = ["scenario", *(f"{n} msg/s (median)" for n in names)]
     if len(brokers) == 2:
         head.append("ratio")
@@ -120,14 +119,14 @@ def run_scenarios(name: str, brokers: list[str], scenarios: Sequence[Scenario], 
     with contextlib.ExitStack() as stack, open(raw_path, "w") as raw, open(log_path, "w") as log:
         urls = {}
         for b in brokers:
-            print(f"starting {BROKER_TITLES[b]}…", file=sys.stderr, flush=True)
+            print(f"starting {_brokers.TITLES[b]}…", file=sys.stderr, flush=True)
             urls[b] = stack.enter_context(_brokers.LAUNCHERS[b]())
         for s in scenarios:
             for rep in range(repeat):
                 # Alternate which broker goes first so neither always runs on a warmer box.
                 order = brokers if rep % 2 == 0 else brokers[::-1]
                 for b in order:
-                    print(f"scenario {s.key} run {rep + 1}/{repeat}: {BROKER_TITLES[b]}",
+                    print(f"scenario {s.key} run {rep + 1}/{repeat}: {_brokers.TITLES[b]}",
                           file=sys.stderr, flush=True)
                     log.write(f"## scenario {s.key} run {rep + 1} {b}\n")
                     log.flush()

@@ -24,16 +24,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _brokers  # a sibling module, not a package
+import _brokers  # sibling modules, not a package
+from _measure import broker_pid, cpu_seconds
 from amqp_throughput import Scenario, perf
 
 SCENARIOS = {
@@ -45,36 +43,6 @@ SCENARIOS = {
                         "--prefetch", "100")),
 }
 MODES = {"off": (), "on": ("--events-stream", "roost.events")}
-
-
-@contextlib.contextmanager
-def roost(*extra: str) -> Iterator[tuple[str, int]]:
-    """``roost server`` on a free loopback port: (URL, pid)."""
-    with tempfile.TemporaryDirectory(prefix="bench-events-") as tmp:
-        port = _brokers.free_port()
-        log = Path(tmp) / "server.log"
-        cmd = [*_brokers._roost_command(), "server", "--amqp-port", str(port),
-               "--http-port", "0", "--stomp-port", "0", "--ws-port", "0",
-               "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning", *extra]
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
-        try:
-            _brokers._wait_for_port(port, proc, 30, log)
-            yield f"amqp://guest:guest@127.0.0.1:{port}/%2F", proc.pid
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of stat(5)
-    return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
 def in_process(messages: int) -> None:
@@ -125,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = [SCENARIOS[k.strip()] for k in args.scenarios.split(",") if k.strip()]
     per_message: dict[tuple[str, str], list[float]] = {}
     with contextlib.ExitStack() as stack, open(os.devnull, "w") as log:
-        servers = {mode: stack.enter_context(roost(*extra)) for mode, extra in MODES.items()}
+        urls = {mode: stack.enter_context(_brokers.roost(*extra)) for mode, extra in MODES.items()}
+        servers = {mode: (url, broker_pid(url)) for mode, url in urls.items()}
         for s in scenarios:
             limited = Scenario(s.key, s.title, (*s.args, "--rate", str(args.rate)))
             for rep in range(args.repeat):

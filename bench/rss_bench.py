@@ -29,42 +29,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-import _brokers  # a sibling module, not a package
+import _brokers  # sibling modules, not a package
+from _measure import broker_pid, rss_mb
 
 SETTLE_S = 1.0
 DECLARE_CONNECTIONS = 4
 DECLARE_WAIT_S = 900
-
-
-def listener_pid(port: int) -> int:
-    """The pid whose socket listens on 127.0.0.1:``port`` (from /proc/net/tcp)."""
-    inode = ""
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, state = fields[1], fields[3]
-        if state == "0A" and int(local.split(":")[1], 16) == port:
-            inode = fields[9]
-            break
-    if not inode:
-        raise RuntimeError(f"nothing listens on port {port}")
-    target = f"socket:[{inode}]"
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            for fd in (proc / "fd").iterdir():
-                if fd.readlink().as_posix() == target:
-                    return int(proc.name)
-        except OSError:
-            continue
-    raise RuntimeError(f"no process owns the listener on port {port}")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 # -- the load: a client subprocess -------------------------------------------------------
@@ -118,7 +88,7 @@ def _load(url: str, connections: int, queues: int) -> subprocess.Popen[str]:
 def measure(broker: str, connections: int, queues: int) -> tuple[float, float]:
     """(idle RSS MB, RSS MB with the load) on a fresh broker."""
     with _brokers.LAUNCHERS[broker]() as url:
-        pid = listener_pid(int(url.rsplit(":", 1)[1].split("/")[0]))
+        pid = broker_pid(url)
         time.sleep(SETTLE_S)
         idle = rss_mb(pid)
         load = _load(url, connections, queues)
@@ -157,7 +127,7 @@ def main() -> int:
                 print(f"{broker}: {load[0]} connections, {load[1]} queues", file=sys.stderr)
                 rows.setdefault(load, {}).setdefault(broker, []).append(measure(broker, *load))
     print("| load | " + " | ".join(
-        f"{_brokers_title(b)} idle / loaded MB | {_brokers_title(b)} per item"
+        f"{_brokers.TITLES[b]} idle / loaded MB | {_brokers.TITLES[b]} per item"
         for b in brokers) + (" | per-item ratio |" if len(brokers) == 2 else " |"))
     print("|---|" + "---|---|" * len(brokers) + ("---|" if len(brokers) == 2 else ""))
     for (n, q), per in rows.items():
@@ -173,10 +143,6 @@ def main() -> int:
         ratio = [f"{each[0] / each[1]:.2f}"] if len(each) == 2 and each[1] > 0 else []
         print("| " + " | ".join([label, *cells, *ratio]) + " |")
     return 0
-
-
-def _brokers_title(name: str) -> str:
-    return {"roost": "Roost", "rabbitmq": "RabbitMQ"}[name]
 
 
 if __name__ == "__main__":

@@ -32,17 +32,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _brokers  # a sibling module, not a package
+import _brokers  # sibling modules, not a package
 import stomp_throughput
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """(utime, stime) of a process (fields 14 and 15 of /proc/PID/stat), in seconds."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
+from _measure import cpu_times
 
 
 @contextlib.contextmanager
@@ -69,10 +61,10 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
 
 def measure(pid: int, port: int, count: int) -> tuple[float, float]:
     """One run: (CPU µs per message, of which user µs)."""
-    user0, sys0 = cpu_seconds(pid)
+    user0, sys0 = cpu_times(pid)
     asyncio.run(stomp_throughput.run_once(port, count))
     time.sleep(0.2)  # the last ACKs reach the server
-    user1, sys1 = cpu_seconds(pid)
+    user1, sys1 = cpu_times(pid)
     return (user1 + sys1 - user0 - sys0) / count * 1e6, (user1 - user0) / count * 1e6
 
 

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _brokers  # a sibling module, not a package
+import _brokers  # sibling modules, not a package
+from _measure import rss_mb
 from amqp_throughput import Scenario, perf
 
 PUBLISH = Scenario(
@@ -91,13 +92,6 @@ def recovery_seconds(count: int) -> tuple[int, float]:
             proc.wait(30)
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _disk(directory: Path) -> int:
     """Bytes of every file under ``directory`` (segments, ack log, owner note)."""
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
@@ -121,7 +115,7 @@ def backlog(points: list[int], size: int = 1024) -> list[tuple[str, str]]:
             conn = pika.BlockingConnection(pika.URLParameters(url))
             ch = conn.channel()
             ch.queue_declare("backlog", durable=True)
-            idle = _rss_mb(proc.pid)
+            idle = rss_mb(proc.pid)
             rows.append(("server RSS before publishing (idle)", f"{idle:,.0f} MB"))
             props = pika.BasicProperties(delivery_mode=2)
             body = b"x" * size
@@ -136,7 +130,7 @@ def backlog(points: list[int], size: int = 1024) -> list[tuple[str, str]]:
                 confirm.basic_publish("", "backlog", body, props)
                 published = point
                 elapsed = time.monotonic() - started
-                rss = _rss_mb(proc.pid)
+                rss = rss_mb(proc.pid)
                 rows.append((f"{point:,} queued x {size} B: publish msg/s (no confirms but "
                              "a last one)", f"{published / elapsed:,.0f}"))
                 rows.append((f"{point:,} queued: server RSS", f"{rss:,.0f} MB"))
@@ -160,7 +154,7 @@ def backlog(points: list[int], size: int = 1024) -> list[tuple[str, str]]:
             if found:
                 rows.append((f"restart with {published:,} queued: recovery (its log line)",
                              f"{float(found[3]):.1f} s"))
-            rss = _rss_mb(proc.pid)
+            rss = rss_mb(proc.pid)
             rows.append((f"restart with {published:,} queued: RSS after", f"{rss:,.0f} MB"))
             conn = pika.BlockingConnection(pika.URLParameters(url))
             ch = conn.channel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -11,16 +12,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any, TypeVar
 
+import pika
 import pytest
 
 READY_LINE = "Roost ready"
 ROOT = Path(__file__).resolve().parents[1]
 # the browser STOMP client that scripts/_stompjs.sh fetches from npm (never committed)
 STOMPJS = ROOT / ".cache" / "stompjs" / "7.5.0" / "stomp.umd.min.js"
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -177,6 +181,74 @@ def running_server(tmp: Path, *extra: str) -> Iterator[RoostProcess]:
         server.kill()
 
 
+def restart(server: RoostProcess, *, kill: bool = False) -> RoostProcess:
+    """The same server (data dir, arguments) started again, after a ``kill -9`` or a
+    graceful stop that must exit 0; nothing in the run that ended may have crashed."""
+    if kill:
+        server.kill()
+    else:
+        assert server.stop() == 0, server.log
+    assert "Traceback" not in server.log, server.log
+    return RoostProcess(server.data_dir, *server.extra).start()
+
+
+def drain(
+    server: RoostProcess, queue: str, *, ack: bool = False
+) -> list[tuple[pika.spec.Basic.GetOk, pika.BasicProperties, bytes]]:
+    """(method, properties, body) of every message in ``queue`` (vhost /), by basic.get
+    on a connection of its own: left in the queue (unacked, then requeued when that
+    connection closes) unless ``ack``."""
+    got: list[tuple[pika.spec.Basic.GetOk, pika.BasicProperties, bytes]] = []
+    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+        ch = conn.channel()
+        while True:
+            method, props, body = ch.basic_get(queue, auto_ack=ack)
+            if method is None:
+                return got
+            got.append((method, props, body))
+
+
+def eventually(
+    check: Callable[[], T], timeout: float = 10.0, what: object = "", *, interval: float = 0.02
+) -> T:
+    """Poll ``check`` until it returns something truthy, and return that: for effects a
+    client cannot await (a timer's samples, a socket's close reaching the broker). Fails
+    after ``timeout`` seconds, saying ``what`` (called first if it is callable, so it can
+    describe the state at that moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            shown = what() if callable(what) else what
+            raise AssertionError(f"not within {timeout:g} s: {shown or 'condition never held'}")
+        time.sleep(interval)
+
+
+async def until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    """``eventually`` for a test running on an event loop: waits without blocking it."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def pump(conn: pika.BlockingConnection, until: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Process pika events until ``until()`` holds or ``timeout`` passes; the final check."""
+    deadline = time.monotonic() + timeout
+    while not until() and time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.02)
+    return until()
+
+
+def settle(conn: pika.BlockingConnection, seconds: float = 0.3) -> None:
+    """Process pika events for a while, to assert that nothing (more) arrives."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        conn.process_data_events(time_limit=0.02)
+
+
 # the fsync timer of the ``slow_sync`` fixture (tests/conftest.py): a confirm, receipt or
 # reply sent before the fsync it should follow is caught by this wide a gap
 SLOW_SYNC_MS = 1500
@@ -230,3 +302,32 @@ def playwright_sync_api() -> ModuleType:
         browser_prerequisite("playwright is not installed")
         raise
     return playwright.sync_api
+
+
+# headless, and none of Chromium's own traffic (updates, sync, QUIC probes) on the box
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@contextlib.contextmanager
+def browser_page(**context: Any) -> Iterator[Any]:
+    """A page in headless Chromium (Debian's, through Playwright) with a 15 s default
+    timeout; ``context`` goes to ``new_context`` (a viewport, say). Closed on leaving."""
+    executable = chromium()
+    sync_api = playwright_sync_api()
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=BROWSER_ARGS, headless=True)
+        try:
+            page = browser.new_context(**context).new_page()
+            page.set_default_timeout(15_000)
+            yield page
+        finally:
+            browser.close()

@@ -13,9 +13,9 @@ import pika
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
-from tests.integration.conftest import pika_params, pump, settle
+from tests.integration.conftest import pika_params
 from tests.stomp.conftest import connect
-from tests.support import RoostProcess
+from tests.support import RoostProcess, pump, settle
 
 # ``connect`` is the STOMP tests' fixture (stomp.py connections with an Inbox), for the
 # features' STOMP tests

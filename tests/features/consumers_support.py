@@ -3,7 +3,6 @@ pika channels that record their deliveries, waiting on events, expected channel 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,21 +14,6 @@ from tests.support import RoostProcess
 
 def connect(server: RoostProcess) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.URLParameters(server.url))
-
-
-def pump(conn: pika.BlockingConnection, until: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Process pika events until ``until()`` holds or ``timeout`` passes; the final check."""
-    deadline = time.monotonic() + timeout
-    while not until() and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.02)
-    return until()
-
-
-def settle(conn: pika.BlockingConnection, seconds: float = 0.3) -> None:
-    """Process events for a while, to assert that nothing (more) arrives."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.02)
 
 
 class Recorder:

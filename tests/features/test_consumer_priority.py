@@ -5,8 +5,8 @@ The expected distribution was recorded from RabbitMQ 3.10.8 with the same calls.
 
 from __future__ import annotations
 
-from tests.features.consumers_support import Recorder, closed_with, connect, pump, settle
-from tests.support import RoostProcess
+from tests.features.consumers_support import Recorder, closed_with, connect
+from tests.support import RoostProcess, pump, settle
 
 
 def test_higher_priorities_first_round_robin_among_equals(roost: RoostProcess,

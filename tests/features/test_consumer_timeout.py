@@ -24,9 +24,9 @@ from roost.config import load
 from roost.core.broker import Broker
 from roost.core.errors import BrokerError
 from roost.core.message import Message, Properties
-from tests.features.consumers_support import Recorder, connect, pump, settle
+from tests.features.consumers_support import Recorder, connect
 from tests.stomp.conftest import Inbox
-from tests.support import RoostProcess
+from tests.support import RoostProcess, pump, settle
 
 TIMEOUT_MS = 1000  # long enough for a loaded machine to ack in time where it must
 TEXT = (

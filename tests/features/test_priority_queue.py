@@ -12,9 +12,9 @@ import pika
 import pytest
 import stomp
 
-from tests.features.consumers_support import Recorder, closed_with, connect, pump, settle
+from tests.features.consumers_support import Recorder, closed_with, connect
 from tests.stomp.conftest import Inbox
-from tests.support import RoostProcess
+from tests.support import RoostProcess, pump, settle
 
 PERSISTENT = 2
 

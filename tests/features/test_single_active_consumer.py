@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.features.consumers_support import Recorder, closed_with, connect, pump, settle
-from tests.support import RoostProcess
+from tests.features.consumers_support import Recorder, closed_with, connect
+from tests.support import RoostProcess, pump, settle
 
 SAC = {"x-single-active-consumer": True}
 

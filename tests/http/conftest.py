@@ -52,18 +52,6 @@ def name(request: pytest.FixtureRequest) -> str:
     return f"t.{module}." + request.node.name.replace("[", ".").replace("]", "").replace("/", "_")
 
 
-def eventually(check: Callable[[], T], timeout: float = 10.0, interval: float = 0.05) -> T:
-    """Poll ``check`` until it returns a truthy value (the broker's samples arrive on a
-    timer, and there is no event to wait on from outside the process)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            assert value, "condition never became true"
-            return value
-        time.sleep(interval)
-
-
 @pytest.fixture
 def make_user(http: httpx.Client) -> Iterator[Callable[..., tuple[str, str]]]:
     """Create a user with tags (and, by default, full permissions on '/'); removed after."""

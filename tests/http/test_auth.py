@@ -9,8 +9,8 @@ import httpx
 import pika
 import pytest
 
-from tests.http.conftest import client, eventually, json_of
-from tests.support import RoostProcess
+from tests.http.conftest import client, json_of
+from tests.support import RoostProcess, eventually
 
 
 def test_no_or_wrong_credentials(mgmt: RoostProcess) -> None:

@@ -13,18 +13,8 @@ from pathlib import Path
 import pika
 import pytest
 
-from tests.support import RoostProcess, chromium, playwright_sync_api
+from tests.support import RoostProcess, browser_page
 
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
@@ -38,16 +28,8 @@ def shots(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def page(mgmt: RoostProcess) -> Iterator[object]:
-    executable = chromium()
-    sync_api = playwright_sync_api()
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1280, "height": 860})
-        pg = context.new_page()
-        pg.set_default_timeout(15_000)
+    with browser_page(viewport={"width": 1280, "height": 860}) as pg:
         yield pg
-        context.close()
-        browser.close()
 
 
 class Publisher(threading.Thread):

@@ -7,8 +7,8 @@ import httpx
 import pika
 import pytest
 
-from tests.http.conftest import eventually, json_of, quote
-from tests.support import RoostProcess
+from tests.http.conftest import json_of, quote
+from tests.support import RoostProcess, eventually
 
 
 @pytest.fixture

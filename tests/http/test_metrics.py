@@ -10,8 +10,7 @@ import httpx
 import pika
 import pytest
 
-from tests.http.conftest import eventually
-from tests.support import RoostProcess
+from tests.support import RoostProcess, eventually
 
 LINE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (-?[0-9.e+]+)$")
 

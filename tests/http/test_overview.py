@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pika
 
-from tests.http.conftest import eventually, json_of
-from tests.support import RoostProcess
+from tests.http.conftest import json_of
+from tests.support import RoostProcess, eventually
 
 
 def test_overview_shape(http: httpx.Client, mgmt: RoostProcess) -> None:

@@ -7,7 +7,8 @@ import base64
 import httpx
 import pika
 
-from tests.http.conftest import eventually, json_of
+from tests.http.conftest import json_of
+from tests.support import eventually
 
 
 def test_declare_get_list_delete(http: httpx.Client, name: str) -> None:

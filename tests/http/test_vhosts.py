@@ -6,8 +6,8 @@ import httpx
 import pika
 import pytest
 
-from tests.http.conftest import eventually, json_of, quote
-from tests.support import RoostProcess
+from tests.http.conftest import json_of, quote
+from tests.support import RoostProcess, eventually
 
 
 def test_default_vhost(http: httpx.Client) -> None:

@@ -16,34 +16,13 @@ import pika
 import pytest
 
 from tests.integration.conftest import pika_params
-from tests.support import RoostProcess
+from tests.support import RoostProcess, drain, restart
 
 PERSISTENT = 2
 
 
-def restart(server: RoostProcess, *, kill: bool = False) -> RoostProcess:
-    if kill:
-        server.kill()
-    else:
-        assert server.stop() == 0, server.log
-    return RoostProcess(server.data_dir, *server.extra).start()
-
-
 def connect(server: RoostProcess) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika_params(server))
-
-
-def drain(server: RoostProcess, queue: str) -> list[tuple[pika.spec.Basic.GetOk, object, bytes]]:
-    conn = connect(server)
-    ch = conn.channel()
-    got = []
-    while True:
-        method, props, body = ch.basic_get(queue, auto_ack=False)
-        if method is None:
-            break
-        got.append((method, props, body))
-    conn.close()  # unacked: they stay in the queue
-    return got
 
 
 @pytest.fixture

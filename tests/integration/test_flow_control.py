@@ -17,7 +17,7 @@ from roost.amqp import codec_methods as m
 from roost.core.flow import HIGH_MESSAGES
 from roost.perf import client as perf_client
 from roost.perf.options import parse_url
-from tests.support import RoostProcess
+from tests.support import RoostProcess, until
 
 
 class Peer(perf_client.Connection):
@@ -69,13 +69,6 @@ def connection_states(server: RoostProcess) -> list[str]:
     reply = httpx.get(f"{server.http_url}/api/connections", auth=("guest", "guest"), timeout=5)
     reply.raise_for_status()
     return [c["state"] for c in reply.json()]
-
-
-async def until(cond: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 def declare(server: RoostProcess, queue: str) -> None:

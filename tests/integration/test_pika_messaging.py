@@ -9,8 +9,8 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker, UnroutableError
 
-from tests.integration.conftest import pika_params, pump, settle
-from tests.support import RoostProcess
+from tests.integration.conftest import pika_params
+from tests.support import RoostProcess, pump, settle
 
 ALL_PROPERTIES = pika.BasicProperties(
     content_type="application/json",

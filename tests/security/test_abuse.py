@@ -39,7 +39,7 @@ from tests.security.abusers import (
     params,
     try_connect,
 )
-from tests.support import RoostProcess, running
+from tests.support import RoostProcess, eventually, running
 
 HANDSHAKE_TIMEOUT = 1.0
 MAX_CONNECTIONS = 25
@@ -67,19 +67,11 @@ def good(server: RoostProcess, qname: str) -> Iterator[GoodClient]:
     client = GoodClient(server.url, qname)
     client.start()
     assert client.ready.wait(10) and client.error is None, client.error
-    wait_for(lambda: len(client.stamps) >= 5)
+    eventually(lambda: len(client.stamps) >= 5)
     yield client
     client.stop()
     assert not client.is_alive()
     client.check()
-
-
-def wait_for(until: Callable[[], bool], timeout: float = 10.0, why: object = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not until():
-        shown = why() if callable(why) else why
-        assert time.monotonic() < deadline, f"condition not met in time: {shown}"
-        time.sleep(0.02)
 
 
 def served_during(client: GoodClient, start: float, end: float, gap: float = 2.0) -> None:
@@ -114,7 +106,7 @@ def test_slowloris_is_dropped_at_the_handshake_timeout(
     assert loris.sent_bytes > 200 * 5
     assert min(loris.lifetimes) >= HANDSHAKE_TIMEOUT * 0.9
     assert max(loris.lifetimes) < HANDSHAKE_TIMEOUT + 3.0, max(loris.lifetimes)
-    wait_for(lambda: server.log.count("handshake timeout") - before >= 200)
+    eventually(lambda: server.log.count("handshake timeout") - before >= 200)
     served_during(good, started, ended)
 
 
@@ -217,7 +209,7 @@ def test_http_body_sent_a_byte_at_a_time_gets_408(server: RoostProcess, good: Go
 
 def test_connection_flood_beyond_max_connections(server: RoostProcess, good: GoodClient) -> None:
     with http(server) as api:  # only the good client's connection holds a slot
-        wait_for(lambda: len(api.get("/connections").json()) == 1)
+        eventually(lambda: len(api.get("/connections").json()) == 1)
     flood = Flood(server.url, count=60, workers=4)
     started = time.monotonic()
     flood.start()
@@ -236,7 +228,7 @@ def test_connection_flood_beyond_max_connections(server: RoostProcess, good: Goo
     finally:
         flood.stop()
     with http(server) as api:  # refused and closed connections leave nothing behind
-        wait_for(lambda: len(api.get("/connections").json()) == 1)
+        eventually(lambda: len(api.get("/connections").json()) == 1)
     again = [try_connect(server.url) for _ in range(MAX_CONNECTIONS - 1)]
     try:
         assert all(isinstance(c, pika.BlockingConnection) for c in again), again
@@ -329,13 +321,13 @@ def test_content_header_claiming_an_absurd_body_size(
 def test_publish_storm_past_the_memory_watermark(server: RoostProcess, good: GoodClient,
                                                  qname: str) -> None:
     with http(server) as api:  # the good client's connection, nothing left by others
-        wait_for(lambda: len(api.get("/connections").json()) == 1)
+        eventually(lambda: len(api.get("/connections").json()) == 1)
     storm_queue = qname + "-storm"
     drainer = Drainer(server.url, storm_queue)
     drainer.start()
     assert drainer.ready.wait(10) and drainer.error is None
     storm = PublishStorm(server.url, storm_queue, publishers=3, size=64 * 1024).start()
-    wait_for(lambda: len(storm.confirmed) >= 100)
+    eventually(lambda: len(storm.confirmed) >= 100)
     with http(server) as api:
         node = api.get("/nodes").json()[0]["name"]
 
@@ -352,29 +344,29 @@ def test_publish_storm_past_the_memory_watermark(server: RoostProcess, good: Goo
 
             # the storm's three connections are blocked, the drainer's only "blocking"; the good
             # client publishes too, so it is blocked as well
-            wait_for(lambda: states() == ["blocked"] * 4 + ["blocking"], why=states)
+            eventually(lambda: states() == ["blocked"] * 4 + ["blocking"], what=states)
             # the drainer empties the queue while the alarm lasts, and has every message
             # confirmed so far (a confirm may still arrive for a publish taken just
             # before the block; nothing is taken after it)
-            wait_for(lambda: api.get(f"/queues/%2F/{storm_queue}").json()["messages"] == 0)
-            wait_for(drainer.drained(list(storm.confirmed)))
+            eventually(lambda: api.get(f"/queues/%2F/{storm_queue}").json()["messages"] == 0)
+            eventually(drainer.drained(list(storm.confirmed)))
             assert states() == ["blocked"] * 4 + ["blocking"]
         finally:
             watermark("0.99")
-        wait_for(lambda: storm.events.count("unblocked") == 3, why=storm.events)
+        eventually(lambda: storm.events.count("unblocked") == 3, what=storm.events)
         assert storm.events.count("blocked: low on memory") == 3, storm.events
         after = len(storm.confirmed)
-        wait_for(lambda: len(storm.confirmed) > after + 50)  # publishing again
+        eventually(lambda: len(storm.confirmed) > after + 50)  # publishing again
     storm.stop()
     assert not storm.errors, storm.errors
-    wait_for(drainer.drained(list(storm.confirmed)), timeout=30)
+    eventually(drainer.drained(list(storm.confirmed)), timeout=30)
     drainer.stop()
     assert drainer.error is None, repr(drainer.error)
     # every confirmed message was consumed, at least once
     assert all(drainer.seen.get(body, 0) >= 1 for body in storm.confirmed)
     # the bystander publishes too: blocked during the alarm, served again after it
     resumed = time.monotonic()
-    wait_for(lambda: good.count_between(resumed, time.monotonic()) >= 5)
+    eventually(lambda: good.count_between(resumed, time.monotonic()) >= 5)
 
 
 def test_a_storm_raises_the_memory_alarm_and_draining_clears_it(
@@ -398,22 +390,22 @@ def test_a_storm_raises_the_memory_alarm_and_draining_clears_it(
         storm = PublishStorm(server.url, storm_queue, publishers=3, size=256 * 1024).start()
         drainer = Drainer(server.url, storm_queue)
         try:
-            wait_for(lambda: alarm() or bool(storm.errors), why=storm.errors)
+            eventually(lambda: alarm() or bool(storm.errors), what=storm.errors)
 
             def states() -> list[str]:
                 return sorted(c["state"] for c in api.get("/connections").json())
 
             # the storm's three connections and the good client's, each blocked at its
             # next publish
-            wait_for(lambda: states() == ["blocked"] * 4, why=states)
+            eventually(lambda: states() == ["blocked"] * 4, what=states)
             storm.halt()  # blocked publishers stop once they are let through
             drainer.start()
-            wait_for(lambda: not alarm(), timeout=20,
-                     why=lambda: api.get("/nodes").json()[0]["mem_used"] - limit)
+            eventually(lambda: not alarm(), timeout=20,
+                     what=lambda: api.get("/nodes").json()[0]["mem_used"] - limit)
             storm.stop()
             assert not storm.errors, storm.errors
             assert sorted(storm.events) == ["blocked: low on memory"] * 3 + ["unblocked"] * 3
-            wait_for(drainer.drained(list(storm.confirmed)), timeout=30)
+            eventually(drainer.drained(list(storm.confirmed)), timeout=30)
             assert all(drainer.seen[body] >= 1 for body in storm.confirmed)
         finally:
             storm.stop()
@@ -421,7 +413,7 @@ def test_a_storm_raises_the_memory_alarm_and_draining_clears_it(
             api.put(path, json={"limit": "0.99"})
     assert drainer.error is None, repr(drainer.error)
     resumed = time.monotonic()
-    wait_for(lambda: good.count_between(resumed, time.monotonic()) >= 5)
+    eventually(lambda: good.count_between(resumed, time.monotonic()) >= 5)
 
 
 # -- STOMP abusers ----------------------------------------------------------------------------
@@ -526,6 +518,6 @@ def test_stomp_slowloris_is_dropped_at_the_handshake_timeout(
 def test_the_broker_is_whole_after_the_abuse(server: RoostProcess) -> None:
     """No connection of the offenders is left over and the broker still answers."""
     with http(server) as api:
-        wait_for(lambda: api.get("/connections").json() == [],
-                 why=lambda: api.get("/connections").json())
+        eventually(lambda: api.get("/connections").json() == [],
+                 what=lambda: api.get("/connections").json())
         assert api.get("/overview").status_code == 200

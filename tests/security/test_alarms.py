@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pytest
 import stomp
 
 from roost.core.alarms import disk_limit, memory_limit, parse_size
-from tests.support import RoostProcess
+from tests.support import RoostProcess, eventually, pump
 
 FAST = ("--alarm-check-interval", "0.05")
 
@@ -43,13 +43,6 @@ def set_limit(server: RoostProcess, which: str, limit: str) -> None:
     with api(server) as http:
         reply = http.put(f"/api/nodes/{node_name(server)}/{which}", json={"limit": limit})
         assert reply.status_code == 204, reply.text
-
-
-def pump(conn: pika.BlockingConnection, until: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not until() and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.05)
-    return until()
 
 
 def queue_depth(server: RoostProcess, queue: str) -> int:
@@ -222,13 +215,6 @@ class StompListener(stomp.ConnectionListener):
         self.messages.append(frame.body)
 
 
-def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cond()
-
-
 @pytest.mark.parametrize("transport", ["tcp", "websocket"])
 def test_stomp_stops_reading_a_publisher_under_an_alarm(
     roost: RoostProcess, transport: str
@@ -248,19 +234,19 @@ def test_stomp_stops_reading_a_publisher_under_an_alarm(
     reader, received = connect()
     reader.subscribe("/queue/alarmed", id="1", ack="auto")
     sender.send("/queue/alarmed", "before", receipt="r0")
-    assert wait_for(lambda: sent.receipts == ["r0"] and received.messages == ["before"])
+    eventually(lambda: sent.receipts == ["r0"] and received.messages == ["before"])
     set_limit(roost, "vm-memory-high-watermark", "1MiB")
     sender.send("/queue/alarmed", "meets the alarm", receipt="r1")
     # the SEND that meets the alarm is taken (and reaches the subscriber) ...
-    assert wait_for(lambda: received.messages == ["before", "meets the alarm"])
-    assert wait_for(lambda: sent.receipts == ["r0", "r1"])
+    eventually(lambda: received.messages == ["before", "meets the alarm"])
+    eventually(lambda: sent.receipts == ["r0", "r1"])
     # ... the next one is not read
     sender.send("/queue/alarmed", "waits", receipt="r2")
     time.sleep(0.3)  # nothing to await: the broker must not read the second SEND
     assert sent.receipts == ["r0", "r1"]
     set_limit(roost, "vm-memory-high-watermark", "0.99")
-    assert wait_for(lambda: sent.receipts == ["r0", "r1", "r2"])
-    assert wait_for(lambda: received.messages[-1:] == ["waits"])
+    eventually(lambda: sent.receipts == ["r0", "r1", "r2"])
+    eventually(lambda: received.messages[-1:] == ["waits"])
     sender.disconnect()
     reader.disconnect()
 
@@ -359,12 +345,12 @@ def test_a_client_without_the_capability_is_blocked_without_notice(
         ch.queue_declare("quiet")
         set_limit(roost, "vm-memory-high-watermark", "1MiB")
         ch.basic_publish(amqp.Message("one"), routing_key="quiet")
-        assert wait_for(lambda: queue_depth(roost, "quiet") == 1)
+        eventually(lambda: queue_depth(roost, "quiet") == 1)
         ch.basic_publish(amqp.Message("two"), routing_key="quiet")
         time.sleep(0.3)  # nothing to await: "two" must stay unread
         assert queue_depth(roost, "quiet") == 1
         set_limit(roost, "vm-memory-high-watermark", "0.99")
-        assert wait_for(lambda: queue_depth(roost, "quiet") == 2)
+        eventually(lambda: queue_depth(roost, "quiet") == 2)
         with pytest.raises(TimeoutError):
             conn.drain_events(timeout=0.2)  # neither blocked nor unblocked was sent
         assert heard == []

@@ -10,7 +10,6 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ import pytest
 
 from tests.security.conftest import put
 from tests.security.netns import PeerHost
-from tests.support import RoostProcess, running_server
+from tests.support import RoostProcess, eventually, running_server
 
 ANYWHERE = ("--bind", "0.0.0.0")
 
@@ -40,15 +39,6 @@ def login_from(peer: PeerHost, server: RoostProcess, user: str, password: str) -
     out, _ = client.communicate(timeout=60)
     assert client.returncode == 0, out
     return out.splitlines()
-
-
-def wait_for(until: Callable[[], bool], timeout: float, why: str) -> float:
-    """Seconds it took until ``until()`` held; fails after ``timeout``."""
-    started = time.monotonic()
-    while not until():
-        assert time.monotonic() - started < timeout, why
-        time.sleep(0.1)
-    return time.monotonic() - started
 
 
 # -- guest only from loopback ------------------------------------------------------------------
@@ -102,8 +92,8 @@ def test_every_listener_turns_keepalive_on(tmp_path: Path) -> None:
                               server.http_port)]
         try:
             for port in (server.amqp_port, server.stomp_port, server.ws_port, server.http_port):
-                wait_for(lambda p=port: keepalive_timers(p) == ["keepalive"], 5,
-                         f"no keepalive timer on port {port}: {keepalive_timers(port)}")
+                eventually(lambda p=port: keepalive_timers(p) == ["keepalive"], 5,
+                           f"no keepalive timer on port {port}: {keepalive_timers(port)}")
         finally:
             for sock in socks:
                 sock.close()
@@ -142,12 +132,13 @@ def test_keepalive_reclaims_a_vanished_client_without_heartbeats(tmp_path: Path)
         try:
             expected = ["AMQP 0-9-1", "STOMP 1.2", "Web STOMP 1.2"]
             for s in (server, control):
-                wait_for(lambda s=s: peers_of(s, peer.peer_ip) == expected, 10,
-                         f"connections from {peer.peer_ip}: {peers_of(s, peer.peer_ip)}")
+                eventually(lambda s=s: peers_of(s, peer.peer_ip) == expected, 10,
+                           f"connections from {peer.peer_ip}: {peers_of(s, peer.peer_ip)}")
             peer.cut()
             cut = time.monotonic()
-            took = wait_for(lambda: peers_of(server, peer.peer_ip) == [], 20,
-                            f"still listed: {peers_of(server, peer.peer_ip)}")
+            eventually(lambda: peers_of(server, peer.peer_ip) == [], 20,
+                       f"still listed: {peers_of(server, peer.peer_ip)}")
+            took = time.monotonic() - cut
             assert took < 15, took
             server.wait_for_log("connection lost")
             time.sleep(max(0.0, cut + 6 - time.monotonic()))  # twice what keepalive took

@@ -13,18 +13,14 @@ from roost.pipeline.amqp import Client
 from roost.pipeline.generate import generate
 from roost.pipeline.jobs import etl
 from roost.pipeline.session import run_queries
+from tests.spark.stream_contents import messages
 from tests.support import RoostProcess
 
 T0 = 1_700_000_000  # a multiple of 10: windows start on it
 
 
 def bodies(url: str, stream: str) -> list[tuple[dict[str, Any], bytes]]:
-    with Client(url) as client:
-        end = client.stream_info(stream)["x-stream-next-offset"]
-        out = []
-        for d in client.read_range(stream, 0, end):
-            out.append((dict(d.properties[2] or {}), d.body))
-        return out
+    return [(dict(d.properties[2] or {}), d.body) for d in messages(url, stream)]
 
 
 def test_etl_validates_windows_and_writes_results(

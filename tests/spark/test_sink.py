@@ -9,7 +9,7 @@ from typing import Any
 import pika
 import pytest
 
-from roost.pipeline.amqp import Client
+from tests.spark.stream_contents import messages
 from tests.support import RoostProcess
 
 
@@ -23,12 +23,9 @@ def declare(broker: RoostProcess, *streams: str) -> None:
 
 def stream_rows(broker: RoostProcess, stream: str) -> list[tuple[str, str, bytes, str | None]]:
     """(exchange, routing key, body, message id) of every message in ``stream``."""
-    with Client(broker.url) as client:
-        end = client.stream_info(stream)["x-stream-next-offset"]
-        return [
-            (d.exchange, d.routing_key, d.body, d.properties[8])
-            for d in client.read_range(stream, 0, end)
-        ]
+    return [
+        (d.exchange, d.routing_key, d.body, d.properties[8]) for d in messages(broker.url, stream)
+    ]
 
 
 def write(df: Any, broker: RoostProcess, **options: Any) -> None:

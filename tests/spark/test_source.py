@@ -13,6 +13,7 @@ import pytest
 
 from roost.amqp import codec_methods as m
 from roost.pipeline.amqp import Client
+from tests.spark.stream_contents import messages
 from tests.support import RoostProcess, free_port
 
 
@@ -36,19 +37,15 @@ def fill(broker: RoostProcess, stream: str, start: int, count: int) -> None:
 
 
 def read_all(broker: RoostProcess, stream: str) -> list[bytes]:
-    with Client(broker.url) as client:
-        end = client.stream_info(stream)["x-stream-next-offset"]
-        return [d.body for d in client.read_range(stream, 0, end)]
+    return [d.body for d in messages(broker.url, stream)]
 
 
 def append_times(broker: RoostProcess, stream: str) -> dict[int, int]:
     """offset -> the broker's append time (ms), from the x-stream-timestamp header."""
-    with Client(broker.url) as client:
-        end = client.stream_info(stream)["x-stream-next-offset"]
-        return {
-            d.properties[2]["x-stream-offset"]: d.properties[2]["x-stream-timestamp"]
-            for d in client.read_range(stream, 0, end)
-        }
+    return {
+        d.properties[2]["x-stream-offset"]: d.properties[2]["x-stream-timestamp"]
+        for d in messages(broker.url, stream)
+    }
 
 
 def roost_read(spark: Any, broker: RoostProcess, stream: str, **options: Any) -> Any:
@@ -245,6 +242,36 @@ def test_stream_read_from_latest_skips_what_was_there(
         query.stop()
     assert rows
     assert all(r.offset >= 30 and json.loads(r.body) == {"n": r.offset} for r in rows)
+
+
+def test_stream_read_from_a_timestamp_starts_there(
+    spark: Any, broker: RoostProcess, tmp_path: Path
+) -> None:
+    fill(broker, "since", 0, 10)
+    time.sleep(0.05)
+    start_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    fill(broker, "since", 10, 10)
+    query = (
+        spark.readStream.format("roost")
+        .option("url", broker.url)
+        .option("stream", "since")
+        .option("startingTimestamp", start_ms)
+        .load()
+        .select("offset")
+        .writeStream.format("memory")
+        .queryName("since_rows")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not end"
+        assert query.exception() is None
+    finally:
+        query.stop()
+    offsets = sorted(r.offset for r in spark.table("since_rows").collect())
+    assert offsets == list(range(10, 20))
 
 
 def test_stream_write_back_is_effectively_once(

@@ -18,8 +18,9 @@ import pytest
 from roost.pipeline import cli as pipeline_cli
 from roost.pipeline.amqp import Client, properties
 from roost.pipeline.jobs import traffic
+from tests.spark.stream_contents import messages
 from tests.spark.traffic_events import acked, delivered, published, write_events
-from tests.support import RoostProcess, running
+from tests.support import RoostProcess, eventually, running
 
 T0 = 1_700_000_000_000.0  # ms, a multiple of 10 s: 10-second windows start on it
 A, B = "2023-11-14 22:13:20", "2023-11-14 22:13:30"  # the two windows' starts (UTC)
@@ -171,14 +172,12 @@ def events_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostPro
 
 def wait_for_events(server: RoostProcess, until: str, timeout: float = 15.0) -> None:
     """Events are written in batches (within about 0.1 s): wait until ``until`` shows."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with Client(server.url) as client:
-            end = client.stream_info("roost.events")["x-stream-next-offset"]
-            if any(until.encode() in d.body for d in client.read_range("roost.events", 0, end)):
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"{until!r} never reached the events stream")
+    eventually(
+        lambda: any(until.encode() in d.body for d in messages(server.url, "roost.events")),
+        timeout,
+        f"{until!r} never reached the events stream",
+        interval=0.2,
+    )
 
 
 @pytest.mark.timeout(300)

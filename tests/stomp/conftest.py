@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import queue
 import socket
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
@@ -141,16 +140,6 @@ def queue_info(server: RoostProcess, name: str, vhost: str = "/") -> dict[str, A
     reply.raise_for_status()
     info: dict[str, Any] = reply.json()
     return info
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    """Wait until ``check()`` holds: for effects a client cannot await (a socket's close
-    reaching the broker)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g} s: {what}")
-        time.sleep(0.02)
 
 
 def subscription_queue(server: RoostProcess, sub_id: str) -> str:

@@ -16,13 +16,10 @@ import pytest
 from tests.support import (
     STOMPJS,
     RoostProcess,
+    browser_page,
     browser_prerequisite,
-    chromium,
-    playwright_sync_api,
     running,
 )
-
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 
 
 @pytest.fixture(scope="module")
@@ -42,14 +39,8 @@ def page_server(
 
 @pytest.fixture
 def page(page_server: RoostProcess) -> Iterator[Any]:
-    executable = chromium()
-    sync_api = playwright_sync_api()
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=ARGS, headless=True)
-        pg = browser.new_page()
-        pg.set_default_timeout(15_000)
+    with browser_page() as pg:
         yield pg
-        browser.close()
 
 
 def test_roost_serves_the_test_page_and_its_client(page_server: RoostProcess) -> None:

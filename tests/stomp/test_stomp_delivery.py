@@ -9,14 +9,8 @@ import time
 
 import pytest
 
-from tests.stomp.conftest import (
-    Connect,
-    RawStomp,
-    eventually,
-    queue_info,
-    subscription_queue,
-)
-from tests.support import RoostProcess
+from tests.stomp.conftest import Connect, RawStomp, queue_info, subscription_queue
+from tests.support import RoostProcess, eventually
 
 CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00"
 
@@ -46,7 +40,7 @@ def test_prefix_subscription_with_client_acks_does_not_stall(
     queue = subscription_queue(roost, sub_id)
     eventually(
         lambda: queue_info(roost, queue)["messages_unacknowledged"] == 0,
-        "the subscription's queue has no unacknowledged messages",
+        what="the subscription's queue has no unacknowledged messages",
     )
     assert queue_info(roost, queue)["messages_ready"] == 0
 

@@ -7,8 +7,8 @@ import httpx
 import pika
 import pytest
 
-from tests.stomp.conftest import Connect, RawStomp, eventually, queue_info
-from tests.support import RoostProcess
+from tests.stomp.conftest import Connect, RawStomp, queue_info
+from tests.support import RoostProcess, eventually
 
 CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00"
 
@@ -97,7 +97,9 @@ def test_open_transaction_is_discarded_when_the_connection_ends(
             assert s.read_until_closed().startswith(b"RECEIPT\nreceipt-id:bye\n")
         else:
             s.close()
-        eventually(lambda: not connected_from(roost, port), "the broker saw the connection end")
+        eventually(
+            lambda: not connected_from(roost, port), what="the broker saw the connection end"
+        )
         assert ch.queue_declare(qname, passive=True).method.message_count == 0
 
 

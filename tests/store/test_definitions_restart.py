@@ -17,7 +17,7 @@ import pika
 import pytest
 import stomp
 
-from tests.support import SLOW_SYNC_MS, RoostProcess, sync_ops
+from tests.support import SLOW_SYNC_MS, RoostProcess, restart, sync_ops
 
 
 def api(server: RoostProcess, user: str = "guest", password: str = "guest") -> httpx.Client:
@@ -33,15 +33,6 @@ def amqp(server: RoostProcess, vhost: str = "app") -> pika.BlockingConnection:
     params = pika.URLParameters(server.url)
     params.virtual_host = vhost
     return pika.BlockingConnection(params)
-
-
-def restart(server: RoostProcess, how: str) -> RoostProcess:
-    if how == "kill -9":
-        server.kill()
-    else:
-        assert server.stop() == 0, server.log
-    assert "Traceback" not in server.log, server.log
-    return RoostProcess(server.data_dir, *server.extra).start()
 
 
 def define_everything(server: RoostProcess) -> pika.BlockingConnection:
@@ -168,7 +159,7 @@ def test_every_definition_type_survives_a_restart(tmp_path: Path, how: str) -> N
     server = RoostProcess(tmp_path / "data").start()
     try:
         owner = define_everything(server)
-        server = restart(server, how)
+        server = restart(server, kill=how == "kill -9")
         with contextlib.suppress(pika.exceptions.AMQPError, OSError):
             owner.process_data_events(0)  # notices the server went: the socket is released
             owner.close()

@@ -13,8 +13,7 @@ import errno
 import os
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from pamqp.commands import Basic
 
 from roost.store import queue_store
 from roost.store.hub import DiskStore
-from tests.support import RoostProcess
+from tests.support import RoostProcess, until
 
 PROPS: tuple[Any, ...] = (None,) * 14
 
@@ -52,13 +51,6 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> FillingDisk:
     filling = FillingDisk(room=10_000)
     monkeypatch.setattr(queue_store.os, "pwrite", filling)
     return filling
-
-
-async def until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 def recovered(path: Path) -> list[bytes]:

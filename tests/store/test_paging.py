@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pika
 import pytest
 
-from tests.support import RoostProcess, running
+from tests.support import RoostProcess, drain, running
 
 BACKLOG = 3000  # well past the 1024 entries a queue keeps in memory
 
@@ -39,26 +38,15 @@ def _publish(server: RoostProcess, queue: str, durable: bool, mode: int = 1) -> 
             ch.basic_publish("", queue, b"message %d" % i, props)
 
 
-def _drain(server: RoostProcess, queue: str) -> list[tuple[Any, bytes]]:
-    got: list[tuple[Any, bytes]] = []
-    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-        ch = conn.channel()
-        while True:
-            method, props, body = ch.basic_get(queue, auto_ack=True)
-            if method is None:
-                return got
-            got.append((props, body))
-
-
 def test_transient_backlog_goes_to_disk_and_comes_back_in_order(
     paging: RoostProcess, qname: str
 ) -> None:
     _publish(paging, qname, durable=False)
     assert _paged_files(paging), "no transient message was paged out"
-    got = _drain(paging, qname)
-    assert [body for _, body in got] == [b"message %d" % i for i in range(BACKLOG)]
-    assert [props.headers["i"] for props, _ in got] == list(range(BACKLOG))
-    assert all(props.delivery_mode == 1 for props, _ in got)
+    got = drain(paging, qname, ack=True)
+    assert [body for _, _, body in got] == [b"message %d" % i for i in range(BACKLOG)]
+    assert [props.headers["i"] for _, props, _ in got] == list(range(BACKLOG))
+    assert all(props.delivery_mode == 1 for _, props, _ in got)
 
 
 def test_paged_transient_messages_do_not_survive_a_restart(
@@ -72,13 +60,13 @@ def test_paged_transient_messages_do_not_survive_a_restart(
     assert stored > BACKLOG * 20, "the transient backlog was not written to the queue's store"
     assert paging.stop() == 0
     paging.start()
-    assert [body for _, body in _drain(paging, qname)] == [b"kept"]
+    assert [body for _, _, body in drain(paging, qname, ack=True)] == [b"kept"]
 
 
 def test_no_paging_below_the_threshold(fresh_roost: RoostProcess, qname: str) -> None:
     _publish(fresh_roost, qname, durable=False)
     assert not _paged_files(fresh_roost)
-    assert len(_drain(fresh_roost, qname)) == BACKLOG
+    assert len(drain(fresh_roost, qname, ack=True)) == BACKLOG
 
 
 def _rss(server: RoostProcess) -> int:

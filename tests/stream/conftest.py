@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pika
 import pytest
 
-from tests.support import RoostProcess
+from tests.support import RoostProcess, pump
 
 
 @pytest.fixture
@@ -50,13 +49,6 @@ def read(
     pump(conn, lambda: len(got) >= count, timeout)
     ch.basic_cancel(tag)
     return got
-
-
-def pump(conn: pika.BlockingConnection, until: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not until() and time.monotonic() < deadline:
-        conn.process_data_events(time_limit=0.02)
-    return until()
 
 
 def query(ch: Any, name: str) -> dict[str, Any]:

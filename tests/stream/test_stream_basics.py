@@ -9,7 +9,8 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.stream.conftest import declare_stream, publish, pump, query, read
+from tests.stream.conftest import declare_stream, publish, query, read
+from tests.support import pump
 
 
 def test_non_durable_stream_is_refused(conn: pika.BlockingConnection, qname: str) -> None:

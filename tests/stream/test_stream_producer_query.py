@@ -14,8 +14,8 @@ import pika.exceptions
 import pytest
 
 from tests.security.conftest import amqp_as, put
-from tests.stream.conftest import declare_stream, pump, query, read
-from tests.support import RoostProcess
+from tests.stream.conftest import declare_stream, query, read
+from tests.support import RoostProcess, pump
 
 EXCHANGE = "amq.roost.producers"
 PRODUCERS = 5000

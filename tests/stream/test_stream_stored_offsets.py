@@ -7,7 +7,8 @@ from typing import Any
 
 import pika
 
-from tests.stream.conftest import declare_stream, publish, pump, read
+from tests.stream.conftest import declare_stream, publish, read
+from tests.support import pump
 
 NAMED = {"x-stream-consumer-name": "worker", "x-stream-offset": "stored"}
 

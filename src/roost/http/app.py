@@ -32,7 +32,7 @@ from roost.http.api import all_routes
 from roost.http.auth import REALM, authenticate, require
 from roost.http.keys import BROKER, SETTINGS, USER_KEY, HttpSettings
 from roost.http.statsd import StatsdPusher
-from roost.http.util import MANAGEMENT, PUBLIC, HTTPProblem, problem_response
+from roost.http.util import MANAGEMENT, PUBLIC, HTTPProblem, not_found, problem_response
 
 log = logging.getLogger("roost.http")
 
@@ -42,7 +42,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def _status_for(exc: BrokerError) -> HTTPProblem:
     if isinstance(exc, NotFound):
-        return HTTPProblem(404, "Object Not Found", exc.text)
+        return not_found(exc.text)
     if isinstance(exc, AccessRefused):
         # RabbitMQ's JSON for a refused operation ("not_authorised", the AMQP reply text as
         # the reason); 403 rather than its 401, as for a missing tag (http/auth.py)
@@ -65,7 +65,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return problem_response(_status_for(exc))
     except web.HTTPException as exc:
         if exc.status == 404:
-            return problem_response(HTTPProblem(404, "Object Not Found", "Not Found"))
+            return problem_response(not_found())
         if exc.status == 405:
             return problem_response(HTTPProblem(405, "method_not_allowed", exc.reason))
         if exc.status == 413:  # --http-max-body-size

@@ -7,6 +7,7 @@ awaits), which is what makes reading fast. One connection, channel 1.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import urllib.parse
 from collections import deque
@@ -28,6 +29,18 @@ class RoostError(Exception):
         super().__init__(f"{code} {text}" if code else text)
         self.code = code
         self.text = text
+
+
+@contextlib.contextmanager
+def missing_as(text: str) -> Iterator[None]:
+    """The broker's 404 re-raised as ``text``, which names what the user asked for;
+    any other failure passes unchanged."""
+    try:
+        yield
+    except RoostError as exc:
+        if exc.code == 404:
+            raise RoostError(text, 404) from None
+        raise
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ cross-job dedup), confirmBatch (rows sent between confirm checks, 2000), confirm
 
 from __future__ import annotations
 
-import datetime
+import math
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -66,7 +66,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from roost.pipeline.amqp import Client, RoostError, properties
+from roost.pipeline.amqp import Client, RoostError, missing_as, properties
+from roost.pipeline.bounds import resolve_offset, time_ms
 from roost.pipeline.chunks import records
 
 SCHEMA = (
@@ -195,42 +196,33 @@ class _Options:
     def _info(self, client: Client) -> dict[str, Any]:
         if not self.stream:
             raise RoostError("option 'stream' is required")
-        try:
+        with missing_as(f"no stream '{self.stream}' on the broker"):
             return client.stream_info(self.stream)
-        except RoostError as exc:
-            if exc.code == 404:
-                raise RoostError(f"no stream '{self.stream}' on the broker", 404) from None
-            raise
 
-    def resolve(self, spec: str | None, info: dict[str, Any], default: str) -> int:
-        return resolve_offset(spec or default, info)
-
-    def bounds(self, start_default: str, *, with_end: bool) -> tuple[int, int]:
-        """(start, end) offsets from the offset and timestamp options: one offset query,
-        plus one round trip when a timestamp is given."""
-        times: list[int] = []
-        for kind in ("starting", "ending") if with_end else ("starting",):
+    def offsets(self, defaults: dict[str, str]) -> list[int]:
+        """One offset per end asked for ("starting", "ending": its default offset spec),
+        from that end's Offsets or Timestamp option: one offset query, plus one round trip
+        when a timestamp is given."""
+        times: dict[str, int] = {}
+        for kind in defaults:
             stamp = self.get(f"{kind}Timestamp")
-            if stamp is not None and self.get(f"{kind}Offsets") is not None:
+            if stamp is None:
+                continue
+            if self.get(f"{kind}Offsets") is not None:
                 raise RoostError(f"set {kind}Offsets or {kind}Timestamp, not both")
-            if stamp is not None:
-                times.append(parse_time(stamp))
+            times[kind] = math.floor(time_ms(stamp))
         with Client(self.url) as client:
             info = self._info(client)
-            at = iter(client.offsets_for_times(self.stream, info, times) if times else [])
-        start = (
-            next(at)
-            if self.get("startingTimestamp") is not None
-            else self.resolve(self.get("startingOffsets"), info, start_default)
-        )
-        if not with_end:
-            return start, int(info["x-stream-next-offset"])
-        end = (
-            next(at)
-            if self.get("endingTimestamp") is not None
-            else self.resolve(self.get("endingOffsets"), info, "latest")
-        )
-        return start, end
+            by_time = (
+                client.offsets_for_times(self.stream, info, list(times.values())) if times else []
+            )
+        found = dict(zip(times, by_time, strict=True))
+        return [
+            found[kind]
+            if kind in found
+            else resolve_offset(self.get(f"{kind}Offsets") or default, info)
+            for kind, default in defaults.items()
+        ]
 
     def check_target(self) -> None:
         """Fail on the driver, before any task runs, when the exchange, or (default
@@ -238,58 +230,18 @@ class _Options:
         exchange = self.get("exchange") or ""
         queue = "" if exchange else (self.get("routingKey") or self.stream)
         with Client(self.url) as client:
-            try:
+            with missing_as(f"no exchange '{exchange}' to write to"):
                 client.check_exchange(exchange)
-            except RoostError as exc:
-                if exc.code == 404:
-                    raise RoostError(f"no exchange '{exchange}' to write to", 404) from None
-                raise
             if not queue:
                 return  # rows name their queue (routing_key column): mandatory checks them
-            try:
+            with missing_as(f"no stream or queue '{queue}' to write to"):
                 client.check_queue(queue)
-            except RoostError as exc:
-                if exc.code == 404:
-                    raise RoostError(f"no stream or queue '{queue}' to write to", 404) from None
-                raise
-
-
-def resolve_offset(spec: str, info: dict[str, Any]) -> int:
-    """An offset option (earliest, latest or a number) against the offset query's answer."""
-    value = spec.strip()
-    if value == "earliest":
-        return int(info["x-stream-first-offset"])
-    if value == "latest":
-        return int(info["x-stream-next-offset"])
-    try:
-        return int(value)
-    except ValueError:
-        raise RoostError(f"bad offset {value!r}: earliest, latest or a number") from None
-
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
-
-def parse_time(value: str) -> int:
-    """Milliseconds since the epoch, from that number or an ISO-8601 date-time."""
-    text = str(value).strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise RoostError(
-            f"bad timestamp {value!r}: milliseconds since the epoch or an ISO-8601 date-time"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return (moment - _EPOCH) // datetime.timedelta(milliseconds=1)
 
 
 class RoostBatchReader(DataSourceReader):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
-        self.start, self.end = opts.bounds("earliest", with_end=True)
+        self.start, self.end = opts.offsets({"starting": "earliest", "ending": "latest"})
 
     def partitions(self) -> Sequence[InputPartition]:
         return split(self.opts.stream, self.start, self.end, self.opts.parts)
@@ -314,7 +266,7 @@ class RoostStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = int(self.opts.info()["x-stream-next-offset"])
 
     def initialOffset(self) -> dict[str, int]:
-        start, _ = self.opts.bounds("latest", with_end=False)
+        (start,) = self.opts.offsets({"starting": "latest"})
         return {"offset": start}
 
     def getDefaultReadLimit(self) -> ReadLimit:

@@ -213,13 +213,12 @@ async def run_sample(url: str, seconds: float, rate: float, events_stream: str,
               f"start it with --events-stream {events_stream}", file=sys.stderr)
         await admin.open_channel()
     await _declare(admin)
-    loop = asyncio.get_running_loop()
     workers: list[Worker] = []
     for flow in FLOWS:
         for _ in range(flow.consumers):
             factory = functools.partial(Worker, flow, random.Random(rng.random()), counts)
-            _, worker = await loop.create_connection(factory, ep.host, ep.port)
-            await worker.handshake(ep)
+            worker = await client.connect(ep, factory)
+            assert isinstance(worker, Worker)
             await worker.call(m.BasicQos(prefetch_count=flow.prefetch), m.BasicQosOk)
             await worker.call(m.BasicConsume(queue=flow.queue), m.BasicConsumeOk)
             workers.append(worker)

@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from roost.pipeline.amqp import Client, Endpoint, RoostError
+from roost.pipeline.amqp import Client, Endpoint, RoostError, missing_as
+from roost.pipeline.bounds import resolve_offset, time_ms
 from roost.pipeline.jobs import traffic_range
 from roost.pipeline.jobs import traffic_stats as stats
 from roost.pipeline.progress import Progress
@@ -52,21 +53,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--streaming's checkpoint (default OUTPUT/checkpoint)")  # fmt: skip
 
 
-def time_ms(text: str) -> float:
-    """Milliseconds since the epoch, from a number of ms or an ISO 8601 time."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"not a time: {text!r} (ISO 8601 or milliseconds)") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp() * 1000
-
-
 def window_seconds(spark: Any, window: str) -> float:
     """The window's length; a window Spark cannot read fails here, before any work."""
     from pyspark.sql import functions as F
@@ -79,17 +65,12 @@ def window_seconds(spark: Any, window: str) -> float:
 
 
 def _stream_info(url: str, stream: str) -> dict[str, Any]:
-    try:
-        with Client(url) as client:
-            return client.stream_info(stream)
-    except RoostError as exc:
-        if exc.code == 404:
-            raise RoostError(
-                f"no stream '{stream}' in vhost '{Endpoint.parse(url).vhost}': start the "
-                f"broker with --events-stream {stream} (and make some traffic)",
-                404,
-            ) from None
-        raise
+    missing = (
+        f"no stream '{stream}' in vhost '{Endpoint.parse(url).vhost}': start the "
+        f"broker with --events-stream {stream} (and make some traffic)"
+    )
+    with missing_as(missing), Client(url) as client:
+        return client.stream_info(stream)
 
 
 def _batch_range(
@@ -97,8 +78,6 @@ def _batch_range(
 ) -> tuple[int, int]:
     """The offsets a batch run reads: --starting/--ending-offsets, narrowed to the
     messages that hold --since to --until (traffic_range.py) when a time is given."""
-    from roost.pipeline.source import resolve_offset  # imports pyspark: only when run
-
     start = resolve_offset(args.starting_offsets, info)
     end = resolve_offset(args.ending_offsets, info)
     if since is None and until is None:

@@ -16,6 +16,10 @@ Latency is measured per message and queue, joining the ``message.published`` eve
 Both are attributed to the window in which the message was acknowledged. Messages
 published before the analysed range, recovered after a restart (queue numbers restart
 with the broker: ``run`` tells runs apart) or never acknowledged have no latency.
+
+Per-window tables come out unsorted: the job writes them to Parquet, which keeps no
+order, and sorts what it reads back (traffic.py); sorting before the write too cost a
+shuffle for nothing.
 """
 
 from __future__ import annotations
@@ -117,7 +121,7 @@ def rates(events: Any, window: str) -> Any:
         ("publish_rate", "published"), ("deliver_rate", "delivered"), ("ack_rate", "acked")
     ):
         out = out.withColumn(name, F.col(column) / seconds)
-    return out.orderBy("window_start", "queue")
+    return out
 
 
 def latencies(events: Any) -> Any:
@@ -168,7 +172,7 @@ def latency(lat: Any, window: str, *, per_queue: bool) -> Any:
     queue = ["queue"] if per_queue else []
     out = lat.groupBy(_window(window).alias("w"), *queue).agg(*_latency_aggregates())
     names = [c for c in out.columns if c not in ("w", "queue")]
-    return out.select(*_window_columns("w"), *queue, *names).orderBy("window_start", *queue)
+    return out.select(*_window_columns("w"), *queue, *names)
 
 
 def latency_overall(lat: Any, *, per_queue: bool) -> Any:
@@ -193,7 +197,7 @@ def top_keys(events: Any, window: str, n: int) -> Any:
     ranked = per_key.withColumn("rank", F.row_number().over(order)).where(F.col("rank") <= n)
     return ranked.select(
         *_window_columns("w"), "rank", "exchange", "routing_key", "messages", "bytes"
-    ).orderBy("window_start", "rank")
+    )
 
 
 def top_keys_overall(events: Any, n: int) -> Any:

@@ -1,0 +1,59 @@
+"""What the benchmarks read from a broker process: its CPU time and resident memory
+(from /proc), and which process that is for a broker started by ``_brokers``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process so far: fields 14 and 15 of
+    /proc/PID/stat, counted after the command name (which may hold spaces or ')')."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    return sum(cpu_times(pid))
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size (VmRSS), MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def listener_pid(port: int) -> int:
+    """The pid whose socket listens on 127.0.0.1:``port`` (from /proc/net/tcp)."""
+    inode = ""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state = fields[1], fields[3]
+        if state == "0A" and int(local.split(":")[1], 16) == port:
+            inode = fields[9]
+            break
+    if not inode:
+        raise RuntimeError(f"nothing listens on port {port}")
+    target = f"socket:[{inode}]"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if fd.readlink().as_posix() == target:
+                    return int(proc.name)
+        except OSError:
+            continue
+    raise RuntimeError(f"no process owns the listener on port {port}")
+
+
+def broker_pid(url: str) -> int:
+    """The broker process behind an AMQP URL a launcher yielded (beam.smp for RabbitMQ)."""
+    return listener_pid(int(url.rsplit(":", 1)[1].split("/")[0]))
