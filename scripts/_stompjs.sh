@@ -2,7 +2,7 @@
 # tests/stomp/test_browser.py, fetched once from the npm registry at a pinned version and
 # cached under .cache/ (never committed); the test runs Roost with --ws-test-page pointing
 # at it. Without npm or network the browser test fails under scripts/test (it skips when
-# pytest runs outside scripts/test; see tests/support.py browser_prerequisite).
+# pytest runs outside scripts/test; see tests/support.py prerequisite).
 STOMPJS_VERSION=7.5.0
 ensure_stompjs() {
     local dir=".cache/stompjs/$STOMPJS_VERSION"

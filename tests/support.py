@@ -274,14 +274,13 @@ def running(server: RoostProcess) -> Iterator[RoostProcess]:
     assert "Traceback" not in server.log, server.log
 
 
-def browser_prerequisite(missing: str) -> None:
-    """A browser test cannot run: ``missing`` says what is absent. scripts/test installs
-    everything the browser tests need and sets ROOST_REQUIRE_BROWSER=1, so there the test
-    fails; run elsewhere (plain pytest on a machine without them) it skips."""
-    text = f"{missing} (scripts/test installs it)"
-    if os.environ.get("ROOST_REQUIRE_BROWSER") == "1":
-        pytest.fail(text, pytrace=False)
-    pytest.skip(text)
+def prerequisite(missing: str) -> None:
+    """A test cannot run: ``missing`` says what is absent (a tool, root, a mount). scripts/test
+    installs what the suite needs and sets ROOST_REQUIRE_TOOLS=1, so there (and in CI) the
+    test fails instead of quietly skipping; under plain pytest elsewhere it skips."""
+    if os.environ.get("ROOST_REQUIRE_TOOLS") == "1":
+        pytest.fail(f"{missing} (scripts/test runs with ROOST_REQUIRE_TOOLS=1)", pytrace=False)
+    pytest.skip(missing)
 
 
 def chromium() -> str:
@@ -290,7 +289,7 @@ def chromium() -> str:
         "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
     )
     if found is None:
-        browser_prerequisite("chromium is not installed")
+        prerequisite("chromium is not installed")
     assert found is not None
     return found
 
@@ -299,7 +298,7 @@ def playwright_sync_api() -> ModuleType:
     try:
         import playwright.sync_api
     except ImportError:
-        browser_prerequisite("playwright is not installed")
+        prerequisite("playwright is not installed")
         raise
     return playwright.sync_api
 

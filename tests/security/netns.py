@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from tests.support import prerequisite
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = "tests.security.netns_client"
@@ -42,11 +42,11 @@ class PeerHost:
     @contextmanager
     def create(cls, index: int = 0) -> Iterator[PeerHost]:
         if os.geteuid() != 0 or shutil.which("ip") is None:
-            pytest.skip("network namespaces need root and iproute2")
+            prerequisite("network namespaces need root and iproute2")
         peer = cls(index)
         made = _ip("netns", "add", peer.netns, check=False)
         if made.returncode != 0:
-            pytest.skip(f"cannot create a network namespace: {made.stderr.strip()}")
+            prerequisite(f"cannot create a network namespace: {made.stderr.strip()}")
         try:
             _ip("link", "add", peer.host_if, "type", "veth", "peer", "name", peer.peer_if)
             _ip("link", "set", peer.peer_if, "netns", peer.netns)

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.support import RoostProcess
+from tests.support import RoostProcess, prerequisite
 
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-    pytest.skip("no Java runtime (scripts/test installs one)", allow_module_level=True)
+    prerequisite("no Java runtime for Spark")
 
 JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 

@@ -17,7 +17,7 @@ from tests.support import (
     STOMPJS,
     RoostProcess,
     browser_page,
-    browser_prerequisite,
+    prerequisite,
     running,
 )
 
@@ -25,7 +25,7 @@ from tests.support import (
 @pytest.fixture(scope="module")
 def stompjs() -> Path:
     if not STOMPJS.exists():
-        browser_prerequisite("@stomp/stompjs was not fetched from npm")
+        prerequisite("@stomp/stompjs was not fetched from npm")
     return STOMPJS
 
 
