@@ -94,6 +94,29 @@ def test_durable_topic_subscription_keeps_messages(connect: Connect) -> None:
     conn2.unsubscribe("dsub1", headers={"durable": "true"})
 
 
+def test_durable_subscriptions_with_one_id_on_two_topics_are_two_queues(
+    connect: Connect,
+) -> None:
+    """A durable subscription is its destination and id together (RabbitMQ names its queue
+    from both): the same id on another topic keeps messages of its own."""
+    durable = {"durable": "true", "auto-delete": "false"}
+    for topic in ("durable.a", "durable.b"):
+        conn, inbox = connect()
+        conn.subscribe(f"/topic/{topic}", id="same", headers=durable, receipt="r")
+        inbox.receipt()
+        conn.disconnect()
+    sender, sent = connect()
+    sender.send("/topic/durable.a", "for a")
+    sender.send("/topic/durable.b", "for b")
+    sender.send("/topic/durable.a", "for a again", receipt="s")
+    sent.receipt()
+    for topic, expected in (("durable.a", ["for a", "for a again"]), ("durable.b", ["for b"])):
+        conn, inbox = connect()
+        conn.subscribe(f"/topic/{topic}", id="same", headers=durable)
+        assert [inbox.message().body for _ in expected] == expected
+        conn.unsubscribe("same", headers={"durable": "true"})
+
+
 def test_exchange_and_amq_queue_destinations(connect: Connect, qname: str) -> None:
     conn, inbox = connect()
     conn.subscribe("/exchange/amq.direct/k1", id="x", receipt="r")

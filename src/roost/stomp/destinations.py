@@ -17,6 +17,8 @@ that into core calls, so AMQP clients see the very same queues and exchanges.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -84,3 +86,11 @@ def for_message(exchange: str, routing_key: str) -> str:
     if exchange == "amq.topic":
         return f"/topic/{routing_key}"
     return f"/exchange/{exchange}/{routing_key}"
+
+
+def durable_subscription_queue(destination: str, sub_id: str) -> str:
+    """The queue of a durable topic subscription, named from its destination and id
+    together (RabbitMQ's STOMP plugin hashes both with md5 too): the same id on another
+    destination is another subscription with a queue of its own."""
+    digest = hashlib.md5(f"{destination}\0{sub_id}".encode(), usedforsecurity=False).digest()
+    return "stomp-subscription-" + base64.urlsafe_b64encode(digest).decode().rstrip("=")

@@ -555,7 +555,7 @@ class StompHandler:
         except ValueError as exc:
             raise StompError("invalid ack-timeout", repr(timeout_text)) from exc
         dest = self._parse(dest_text)
-        queue = self._subscription_queue(dest, sub_id, frame)
+        queue = self._subscription_queue(dest, dest_text, sub_id, frame)
         sub = Subscription(
             sub_id,
             dest_text,
@@ -567,7 +567,9 @@ class StompHandler:
         )
         self._consume(sub, int(prefetch_text))
 
-    def _subscription_queue(self, dest: Destination, sub_id: str, frame: Frame) -> str:
+    def _subscription_queue(
+        self, dest: Destination, dest_text: str, sub_id: str, frame: Frame
+    ) -> str:
         assert self.client is not None
         broker, client = self.broker, self.client
         if dest.kind == "queue":
@@ -585,7 +587,9 @@ class StompHandler:
         else:
             exchange, key = dest.name, dest.key
         if durable and frame.get("id"):
-            name = frame.get("x-queue-name") or f"stomp-subscription-{sub_id}"
+            name = frame.get("x-queue-name") or destinations.durable_subscription_queue(
+                dest_text, sub_id
+            )
             broker.declare_queue(client, name, durable=True)
         else:
             name = f"stomp-subscription-{os.urandom(12).hex()}"
