@@ -22,10 +22,10 @@ def cpu_seconds(pid: int) -> float:
     return sum(cpu_times(pid))
 
 
-def rss_mb(pid: int) -> float:
-    """Resident set size (VmRSS), MB."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident set size (VmRSS), or its peak so far with ``field="VmHWM"``, MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 

@@ -156,6 +156,9 @@ def backlog(points: list[int], size: int = 1024) -> list[tuple[str, str]]:
                              f"{float(found[3]):.1f} s"))
             rss = rss_mb(proc.pid)
             rows.append((f"restart with {published:,} queued: RSS after", f"{rss:,.0f} MB"))
+            peak = rss_mb(proc.pid, "VmHWM")
+            rows.append((f"restart with {published:,} queued: peak RSS (recovery included)",
+                         f"{peak:,.0f} MB"))
             conn = pika.BlockingConnection(pika.URLParameters(url))
             ch = conn.channel()
             ch.basic_qos(prefetch_count=100)

@@ -115,6 +115,44 @@ def test_acked_messages_do_not_come_back(data_dir: Path) -> None:
         server.kill()
 
 
+def test_publishing_after_a_restart_that_found_the_newest_messages_acked(
+    data_dir: Path,
+) -> None:
+    """The newest messages were acked before the restart and older ones were not: the
+    messages published after it must still be read, acked and kept in their own places
+    (the recovered index once stopped at the last live message, so new ones landed in
+    the slots of the acked ones)."""
+    server = RoostProcess(data_dir).start()
+    try:
+        with connect(server) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.queue_declare("tail", durable=True)
+            for body in (b"a", b"b", b"c", b"d"):
+                ch.basic_publish("", "tail", body, pika.BasicProperties(delivery_mode=2))
+            tags = [ch.basic_get("tail")[0].delivery_tag for _ in range(4)]
+            ch.basic_ack(tags[2])
+            ch.basic_ack(tags[3])  # c and d acked; a and b requeued at close
+        server = restart(server)
+        with connect(server) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            for body in (b"e", b"f"):
+                ch.basic_publish("", "tail", body, pika.BasicProperties(delivery_mode=2))
+            got = []
+            for _ in range(4):
+                method, _, body = ch.basic_get("tail")
+                got.append(body)
+                if body in (b"a", b"e"):
+                    ch.basic_ack(method.delivery_tag)
+            assert got == [b"a", b"b", b"e", b"f"]
+        server = restart(server, kill=True)
+        assert [b for _, _, b in drain(server, "tail")] == [b"b", b"f"]
+        server = restart(server)  # the previous run logged no traceback either
+    finally:
+        server.kill()
+
+
 def test_non_durable_and_exclusive_queues_and_transient_messages_do_not_survive(
     data_dir: Path,
 ) -> None:

@@ -5,7 +5,8 @@ Files in the queue's directory::
     00000001.seg …   records framed by segment.py, payloads from codec.py (each carries
                      its sequence number, so the segments are also the enqueue log)
     acks             12-byte entries ``[u64 seq|flags][u32 crc32]``: an ack, a
-                     "delivered" mark, or a floor (every seq below it is acked)
+                     "delivered" mark, a floor (every seq below it is acked), or the
+                     start of a range whose end is the ack entry that follows it
     owner.json       whose directory this is (kind, vhost, name): the directory's own
                      name is a hash, and a directory nothing claims at start is moved
                      to lost+found with this in the warning
@@ -13,11 +14,13 @@ Files in the queue's directory::
 The index is ``array('Q')`` with one slot per sequence number from ``_base``: the
 record's location ``segment << 32 | offset`` (bit 63: delivered), 0 once removed.
 A segment file is deleted when its last live record goes; when the ack log passes
-``ack_compact_bytes`` it is rewritten from the index (temp file, fsync, rename).
+``ack_compact_bytes`` (or twice its last compacted size, or a sixteenth of that once the
+queue is empty) it is rewritten from the index (temp file, fsync, rename).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -48,6 +51,7 @@ log = logging.getLogger("roost.store")
 ACK = struct.Struct(">QI")
 ACK_DELIVERED = 1 << 63
 ACK_FLOOR = 1 << 62
+ACK_RANGE = ACK_DELIVERED | ACK_FLOOR  # every seq from this one to the next entry's is acked
 SEQ_MASK = (1 << 62) - 1
 DELIVERED = 1 << 63
 LOC_MASK = DELIVERED - 1
@@ -87,6 +91,8 @@ class QueueStore:
         self._out_at: dict[int, int] = {}  # segment -> file offset of that buffer
         self._acks = bytearray()
         self._ack_size = 0
+        self._compacted = 0  # the ack log's size right after its last rewrite
+        self._delivered = 0  # live slots with the delivered bit
         self.bytes_on_disk = 0
         self.count = 0
         self.deleted = False
@@ -162,7 +168,10 @@ class QueueStore:
         i = self._slot(seq)
         if i < 0 or not self._pos[i]:
             return
-        loc = self._pos[i] & LOC_MASK
+        loc = self._pos[i]
+        if loc & DELIVERED:
+            self._delivered -= 1
+            loc &= LOC_MASK
         self._pos[i] = 0
         self.count -= 1
         self._acks += _ack_entry(seq)
@@ -183,6 +192,7 @@ class QueueStore:
         if i < 0 or not self._pos[i] or self._pos[i] & DELIVERED:
             return
         self._pos[i] |= DELIVERED
+        self._delivered += 1
         self._acks += _ack_entry(seq | ACK_DELIVERED)
         self.hub.dirty(self)
 
@@ -247,20 +257,40 @@ class QueueStore:
             self.hub.bytes_changed(len(self._acks))
             self._acks.clear()
             written.add(path)
-            if self._ack_size > self.hub.ack_compact_bytes:
+            # a rewrite at most each time the log doubles, so one that compacts to a lot
+            # (many holes between live messages) is not rewritten at every commit
+            limit = max(self.hub.ack_compact_bytes, 2 * self._compacted)
+            if self._ack_size > (limit if self.count else limit // 16):
                 self.compact_acks()
 
     def compact_acks(self) -> None:
-        """Rewrite the ack log from the index: a floor plus the holes and delivered marks."""
-        parts = [_ack_entry(self._base | ACK_FLOOR)]
-        pos = self._pos
-        for i in range(self._head, len(pos)):
-            seq = self._base + i - self._head
-            loc = pos[i]
-            if not loc:
-                parts.append(_ack_entry(seq))
-            elif loc & DELIVERED:
-                parts.append(_ack_entry(seq | ACK_DELIVERED))
+        """Rewrite the ack log from the index: a floor, each run of acked sequence numbers
+        (one entry, or a range start and its end) and each delivered mark. Slots after the
+        last hole and delivered mark are not visited, and a run of holes is skipped at C
+        speed, so neither a long backlog behind the head nor one message held unacked at
+        the head of a busy queue makes this (or the file) large."""
+        base, head, pos = self._base, self._head, self._pos
+        parts = [_ack_entry(base | ACK_FLOOR)]
+        end = len(pos)
+        holes = end - head - self.count
+        marks = self._delivered
+        i = head
+        with memoryview(pos) as view, view.cast("B") as raw:
+            while i < end and (holes or marks):
+                loc = pos[i]
+                if loc:
+                    if loc & DELIVERED:
+                        parts.append(_ack_entry(base + i - head | ACK_DELIVERED))
+                        marks -= 1
+                    i += 1
+                    continue
+                stop = _zero_run_end(raw, i, end)
+                first, last = base + i - head, base + stop - 1 - head
+                if last > first:
+                    parts.append(_ack_entry(first | ACK_RANGE))
+                parts.append(_ack_entry(last))
+                holes -= stop - i
+                i = stop
         data = b"".join(parts)
         path = self.dir / ACK_FILE
         tmp = self.dir / (ACK_FILE + ".tmp")
@@ -280,7 +310,7 @@ class QueueStore:
         fsync_path(self.dir)
         self.hub.bytes_changed(len(data) - self._ack_size)
         self.bytes_on_disk += len(data) - self._ack_size
-        self._ack_size = len(data)
+        self._ack_size = self._compacted = len(data)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -313,7 +343,7 @@ class QueueStore:
         if not self.dir.is_dir():
             return 0
         self.dir_made = True
-        acked, delivered, floor, max_ack = self._read_acks()
+        acked, ranges, delivered, floor, max_ack = self._read_acks()
         next_seq = max(floor, max_ack + 1, 1)
         segs = sorted(int(p.name[:-4]) for p in self.dir.glob("*.seg") if p.name[:-4].isdigit())
         # live records as parallel arrays (no per-message objects even while recovering)
@@ -340,7 +370,7 @@ class QueueStore:
                 seq = last[0] = peek_seq(payload)
                 seen = max(seen, seq)
                 next_seq = max(next_seq, seq + 1)
-                if seq < floor or seq in acked or _transient(payload):
+                if seq < floor or seq in acked or ranges.covers(seq) or _transient(payload):
                     continue  # gone, or paged out before the restart: not kept
                 try:
                     msg = decode_message(payload)
@@ -396,11 +426,14 @@ class QueueStore:
         self._base = seqs[live[0]] if live else next_seq
         for i in live:
             seq, loc, size = seqs[i], locs[i], sizes[i]
-            while self._base + len(self._pos) < seq:
-                self._pos.append(0)
+            self._pad_to(seq)
             was = seq in delivered
             self._pos.append(loc | (DELIVERED if was else 0))
+            self._delivered += was
             keep(seq, size, was, expiries[i])
+        # acked messages after the last live one still own their slots: the next append
+        # (seq next_seq) must land in slot next_seq - base
+        self._pad_to(next_seq)
         self.count = len(live)
         ack_path = self.dir / ACK_FILE
         self._ack_size = ack_path.stat().st_size if ack_path.exists() else 0
@@ -409,6 +442,12 @@ class QueueStore:
         if self._ack_size:
             self.compact_acks()  # also cuts a torn ack tail
         return len(live)
+
+    def _pad_to(self, seq: int) -> None:
+        """Empty (removed) slots up to the one for ``seq``."""
+        missing = seq - self._base - len(self._pos)
+        if missing > 0:
+            self._pos.frombytes(bytes(8 * missing))
 
     def _plausible(self, seqs: array[int], locs: array[int]) -> array[int]:
         """Indexes of the live records in seq order, without records whose sequence number
@@ -427,8 +466,9 @@ class QueueStore:
             out.append(i)
         return out
 
-    def _read_acks(self) -> tuple[set[int], set[int], int, int]:
+    def _read_acks(self) -> tuple[set[int], _Ranges, set[int], int, int]:
         acked: set[int] = set()
+        ranges = _Ranges()
         delivered: set[int] = set()
         floor = 0
         top = 0
@@ -436,28 +476,36 @@ class QueueStore:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            return acked, delivered, floor, top
+            return acked, ranges, delivered, floor, top
         size = len(data) - len(data) % ACK.size
         if size != len(data):
             log.warning(
                 "store %s: acks torn tail of %d bytes dropped", self.label, len(data) - size
             )
         bad = 0
+        start = 0  # a range's start, waiting for the ack entry that ends it
         for value, crc in ACK.iter_unpack(data[:size]):
             if zlib.crc32(value.to_bytes(8, "big")) != crc:
                 bad += 1
+                start = 0
                 continue
             seq = value & SEQ_MASK
+            if value & ACK_RANGE == ACK_RANGE:
+                start = seq
+                continue
             if value & ACK_FLOOR:
                 floor = max(floor, seq)
             elif value & ACK_DELIVERED:
                 delivered.add(seq)
+            elif start and start < seq:
+                ranges.add(start, seq)
             else:
                 acked.add(seq)
+            start = 0  # a start not followed at once by its end is damage: ignored
             top = max(top, seq)
         if bad:
             log.warning("store %s: %d ack entries with bad checksums dropped", self.label, bad)
-        return acked, delivered, floor, top
+        return acked, ranges, delivered, floor, top
 
     # -- end --------------------------------------------------------------------------
 
@@ -477,6 +525,41 @@ class QueueStore:
         self.hub.bytes_changed(-self.bytes_on_disk)
         self.bytes_on_disk = 0
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _Ranges:
+    """Acked ranges read back from a compacted ack log (inclusive, few: one per run of
+    holes between live messages at the last compaction)."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, first: int, last: int) -> None:
+        at = bisect.bisect_left(self.starts, first)
+        self.starts.insert(at, first)
+        self.ends.insert(at, last)
+
+    def covers(self, seq: int) -> bool:
+        if not self.starts:
+            return False
+        at = bisect.bisect_right(self.starts, seq) - 1
+        return at >= 0 and seq <= self.ends[at]
+
+
+def _zero_run_end(raw: memoryview, i: int, end: int) -> int:
+    """The first slot from ``i`` (below ``end``) of the index's bytes ``raw`` that is not
+    0, or ``end``: windows that double in size, each checked by one ``lstrip``."""
+    step = 64
+    while i < end:
+        stop = min(end, i + step)
+        chunk = raw[i * 8 : stop * 8].tobytes()
+        zeros = len(chunk) - len(chunk.lstrip(b"\0"))
+        if zeros < len(chunk):
+            return i + zeros // 8
+        i = stop
+        step *= 2
+    return end
 
 
 def _ack_entry(value: int) -> bytes:
