@@ -4,17 +4,22 @@ on a real server (issue 3)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
 import pika
+import pytest
 
 from roost.amqp import codec_methods as m
 from roost.perf import client as perf_client
 from roost.perf.options import parse_url
+from roost.store import hub as hub_module
+from roost.store.hub import DiskStore
 from tests.support import RoostProcess, sync_ops
 
 PERSISTENT = pika.BasicProperties(delivery_mode=2)
+PROPS = (None,) * 14
 
 
 
@@ -27,6 +32,45 @@ def test_confirm_follows_the_fsync_in_interval_mode(slow_sync: RoostProcess, qna
             before = sync_ops(slow_sync)
             ch.basic_publish("", qname, b"safe %d" % i, PERSISTENT)  # returns on its ack
             assert sync_ops(slow_sync) > before, "the confirm came before the fsync"
+
+
+def test_always_mode_settles_a_waiter_only_after_its_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--fsync always (the default): a confirm or receipt waiting for a message is settled
+    only once the fsync of the pass that wrote it has returned. The store's real fsync
+    runs behind a gate, so a settle that came before it would be seen while it waits."""
+    entered, gate = threading.Event(), threading.Event()
+    synced: list[Path] = []
+    real_sync = hub_module._sync
+
+    def gated_sync(paths: set[Path], dirs: set[Path]) -> float:
+        entered.set()
+        assert gate.wait(10)
+        elapsed = real_sync(paths, dirs)
+        synced.extend(paths)
+        return elapsed
+
+    monkeypatch.setattr(hub_module, "_sync", gated_sync)
+
+    async def publish_and_wait() -> None:
+        loop = asyncio.get_running_loop()
+        hub = DiskStore(tmp_path, fsync="always")
+        hub.start(loop)
+        store = hub.open_queue("/", "q")
+        store.append("", "q", PROPS, b"must be on disk first")
+        settled: asyncio.Future[bool] = loop.create_future()
+        hub.when_durable(settled.set_result)
+        assert await loop.run_in_executor(None, entered.wait, 10)  # written, fsync running
+        for _ in range(20):  # let every callback the loop has run
+            await asyncio.sleep(0)
+        assert not settled.done(), "settled before its fsync returned"
+        gate.set()
+        assert await asyncio.wait_for(settled, 10) is True
+        assert store.dir / "00000001.seg" in synced
+        await hub.close()
+
+    asyncio.run(publish_and_wait())
 
 
 def test_many_confirms_in_flight_share_few_fsyncs(fresh_roost: RoostProcess, qname: str) -> None:
