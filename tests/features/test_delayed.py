@@ -90,6 +90,28 @@ def test_the_delayed_type_routes(
     assert returns.items == []  # held messages are not returned (the plugin returns them)
 
 
+def test_a_delayed_exchange_as_dead_letter_exchange_delays_the_dead_letter(
+    conn: pika.BlockingConnection, ch: BlockingChannel, name: str
+) -> None:
+    """Retry with back-off: a rejected message that carries ``x-delay`` is held by the
+    x-delayed-message exchange its queue dead-letters to, then routed (RabbitMQ's
+    dead-lettering goes through the exchange type, so the plugin delays it there too)."""
+    retry = _delayed_queue(ch, f"{name}.retry", key="work")
+    ch.queue_declare(
+        f"{name}.work",
+        arguments={"x-dead-letter-exchange": f"{name}.retry", "x-dead-letter-routing-key": "work"},
+    )
+    ch.basic_publish("", f"{name}.work", b"try again", _delay(300))
+    method, _props, _body = ch.basic_get(f"{name}.work")
+    got = _consume(ch, retry)
+    rejected = time.monotonic()
+    ch.basic_reject(method.delivery_tag, requeue=False)
+    assert pump(conn, lambda: len(got) == 1)
+    ((arrived, props, body),) = got
+    assert body == b"try again" and arrived - rejected >= 0.29
+    assert props.headers["x-death"][0]["reason"] == "rejected"
+
+
 def test_declare_checks_the_delayed_type(conn: pika.BlockingConnection, name: str) -> None:
     for args in ({}, {"x-delayed-type": "nope"}, {"x-delayed-type": "x-delayed-message"}):
         with pytest.raises(ChannelClosedByBroker) as err:

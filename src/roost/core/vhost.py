@@ -456,24 +456,34 @@ class VHost:
                 return 1, ""  # dropped by a mutator: taken, and gone
             message = mutated
         if self._gates:
-            gates = self._gates.get(ex)
-            if gates is not None:
-                headers = message.properties.headers
-                if headers and has_extra_keys(headers):
-                    extra_keys(headers)  # refuse a malformed CC now, not when released
-                for gate in gates:
-                    taken = gate(message)
-                    if taken is not None:
-                        ex.stat_in += 1
-                        if taken and (cache := self._exchange_dedup.get(ex)) is not None:
-                            cache.remember(message)  # held (x-delayed-message)
-                        return taken, ""
+            taken = self.through_gates(ex, message)
+            if taken is not None:
+                ex.stat_in += 1
+                return taken, ""
         reached = self._enqueue(ex, message, publisher)
         ex.stat_in += 1
         caches = self._exchange_dedup
         if caches and reached[0] and not reached[1] and (cache := caches.get(ex)) is not None:
             cache.remember(message)  # taken by every queue it reached
         return reached
+
+    def through_gates(self, ex: Exchange, message: Message) -> int | None:
+        """What the exchange's gates did with a message (an x-delayed-message exchange
+        holds it, a deduplicating one drops a duplicate): how many took it, or None when
+        it is to be routed now."""
+        gates = self._gates.get(ex)
+        if gates is None:
+            return None
+        headers = message.properties.headers
+        if headers and has_extra_keys(headers):
+            extra_keys(headers)  # refuse a malformed CC now, not when released
+        for gate in gates:
+            taken = gate(message)
+            if taken is not None:
+                if taken and (cache := self._exchange_dedup.get(ex)) is not None:
+                    cache.remember(message)  # held (x-delayed-message)
+                return taken
+        return None
 
     def route_held(self, exchange: Exchange, message: Message) -> int:
         """A message the exchange held (x-delayed-message) goes on its way now."""

@@ -174,13 +174,18 @@ def publish_dead_letter(vhost: VHost, message: Message, reason: str) -> int:
     """Route a dead-lettered message from its exchange (``message.exchange``).
 
     A missing exchange drops the message, as in RabbitMQ; so does a queue the message
-    would cycle into (never for ``rejected``, where a consumer breaks the loop). Returns
-    how many queues took it."""
+    would cycle into (never for ``rejected``, where a consumer breaks the loop). An
+    x-delayed-message exchange holds it for its ``x-delay`` and a deduplicating one drops
+    a duplicate, as they do a publish (and as RabbitMQ's exchange types do, since its
+    dead-lettering routes through them). Returns how many queues took it."""
     ex = vhost.exchanges.get(message.exchange)
     if ex is None:
         log.debug("dead-letter exchange '%s' missing: message dropped", message.exchange)
         return 0
     ex.stat_in += 1
+    held = vhost.through_gates(ex, message)
+    if held is not None:
+        return held
     taken = 0
     for queue in vhost.route(ex, message):
         if reason != "rejected" and is_cycle(message, queue.name):
