@@ -288,6 +288,7 @@ def test_stream_write_back_is_effectively_once(
             .option("url", broker.url)
             .option("stream", "src")
             .option("startingOffsets", "earliest")
+            .option("maxRecordsPerTrigger", 10)  # several batches: ids must rise across them
             .load()
             .selectExpr("CAST(body AS STRING) AS body")
             .writeStream.format("roost")
@@ -304,6 +305,7 @@ def test_stream_write_back_is_effectively_once(
     # simulate a batch that wrote but failed before its commit was recorded: drop the
     # last commit, so Spark reruns that batch on restart with the same query id
     commits = sorted((tmp_path / "ckpt" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    assert len(commits) == 4
     commits[-1].unlink()
     (commits[-1].parent / f".{commits[-1].name}.crc").unlink(missing_ok=True)
     run_once(tmp_path / "ckpt")

@@ -397,9 +397,13 @@ class RoostStreamWriter(DataSourceStreamWriter):
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         ctx = TaskContext.get()
         query = (ctx.getLocalProperty("sql.streaming.queryId") if ctx else None) or self.fallback
-        batch = (ctx.getLocalProperty("streaming.sql.batchId") if ctx else None) or "0"
+        batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
         if not query:
             raise RoostError("no streaming query id visible to the task; set producerName")
+        if batch is None:
+            # publishing ids rise with the batch id; guessing one would make the stream
+            # drop every later batch as a duplicate
+            raise RoostError("no streaming batch id visible to the task")
         producer = f"spark-{query}-p{_partition_id()}"
         return _publish_rows(self.opts, iterator, producer, int(batch))
 
