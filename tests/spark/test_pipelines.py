@@ -83,5 +83,6 @@ def test_etl_validates_windows_and_writes_results(
     }
     want = {k: (len(v), round(sum(v), 2)) for k, v in expected.items()}
     assert got == want
+    assert len(results) == len(want)  # each window's total published once, over both runs
     parquet = spark.read.parquet(str(tmp_path / "totals")).count()
     assert parquet == len(want)
