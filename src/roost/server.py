@@ -313,6 +313,7 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
         ack_compact_bytes=config.ack_compact_bytes,
         max_open=config.max_open_files,
         idle_close=config.idle_file_close_s,
+        exclusive=True,
     )
     broker = Broker(data_dir=data_dir)
     # before recovery declares any stream; stream files join the store's group commit

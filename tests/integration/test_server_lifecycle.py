@@ -9,7 +9,7 @@ from pathlib import Path
 import pika
 import pytest
 
-from tests.support import RoostProcess
+from tests.support import RoostProcess, drain, restart
 
 
 def roost_cmd(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,6 +40,28 @@ def test_graceful_shutdown_closes_clients_with_320(tmp_path: Path) -> None:
         conn.process_data_events(time_limit=1)
     assert info.value.reply_code == 320
     assert "connection closed" in server.log and "Roost stopped" in server.log
+
+
+def test_a_second_server_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
+    """Two servers on one data directory would write the same segment files: the second
+    exits with a clear error before touching anything, and the first goes on."""
+    first = RoostProcess(tmp_path / "data").start()
+    try:
+        with pika.BlockingConnection(pika.URLParameters(first.url)) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.queue_declare("kept", durable=True)
+            ch.basic_publish("", "kept", b"safe", pika.BasicProperties(delivery_mode=2))
+        listeners_off = ("--amqp-port", "0", "--http-port", "0", "--stomp-port", "0")
+        out = roost_cmd("server", "--data-dir", str(tmp_path / "data"), *listeners_off,
+                        "--ws-port", "0")
+        assert out.returncode == 2
+        assert f"in use by another roost server (pid {first.proc.pid})" in out.stderr
+        assert [body for _, _, body in drain(first, "kept")] == [b"safe"]
+        first = restart(first)  # stopped cleanly, the lock went with it
+        assert [body for _, _, body in drain(first, "kept")] == [b"safe"]
+    finally:
+        first.kill()
 
 
 def test_connection_log_lines(fresh_roost: RoostProcess) -> None:

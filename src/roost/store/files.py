@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -60,6 +61,33 @@ def fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+LOCK_FILE = "roost.lock"
+
+
+class DataDirInUse(OSError):
+    """Another process holds the data directory's lock."""
+
+
+def lock_directory(directory: Path) -> int:
+    """An exclusive lock on ``directory``, held while the returned descriptor is open
+    (the kernel drops it when the process ends, even after kill -9): two servers on one
+    data directory would write the same segment files. Raises DataDirInUse naming the
+    holder's pid."""
+    path = directory / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        raise DataDirInUse(
+            f"data directory {directory} is in use by another roost server (pid {holder})"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 class FilePool:

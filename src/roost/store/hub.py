@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from roost.store.delayed import DelayedLog
-from roost.store.files import NO_SPACE, FilePool, fsync_path
+from roost.store.files import NO_SPACE, FilePool, fsync_path, lock_directory
 from roost.store.paths import delayed_dir, queue_dir
 from roost.store.queue_store import OWNER_FILE, QueueStore
 
@@ -71,9 +71,13 @@ class DiskStore:
         ack_compact_bytes: int = 1024 * 1024,
         max_open: int = 256,
         idle_close: float = 30.0,
+        exclusive: bool = False,
     ) -> None:
         if fsync not in FSYNC_MODES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_MODES)}")
+        # a server locks its data dir before touching anything in it (the spill cleanup
+        # below included); tests that open one store twice in a process do not
+        self._lock_fd = lock_directory(data_dir) if exclusive else -1
         self.data_dir = data_dir
         self.mode = fsync
         self.interval = interval_ms / 1000
@@ -365,6 +369,9 @@ class DiskStore:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         self.files.close_all()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
 
 def _sync(paths: set[Path], dirs: set[Path]) -> float:
