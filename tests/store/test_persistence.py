@@ -98,6 +98,7 @@ def test_persistable_drops_transient_objects() -> None:
         "exchanges": [
             {"vhost": "/", "name": "x", "durable": True, "auto_delete": False},
             {"vhost": "/", "name": "y", "durable": False, "auto_delete": False},
+            {"vhost": "/", "name": "xad", "durable": True, "auto_delete": True},
         ],
         "bindings": [
             {"vhost": "/", "source": "x", "destination": "keep", "destination_type": "queue"},
@@ -113,7 +114,7 @@ def test_persistable_drops_transient_objects() -> None:
     }
     out = persistable(data)
     assert [q["name"] for q in out["queues"]] == ["keep"]
-    assert [e["name"] for e in out["exchanges"]] == ["x"]
+    assert [e["name"] for e in out["exchanges"]] == ["x", "xad"]  # as RabbitMQ keeps them
     assert [(b["source"], b["destination"]) for b in out["bindings"]] == [
         ("x", "keep"),
         ("amq.topic", "x"),

@@ -15,13 +15,14 @@ from roost import __version__
 from roost.core.auth import BCRYPT, User
 from roost.core.client import Client
 from roost.core.errors import PreconditionFailed
+from roost.core.exchanges.base import Exchange
 from roost.core.features.settings import validate_policy_definition
 from roost.core.info import ImportReport
 
 if TYPE_CHECKING:
     from roost.core.auth import Permission, TopicPermission
     from roost.core.broker import Broker
-    from roost.core.exchanges.base import Binding, Exchange
+    from roost.core.exchanges.base import Binding
     from roost.core.policy import Policy
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
@@ -354,14 +355,20 @@ def policy_item(p: Policy) -> dict[str, Any]:
 
 
 def recreated(obj: Queue | Exchange) -> bool:
-    """Whether a restart recreates this queue or exchange (RabbitMQ's rule): durable,
-    not auto-delete, and not an exclusive queue."""
-    return obj.durable and not obj.auto_delete and getattr(obj, "exclusive_owner", None) is None
+    """Whether a restart recreates this queue or exchange: a durable exchange (auto-delete
+    or not, as RabbitMQ keeps it); a durable queue unless it is exclusive or auto-delete
+    (issue 3 asks that these never survive, where RabbitMQ 3.10 keeps a durable
+    auto-delete queue)."""
+    if isinstance(obj, Exchange):
+        return obj.durable
+    return obj.durable and not obj.auto_delete and obj.exclusive_owner is None
 
 
-def item_recreated(item: dict[str, Any]) -> bool:
-    """``recreated`` for a queue or exchange as exported (no export holds an exclusive
-    queue)."""
+def item_recreated(item: dict[str, Any], section: str) -> bool:
+    """``recreated`` for a queue or exchange as exported (``section`` "queues" or
+    "exchanges"; no export holds an exclusive queue)."""
+    if section == "exchanges":
+        return bool(item.get("durable"))
     return bool(item.get("durable")) and not item.get("auto_delete")
 
 

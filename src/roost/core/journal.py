@@ -72,7 +72,7 @@ KEYS: dict[str, Callable[[Item], Key]] = {
 def persistable(section: str, item: Item, durable_ends: Callable[[Item], bool]) -> bool:
     """Whether a restart recreates this item (core.persistence.persistable, one item)."""
     if section in ("queues", "exchanges"):
-        return item_recreated(item)
+        return item_recreated(item, section)
     if section == "bindings":
         return durable_ends(item)
     return True

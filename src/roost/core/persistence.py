@@ -41,11 +41,15 @@ def wants_store(queue: Queue) -> bool:
 
 
 def persistable(data: dict[str, Any]) -> dict[str, Any]:
-    """Drop what must not survive a restart: non-durable and auto-delete objects."""
+    """Drop what must not survive a restart: non-durable objects and auto-delete queues."""
     out = dict(data)
-    kept_queues = {(q.get("vhost"), q["name"]) for q in data.get("queues", []) if item_recreated(q)}
+    kept_queues = {
+        (q.get("vhost"), q["name"]) for q in data.get("queues", []) if item_recreated(q, "queues")
+    }
     kept_exchanges = {
-        (e.get("vhost"), e["name"]) for e in data.get("exchanges", []) if item_recreated(e)
+        (e.get("vhost"), e["name"])
+        for e in data.get("exchanges", [])
+        if item_recreated(e, "exchanges")
     }
     out["queues"] = [
         q for q in data.get("queues", []) if (q.get("vhost"), q["name"]) in kept_queues
