@@ -173,6 +173,20 @@ def test_single_active_consumer_from_subscribe_headers(
     settle(conn, 0.05)
 
 
+def test_send_headers_declare_a_deduplicating_queue(
+    connect: Connect, ch: BlockingChannel, qname: str
+) -> None:
+    """``x-message-deduplication`` (and its cache settings) from the declaring SEND, as
+    from queue.declare; a message's ``x-deduplication-header`` travels as a header."""
+    client, inbox = connect()
+    declare = {"x-message-deduplication": "true", "x-cache-size": "100"}
+    for n, key in enumerate(["a", "a", "b", "a"]):
+        client.send(f"/queue/{qname}", f"{key}{n}", receipt=f"r{n}",
+                    headers={**declare, "x-deduplication-header": key})
+        assert inbox.receipt() == f"r{n}"
+    assert drain(ch, qname) == [b"a0", b"b2"]
+
+
 def test_stomp_responder_answers_an_amqp_direct_reply_to_request(
     connect: Connect, conn: pika.BlockingConnection, ch: BlockingChannel, qname: str
 ) -> None:

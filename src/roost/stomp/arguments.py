@@ -22,6 +22,8 @@ _INT_QUEUE_ARGS = (
     "x-max-priority",
     "x-delivery-limit",
     "x-stream-max-segment-size-bytes",
+    "x-cache-size",
+    "x-cache-ttl",
 )
 _TEXT_QUEUE_ARGS = (
     "x-dead-letter-exchange",
@@ -31,7 +33,7 @@ _TEXT_QUEUE_ARGS = (
     "x-queue-type",
     "x-max-age",
 )
-_BOOL_QUEUE_ARGS = ("x-single-active-consumer",)
+_BOOL_QUEUE_ARGS = ("x-single-active-consumer", "x-message-deduplication")
 _QUEUE_ARGS = frozenset(_INT_QUEUE_ARGS + _TEXT_QUEUE_ARGS + _BOOL_QUEUE_ARGS)
 
 # RabbitMQ's STOMP forms of x-stream-offset besides first/last/next: offset=N, timestamp=S
