@@ -91,9 +91,12 @@ def test_max_length_argument_errors(conn: pika.BlockingConnection, qname: str) -
         )
 
 
-def test_durable_queue_limits_survive_restart(fresh_roost: RoostProcess) -> None:
-    """Dropped and refused persistent messages leave the store: after a restart only the
-    kept ones come back, and a refused one was nacked without waiting for the disk."""
+@pytest.mark.parametrize("kill", [False, True], ids=["graceful stop", "kill -9"])
+def test_durable_queue_limits_survive_restart(fresh_roost: RoostProcess, kill: bool) -> None:
+    """Dropped and refused persistent messages leave the store: after a restart (a
+    crash included: a drop is on disk with the confirm of the publish that caused it)
+    only the kept ones come back, and a refused one was nacked without waiting for the
+    disk."""
     conn = pika.BlockingConnection(pika.URLParameters(fresh_roost.url))
     ch = conn.channel()
     ch.queue_declare("dropping", durable=True, arguments={"x-max-length": 2})
@@ -108,7 +111,10 @@ def test_durable_queue_limits_survive_restart(fresh_roost: RoostProcess) -> None
     with pytest.raises(pika.exceptions.NackError):
         ch.basic_publish("", "refusing", b"out", persistent)
     conn.close()
-    fresh_roost.stop()
+    if kill:
+        fresh_roost.kill()
+    else:
+        fresh_roost.stop()
     fresh_roost.start()
     conn = pika.BlockingConnection(pika.URLParameters(fresh_roost.url))
     ch = conn.channel()

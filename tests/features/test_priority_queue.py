@@ -136,7 +136,10 @@ def test_paged_out_high_priority_messages_come_first(roost: RoostProcess, qname:
     conn.close()
 
 
-def test_durable_priority_queue_keeps_its_order_across_restart(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kill", [False, True], ids=["graceful stop", "kill -9"])
+def test_durable_priority_queue_keeps_its_order_across_restart(
+    tmp_path: Path, kill: bool
+) -> None:
     server = RoostProcess(tmp_path / "data").start()
     try:
         conn = connect(server)
@@ -147,7 +150,11 @@ def test_durable_priority_queue_keeps_its_order_across_restart(tmp_path: Path) -
         # one delivered and requeued before the restart: it comes back marked redelivered
         ch.basic_get("prio.durable", auto_ack=False)
         conn.close()
-        assert server.stop() == 0
+        if kill:  # after a round trip on another connection: the close was handled
+            connect(server).close()
+            server.kill()
+        else:
+            assert server.stop() == 0
         server.start()
         conn = connect(server)
         ch = conn.channel()
