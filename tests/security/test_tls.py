@@ -234,6 +234,39 @@ def test_untrusted_client_certificate_is_refused(roost: TLSRoost, pki: PKI) -> N
     assert_amqps_works(roost, pki, "tls.after-untrusted")
 
 
+PROBES = {
+    "stomps": b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00",
+    "https": b"GET /api/overview HTTP/1.1\r\nHost: x\r\n"
+    b"Authorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n\r\n",  # guest:guest
+    "wss": b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("listener", sorted(PROBES))
+def test_untrusted_client_certificate_is_refused_on_the_other_tls_ports(
+    roost: TLSRoost, pki: PKI, listener: str
+) -> None:
+    """As on AMQPS: a certificate from a CA the server does not trust ends the TLS session
+    before the protocol answers anything (a valid request goes unanswered)."""
+    stranger = pki.client_cert("stranger", trusted=False)
+    port = getattr(roost, f"{listener}_port")
+    answer = b""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    with (  # the refusal comes as an alert at the handshake (TLS 1.2) or at the first read
+        contextlib.suppress(ssl.SSLError, ConnectionResetError, BrokenPipeError),
+        sock,
+        stranger.context(pki).wrap_socket(sock, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(PROBES[listener])
+        while data := tls.recv(65536):
+            answer += data
+    assert answer == b""
+    with https(roost, pki) as api:  # the listeners still serve trusted clients
+        assert api.get("/api/overview").status_code == 200
+    assert_amqps_works(roost, pki, f"tls.after-untrusted-{listener}")
+
+
 def test_client_that_does_not_trust_the_server_gives_up(roost: TLSRoost) -> None:
     ctx = ssl.create_default_context()  # the system CAs: our test CA is not among them
     with (
