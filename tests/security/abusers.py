@@ -129,10 +129,16 @@ def percentile(values: list[float], q: float) -> float:
 
 class RawPeer:
     """A bare socket that completes the AMQP handshake as guest and reads frames. A
-    ``channel_max`` (default: the server's) the server refuses leaves its connection.close
-    in ``refusal``."""
+    ``channel_max`` or ``frame_max`` (default: the server's) the server refuses leaves
+    its connection.close in ``refusal``."""
 
-    def __init__(self, port: int, timeout: float = 5.0, channel_max: int | None = None) -> None:
+    def __init__(
+        self,
+        port: int,
+        timeout: float = 5.0,
+        channel_max: int | None = None,
+        frame_max: int | None = None,
+    ) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.reader = FrameReader(expect_protocol_header=False)
         self.sock.sendall(PROTOCOL_HEADER)
@@ -144,7 +150,7 @@ class RawPeer:
         # the server's own limits: RabbitMQ refuses a channel_max of 0 ("no limit")
         self.sock.sendall(encode_method_frame(0, m.ConnectionTuneOk(
             channel_max=tune.channel_max if channel_max is None else channel_max,
-            frame_max=tune.frame_max, heartbeat=0)))
+            frame_max=tune.frame_max if frame_max is None else frame_max, heartbeat=0)))
         self.sock.sendall(encode_method_frame(0, m.ConnectionOpen(virtual_host="/")))
         reply = self.method()
         self.refusal: m.ConnectionClose | None = None

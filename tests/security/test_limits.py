@@ -332,6 +332,27 @@ def test_consumer_limit_per_channel(limited: RoostProcess, qname: str) -> None:
 # -- per connection: channel_max ------------------------------------------------------------
 
 
+def test_frame_max_negotiation(tmp_path: Path) -> None:
+    """A tune-ok frame_max above --frame-max or below the spec's 4096 closes the connection
+    with 530 and the words RabbitMQ 3.10.8 logs (it drops the socket without a close);
+    the bystander keeps the offer."""
+    with running_server(tmp_path, "--frame-max", "8192") as server, guest(server) as bystander:
+        for asked, words in (
+            (8193, "higher than the maximum allowed value (8192)"),
+            (4095, "lower than the minimum allowed value (4096)"),
+        ):
+            peer = RawPeer(server.amqp_port, frame_max=asked)
+            assert peer.refusal is not None
+            assert (peer.refusal.reply_code, peer.refusal.reply_text) == (
+                530, f"NOT_ALLOWED - negotiated frame_max = {asked} is {words}"
+            )
+            assert peer.closed_by_server()
+            peer.close()
+        # (a smaller one binds the client: tests/integration/test_amqp_wire.py, 501)
+        assert bystander._impl.params.frame_max == 8192
+        bystander.channel().queue_declare("", exclusive=True)
+
+
 def test_channel_max(tmp_path: Path) -> None:
     """--channel-max is offered in connection.tune; a channel past it closes the connection
     with RabbitMQ 3.10.8's 530 and words, and so does a tune-ok asking for more."""
