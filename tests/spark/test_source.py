@@ -156,6 +156,7 @@ def test_max_records_per_trigger_bounds_every_batch(
         .option("stream", "limited")
         .option("startingOffsets", "earliest")
         .option("maxRecordsPerTrigger", 20)
+        .option("numPartitions", 3)
         .load()
         .select("offset")
         .writeStream.format("parquet")
@@ -171,6 +172,8 @@ def test_max_records_per_trigger_bounds_every_batch(
     assert len(sizes) >= 4 and all(size <= 20 for size in sizes), sizes
     offsets = [r.offset for r in spark.read.parquet(str(tmp_path / "out")).collect()]
     assert sorted(offsets) == list(range(70))
+    # each micro-batch was read as 3 input partitions: the file sink writes one file each
+    assert len(list((tmp_path / "out").glob("part-*.parquet"))) == 3 * len(sizes)
 
 
 def test_stream_read_stopped_mid_stream_restarts_exactly_once(
