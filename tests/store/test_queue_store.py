@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from roost.store import hub as hub_module
 from roost.store.hub import DiskStore
 from roost.store.queue_store import ACK, ACK_FILE, QueueStore
 
@@ -286,6 +287,21 @@ def test_a_drained_queue_keeps_a_floor_not_its_ack_log(tmp_path: Path) -> None:
     assert (store.dir / ACK_FILE).stat().st_size == ACK.size  # the floor alone
     again, got = reopen(tmp_path)
     assert got == [] and again.append("", "q", PROPS, b"next") > 1000  # numbering goes on
+
+
+def test_a_new_queue_directory_is_synced_all_the_way_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A power cut after the first confirm must find the queue's directory: the entry of
+    each directory made on the way (vhosts/, the vhost's, queues/, the queue's) is in a
+    parent that was fsynced."""
+    synced: list[Path] = []
+    monkeypatch.setattr(hub_module, "fsync_path", synced.append)
+    hub, store = make(tmp_path)
+    store.append("", "q", PROPS, b"first")
+    hub.sync_now()
+    made = [store.dir, *store.dir.parents]
+    assert set(made[: made.index(tmp_path) + 1]) <= set(synced)
 
 
 def test_read_from_buffer_and_from_disk(tmp_path: Path) -> None:

@@ -158,9 +158,15 @@ class DiskStore:
         return moved
 
     def new_segment(self, store: QueueStore) -> None:
-        # the directory is made by the first write_pending (a mkdir may fail: disk full)
+        # the directory is made by the first write_pending (a mkdir may fail: disk full);
+        # for a power cut, every entry on the way down to it must be synced too (data/vhosts,
+        # vhosts/<vhost>, <vhost>/queues, queues/<queue>), so each parent is fsynced once
         if not store.dir_made:
-            self._new_dirs.add(store.dir.parent)
+            parent = store.dir.parent
+            while parent != self.data_dir and self.data_dir in parent.parents:
+                self._new_dirs.add(parent)
+                parent = parent.parent
+            self._new_dirs.add(self.data_dir)
         self._new_dirs.add(store.dir)
         self.segment_count += 1
 
