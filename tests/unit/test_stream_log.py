@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from roost.store import files, stream_log
 from roost.store.stream_log import HEADER, INDEX_ENTRY, INDEX_EVERY, StreamLog
 from roost.store.stream_offsets import OffsetStore
 
@@ -39,6 +40,22 @@ def test_append_read_from_any_offset_across_segments(tmp_path: Path) -> None:
     assert record is not None and record.payload.startswith(b"00077")
     assert log.offset_for_time(1000 + 150) == 150
     assert log.offset_for_time(10**12) == 200
+
+
+def test_new_directories_and_segments_are_synced_into_their_parents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For a power cut: the entries of the directories made for a stream, and of each new
+    segment file, are fsynced (the group commit fsyncs only the files' data)."""
+    synced: list[Path] = []
+    monkeypatch.setattr(files, "fsync_path", synced.append)
+    monkeypatch.setattr(stream_log, "fsync_path", synced.append)
+    directory = tmp_path / "vhost" / "streams" / "s"
+    log = StreamLog(directory, max_segment_bytes=2000)
+    assert {tmp_path, tmp_path / "vhost", directory.parent, directory} <= set(synced)
+    synced.clear()
+    fill(log, 50)  # several rolls
+    assert len(log.segments) > 1 and synced.count(directory) >= len(log.segments) - 1
 
 
 def test_reopen_keeps_offsets_and_producers(tmp_path: Path) -> None:

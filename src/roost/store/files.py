@@ -63,6 +63,20 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def make_dirs(directory: Path) -> None:
+    """``mkdir -p``, then fsync the parent of each directory it made: a file's fsync does
+    not persist the entries leading to it, and a power cut would lose them."""
+    missing: list[Path] = []
+    here = directory
+    while not here.exists():
+        missing.append(here)
+        here = here.parent
+    if missing:
+        directory.mkdir(parents=True, exist_ok=True)
+        for made in reversed(missing):
+            fsync_path(made.parent)
+
+
 LOCK_FILE = "roost.lock"
 
 

@@ -25,7 +25,7 @@ import zlib
 from array import array
 from pathlib import Path
 
-from roost.store.files import append_all, truncate_quietly
+from roost.store.files import append_all, fsync_path, make_dirs, truncate_quietly
 from roost.store.stream_reader import StreamReader
 
 HEADER = struct.Struct("<IIQqqH")  # crc, length after crc+length, offset, ts, pub id, name len
@@ -133,7 +133,7 @@ class StreamLog:
         self.max_segment_bytes = max_segment_bytes or DEFAULT_SEGMENT_BYTES
         self.max_bytes = max_bytes
         self.max_age_ms = max_age_ms
-        directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(directory)
         self.segments: list[Segment] = []
         self.bases: list[int] = []
         self.next_offset = 0
@@ -232,6 +232,7 @@ class StreamLog:
         self.segments.append(seg)
         self.bases.append(base)
         self._open_active(seg)
+        fsync_path(self.directory)  # the new files' entries (their data: the group commit)
 
     def _roll(self) -> None:
         os.fsync(self._fd)
