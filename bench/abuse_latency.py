@@ -1,7 +1,7 @@
 """Round-trip latency of a well-behaved client while others abuse the broker.
 
     .venv/bin/python bench/abuse_latency.py [--brokers roost,rabbitmq]
-        [--scenarios none,slowloris,flood,huge,storm,alarm] [--repeat 3] [--messages 3000]
+        [--scenarios none,slowloris,flood,huge,storm,get,alarm] [--repeat 3] [--messages 3000]
 
 The good client (tests/security/abusers.py: GoodClient) publishes one 16-byte message
 at a time with publisher confirms and waits until its own consumer has it; p50 and p99
@@ -20,7 +20,8 @@ client's GIL) and keeps going for the whole measurement:
 During the memory alarm both brokers block every connection that publishes, the good
 client's too, so the alarm scenario measures a client that does not publish instead: on
 a connection of its own, ``--messages`` basic.get round trips (auto-ack) on a queue of
-16-byte messages filled before the abuse starts.
+16-byte messages filled before the abuse starts; the "get" scenario is that client with
+no abuse, its baseline.
 
 The "abuse/s" columns are what the abuser achieved per second, from its start to the end
 of the measurement (sockets dropped, connections refused, huge frames answered with 501,
@@ -74,13 +75,14 @@ from tests.security.abusers import (  # after the path is set
     percentile,
 )
 
-SCENARIOS = ["none", "slowloris", "flood", "huge", "storm", "alarm"]
+SCENARIOS = ["none", "slowloris", "flood", "huge", "storm", "get", "alarm"]
 TITLES = {
     "none": "no abuse",
     "slowloris": "slowloris (200 sockets, 1 byte / 100 ms each)",
     "flood": "connection flood (60 at a time, limit 30)",
     "huge": "huge frames (2 GiB frame headers, back to back)",
     "storm": "publish storm (3 publishers, 64 KiB, confirms)",
+    "get": "no abuse (basic.get, not publishing: the alarm row's baseline)",
     "alarm": "publish storm past the memory watermark (basic.get, not publishing)",
 }
 ROOST_ARGS = ("--handshake-timeout", "1", "--max-connections", "30")
@@ -118,7 +120,7 @@ def _abuse(kind: str, url: str, stop: Any, started: Any, done: Any, blocked: Any
         thread = threading.Thread(target=hammer, daemon=True)
         thread.start()
         finish, count = thread.join, lambda: refused[0]
-    elif kind in ("storm", "alarm"):  # the alarm is raised by measure_alarm()
+    elif kind in ("storm", "alarm"):  # the alarm is raised by measure_get()
         queue = f"storm-{uuid.uuid4().hex[:8]}"
         drainer = Drainer(url, queue)
         drainer.start()
@@ -204,7 +206,7 @@ class GetProbe(threading.Thread):
     def run(self) -> None:
         try:
             self._run()
-        except BaseException as exc:  # reported by measure_alarm(), not lost in the thread
+        except BaseException as exc:  # reported by measure_get(), not lost in the thread
             self.error = exc
         finally:
             self.ready.set()
@@ -284,12 +286,24 @@ def wait_for_stall(done: Any, quiet: float = 1.0, timeout: float = 30.0) -> None
             return
 
 
-def measure_alarm(broker: str, url: str, messages: int, http_port: int) -> dict[str, float]:
+def measure_get(
+    broker: str, url: str, messages: int, http_port: int, alarm: bool
+) -> dict[str, float]:
+    """The GetProbe's round trips, during the alarm scenario or (``alarm`` False, the
+    "get" row) with no abuse at all, for a baseline of the same operation."""
     probe = GetProbe(url, f"probe-{uuid.uuid4().hex[:8]}", messages)
     probe.start()  # filled and connected before the abuse starts, measured during the alarm
     probe.ready.wait(60)
     if probe.error is not None:
         raise RuntimeError(f"probe failed before the alarm: {probe.error!r}")
+    if not alarm:
+        probe.go.set()
+        probe.join(300)
+        if probe.error is not None or len(probe.latencies) < messages:
+            raise RuntimeError(f"probe failed: {probe.error!r}")
+        ms = [x * 1000 for x in probe.latencies]
+        return {"p50": percentile(ms, 0.5), "p99": percentile(ms, 0.99), "max": max(ms),
+                "abuse": 0.0}
     ctx = multiprocessing.get_context("spawn")
     done, blocked = ctx.Value("q", 0), ctx.Value("q", 0)
     with abuse("alarm", url, done, blocked):
@@ -336,8 +350,9 @@ def main() -> None:
             for run in range(args.repeat):
                 order = brokers if run % 2 == 0 else brokers[::-1]
                 for broker in order:
-                    if scenario == "alarm":
-                        figures = measure_alarm(broker, urls[broker], args.messages, http_port)
+                    if scenario in ("get", "alarm"):
+                        figures = measure_get(broker, urls[broker], args.messages, http_port,
+                                              alarm=scenario == "alarm")
                     else:
                         figures = measure(urls[broker], scenario, args.messages)
                     results.setdefault((broker, scenario), []).append(figures)
