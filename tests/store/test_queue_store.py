@@ -411,6 +411,30 @@ def test_orphan_directories_are_moved_to_lost_and_found(
     assert kept.dir.parent.exists()
 
 
+def test_a_record_behind_a_gap_nothing_explains_is_dropped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A well-formed record two billion numbers past the last (a foreign or garbage file
+    whose checksum passes): the index would need a slot for each number skipped, and no
+    ack or record on disk accounts for them, so it is dropped with a warning, and the
+    numbering goes on from what is kept."""
+    from roost.store.codec import encode_message
+    from roost.store.segment import frame
+
+    hub, store = make(tmp_path)
+    store.append("", "q", PROPS, b"good")
+    hub.sync_now()
+    far = 2**31
+    (store.dir / "00000008.seg").write_bytes(
+        frame(encode_message(far, "", "q", PROPS, b"stray", False, False, 0))
+    )
+    with caplog.at_level(logging.WARNING, "roost.store"):
+        again, got = reopen(tmp_path)
+    assert bodies(got) == [b"good"]
+    assert f"record with seq {far} dropped" in caplog.text
+    assert again.append("", "q", PROPS, b"next") < 100 and len(again._pos) < 100
+
+
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

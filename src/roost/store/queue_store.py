@@ -354,6 +354,7 @@ class QueueStore:
         # that can follow the last good one (a segment's records are in seq order)
         last = [0]
         seen = 0  # the highest seq read from the segments so far
+        scanned = 0  # records read, kept or not (see the budget below)
 
         def plausible(payload: memoryview) -> bool:
             return len(payload) >= 8 and last[0] < peek_seq(payload) <= last[0] + MAX_GAP
@@ -370,6 +371,7 @@ class QueueStore:
             last[0] = max(seen, floor - 1)  # not next_seq: that counts acks too
             for offset, payload in scan(data, result, min_length=MIN_PAYLOAD, plausible=plausible):
                 seq = last[0] = peek_seq(payload)
+                scanned += 1
                 seen = max(seen, seq)
                 next_seq = max(next_seq, seq + 1)
                 if seq < floor or seq in acked or ranges.covers(seq) or _transient(payload):
@@ -418,36 +420,57 @@ class QueueStore:
             else:
                 path.unlink()
         live = self._plausible(seqs, locs)
+        if next_seq > SEQ_MASK >> 1:  # only damage gets here: restart numbering after the live
+            next_seq = seqs[live[-1]] + 1 if live else 1
+        self._seg = max(segs, default=0)
+        self._seg_fill = self.hub.segment_size  # never append to a recovered segment
+        self._base = seqs[live[0]] if live else next_seq
+        # The index has a slot for every number from the first live message on, so each
+        # number skipped must be accounted for by an ack, an acked range or a record in the
+        # segments: a record behind a gap that nothing explains is damage (a checksum that
+        # passed on garbage could otherwise ask for billions of slots), and so is a next
+        # number nothing explains.
+        budget = len(acked) + ranges.total + scanned
+        kept = 0
+        for i in live:
+            seq, loc, size = seqs[i], locs[i], sizes[i]
+            gap = seq - self._base - len(self._pos)
+            if gap > budget:
+                log.warning(
+                    "store %s: record with seq %d dropped: %d numbers before it are"
+                    " accounted for by nothing on disk",
+                    self.label,
+                    seq,
+                    gap,
+                )
+                self._live[loc >> 32] -= 1
+                continue
+            budget -= gap
+            self._pad_to(seq)
+            was = seq in delivered
+            self._pos.append(loc | (DELIVERED if was else 0))
+            self._delivered += was
+            kept += 1
+            keep(seq, size, was, expiries[i] if expiries is not None else 0)
+        # acked messages after the last live one still own their slots: the next append
+        # (seq next_seq) must land in slot next_seq - base
+        next_seq = min(next_seq, self._base + len(self._pos) + budget)
+        self._next_seq = next_seq
+        self._pad_to(next_seq)
+        self.count = kept
         for seg in [seg for seg, n in self._live.items() if n <= 0]:
             del self._live[seg]
             path = self._seg_path(seg)
             self.bytes_on_disk -= path.stat().st_size
             self.hub.segment_count -= 1
             path.unlink()
-        if next_seq > SEQ_MASK >> 1:  # only damage gets here: restart numbering after the live
-            next_seq = seqs[live[-1]] + 1 if live else 1
-        self._seg = max(segs, default=0)
-        self._seg_fill = self.hub.segment_size  # never append to a recovered segment
-        self._next_seq = next_seq
-        self._base = seqs[live[0]] if live else next_seq
-        for i in live:
-            seq, loc, size = seqs[i], locs[i], sizes[i]
-            self._pad_to(seq)
-            was = seq in delivered
-            self._pos.append(loc | (DELIVERED if was else 0))
-            self._delivered += was
-            keep(seq, size, was, expiries[i] if expiries is not None else 0)
-        # acked messages after the last live one still own their slots: the next append
-        # (seq next_seq) must land in slot next_seq - base
-        self._pad_to(next_seq)
-        self.count = len(live)
         ack_path = self.dir / ACK_FILE
         self._ack_size = ack_path.stat().st_size if ack_path.exists() else 0
         self.bytes_on_disk += self._ack_size
         self.hub.bytes_changed(self.bytes_on_disk)
         if self._ack_size:
             self.compact_acks()  # also cuts a torn ack tail
-        return len(live)
+        return kept
 
     def _pad_to(self, seq: int) -> None:
         """Empty (removed) slots up to the one for ``seq``."""
@@ -552,6 +575,11 @@ class _Ranges:
         at = bisect.bisect_left(self.starts, first)
         self.starts.insert(at, first)
         self.ends.insert(at, last)
+
+    @property
+    def total(self) -> int:
+        """How many sequence numbers the ranges hold."""
+        return sum(self.ends) - sum(self.starts) + len(self.starts)
 
     def covers(self, seq: int) -> bool:
         if not self.starts:
