@@ -425,6 +425,7 @@ class QueueStore:
         self._seg = max(segs, default=0)
         self._seg_fill = self.hub.segment_size  # never append to a recovered segment
         self._base = seqs[live[0]] if live else next_seq
+        self._next_seq = next_seq  # keep() may read a record back (priority queues do)
         # The index has a slot for every number from the first live message on, so each
         # number skipped must be accounted for by an ack, an acked range or a record in the
         # segments: a record behind a gap that nothing explains is damage (a checksum that
