@@ -59,6 +59,7 @@ MAX_GAP = 1 << 32  # sequence numbers further apart than this in one queue are d
 ACK_FILE = "acks"
 OWNER_FILE = "owner.json"
 MIN_PAYLOAD = 15  # u64 seq, u8 flags, three u16 lengths: shorter is not a record
+READ_AHEAD = 4096  # a paged-in read's first pread: a small message's whole record
 
 
 def _seg_name(n: int) -> str:
@@ -89,6 +90,7 @@ class QueueStore:
         self._seg_fill = 0
         self._out: dict[int, bytearray] = {}  # segment -> records not yet written
         self._out_at: dict[int, int] = {}  # segment -> file offset of that buffer
+        self._paths: dict[int, Path] = {}  # segment -> its file's path
         self._acks = bytearray()
         self._ack_size = 0
         self._compacted = 0  # the ack log's size right after its last rewrite
@@ -101,7 +103,12 @@ class QueueStore:
     # -- paths ------------------------------------------------------------------------
 
     def _seg_path(self, n: int) -> Path:
-        return self.dir / _seg_name(n)
+        # one Path per segment: a paged-in read looks its descriptor up by it, and a new
+        # Path each time cost a join and a hash per message
+        path = self._paths.get(n)
+        if path is None:
+            path = self._paths[n] = self.dir / _seg_name(n)
+        return path
 
     @property
     def has_files(self) -> bool:
@@ -214,6 +221,7 @@ class QueueStore:
 
     def _drop_segment(self, seg: int) -> None:
         path = self._seg_path(seg)
+        del self._paths[seg]
         self._out.pop(seg, None)
         self._out_at.pop(seg, None)
         self.hub.files.close(path)
@@ -329,9 +337,12 @@ class QueueStore:
             data = bytes(buf[offset - start : offset - start + HEADER_SIZE + length])
         else:
             fd = self.hub.files.fd(self._seg_path(seg))
-            head = os.pread(fd, HEADER_SIZE, offset)
-            length = int.from_bytes(head[:4], "big")
-            data = head + os.pread(fd, length, offset + HEADER_SIZE)
+            data = os.pread(fd, READ_AHEAD, offset)  # most records whole in one call
+            length = int.from_bytes(data[:4], "big")
+            if HEADER_SIZE + length > len(data):
+                data += os.pread(fd, HEADER_SIZE + length - len(data), offset + len(data))
+            else:
+                data = data[: HEADER_SIZE + length]
         return decode_message(read_record(data, offset))
 
     # -- recovery ---------------------------------------------------------------------
@@ -419,6 +430,7 @@ class QueueStore:
                 self.hub.segment_count += 1
             else:
                 path.unlink()
+                del self._paths[seg]
         live = self._plausible(seqs, locs)
         if next_seq > SEQ_MASK >> 1:  # only damage gets here: restart numbering after the live
             next_seq = seqs[live[-1]] + 1 if live else 1
@@ -461,7 +473,7 @@ class QueueStore:
         self.count = kept
         for seg in [seg for seg, n in self._live.items() if n <= 0]:
             del self._live[seg]
-            path = self._seg_path(seg)
+            path = self._paths.pop(seg)
             self.bytes_on_disk -= path.stat().st_size
             self.hub.segment_count -= 1
             path.unlink()
