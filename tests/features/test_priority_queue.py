@@ -118,17 +118,17 @@ def test_redeclare_with_another_max_priority_is_406(roost: RoostProcess, qname: 
 
 
 def test_paged_out_high_priority_messages_come_first(roost: RoostProcess, qname: str) -> None:
-    """A durable queue keeps only its first 1024 ready messages in memory: high-priority
-    messages published behind a backlog are paged out, yet delivered first."""
+    """A durable queue keeps only its first 16 MiB of ready bodies in memory: high-priority
+    messages published behind a 17.6 MB backlog are paged out, yet delivered first."""
     conn = connect(roost)
     ch = conn.channel()
     ch.queue_declare(qname, durable=True, arguments={"x-max-priority": 9})
     ch.confirm_delivery()
     low = pika.BasicProperties(priority=1, delivery_mode=PERSISTENT)
     for i in range(1100):
-        ch.basic_publish("", qname, f"low{i}".encode(), low)
+        ch.basic_publish("", qname, f"low{i}".encode().ljust(16_000, b"."), low)
     publish_all(ch, qname, [9, 5, 9], mode=PERSISTENT)
-    first = [ch.basic_get(qname, auto_ack=True)[2].decode() for _ in range(4)]
+    first = [ch.basic_get(qname, auto_ack=True)[2].decode().rstrip(".") for _ in range(4)]
     assert first == ["0:9", "2:9", "1:5", "low0"]
     assert ch.queue_declare(qname, durable=True, passive=True,
                             arguments={"x-max-priority": 9}).method.message_count == 1099

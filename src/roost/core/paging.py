@@ -1,10 +1,11 @@
 """Paging transient messages to disk under memory pressure.
 
-Persistent messages in durable queues are paged out behind a queue's first
-``PAGE_WINDOW`` ready entries anyway (they are on disk already). Transient ones would
-stay in memory; once the broker's memory use passes ``paging_ratio`` x the memory high
-watermark (RabbitMQ's ``vm_memory_high_watermark_paging_ratio``, 0.5), a queue writes
-the transient messages it queues behind that window to a store as well, flagged
+Persistent messages in durable queues are paged out behind a queue's first ready
+entries anyway (they are on disk already; core.queues.base says how many stay).
+Transient ones would stay in memory; once the broker's memory use passes
+``paging_ratio`` x the memory high watermark (RabbitMQ's
+``vm_memory_high_watermark_paging_ratio``, 0.5), a queue writes the transient messages
+it queues behind its first ``PAGE_WINDOW`` ready entries to a store as well, flagged
 transient so that a restart never brings them back, and keeps only their place. A
 durable queue uses its own store; any other queue gets a scratch store on first need
 (``MessageStore.open_spill``, under ``DATA/paged``, wiped at start and when the queue

@@ -1,0 +1,76 @@
+"""Which persistent messages a durable queue keeps in memory (core.queues.base): the
+first ``PAGE_KEEP_MESSAGES`` ready entries or ``PAGE_KEEP_BYTES`` of bodies, whichever
+comes first, and only ``PAGE_WINDOW`` entries under memory pressure; the rest are read
+back from the store for delivery. The core with a real disk store, in process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from roost.core.broker import Broker
+from roost.core.message import Message, Properties
+from roost.core.paging import Pager
+from roost.core.queues.base import PAGE_KEEP_BYTES, PAGE_KEEP_MESSAGES, PAGE_WINDOW, Queue
+from roost.store.hub import DiskStore
+
+PERSISTENT = Properties(delivery_mode=2)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[Broker, Queue]]:
+    broker = Broker()
+    vhost = broker.add_vhost("/")
+    hub = DiskStore(tmp_path, fsync="never")
+    vhost.pager = Pager(hub, broker)
+    queue = vhost.declare_queue("q", durable=True)
+    queue.attach_store(hub.open_queue("/", "q"))
+    yield broker, queue
+    hub.files.close_all()
+
+
+def _in_memory(queue: Queue) -> list[bool]:
+    return [queue.ready[i].message is not None for i in range(len(queue.ready))]
+
+
+def test_a_backlog_under_the_flow_watermark_stays_in_memory(
+    setup: tuple[Broker, Queue],
+) -> None:
+    """3,000 x 1 KiB: past the old 1,024-entry window, nothing is paged out."""
+    _broker, queue = setup
+    for i in range(3000):
+        queue.push(Message("", "q", PERSISTENT, b"%04d" % i + b"x" * 1020))
+    assert all(_in_memory(queue))
+    assert queue.ready[2999].message is not None
+    assert queue.ready[2999].message.body.startswith(b"2999")
+
+
+def test_bodies_past_the_byte_limit_are_paged_out(setup: tuple[Broker, Queue]) -> None:
+    _broker, queue = setup
+    size = 64 * 1024
+    kept = PAGE_KEEP_BYTES // size
+    for _ in range(kept + 50):
+        queue.push(Message("", "q", PERSISTENT, b"b" * size))
+    memory = _in_memory(queue)
+    assert memory == [True] * kept + [False] * 50
+    # a paged-out message comes back whole when its turn comes
+    entries = [queue.ready.popleft() for _ in range(kept + 1)]
+    queue._page_in(entries[-1])
+    assert entries[-1].message is not None and entries[-1].message.body == b"b" * size
+
+
+def test_entries_past_the_message_limit_are_paged_out(setup: tuple[Broker, Queue]) -> None:
+    _broker, queue = setup
+    for _ in range(PAGE_KEEP_MESSAGES + 10):
+        queue.push(Message("", "q", PERSISTENT, b"s"))
+    assert _in_memory(queue) == [True] * PAGE_KEEP_MESSAGES + [False] * 10
+
+
+def test_memory_pressure_shrinks_the_window(setup: tuple[Broker, Queue]) -> None:
+    broker, queue = setup
+    broker.resource_alarms.paging = True
+    for _ in range(PAGE_WINDOW + 10):
+        queue.push(Message("", "q", PERSISTENT, b"p" * 100))
+    assert _in_memory(queue) == [True] * PAGE_WINDOW + [False] * 10
