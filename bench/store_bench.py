@@ -46,12 +46,18 @@ def publish_rates(url: str, repeat: int, duration: float, log: object) -> str:
     return f"{pub:,.0f} / {con:,.0f}"
 
 
-def _start(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def _start(data: Path, port: int, log: Path, timeout: float = 120) -> subprocess.Popen[bytes]:
+    # STOMP and Web-STOMP on free ports too: their defaults may be taken
     cmd = [sys.executable, "-m", "roost", "server", "--amqp-port", str(port),
-           "--http-port", "0", "--data-dir", str(data)]
+           "--http-port", "0", "--stomp-port", "0", "--ws-port", "0", "--data-dir", str(data)]
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    _brokers._wait_for_port(port, proc, 120, log)
+    try:
+        _brokers._wait_for_port(port, proc, timeout, log)
+    except BaseException:
+        proc.kill()  # not left recovering a data dir that is about to be removed
+        proc.wait()
+        raise
     return proc
 
 
@@ -97,6 +103,15 @@ def _disk(directory: Path) -> int:
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
 
 
+class _Rows(list[tuple[str, str]]):
+    """Rows that also go to stderr as they are measured: a 10 M run takes half an hour,
+    and a failure late in it should not lose what came before."""
+
+    def append(self, row: tuple[str, str], /) -> None:
+        print(f"store-bench: {row[0]}: {row[1]}", file=sys.stderr, flush=True)
+        super().append(row)
+
+
 def backlog(points: list[int], size: int = 1024) -> list[tuple[str, str]]:
     """Publish persistent ``size``-byte messages with no consumer up to each of ``points``
     (say 1,000,000 then 10,000,000), reporting the server's RSS and the publish rate at
@@ -105,7 +120,7 @@ def backlog(points: list[int], size: int = 1024) -> list[tuple[str, str]]:
     line's own figure, RSS after), and the drain rate of one consumer."""
     import pika
 
-    rows: list[tuple[str, str]] = []
+    rows = _Rows()
     with tempfile.TemporaryDirectory(prefix="store-backlog-") as tmp:
         data, log = Path(tmp) / "data", Path(tmp) / "server.log"
         port = _brokers.free_port()
@@ -146,7 +161,8 @@ def backlog(points: list[int], size: int = 1024) -> list[tuple[str, str]]:
             proc.wait(600)
         log.write_text("")
         started = time.monotonic()
-        proc = _start(data, port, log)
+        # recovery reads every record: 10 M took 61 s on one box and over 120 s on another
+        proc = _start(data, port, log, timeout=3600)
         try:
             rows.append((f"restart with {published:,} queued: until listening",
                          f"{time.monotonic() - started:.1f} s"))
