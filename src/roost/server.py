@@ -50,6 +50,7 @@ class Server:
             paging_ratio=config.vm_memory_high_watermark_paging_ratio,
             data_dir=config.data_dir,
         )
+        self.alarms.on_paging = self.broker.page_out_kept
         # a store write that fails for lack of space raises the disk alarm (store/hub.py)
         self.disk.on_full = self.alarms.set_store_full
         self.disk.retry_interval = config.alarm_check_interval

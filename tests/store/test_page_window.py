@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from roost.core.alarms import ResourceAlarms
 from roost.core.broker import Broker
 from roost.core.message import Message, Properties
 from roost.core.paging import Pager
@@ -74,3 +75,23 @@ def test_memory_pressure_shrinks_the_window(setup: tuple[Broker, Queue]) -> None
     for _ in range(PAGE_WINDOW + 10):
         queue.push(Message("", "q", PERSISTENT, b"p" * 100))
     assert _in_memory(queue) == [True] * PAGE_WINDOW + [False] * 10
+
+
+def test_pressure_pages_out_what_queues_already_keep(setup: tuple[Broker, Queue]) -> None:
+    """Messages kept in memory before the pressure began are dropped past the first
+    ``PAGE_WINDOW`` when the alarms say paging started, and read back whole."""
+    broker, queue = setup
+    for i in range(3000):
+        queue.push(Message("", "q", PERSISTENT, b"%04d" % i))
+    alarms = ResourceAlarms(memory_total=1000, memory_watermark="0.5", paging_ratio=0.5,
+                            memory_probe=lambda: 300, disk_probe=lambda _dir: 10**12,
+                            heap_trim=None)
+    alarms.on_paging = broker.page_out_kept
+    broker.resource_alarms = alarms
+    alarms.check()  # 300 of 1000: past 0.5 x 0.5 of it
+    assert alarms.paging
+    assert _in_memory(queue) == [True] * PAGE_WINDOW + [False] * (3000 - PAGE_WINDOW)
+    entries = [queue.ready.popleft() for _ in range(PAGE_WINDOW + 1)]
+    queue._page_in(entries[-1])
+    assert entries[-1].message is not None
+    assert entries[-1].message.body == b"%04d" % PAGE_WINDOW

@@ -179,6 +179,8 @@ class ResourceAlarms:
         # (RabbitMQ's vm_memory_high_watermark_paging_ratio)
         self.paging_ratio = paging_ratio
         self.paging = False
+        # told when paging starts (True) or stops: the broker pages out what queues keep
+        self.on_paging: Callable[[bool], None] | None = None
         self.active: frozenset[str] = frozenset()
         self._listeners: dict[Listener, None] = {}  # a set in subscription order
 
@@ -233,6 +235,8 @@ class ResourceAlarms:
             log.info("paging transient messages to disk %s (used %d bytes, threshold %d)",
                      "started" if paging else "stopped", self.mem_used,
                      int(self.mem_limit * self.paging_ratio))
+            if self.on_paging is not None:
+                self.on_paging(paging)
         active = set()
         if self.mem_used > self.mem_limit:
             active.add(MEMORY)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
 from pathlib import Path
@@ -592,6 +593,18 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         if vhost is None:
             raise NotFound(f"no vhost '{name}'")
         return vhost
+
+    def page_out_kept(self, paging: bool) -> None:
+        """Memory pressure began (``paging``): queues drop the stored messages they keep
+        in memory past their first ``PAGE_WINDOW`` (core.queues.base). When it ends,
+        nothing is read back: messages return to memory as they are delivered."""
+        if not paging:
+            return
+        started = time.perf_counter()
+        dropped = sum(q.page_out_kept() for v in self.vhosts.values() for q in v.queues.values())
+        if dropped:
+            log.info("memory pressure: %d stored messages paged out of memory in %.3f s",
+                     dropped, time.perf_counter() - started)
 
     # -- streams --------------------------------------------------------------------------
 

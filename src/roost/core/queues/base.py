@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.errors import AccessRefused
@@ -211,6 +212,20 @@ class Queue:
         if ready >= PAGE_KEEP_MESSAGES or self.ready_bytes >= PAGE_KEEP_BYTES:
             return True
         return ready >= PAGE_WINDOW and (pager := self.vhost.pager) is not None and pager.active
+
+    def page_out_kept(self) -> int:
+        """Memory pressure began: drop the kept messages of stored entries past the first
+        ``PAGE_WINDOW`` (they are read back on delivery); how many were dropped. Only a
+        classic queue's packed backlog: a priority queue keeps what it has."""
+        ready = self.ready
+        if not isinstance(ready, PagedReady):
+            return 0
+        dropped = 0
+        for entry in islice(ready.head, PAGE_WINDOW, None):
+            if entry.slot and entry.message is not None:
+                entry.message = None
+                dropped += 1
+        return dropped
 
     def _own_ready(self) -> Ready:
         ready = self.ready
