@@ -41,9 +41,14 @@ PROTOCOL_HEADERS = frozenset(
     }
 )
 
+# headers that set no property: a SEND with only these has the shared empty properties
+_NO_PROPERTY = PROTOCOL_HEADERS - STRING_HEADERS.keys() - {"persistent", "priority", "timestamp"}
+
 
 def properties_from_headers(headers: dict[str, str]) -> Properties:
     """One pass over a SEND's headers (a handful, usually): on every message's path."""
+    if _NO_PROPERTY.issuperset(headers):  # one C-level check for the plainest SENDs
+        return EMPTY_PROPERTIES
     props: dict[str, Any] = {}
     custom: dict[str, Any] = {}
     for name, value in headers.items():

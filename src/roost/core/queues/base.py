@@ -346,7 +346,7 @@ class Queue:
             return
         if consumer.session.consumers.get(consumer.tag) is not consumer:
             return  # cancelled meanwhile
-        while ready and consumer.has_credit():
+        while consumer.has_credit() and ready:  # credit first: it usually ends the loop
             entry = ready.popleft()
             if entry.expires and self._expired(entry):
                 continue
