@@ -179,3 +179,59 @@ def test_any_bytes_give_frames_or_the_one_error(data: bytes) -> None:
 @given(header_text)
 def test_escape_round_trip(text: str) -> None:
     assert unescape(escape(text, "1.2"), "1.2") == text
+
+
+def _outcome(data: bytes, chunk: int, *, general_only: bool) -> tuple[list[Frame], str | None]:
+    """Frames parsed from ``data`` fed ``chunk`` bytes at a time, and the error, if any."""
+    parser = FrameParser(Limits(max_frame_size=300, max_headers=6, max_header_length=60))
+    if general_only:
+        parser._plain_head_max = -1  # every head is "too long" for next_frame's plain path
+    frames: list[Frame] = []
+    try:
+        for i in range(0, len(data), chunk):
+            parser.feed(data[i : i + chunk])
+            while (frame := parser.next_frame()) is not NEED_DATA:
+                assert isinstance(frame, Frame)
+                frames.append(frame)
+    except StompParseError as exc:
+        return frames, exc.message
+    return frames, None
+
+
+# what the plain path must leave to the general parser, or read as it does
+_EDGES = [
+    b"\n", b"\r\n", b"\x00", b"SEND\r\na:1\r\n\r\nx\x00", b"SEND\na:1\r\n\n\x00", b"ACK\nid:1\nid:2\n\n\x00",
+    b"SEND\ncontent-length: 2\n\nab\x00", b"SEND\ncontent-length:9\n\nab\x00",
+    b"SEND\ncontent-length:2\n\nab\n\x00", b"SEND\ncontent-length:400\n\n" + b"x" * 400 + b"\x00",
+    b"SEND\n\n" + b"y" * 400 + b"\x00", b"SEND\nnocolon\n\n\x00", b"CONNECT\nlogin:a\\c\n\n\x00",
+    b"SEND\na:b\\nc\n\n\x00", b"SEND\na:b\\qc\n\n\x00", b"SEND\n" + b"h:v\n" * 8 + b"\n\x00",
+    b"SEND\nk:" + b"v" * 70 + b"\n\n\x00", b"\xff\xfe\n\n\x00", b"send\n\n\x00", b"\n\n\nACK\n\n\x00",
+]
+
+_frame_pieces = st.one_of(
+    st.builds(
+        lambda c, h, b: serialize(c, h, b),
+        st.sampled_from(["SEND", "ACK", "MESSAGE", "BOGUS"]),
+        st.dictionaries(st.sampled_from(["a", "id", "x:y", "d\\n", "e\r"]),
+                        st.text(max_size=8), max_size=4),
+        st.binary(max_size=40),
+    ),
+    st.sampled_from(_EDGES),
+    st.binary(max_size=12),
+)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+@pytest.mark.parametrize("data", _EDGES)
+def test_plain_path_agrees_on_edge_cases(data: bytes, chunk: int) -> None:
+    assert _outcome(data + b"ACK\nid:3\n\n\x00", chunk, general_only=False) == _outcome(
+        data + b"ACK\nid:3\n\n\x00", chunk, general_only=True
+    )
+
+
+@given(st.lists(_frame_pieces, max_size=6), st.sampled_from([1, 7, 64, 4096]))
+def test_plain_path_agrees_with_the_general_parser(pieces: list[bytes], chunk: int) -> None:
+    """next_frame reads plain frames itself and leaves the rest to the general parser:
+    what comes out (frames, then the error) is the same as the general parser's alone."""
+    data = b"".join(pieces)
+    assert _outcome(data, chunk, general_only=False) == _outcome(data, chunk, general_only=True)
