@@ -200,12 +200,26 @@ def _outcome(data: bytes, chunk: int, *, general_only: bool) -> tuple[list[Frame
 
 # what the plain path must leave to the general parser, or read as it does
 _EDGES = [
-    b"\n", b"\r\n", b"\x00", b"SEND\r\na:1\r\n\r\nx\x00", b"SEND\na:1\r\n\n\x00", b"ACK\nid:1\nid:2\n\n\x00",
-    b"SEND\ncontent-length: 2\n\nab\x00", b"SEND\ncontent-length:9\n\nab\x00",
-    b"SEND\ncontent-length:2\n\nab\n\x00", b"SEND\ncontent-length:400\n\n" + b"x" * 400 + b"\x00",
-    b"SEND\n\n" + b"y" * 400 + b"\x00", b"SEND\nnocolon\n\n\x00", b"CONNECT\nlogin:a\\c\n\n\x00",
-    b"SEND\na:b\\nc\n\n\x00", b"SEND\na:b\\qc\n\n\x00", b"SEND\n" + b"h:v\n" * 8 + b"\n\x00",
-    b"SEND\nk:" + b"v" * 70 + b"\n\n\x00", b"\xff\xfe\n\n\x00", b"send\n\n\x00", b"\n\n\nACK\n\n\x00",
+    b"\n",
+    b"\r\n",
+    b"\x00",
+    b"SEND\r\na:1\r\n\r\nx\x00",
+    b"SEND\na:1\r\n\n\x00",
+    b"ACK\nid:1\nid:2\n\n\x00",
+    b"SEND\ncontent-length: 2\n\nab\x00",
+    b"SEND\ncontent-length:9\n\nab\x00",
+    b"SEND\ncontent-length:2\n\nab\n\x00",
+    b"SEND\ncontent-length:400\n\n" + b"x" * 400 + b"\x00",
+    b"SEND\n\n" + b"y" * 400 + b"\x00",
+    b"SEND\nnocolon\n\n\x00",
+    b"CONNECT\nlogin:a\\c\n\n\x00",
+    b"SEND\na:b\\nc\n\n\x00",
+    b"SEND\na:b\\qc\n\n\x00",
+    b"SEND\n" + b"h:v\n" * 8 + b"\n\x00",
+    b"SEND\nk:" + b"v" * 70 + b"\n\n\x00",
+    b"\xff\xfe\n\n\x00",
+    b"send\n\n\x00",
+    b"\n\n\nACK\n\n\x00",
 ]
 
 _frame_pieces = st.one_of(
