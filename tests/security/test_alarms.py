@@ -215,10 +215,21 @@ class StompListener(stomp.ConnectionListener):
         self.messages.append(frame.body)
 
 
-@pytest.mark.parametrize("transport", ["tcp", "websocket"])
+# (the limit that raises the alarm, the limit that clears it)
+ALARMS = {
+    "memory": ("vm-memory-high-watermark", "1MiB", "0.99"),
+    "disk": ("disk-free-limit", "1000TB", "50MB"),
+}
+
+
+@pytest.mark.parametrize(("transport", "alarm"), [
+    ("tcp", "memory"), ("websocket", "memory"), ("tcp", "disk"), ("websocket", "disk"),
+])
 def test_stomp_stops_reading_a_publisher_under_an_alarm(
-    roost: RoostProcess, transport: str
+    roost: RoostProcess, transport: str, alarm: str
 ) -> None:
+    which, raise_at, clear_at = ALARMS[alarm]
+
     def connect(ws: bool = False) -> tuple[Any, StompListener]:
         conn: Any = (
             stomp.WSConnection([("127.0.0.1", roost.ws_port)], ws_path="/ws", heartbeats=(0, 0))
@@ -232,19 +243,19 @@ def test_stomp_stops_reading_a_publisher_under_an_alarm(
 
     sender, sent = connect(ws=transport == "websocket")
     reader, received = connect()
-    reader.subscribe("/queue/alarmed", id="1", ack="auto")
-    sender.send("/queue/alarmed", "before", receipt="r0")
+    reader.subscribe(f"/queue/alarmed-{alarm}", id="1", ack="auto")
+    sender.send(f"/queue/alarmed-{alarm}", "before", receipt="r0")
     eventually(lambda: sent.receipts == ["r0"] and received.messages == ["before"])
-    set_limit(roost, "vm-memory-high-watermark", "1MiB")
-    sender.send("/queue/alarmed", "meets the alarm", receipt="r1")
+    set_limit(roost, which, raise_at)
+    sender.send(f"/queue/alarmed-{alarm}", "meets the alarm", receipt="r1")
     # the SEND that meets the alarm is taken (and reaches the subscriber) ...
     eventually(lambda: received.messages == ["before", "meets the alarm"])
     eventually(lambda: sent.receipts == ["r0", "r1"])
     # ... the next one is not read
-    sender.send("/queue/alarmed", "waits", receipt="r2")
+    sender.send(f"/queue/alarmed-{alarm}", "waits", receipt="r2")
     time.sleep(0.3)  # nothing to await: the broker must not read the second SEND
     assert sent.receipts == ["r0", "r1"]
-    set_limit(roost, "vm-memory-high-watermark", "0.99")
+    set_limit(roost, which, clear_at)
     eventually(lambda: sent.receipts == ["r0", "r1", "r2"])
     eventually(lambda: received.messages[-1:] == ["waits"])
     sender.disconnect()
