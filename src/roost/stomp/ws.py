@@ -40,6 +40,20 @@ PAUSE_AT = 1024 * 1024  # queued output that pauses deliveries until the socket 
 WS_SLACK = 64 * 1024
 
 
+_TEXT = WSMsgType.TEXT
+_BINARY = WSMsgType.BINARY
+
+
+def _is_utf8(data: bytes) -> bool:
+    if data.isascii():  # one fast scan: most STOMP traffic is ASCII
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class WebSocketTransport:
     """Queues frames for a writer task: the handler writes synchronously. Deliveries
     pause while more than PAUSE_AT bytes wait, as TCP's pause_writing does."""
@@ -101,9 +115,9 @@ class WebSocketTransport:
             payload = b"".join(chunks)
             self.queued -= len(payload)
             try:
-                await ws.send_str(payload.decode("utf-8"))
-            except UnicodeDecodeError:
-                await ws.send_bytes(payload)
+                # as text when it is UTF-8, sent as the bytes they are (send_str would
+                # decode and encode them again)
+                await ws.send_frame(payload, _TEXT if _is_utf8(payload) else _BINARY)
             except ConnectionError:
                 break
             if self.paused and self.queued <= PAUSE_AT // 4:
