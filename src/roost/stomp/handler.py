@@ -440,8 +440,8 @@ class StompHandler:
         else:
             exchange, key = dest.publish_exchange, dest.publish_key
         message = Message(exchange, key, properties_from_headers(headers), frame.body)
-        receipt = frame.get("receipt")
-        if receipt is None or frame.get("transaction") is not None:
+        receipt = frame.headers.get("receipt")
+        if receipt is None or "transaction" in frame.headers:
             # in a transaction the receipt went out when the SEND was buffered
             self.broker.publish(self.client, exchange, message)
             return
