@@ -49,10 +49,15 @@ def _integer(key: str, text: str) -> int:
         raise PreconditionFailed(f"invalid value '{text}' for header {key}") from None
 
 
+def none_in(headers: dict[str, str]) -> bool:
+    """Whether the headers carry no queue argument (nearly every SEND: one C-level pass)."""
+    return _QUEUE_ARGS.isdisjoint(headers)
+
+
 def queue_arguments(headers: dict[str, str]) -> dict[str, Any]:
     """The queue arguments a declaring SEND or SUBSCRIBE carries as headers."""
     arguments: dict[str, Any] = {}
-    if _QUEUE_ARGS.isdisjoint(headers):  # nearly every SEND: one pass over few headers
+    if _QUEUE_ARGS.isdisjoint(headers):
         return arguments
     for key in _INT_QUEUE_ARGS:
         if key in headers:

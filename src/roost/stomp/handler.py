@@ -433,7 +433,7 @@ class StompHandler:
             # clients see /reply-queue/<name> (headers_from_properties), as in RabbitMQ
             headers = {**headers, "reply-to": self._temp_queue(reply_to)}
         if dest.kind == "queue":
-            self._declare_for_send(dest.name, stomp_arguments.queue_arguments(frame.headers))
+            self._declare_for_send(dest.name, frame.headers)
             exchange, key = "", dest.name
         elif dest.kind == "temp-queue":
             exchange, key = "", self._temp_queue(dest_text)
@@ -456,13 +456,14 @@ class StompHandler:
             refused=partial(self._refused, receipt),
         )
 
-    def _declare_for_send(self, name: str, arguments: dict[str, Any]) -> None:
+    def _declare_for_send(self, name: str, headers: dict[str, str]) -> None:
         """SEND to /queue/NAME declares it (durable) the first time, not on every frame
         (a SEND with x- argument headers always declares: its arguments are checked)."""
         assert self.client is not None
         queue = self._sent_to.get(name)
-        if queue is not None and not queue.deleted and not arguments:
+        if queue is not None and not queue.deleted and stomp_arguments.none_in(headers):
             return
+        arguments = stomp_arguments.queue_arguments(headers)
         queue = self.broker.declare_queue(self.client, name, durable=True, arguments=arguments)
         if len(self._sent_to) >= _CACHE_SIZE:
             self._sent_to.clear()
@@ -702,13 +703,13 @@ class StompHandler:
     # -- acknowledging --------------------------------------------------------------------
 
     def on_ack(self, frame: Frame) -> None:
-        self._ack_or_nack(frame, requeue=None)
+        self._ack_or_nack(frame, None)
 
     def on_nack(self, frame: Frame) -> None:
         requeue = (frame.get("requeue") or "true").lower() != "false"
-        self._ack_or_nack(frame, requeue=requeue)
+        self._ack_or_nack(frame, requeue)
 
-    def _ack_or_nack(self, frame: Frame, *, requeue: bool | None) -> None:
+    def _ack_or_nack(self, frame: Frame, requeue: bool | None) -> None:
         key = self._ack_key
         text = frame.headers.get(key)
         if text is None:
