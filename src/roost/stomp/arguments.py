@@ -57,7 +57,7 @@ def none_in(headers: dict[str, str]) -> bool:
 def queue_arguments(headers: dict[str, str]) -> dict[str, Any]:
     """The queue arguments a declaring SEND or SUBSCRIBE carries as headers."""
     arguments: dict[str, Any] = {}
-    if _QUEUE_ARGS.isdisjoint(headers):
+    if none_in(headers):
         return arguments
     for key in _INT_QUEUE_ARGS:
         if key in headers:

@@ -722,12 +722,8 @@ class StompHandler:
             if 0 < tag <= self._max_tag:
                 return  # settled already: nothing to do
             raise StompError("invalid ack", f"unknown {key} '{text}'")
-        if sub.ack != "client":  # the one message (settled here: on every message's path)
-            assert self.session is not None
-            if requeue is None:
-                self.session.ack(tag, False)
-            else:
-                self.session.nack(tag, False, requeue)
+        if sub.ack != "client":  # the one message, already popped from both maps
+            self._settle_in_session(tag, requeue)
             return
         # client mode is cumulative, within the subscription (this tag was popped above)
         self._settle(sub, [*(t for t in sub.outstanding if t < tag), tag], requeue=requeue)
@@ -738,9 +734,12 @@ class StompHandler:
             self._settle_tag(sub, tag, requeue)
 
     def _settle_tag(self, sub: Subscription, tag: int, requeue: bool | None) -> None:
-        assert self.session is not None
         sub.outstanding.pop(tag, None)
         self.tag_subscription.pop(tag, None)
+        self._settle_in_session(tag, requeue)
+
+    def _settle_in_session(self, tag: int, requeue: bool | None) -> None:
+        assert self.session is not None
         if requeue is None:
             self.session.ack(tag, False)
         else:

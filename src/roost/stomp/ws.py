@@ -40,10 +40,6 @@ PAUSE_AT = 1024 * 1024  # queued output that pauses deliveries until the socket 
 WS_SLACK = 64 * 1024
 
 
-_TEXT = WSMsgType.TEXT
-_BINARY = WSMsgType.BINARY
-
-
 def _is_utf8(data: bytes) -> bool:
     if data.isascii():  # one fast scan: most STOMP traffic is ASCII
         return True
@@ -117,7 +113,8 @@ class WebSocketTransport:
             try:
                 # as text when it is UTF-8, sent as the bytes they are (send_str would
                 # decode and encode them again)
-                await ws.send_frame(payload, _TEXT if _is_utf8(payload) else _BINARY)
+                opcode = WSMsgType.TEXT if _is_utf8(payload) else WSMsgType.BINARY
+                await ws.send_frame(payload, opcode)
             except ConnectionError:
                 break
             if self.paused and self.queued <= PAUSE_AT // 4:
