@@ -86,6 +86,9 @@ def spark_write(spark, url: str, src: str, dst: str, n: int) -> float:  # type: 
     df.write.format("roost").option("url", url).option("stream", dst).mode("append").save()
     rate = n / (time.perf_counter() - t0)
     df.unpersist()
+    with Client(url) as c:
+        written = c.stream_info(dst)["x-stream-next-offset"]
+    assert written == n, written
     return rate
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pika
 import pytest
 
+from roost.pipeline.amqp import Client
 from tests.spark.stream_contents import messages
 from tests.support import RoostProcess
 
@@ -40,14 +41,25 @@ def test_batch_write_with_confirms_to_the_default_exchange(
 ) -> None:
     declare(broker, "bw")
     df = spark.createDataFrame(
-        [(f"r{i}", f"{i}") for i in range(25)], "body string, message_id string"
-    )
-    write(df, broker, stream="bw")
-    rows = stream_rows(broker, "bw")
-    assert sorted((b, mid) for _, _, b, mid in rows) == sorted(
+        [(f"r{i}", f"{i}", {"n": f"{i}"} if i % 2 else None) for i in range(25)],
+        "body string, message_id string, headers map<string,string>",
+    ).repartition(2)
+    # a stream through the default exchange: rows go as batched publishes, 10 per batch
+    write(df, broker, stream="bw", producerName="bw-writer", confirmBatch=10)
+    found = messages(broker.url, "bw")
+    assert sorted((d.body, d.properties[8]) for d in found) == sorted(
         (f"r{i}".encode(), f"{i}") for i in range(25)
     )
-    assert {(x, k) for x, k, _, _ in rows} == {("", "bw")}
+    assert {(d.exchange, d.routing_key) for d in found} == {("", "bw")}
+    for d in found:  # the headers column, plus the stream's own headers on delivery
+        i = int(d.properties[8])
+        own = {k: v for k, v in (d.properties[2] or {}).items() if not k.startswith("x-")}
+        assert own == ({"n": f"{i}"} if i % 2 else {})
+    # one producer per partition, its ids counted row by row
+    with Client(broker.url) as client:
+        producers = client.stream_info("bw")["x-stream-producers"]
+    assert set(producers) == {"bw-writer-p0", "bw-writer-p1"}
+    assert sum(producers.values()) == 25
 
 
 def test_exchange_routing_key_option_and_column(spark: Any, broker: RoostProcess) -> None:

@@ -183,6 +183,21 @@ class StreamStore(Protocol):
     ) -> int:
         """Write one message; its offset."""
 
+    def append_batch(
+        self,
+        exchange: str,
+        routing_key: str,
+        batch: bytes,
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        first_id: int = 0,
+    ) -> int:
+        """Write each message of a batched publish (docs/streams.md) as its own record,
+        publishing ids ``first_id`` upwards; those ``producer`` already stored are
+        dropped. Returns how many were written. ValueError for a malformed batch (nothing
+        written), OSError when the disk refused."""
+
     def is_duplicate(self, producer: str, publishing_id: int) -> bool: ...
 
     def reader(self, offset: int) -> StreamCursor: ...

@@ -376,6 +376,31 @@ class Client:
                 f"{self.returned} published message(s) reached no queue ({self.return_reason})"
             )
 
+    def is_stream(self, queue: str) -> bool:
+        """Whether ``queue`` is a stream this user may read, asked without touching a
+        classic queue's messages: a producer query (``amq.roost.producers``) is answered
+        for a stream and refused with a channel error otherwise."""
+        reply_to = "amq.rabbitmq.reply-to"
+        self.call(m.BasicConsume(queue=reply_to, no_ack=True), m.BasicConsumeOk)
+        query = properties(reply_to=reply_to, headers={"x-stream-producer-name": "roost-probe"})
+        self._send(
+            codec.encode_basic_publish(
+                CHANNEL, "amq.roost.producers", queue, False, False,
+                codec.encode_properties(query), b"", self.frame_max,
+            )
+        )
+        try:
+            self._wait((m.BasicDeliver,))
+        except RoostError as exc:
+            if not exc.code:
+                raise
+            self.call(m.ChannelOpen(), m.ChannelOpenOk)  # the refusal closed the channel
+            return False
+        self.call(m.ChannelClose(reply_code=200, reply_text="", class_id=0, method_id=0),
+                  m.ChannelCloseOk)  # drops the reply's content frames and the consumer
+        self.call(m.ChannelOpen(), m.ChannelOpenOk)
+        return True
+
     def check_exchange(self, exchange: str) -> None:
         """Fails (404) unless ``exchange`` exists; "" is the default exchange."""
         if exchange:

@@ -1,5 +1,7 @@
 """Chunked stream reads: a delivery whose body holds many records, as the broker stores
-them (consumer argument ``x-roost-chunk-bytes``; the format is in docs/streams.md).
+them (consumer argument ``x-roost-chunk-bytes``; the format is in docs/streams.md). And
+batched writes: one publish whose body holds many messages for a stream (content type
+``BATCH_CONTENT_TYPE``), each stored as its own record.
 
 The broker sends a slice of its log file per delivery instead of one AMQP message per
 record, so reading costs it next to nothing; the records are decoded here, on the Spark
@@ -13,7 +15,14 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from roost.store.stream_codec import RunDecoder
+from roost.store.stream_codec import (
+    BATCH_CONTENT_TYPE,
+    BATCH_LENGTH,
+    RunDecoder,
+    batch_properties,
+)
+
+__all__ = ["BATCH_CONTENT_TYPE", "BATCH_LENGTH", "batch_properties", "records"]
 
 CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
 # crc32, length of the rest, offset, timestamp (ms), publishing id, producer name length

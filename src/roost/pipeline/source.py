@@ -33,6 +33,9 @@ message that reaches no queue, or a nack fails the task (Spark retries it, then 
 the job) instead of losing rows. Every message carries a producer name and an increasing
 ``x-publishing-id`` derived from (query id, batch id, partition, row position), so a
 retried task's messages are dropped by the stream's deduplication: effectively once.
+Spark hands the writer Arrow record batches; to a stream through the default exchange,
+rows go as batched publishes (one AMQP message per ``confirmBatch`` rows, each row its
+own record: docs/streams.md, "Batched publishing").
 
 Options: url, stream, startingOffsets, endingOffsets, startingTimestamp, endingTimestamp,
 maxRecordsPerTrigger, numPartitions (default 2), consumerName (streaming: store committed
@@ -51,7 +54,9 @@ from typing import Any
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
@@ -66,9 +71,15 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from roost.amqp import codec_methods as m
 from roost.pipeline.amqp import Client, RoostError, missing_as, properties
 from roost.pipeline.bounds import resolve_offset, time_ms
-from roost.pipeline.chunks import records
+from roost.pipeline.chunks import (
+    BATCH_CONTENT_TYPE,
+    BATCH_LENGTH,
+    batch_properties,
+    records,
+)
 
 SCHEMA = (
     "offset long, timestamp timestamp, exchange string, routing_key string, "
@@ -224,18 +235,20 @@ class _Options:
             for kind, default in defaults.items()
         ]
 
-    def check_target(self) -> None:
+    def check_target(self) -> bool:
         """Fail on the driver, before any task runs, when the exchange, or (default
-        exchange) the queue named by routingKey or stream, does not exist."""
+        exchange) the queue named by routingKey or stream, does not exist. True when
+        rows can go as batched publishes: the target is that queue and a stream."""
         exchange = self.get("exchange") or ""
         queue = "" if exchange else (self.get("routingKey") or self.stream)
         with Client(self.url) as client:
             with missing_as(f"no exchange '{exchange}' to write to"):
                 client.check_exchange(exchange)
             if not queue:
-                return  # rows name their queue (routing_key column): mandatory checks them
+                return False  # rows name their queue (routing_key column): mandatory checks
             with missing_as(f"no stream or queue '{queue}' to write to"):
                 client.check_queue(queue)
+            return client.is_stream(queue)
 
 
 class RoostBatchReader(DataSourceReader):
@@ -312,64 +325,146 @@ class RoostStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             client.flush_confirmed()
 
 
-def _publish_rows(opts: _Options, rows: Iterator[Any], producer: str, batch: int) -> Committed:
-    exchange = opts.get("exchange") or ""
-    default_key = opts.get("routingKey") or (opts.stream if not exchange else "")
-    # confirms are windowed: send ``confirmBatch`` rows at a time and go on while up to
-    # ``confirmWindow`` are unconfirmed; the end of the task waits for every one
-    batch_size = int(opts.get("confirmBatch") or "2000")
-    window = int(opts.get("confirmWindow") or "20000")
-    first_id = batch << _BATCH_SHIFT
-    count = 0
-    fields: dict[str, int] | None = None
-    with Client(opts.url) as client:
-        client.confirm_select()
-        publish = client.publish
-        for row in rows:
-            if fields is None:  # Rows are tuples: look columns up by position, not by name
-                names = getattr(row, "__fields__", None) or list(row.asDict())
-                fields = {name: i for i, name in enumerate(names)}
-                get = _column_getters(fields)
-            body, key, headers_in, ctype, mid, cid = (g(row) for g in get)
-            if isinstance(body, str):
-                body = body.encode("utf-8")
-            headers = {k: v for k, v in headers_in.items() if v is not None} if headers_in else {}
-            headers["x-stream-producer-name"] = producer
-            count += 1
-            headers["x-publishing-id"] = first_id | count
-            publish(
-                exchange,
-                key or default_key,
-                properties(
-                    headers=headers,
-                    content_type=ctype,
-                    message_id=mid,
-                    correlation_id=cid,
-                    delivery_mode=2,
-                ),
-                bytes(body or b""),
-                mandatory=True,  # reaching no queue fails the task (flush_confirmed)
-            )
-            if count % batch_size == 0:
-                client.flush_confirmed(window)  # a nack or a lost connection fails the task
-        client.flush_confirmed()
-    return Committed(count)
-
-
 _WRITE_COLUMNS = ("body", "routing_key", "headers", "content_type", "message_id", "correlation_id")
 
 
-def _column_getters(fields: dict[str, int]) -> list[Any]:
-    """One getter per written column: the row's value at its position, or None."""
+def _columns(batch: Any) -> list[list[Any]]:
+    """The written columns of an Arrow record batch as Python lists (None for absent
+    ones); ``body`` as bytes, whether the column is binary or string."""
+    import pyarrow as pa
 
-    def absent(row: Any) -> None:
-        return None
-
-    getters: list[Any] = []
+    names = batch.schema.names
+    out: list[list[Any]] = []
     for name in _WRITE_COLUMNS:
-        i = fields.get(name)
-        getters.append(absent if i is None else (lambda row, i=i: row[i]))
-    return getters
+        if name not in names:
+            out.append([None] * batch.num_rows)
+            continue
+        column = batch.column(name)
+        if name == "body" and pa.types.is_string(column.type):
+            column = column.cast(pa.binary())
+        out.append(column.to_pylist())
+    return out
+
+
+def _row_headers(headers_in: Any) -> dict[str, Any]:
+    """A ``headers`` cell (Arrow map: key/value pairs) as a table, nulls left out."""
+    return {k: v for k, v in headers_in if v is not None} if headers_in else {}
+
+
+def _row_properties(
+    headers: dict[str, Any], ctype: str | None, mid: str | None, cid: str | None
+) -> tuple[Any, ...]:
+    """A written row's 14 basic properties in spec order: persistent, plus its columns."""
+    return (ctype, None, headers or None, 2, None, cid, None, None, mid) + (None,) * 5
+
+
+class _Publisher:
+    """Publishes a task's rows with windowed confirms: ``confirmBatch`` rows at a time,
+    going on while up to ``confirmWindow`` are unconfirmed; ``close`` waits for all.
+    Row ``i`` (from 1) of the task gets publishing id ``batch id << 32 | i``.
+
+    To a stream through the default exchange (``batched``), each ``confirmBatch`` rows
+    go as one batched publish (docs/streams.md): the broker stores every row as its own
+    record, with its own publishing id, and does per-row work only in the store. Else
+    each row is one mandatory publish with the producer and id headers."""
+
+    def __init__(
+        self, client: Client, opts: _Options, producer: str, batch: int, batched: bool
+    ) -> None:
+        self.client = client
+        self.producer = producer
+        self.exchange = opts.get("exchange") or ""
+        self.default_key = opts.get("routingKey") or (opts.stream if not self.exchange else "")
+        self.rows_per_flush = max(1, int(opts.get("confirmBatch") or "2000"))
+        window = int(opts.get("confirmWindow") or "20000")
+        self.batched = batched
+        # the broker confirms a batched publish as one message
+        self.window = max(1, window // self.rows_per_flush) if batched else window
+        self.next_id = (batch << _BATCH_SHIFT) + 1
+        self.count = 0
+        self.parts: list[bytes] = []  # a batched publish's body, being built
+        self.batch_first = self.next_id
+        client.confirm_select()
+
+    def add(self, batch: Any) -> None:
+        bodies, keys, headers_col, ctypes, mids, cids = _columns(batch)
+        if self.batched:
+            self._add_batched(bodies, headers_col, ctypes, mids, cids)
+            return
+        client, flush, producer = self.client, self.rows_per_flush, self.producer
+        for body, key, headers_in, ctype, mid, cid in zip(
+            bodies, keys, headers_col, ctypes, mids, cids, strict=True
+        ):
+            headers = _row_headers(headers_in)
+            headers["x-stream-producer-name"] = producer
+            headers["x-publishing-id"] = self.next_id
+            client.publish(
+                self.exchange,
+                key or self.default_key,
+                m.BasicProperties(*_row_properties(headers, ctype, mid, cid)),
+                body or b"",
+                mandatory=True,  # reaching no queue fails the task (flush_confirmed)
+            )
+            self.next_id += 1
+            self.count += 1
+            if self.count % flush == 0:
+                client.flush_confirmed(self.window)  # a nack or lost connection fails the task
+
+    def _add_batched(
+        self, bodies: list[Any], headers: list[Any], ctypes: list[Any], mids: list[Any],
+        cids: list[Any],
+    ) -> None:
+        parts, pack, flush = self.parts, BATCH_LENGTH.pack, self.rows_per_flush
+        plain = batch_properties(_row_properties({}, None, None, None))
+        for body, headers_in, ctype, mid, cid in zip(
+            bodies, headers, ctypes, mids, cids, strict=True
+        ):
+            raw = plain
+            if headers_in or ctype is not None or mid is not None or cid is not None:
+                raw = batch_properties(_row_properties(_row_headers(headers_in), ctype, mid, cid))
+            body = body or b""
+            parts += (pack(len(raw) + len(body)), raw, body)
+            self.count += 1
+            if self.count % flush == 0:
+                self._send_batch()
+
+    def _send_batch(self) -> None:
+        if not self.parts:
+            return
+        rows = len(self.parts) // 3
+        self.client.publish(
+            "",
+            self.default_key,
+            properties(
+                content_type=BATCH_CONTENT_TYPE,
+                headers={
+                    "x-stream-producer-name": self.producer,
+                    "x-publishing-id": self.batch_first,
+                },
+                delivery_mode=2,
+            ),
+            b"".join(self.parts),
+            mandatory=True,
+        )
+        self.parts.clear()  # (in place: _add_batched holds it)
+        self.batch_first += rows
+        self.client.flush_confirmed(self.window)
+
+    def close(self) -> Committed:
+        if self.batched:
+            self._send_batch()
+        self.client.flush_confirmed()
+        return Committed(self.count)
+
+
+def _publish_batches(
+    opts: _Options, batches: Iterator[Any], producer: str, batch: int, batched: bool
+) -> Committed:
+    with Client(opts.url) as client:
+        publisher = _Publisher(client, opts, producer, batch, batched)
+        for record_batch in batches:
+            publisher.add(record_batch)
+        return publisher.close()
 
 
 def _partition_id() -> int:
@@ -377,21 +472,22 @@ def _partition_id() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-class RoostBatchWriter(DataSourceWriter):
+class RoostBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
-        opts.check_target()
+        self.batched = opts.check_target()
         # made on the driver, shipped to every task: a retried task reuses the name
         self.producer = opts.get("producerName") or f"spark-{uuid.uuid4()}"
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return _publish_rows(self.opts, iterator, f"{self.producer}-p{_partition_id()}", 0)
+        producer = f"{self.producer}-p{_partition_id()}"
+        return _publish_batches(self.opts, iterator, producer, 0, self.batched)
 
 
-class RoostStreamWriter(DataSourceStreamWriter):
+class RoostStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
-        opts.check_target()
+        self.batched = opts.check_target()
         self.fallback = opts.get("producerName") or ""
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
@@ -405,7 +501,7 @@ class RoostStreamWriter(DataSourceStreamWriter):
             # drop every later batch as a duplicate
             raise RoostError("no streaming batch id visible to the task")
         producer = f"spark-{query}-p{_partition_id()}"
-        return _publish_rows(self.opts, iterator, producer, int(batch))
+        return _publish_batches(self.opts, iterator, producer, int(batch), self.batched)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

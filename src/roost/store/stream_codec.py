@@ -6,6 +6,11 @@ their values; header tables as tagged values), exactly as the classic-queue stor
 them; the body is the rest. No pickle: a record decodes to plain values only.
 
 Streams written before this encoding (properties pickled) are not readable by it.
+
+A batched publish (content type ``BATCH_CONTENT_TYPE``, docs/streams.md) carries many
+messages for one stream in one body: per message ``u32 length | properties | body``
+(big-endian length of the rest; properties encoded as here), so the broker stores each
+as a record without decoding or re-encoding its body.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from roost.store.codec import (
     encode_properties,
     encode_str,
 )
+
+BATCH_CONTENT_TYPE = "application/x-roost-stream-batch"
+BATCH_LENGTH = struct.Struct(">I")
 
 # what decoding a malformed payload raises, turned into CodecError
 _MALFORMED = (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError)
@@ -85,3 +93,44 @@ class RunDecoder:
         if pos > end:
             raise CodecError("stream record shorter than its properties")
         return exchange, routing_key, properties, data[pos:end]
+
+
+def batch_properties(properties: tuple[Any, ...]) -> bytes:
+    """The properties part of a batch entry: a writer whose messages repeat properties
+    encodes them once and lays out entries itself (see ``batch_entry``)."""
+    return encode_properties(properties)
+
+
+def batch_entry(properties: tuple[Any, ...], body: bytes) -> bytes:
+    """One message of a batched publish."""
+    props = encode_properties(properties)
+    return BATCH_LENGTH.pack(len(props) + len(body)) + props + body
+
+
+def split_batch(data: bytes) -> list[memoryview]:
+    """The messages of a batched publish (properties and body, as a record's payload
+    holds them after its exchange and routing key), each checked to decode; CodecError
+    for a malformed batch, before anything is stored. Properties equal to the previous
+    entry's (byte for byte) are not decoded again."""
+    view = memoryview(data)
+    entries: list[memoryview] = []
+    unpack, size, pos, n = BATCH_LENGTH.unpack_from, BATCH_LENGTH.size, 0, len(data)
+    raw = b""
+    while pos < n:
+        if pos + size > n:
+            raise CodecError(f"batch cut inside the length of the entry at byte {pos}")
+        start = pos + size
+        end = start + unpack(data, pos)[0]
+        if end > n:
+            raise CodecError(f"batch cut inside the entry at byte {pos}")
+        if not (raw and data.startswith(raw, start) and start + len(raw) <= end):
+            try:
+                _, stop = decode_properties(data, start)
+            except _MALFORMED as exc:
+                raise CodecError(f"entry at byte {pos}: {exc}") from None
+            if stop > end:
+                raise CodecError(f"entry at byte {pos} is shorter than its properties")
+            raw = data[start:stop]
+        entries.append(view[start:end])
+        pos = end
+    return entries

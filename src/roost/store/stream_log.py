@@ -23,12 +23,14 @@ import struct
 import time
 import zlib
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
 
 from roost.store.files import append_all, fsync_path, make_dirs, truncate_quietly
 from roost.store.stream_reader import StreamReader
 
 HEADER = struct.Struct("<IIQqqH")  # crc, length after crc+length, offset, ts, pub id, name len
+_CRC = struct.Struct("<I")
 INDEX_ENTRY = struct.Struct("<QQq")  # offset, file position, timestamp
 INDEX_EVERY = 4096  # bytes of records between two index entries
 SEGMENT_SUFFIX = ".seg"
@@ -295,7 +297,7 @@ class StreamLog:
         length = HEADER.size - 8 + len(name) + len(payload)
         head = HEADER.pack(0, length, offset, timestamp_ms, publishing_id, len(name))
         crc = zlib.crc32(payload, zlib.crc32(name, zlib.crc32(head[4:])))
-        record = struct.pack("<I", crc) + head[4:] + name + payload
+        record = _CRC.pack(crc) + head[4:] + name + payload
         position = seg.size
         append_all(self._fd, record, position)
         if position - self._last_indexed >= INDEX_EVERY:
@@ -316,6 +318,65 @@ class StreamLog:
             self._note_producer(producer, publishing_id)
         self.dirty = True
         return offset
+
+    def append_many(
+        self,
+        prefix: bytes,
+        payloads: Sequence[bytes | memoryview],
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        first_id: int = 0,
+    ) -> int:
+        """Write one record per payload (``prefix + payload``; publishing ids ``first_id``
+        upwards when ``producer`` is set), as many ``append`` calls would, but with one
+        write per segment touched. Returns the first offset. A failed write keeps nothing
+        of the records it carried; those written to an earlier segment stay."""
+        first_offset = self.next_offset
+        name = producer.encode("utf-8")
+        fixed = HEADER.size - 8 + len(name) + len(prefix)
+        pack, crc32, crc_pack = HEADER.pack, zlib.crc32, _CRC.pack
+        i, n = 0, len(payloads)
+        while i < n:
+            seg = self.segments[-1]
+            if seg.size >= self.max_segment_bytes:
+                self._roll()
+                seg = self.segments[-1]
+            start = position = seg.size
+            offset = self.next_offset
+            last_indexed = self._last_indexed
+            parts: list[bytes | memoryview] = []
+            indexed: list[tuple[int, int]] = []
+            while i < n and position < self.max_segment_bytes:
+                payload = payloads[i]
+                length = fixed + len(payload)
+                pid = first_id + i if producer else 0
+                head = pack(0, length, offset, timestamp_ms, pid, len(name))[4:]
+                crc = crc32(payload, crc32(prefix, crc32(name, crc32(head))))
+                parts += (crc_pack(crc), head, name, prefix, payload)
+                if position - last_indexed >= INDEX_EVERY:
+                    indexed.append((offset, position))
+                    last_indexed = position
+                position += length + 8
+                offset += 1
+                i += 1
+            append_all(self._fd, b"".join(parts), start)
+            entries = len(seg.idx_offsets)
+            index = b"".join(seg.add_index(o, p, timestamp_ms) for o, p in indexed)
+            try:
+                append_all(self._idx_fd, index, entries * INDEX_ENTRY.size)
+            except OSError:
+                seg.drop_index_from(entries)
+                truncate_quietly(self._fd, start)
+                raise
+            self._last_indexed = last_indexed
+            seg.size = position
+            self.next_offset = offset
+            self.last_timestamp = timestamp_ms
+            if producer:
+                self._note_producer(producer, first_id + i - 1)
+            self.dirty = True
+        return first_offset
 
     def is_duplicate(self, producer: str, publishing_id: int) -> bool:
         last = self.producers.get(producer)

@@ -16,9 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roost.store.codec import encode_str
 from roost.store.files import NO_SPACE
 from roost.store.paths import stream_dir
-from roost.store.stream_codec import decode_stream_message, encode_stream_message
+from roost.store.stream_codec import (
+    decode_stream_message,
+    encode_stream_message,
+    split_batch,
+)
 from roost.store.stream_log import StreamLog
 from roost.store.stream_offsets import OffsetStore
 from roost.store.stream_reader import StreamReader
@@ -134,10 +139,46 @@ class DiskStream:
             if exc.errno in NO_SPACE and self._on_no_space is not None:
                 self._on_no_space(exc)  # the disk alarm: publishers stop until a retry
             raise
+        self._written()
+        return offset
+
+    def append_batch(
+        self,
+        exchange: str,
+        routing_key: str,
+        batch: bytes,
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        first_id: int = 0,
+    ) -> int:
+        entries = split_batch(batch)  # CodecError (a ValueError) before anything is written
+        skip = 0
+        last = self.log.producers.get(producer) if producer else None
+        if last is not None:
+            skip = min(max(last - first_id + 1, 0), len(entries))
+        if skip == len(entries):
+            return 0
+        prefix = encode_str(exchange) + encode_str(routing_key)
+        try:
+            self.log.append_many(
+                prefix,
+                entries[skip:],
+                timestamp_ms=timestamp_ms,
+                producer=producer,
+                first_id=first_id + skip,
+            )
+        except OSError as exc:
+            if exc.errno in NO_SPACE and self._on_no_space is not None:
+                self._on_no_space(exc)
+            raise
+        self._written()
+        return len(entries) - skip
+
+    def _written(self) -> None:
         if self._on_write is not None:
             self._on_write(self.log.active_path)
             self.log.dirty = False  # the group commit fsyncs it, off the event loop
-        return offset
 
     def is_duplicate(self, producer: str, publishing_id: int) -> bool:
         return self.log.is_duplicate(producer, publishing_id)

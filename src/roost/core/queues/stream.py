@@ -33,6 +33,8 @@ PUBLISHING_ID_HEADER = "x-publishing-id"
 # Roost's extension: a consumer argument asking for chunked deliveries (docs/streams.md)
 CHUNK_ARGUMENT = "x-roost-chunk-bytes"
 CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
+# Roost's extension: a publish carrying many messages for the stream (docs/streams.md)
+BATCH_CONTENT_TYPE = "application/x-roost-stream-batch"
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
 # the offset query's producers table is capped at this many encoded bytes (see take)
 PRODUCERS_TABLE_BYTES = 2048
@@ -150,6 +152,8 @@ class StreamQueue(Queue):
         return self.log.next_offset - 1
 
     def push(self, message: Message) -> bool:
+        if message.properties.content_type == BATCH_CONTENT_TYPE:
+            return self._push_batch(message)
         producer = ""
         publishing_id = 0
         headers = message.properties.headers
@@ -181,6 +185,38 @@ class StreamQueue(Queue):
         self.streams.dirty.add(self)
         if self.consumers:
             self.dispatch()
+        return True
+
+    def _push_batch(self, message: Message) -> bool:
+        """A batched publish: each message in its body becomes its own record (ids from
+        the batch's ``x-publishing-id`` upwards), all or none; malformed is refused."""
+        headers = message.properties.headers or {}
+        producer = header_text(headers.get(PRODUCER_HEADER))
+        first_id = headers.get(PUBLISHING_ID_HEADER)
+        if not producer or not isinstance(first_id, int) or isinstance(first_id, bool):
+            producer, first_id = "", 0
+        try:
+            written = self.log.append_batch(
+                message.exchange,
+                message.routing_key,
+                message.body,
+                timestamp_ms=time.time_ns() // 1_000_000,
+                producer=producer,
+                first_id=first_id,
+            )
+        except ValueError as exc:
+            self.refusal = f"{self._where()} refused a malformed batch: {exc}"
+            log.warning("%s", self.refusal)
+            return False
+        except OSError as exc:
+            self.refusal = f"{self._where()} could not store the batch: {exc.strerror}"
+            log.warning("%s", self.refusal)
+            return False
+        if written:
+            self.stat_published += written
+            self.streams.dirty.add(self)
+            if self.consumers:
+                self.dispatch()
         return True
 
     def sync(self) -> None:
