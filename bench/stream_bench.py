@@ -2,8 +2,10 @@
 and write rows/s through the ``roost`` data source on local[2].
 
     .venv/bin/python bench/stream_bench.py [--messages 100000] [--runs 3] [--no-spark]
+                                           [--warmup N]
 
-Each figure is the median of ``--runs`` runs against a fresh ``roost server``.
+Each figure is the median of ``--runs`` runs against a fresh ``roost server``, after one
+unmeasured Spark read and write of ``--warmup`` messages (default: as many as a run).
 """
 
 from __future__ import annotations
@@ -98,14 +100,20 @@ def main() -> int:
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--no-spark", action="store_true")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="messages in the unmeasured Spark pass (default: --messages; 0: none)")
     args = p.parse_args()
+    if args.warmup is None:
+        args.warmup = args.messages
     results: dict[str, list[float]] = {}
     spark = None if args.no_spark else spark_session()
-    if spark is not None:  # first use starts Python workers: keep it out of the figures
+    if spark is not None and args.warmup:
+        # an unmeasured pass: first use starts the Python workers, and the JVM's JIT has
+        # compiled the read and write paths by its end (a long-running job's steady state)
         with roost() as url:
-            publish(url, "warm", 2000, args.size)
-            spark_read(spark, url, "warm", 2000)
-            spark_write(spark, url, "warm", "warm-out", 2000)
+            publish(url, "warm", args.warmup, args.size)
+            spark_read(spark, url, "warm", args.warmup)
+            spark_write(spark, url, "warm", "warm-out", args.warmup)
     for run in range(args.runs):
         with roost() as url:
             n = args.messages

@@ -48,7 +48,9 @@ from __future__ import annotations
 
 import math
 import uuid
+from array import array
 from collections.abc import Iterator, Sequence
+from itertools import accumulate
 from typing import Any
 
 from pyspark import TaskContext
@@ -77,8 +79,8 @@ from roost.pipeline.bounds import resolve_offset, time_ms
 from roost.pipeline.chunks import (
     BATCH_CONTENT_TYPE,
     BATCH_LENGTH,
+    ChunkColumns,
     batch_properties,
-    records,
 )
 
 SCHEMA = (
@@ -112,53 +114,97 @@ def _text(value: Any) -> str | None:
 
 
 def read_partition(
-    url: str, partition: RoostPartition, batch_rows: int = 8192, chunk_bytes: int = CHUNK_BYTES
+    url: str,
+    partition: RoostPartition,
+    batch_rows: int = 8192,
+    chunk_bytes: int = CHUNK_BYTES,
+    batch_bytes: int = 64 << 20,
 ) -> Iterator[Any]:
     """Arrow record batches (much cheaper for Spark than row tuples), from chunked
-    deliveries: the broker sends slices of its log, decoded here on the executor."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-
-    schema = arrow_schema()
-    columns: list[list[Any]] = [[] for _ in range(9)]
-    (offsets, stamps, exchanges, keys, headers_col, ctypes, mids, cids, bodies) = columns
-
-    def batch() -> Any:
-        out = pa.RecordBatch.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
-            schema=schema,
-        )
-        for c in columns:
-            c.clear()
-        return out
-
+    deliveries: the broker sends slices of its log, decoded here on the executor,
+    column by column (``ChunkColumns``)."""
     with Client(url) as client:
         deliveries = client.read_range(
             partition.stream, partition.start, partition.end, prefetch=16, chunk_bytes=chunk_bytes
         )
-        last: tuple[Any, ...] = ()
-        pairs: list[tuple[str, str | None]] = []
+        columns = ChunkColumns()
+        size = 0
         for d in deliveries:
-            for offset, timestamp, exchange, key, props, body in records(d.body):
-                if props is not last:  # records() reuses the tuple while properties repeat
-                    last, headers = props, props[2]
-                    pairs = (
-                        [(k, v if type(v) is str else _text(v)) for k, v in headers.items()]
-                        if headers
-                        else []
-                    )
-                offsets.append(offset)
-                stamps.append(timestamp * 1000)
-                exchanges.append(exchange)
-                keys.append(key)
-                headers_col.append(pairs)
-                ctypes.append(props[0])
-                mids.append(props[8])
-                cids.append(props[5])
-                bodies.append(body)
-            if len(offsets) >= batch_rows:
-                yield batch()
-    if offsets:
-        yield batch()
+            columns.add(d.body)
+            size += len(d.body)
+            if len(columns) >= batch_rows or size >= batch_bytes:
+                yield record_batch(columns)
+                columns.clear()
+                size = 0
+    if len(columns):
+        yield record_batch(columns)
+
+
+def record_batch(columns: ChunkColumns) -> Any:
+    """The data source's columns (SCHEMA) as one Arrow record batch."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    n = len(columns)
+    schema = arrow_schema()
+    offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns.offsets)])
+    stamps = pa.Array.from_buffers(
+        pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(columns.stamps)]
+    ).cast(schema.field("timestamp").type)
+    ends = array("i", accumulate(map(len, columns.bodies), initial=0))
+    bodies = pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(ends), pa.py_buffer(b"".join(columns.bodies))]
+    )
+    runs = [run for run in columns.runs if run[3]]
+    counts = [run[3] for run in runs]
+    names: list[list[Any]] = [[], [], [], [], []]  # exchange, key, type, message id, corr id
+    pairs: list[list[tuple[str, str | None]]] = []
+    for exchange, routing_key, props, _count in runs:
+        for column, value in zip(
+            names, (exchange, routing_key, props[0], props[8], props[5]), strict=True
+        ):
+            column.append(value)
+        headers = props[2]
+        pairs.append(
+            [(k, v if type(v) is str else _text(v)) for k, v in headers.items()] if headers else []
+        )
+    if len(runs) == 1:
+        strings = [pa.repeat(pa.scalar(values[0], type=pa.string()), n) for values in names]
+    else:
+        which = array("i")
+        for i, count in enumerate(counts):
+            which += array("i", (i,)) * count
+        take = pa.array(which)
+        strings = [pa.array(values, type=pa.string()).take(take) for values in names]
+    exchanges, keys, ctypes, mids, cids = strings
+    headers_col = _map_column(pairs, counts)
+    return pa.RecordBatch.from_arrays(
+        [offsets, stamps, exchanges, keys, headers_col, ctypes, mids, cids, bodies], schema=schema
+    )
+
+
+def _map_column(pairs: list[list[tuple[str, str | None]]], counts: list[int]) -> Any:
+    """A map<string,string> column holding ``pairs[i]`` ``counts[i]`` times over, built
+    from its offsets, keys and values (``pa.repeat`` of a map costs microseconds a row)."""
+    import pyarrow as pa
+
+    offsets = array("i", (0,))
+    keys: list[str] = []
+    values: list[str | None] = []
+    total = 0
+    for run, count in zip(pairs, counts, strict=True):
+        width = len(run)
+        if not width:
+            offsets += array("i", (total,)) * count
+            continue
+        offsets.extend(range(total + width, total + width * count + 1, width))
+        total += width * count
+        keys += [k for k, _ in run] * count
+        values += [v for _, v in run] * count
+    return pa.MapArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)]),
+        pa.array(keys, type=pa.string()),
+        pa.array(values, type=pa.string()),
+    )
 
 
 def arrow_schema() -> Any:
