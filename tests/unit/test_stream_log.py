@@ -172,3 +172,34 @@ def test_an_offset_store_refused_by_a_full_disk_keeps_the_old_offset(
     assert store.offsets == {"reader": 10}
     store.store("other", 3)
     assert OffsetStore(tmp_path / "offsets").offsets == {"reader": 10, "other": 3}
+
+
+@pytest.mark.parametrize("max_bytes", [1, 700, 4096, 9000, 1 << 20])
+@pytest.mark.parametrize("start,end", [(0, None), (3, 250), (131, 132), (290, None)])
+def test_chunks_are_whole_records_in_order_within_their_limits(
+    tmp_path: Path, max_bytes: int, start: int, end: int | None
+) -> None:
+    """Chunks, whether cut by walking records or at sparse index entries, hold each
+    record of [start, end) once, in order, as stored: within max_bytes (or one record),
+    within one segment, never past the log's end or ``end``."""
+    log = StreamLog(tmp_path, max_segment_bytes=40_000)
+    sizes = [(i * 7919) % 1500 for i in range(300)]  # 0 to 1.5 kB, in no order
+    for i, size in enumerate(sizes):
+        log.append(b"%05d" % i + b"y" * size, timestamp_ms=1000 + i)
+    assert len(log.segments) > 5
+    stored = {r.offset: r.payload for r in log.reader(0).drain()}
+    reader = log.reader(start)
+    got: list[tuple[int, bytes]] = []
+    while (chunk := reader.next_chunk(max_bytes, end)) is not None:
+        first, last, count, data = chunk
+        assert count == last - first + 1 and (len(data) <= max_bytes or count == 1)
+        pos, offsets_in = 0, []
+        while pos < len(data):
+            _crc, length, offset, _ts, _pid, nlen = HEADER.unpack_from(data, pos)
+            offsets_in.append(offset)
+            got.append((offset, data[pos + HEADER.size + nlen : pos + 8 + length]))
+            pos += 8 + length
+        assert offsets_in == list(range(first, last + 1))
+    reader.close()
+    stop = 300 if end is None else end
+    assert got == [(o, stored[o]) for o in range(start, stop)]

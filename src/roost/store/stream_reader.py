@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, NamedTuple
@@ -119,6 +120,9 @@ class StreamReader:
         a chunk costs the broker one delivery however many records it holds."""
         if self._file is None and not self._open():
             return None
+        jumped = self._chunk_by_index(max_bytes, end)
+        if jumped is not None:
+            return jumped
         size = _HEADER.size
         start = count = 0
         first = last = -1
@@ -154,6 +158,42 @@ class StreamReader:
         if not count:
             return None
         return first, last, count, self._buf[start : self._pos]
+
+    def _chunk_by_index(
+        self, max_bytes: int, end: int | None
+    ) -> tuple[int, int, int, bytes] | None:
+        """``next_chunk`` without walking the records: the segment's sparse index names
+        record starts, so the chunk runs from here to the last indexed record start that
+        keeps it within ``max_bytes`` and before ``end`` and the log's end. None when no
+        such entry lies ahead (the caller walks record by record)."""
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < _HEADER.size or self._file is None:
+            return None
+        offset = _LENGTH_OFFSET.unpack_from(buf, pos + 4)[1]
+        if offset != self.offset:
+            return None  # not yet at the wanted offset (after a seek to an index entry)
+        log = self.log
+        i = bisect.bisect_left(log.bases, self._base)
+        if i == len(log.bases) or log.bases[i] != self._base:
+            return None  # our segment went (retention): the walk moves on
+        seg = log.segments[i]
+        here = self._file.tell() - len(buf) + pos  # file position of this record
+        limit = log.next_offset if end is None else min(end, log.next_offset)
+        k = min(
+            bisect.bisect_right(seg.idx_positions, here + max_bytes),
+            bisect.bisect_right(seg.idx_offsets, limit),
+        ) - 1
+        if k < 0 or seg.idx_offsets[k] <= offset:
+            return None
+        stop, stop_offset = seg.idx_positions[k], seg.idx_offsets[k]
+        need = stop - here
+        if len(buf) - pos < need:
+            if not self._fill(need):
+                return None
+            buf, pos = self._buf, 0
+        self._pos = pos + need
+        self.offset = stop_offset
+        return offset, stop_offset - 1, stop_offset - offset, buf[pos : pos + need]
 
     def drain(self) -> Iterator[Record]:
         """Every record up to the current tail, then close."""
