@@ -248,3 +248,33 @@ def test_plain_path_agrees_with_the_general_parser(pieces: list[bytes], chunk: i
     what comes out (frames, then the error) is the same as the general parser's alone."""
     data = b"".join(pieces)
     assert _outcome(data, chunk, general_only=False) == _outcome(data, chunk, general_only=True)
+
+
+_STREAM = (
+    serialize("SEND", [("destination", "/queue/a")], b"x" * 30)
+    + b"\n"
+    + b"SEND\ndestination:/queue/b\n\n" + b"no-length body" + b"\x00"
+    + b"ACK\nid:1\n\n\x00\r\n"
+    + b"SEND\r\ndestination:/queue/c\r\n\r\n\x00"  # CRLF: the general parser's
+    + b"SEND\ncontent-length:5\n\na\x00b\x00c\x00"
+)
+
+
+@pytest.mark.parametrize("general_only", [False, True])
+def test_any_split_into_reads_gives_the_same_frames(general_only: bool) -> None:
+    """However reads cut the stream (a head whole and its body not, a frame whole and the
+    next one begun, ...), the frames are those of one read of it all."""
+    whole = _outcome(_STREAM, len(_STREAM), general_only=general_only)
+    assert len(whole[0]) == 5 and whole[1] is None
+    for i in range(1, len(_STREAM)):
+        for j in sorted({i, min(i + 9, len(_STREAM)), len(_STREAM)}):
+            parser = FrameParser()
+            if general_only:
+                parser._plain_head_max = -1
+            frames: list[Frame] = []
+            for piece in (_STREAM[:i], _STREAM[i:j], _STREAM[j:]):
+                parser.feed(piece)
+                while (frame := parser.next_frame()) is not NEED_DATA:
+                    assert isinstance(frame, Frame)
+                    frames.append(frame)
+            assert frames == whole[0], (i, j)

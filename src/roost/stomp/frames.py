@@ -126,17 +126,26 @@ class FrameParser:
         self._plain_head_max = min(limits.max_header_length, limits.max_frame_size)
         self._plain_lines_max = limits.max_headers + 1
         self.version = version
-        self._buf = bytearray()
+        # the bytes a read delivered, as they came while every frame in them is whole (a
+        # body is then one slice, one copy); a bytearray only while a frame is arriving
+        # across reads, so a large frame is not copied again on every read
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         # headers of the frame being read, kept while its body is still arriving
         self._pending: tuple[str, dict[str, str], int, int | None] | None = None
         self.heartbeats = 0  # EOLs seen between frames
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
+        buf = self._buf
+        if self._pos >= len(buf):
+            self._buf = data if type(data) is bytes else bytes(data)
             self._pos = 0
-        self._buf += data
+        elif type(buf) is bytes:  # (positions stay: a pending head points into it)
+            grown = bytearray(buf)
+            grown += data
+            self._buf = grown
+        else:
+            buf += data
 
     def next_frame(self) -> Frame | _NeedData:
         """The next whole frame, or NEED_DATA.
@@ -232,11 +241,15 @@ class FrameParser:
         return Frame(command, headers, body)
 
     def _compact(self) -> None:
-        if self._pos > 65536 or self._pos == len(self._buf):
-            del self._buf[: self._pos]
+        buf = self._buf
+        if self._pos == len(buf):
+            self._buf = b""
+            self._pos = 0
+        elif self._pos > 65536 and type(buf) is bytearray:
+            del buf[: self._pos]
             self._pos = 0
 
-    def _skip_eols(self, buf: bytearray, pos: int) -> int:
+    def _skip_eols(self, buf: bytes | bytearray, pos: int) -> int:
         n = len(buf)
         while pos < n:
             c = buf[pos]
@@ -250,7 +263,7 @@ class FrameParser:
         return pos
 
     def _read_head(
-        self, buf: bytearray, pos: int
+        self, buf: bytes | bytearray, pos: int
     ) -> tuple[str, dict[str, str], int, int | None] | None:
         """Command and headers, or None when the blank line has not arrived yet.
 
@@ -314,7 +327,7 @@ class FrameParser:
             length = int(raw_length)
         return command, headers, body_start, length
 
-    def _check_partial_head(self, buf: bytearray, pos: int) -> None:
+    def _check_partial_head(self, buf: bytes | bytearray, pos: int) -> None:
         """Limits that an incomplete head already breaks."""
         limits = self.limits
         nl = buf.rfind(b"\n", pos)
