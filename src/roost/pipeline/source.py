@@ -386,7 +386,9 @@ def _columns(batch: Any) -> list[list[Any]]:
             out.append([None] * batch.num_rows)
             continue
         column = batch.column(name)
-        if name == "body" and pa.types.is_string(column.type):
+        if name == "body" and (
+            pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+        ):
             column = column.cast(pa.binary())
         out.append(column.to_pylist())
     return out

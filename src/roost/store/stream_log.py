@@ -299,24 +299,8 @@ class StreamLog:
         crc = zlib.crc32(payload, zlib.crc32(name, zlib.crc32(head[4:])))
         record = _CRC.pack(crc) + head[4:] + name + payload
         position = seg.size
-        append_all(self._fd, record, position)
-        if position - self._last_indexed >= INDEX_EVERY:
-            entries = len(seg.idx_offsets)
-            entry = seg.add_index(offset, position, timestamp_ms)
-            try:
-                append_all(self._idx_fd, entry, entries * INDEX_ENTRY.size)
-            except OSError:
-                # nothing of a refused append stays: neither its index entry nor its record
-                seg.drop_index_from(entries)
-                truncate_quietly(self._fd, position)
-                raise
-            self._last_indexed = position
-        seg.size += len(record)
-        self.next_offset = offset + 1
-        self.last_timestamp = timestamp_ms
-        if producer:
-            self._note_producer(producer, publishing_id)
-        self.dirty = True
+        indexed = ((offset, position),) if position - self._last_indexed >= INDEX_EVERY else ()
+        self._write(seg, record, indexed, offset + 1, timestamp_ms, producer, publishing_id)
         return offset
 
     def append_many(
@@ -342,7 +326,7 @@ class StreamLog:
             if seg.size >= self.max_segment_bytes:
                 self._roll()
                 seg = self.segments[-1]
-            start = position = seg.size
+            position = seg.size
             offset = self.next_offset
             last_indexed = self._last_indexed
             parts: list[bytes | memoryview] = []
@@ -360,7 +344,28 @@ class StreamLog:
                 position += length + 8
                 offset += 1
                 i += 1
-            append_all(self._fd, b"".join(parts), start)
+            self._write(
+                seg, b"".join(parts), indexed, offset, timestamp_ms, producer, first_id + i - 1
+            )
+        return first_offset
+
+    def _write(
+        self,
+        seg: Segment,
+        records: bytes,
+        indexed: Sequence[tuple[int, int]],
+        next_offset: int,
+        timestamp_ms: int,
+        producer: str,
+        last_id: int,
+    ) -> None:
+        """Append whole ``records`` to the active segment, and index entries for those
+        starting at ``indexed`` (offset, position); then the log moves on to
+        ``next_offset``. Nothing of a refused write stays: neither its records nor its
+        index entries."""
+        start = seg.size
+        append_all(self._fd, records, start)
+        if indexed:
             entries = len(seg.idx_offsets)
             index = b"".join(seg.add_index(o, p, timestamp_ms) for o, p in indexed)
             try:
@@ -369,14 +374,13 @@ class StreamLog:
                 seg.drop_index_from(entries)
                 truncate_quietly(self._fd, start)
                 raise
-            self._last_indexed = last_indexed
-            seg.size = position
-            self.next_offset = offset
-            self.last_timestamp = timestamp_ms
-            if producer:
-                self._note_producer(producer, first_id + i - 1)
-            self.dirty = True
-        return first_offset
+            self._last_indexed = indexed[-1][1]
+        seg.size = start + len(records)
+        self.next_offset = next_offset
+        self.last_timestamp = timestamp_ms
+        if producer:
+            self._note_producer(producer, last_id)
+        self.dirty = True
 
     def is_duplicate(self, producer: str, publishing_id: int) -> bool:
         last = self.producers.get(producer)
