@@ -343,19 +343,22 @@ class Client:
     ) -> None:
         """Buffer one publish; ``flush_confirmed`` sends the batch and waits for confirms.
         A ``mandatory`` one that reaches no queue makes ``flush_confirmed`` fail."""
-        self._out.append(
-            codec.encode_basic_publish(
-                CHANNEL,
-                exchange,
-                routing_key,
-                mandatory,
-                False,
-                codec.encode_properties(properties),
-                body,
-                self.frame_max,
-            )
-        )
+        self._out.append(self._publish_frames(exchange, routing_key, properties, body, mandatory))
         self.published += 1
+
+    def _publish_frames(
+        self, exchange: str, routing_key: str, properties: Any, body: bytes, mandatory: bool
+    ) -> bytes:
+        return codec.encode_basic_publish(
+            CHANNEL,
+            exchange,
+            routing_key,
+            mandatory,
+            False,
+            codec.encode_properties(properties),
+            body,
+            self.frame_max,
+        )
 
     def flush_confirmed(self, window: int = 0) -> None:
         """Send what is buffered, then wait until at most ``window`` publishes are
@@ -383,12 +386,8 @@ class Client:
         reply_to = "amq.rabbitmq.reply-to"
         self.call(m.BasicConsume(queue=reply_to, no_ack=True), m.BasicConsumeOk)
         query = properties(reply_to=reply_to, headers={"x-stream-producer-name": "roost-probe"})
-        self._send(
-            codec.encode_basic_publish(
-                CHANNEL, "amq.roost.producers", queue, False, False,
-                codec.encode_properties(query), b"", self.frame_max,
-            )
-        )
+        # sent now, not buffered: not a publish that flush_confirmed should wait for
+        self._send(self._publish_frames("amq.roost.producers", queue, query, b"", False))
         try:
             self._wait((m.BasicDeliver,))
         except RoostError as exc:
@@ -396,8 +395,11 @@ class Client:
                 raise
             self.call(m.ChannelOpen(), m.ChannelOpenOk)  # the refusal closed the channel
             return False
-        self.call(m.ChannelClose(reply_code=200, reply_text="", class_id=0, method_id=0),
-                  m.ChannelCloseOk)  # drops the reply's content frames and the consumer
+        # closing the channel drops the reply's content frames and the reply consumer
+        self.call(
+            m.ChannelClose(reply_code=200, reply_text="", class_id=0, method_id=0),
+            m.ChannelCloseOk,
+        )
         self.call(m.ChannelOpen(), m.ChannelOpenOk)
         return True
 

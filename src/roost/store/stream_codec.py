@@ -32,12 +32,15 @@ BATCH_LENGTH = struct.Struct(">I")
 _MALFORMED = (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError)
 
 
+def message_prefix(exchange: str, routing_key: str) -> bytes:
+    """What a payload holds before its properties: the exchange and the routing key."""
+    return encode_str(exchange) + encode_str(routing_key)
+
+
 def encode_stream_message(
     exchange: str, routing_key: str, properties: tuple[Any, ...], body: bytes
 ) -> bytes:
-    return b"".join(
-        (encode_str(exchange), encode_str(routing_key), encode_properties(properties), body)
-    )
+    return b"".join((message_prefix(exchange, routing_key), encode_properties(properties), body))
 
 
 def decode_stream_message(payload: bytes) -> tuple[str, str, tuple[Any, ...], bytes]:

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roost.store.codec import encode_str
 from roost.store.files import NO_SPACE
 from roost.store.paths import stream_dir
 from roost.store.stream_codec import (
     decode_stream_message,
     encode_stream_message,
+    message_prefix,
     split_batch,
 )
 from roost.store.stream_log import StreamLog
@@ -136,8 +136,7 @@ class DiskStream:
                 payload, timestamp_ms=timestamp_ms, producer=producer, publishing_id=publishing_id
             )
         except OSError as exc:  # the log took nothing of it (StreamLog.append)
-            if exc.errno in NO_SPACE and self._on_no_space is not None:
-                self._on_no_space(exc)  # the disk alarm: publishers stop until a retry
+            self._refused(exc)
             raise
         self._written()
         return offset
@@ -159,21 +158,23 @@ class DiskStream:
             skip = min(max(last - first_id + 1, 0), len(entries))
         if skip == len(entries):
             return 0
-        prefix = encode_str(exchange) + encode_str(routing_key)
         try:
             self.log.append_many(
-                prefix,
+                message_prefix(exchange, routing_key),
                 entries[skip:],
                 timestamp_ms=timestamp_ms,
                 producer=producer,
                 first_id=first_id + skip,
             )
         except OSError as exc:
-            if exc.errno in NO_SPACE and self._on_no_space is not None:
-                self._on_no_space(exc)
+            self._refused(exc)
             raise
         self._written()
         return len(entries) - skip
+
+    def _refused(self, exc: OSError) -> None:
+        if exc.errno in NO_SPACE and self._on_no_space is not None:
+            self._on_no_space(exc)  # the disk alarm: publishers stop until a retry
 
     def _written(self) -> None:
         if self._on_write is not None:

@@ -178,13 +178,8 @@ class StreamQueue(Queue):
                 publishing_id=publishing_id,
             )
         except OSError as exc:  # a full disk: the store kept nothing of it; a nack says so
-            self.refusal = f"{self._where()} could not store the message: {exc.strerror}"
-            log.warning("%s", self.refusal)
-            return False
-        self.stat_published += 1
-        self.streams.dirty.add(self)
-        if self.consumers:
-            self.dispatch()
+            return self._refuse(f"could not store the message: {exc.strerror}")
+        self._stored(1)
         return True
 
     def _push_batch(self, message: Message) -> bool:
@@ -205,19 +200,24 @@ class StreamQueue(Queue):
                 first_id=first_id,
             )
         except ValueError as exc:
-            self.refusal = f"{self._where()} refused a malformed batch: {exc}"
-            log.warning("%s", self.refusal)
-            return False
+            return self._refuse(f"refused a malformed batch: {exc}")
         except OSError as exc:
-            self.refusal = f"{self._where()} could not store the batch: {exc.strerror}"
-            log.warning("%s", self.refusal)
-            return False
+            return self._refuse(f"could not store the batch: {exc.strerror}")
         if written:
-            self.stat_published += written
-            self.streams.dirty.add(self)
-            if self.consumers:
-                self.dispatch()
+            self._stored(written)
         return True
+
+    def _stored(self, count: int) -> None:
+        self.stat_published += count
+        self.streams.dirty.add(self)
+        if self.consumers:
+            self.dispatch()
+
+    def _refuse(self, why: str) -> bool:
+        """False for push, with the reason the publisher's nack stands for (and the log)."""
+        self.refusal = f"{self._where()} {why}"
+        log.warning("%s", self.refusal)
+        return False
 
     def sync(self) -> None:
         self.log.sync()
