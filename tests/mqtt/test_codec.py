@@ -35,7 +35,7 @@ from roost.mqtt.packets import (
     UnsubAck,
     Unsubscribe,
 )
-from roost.mqtt.wire import decode_varint, encode_varint
+from roost.mqtt.wire import Reader, decode_varint, encode_varint
 from tests.mqtt.samples import LEVELS, client_packets, server_packets
 
 
@@ -321,7 +321,7 @@ def test_every_property_round_trips_where_allowed_and_is_refused_elsewhere(
     for ptype in _PACKET_TYPES:
         if ptype in spec.packets:
             block = properties.encode_properties(props, ptype)
-            reader = properties.Reader(memoryview(block))
+            reader = Reader(memoryview(block))
             assert properties.decode_properties(reader, ptype) == props
             assert reader.remaining() == 0
         else:
@@ -330,7 +330,7 @@ def test_every_property_round_trips_where_allowed_and_is_refused_elsewhere(
             raw = encode_varint(spec.id) + bytes(8)  # any value: the id alone is refused
             block = encode_varint(len(raw)) + raw
             with pytest.raises(MQTTError) as info:
-                properties.decode_properties(properties.Reader(memoryview(block)), ptype)
+                properties.decode_properties(Reader(memoryview(block)), ptype)
             assert info.value.reason_code == M
 
 

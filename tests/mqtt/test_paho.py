@@ -91,6 +91,7 @@ def test_paho_session_through_the_codec(level: int) -> None:
 
     received = server.received
     connect = received[0]
+    assert isinstance(connect, Connect)
     assert connect == Connect(
         f"paho-{level}", level, True, 30, "guest", b"secret", Will("clients/gone", b"bye", 1, True),
         connect.properties,

@@ -10,6 +10,7 @@ import pytest
 from roost.stream_protocol import constants as c
 from roost.stream_protocol.chunks import (
     ChunkHeader,
+    Entry,
     SimpleEntry,
     SubBatchEntry,
     build_chunk,
@@ -37,7 +38,9 @@ def test_chunk_header_layout_is_osiris() -> None:
 
 
 def test_build_chunk_counts_records_and_checksums_the_data() -> None:
-    entries = [SimpleEntry(b"a"), SubBatchEntry.from_records([b"b", b"cc"]), SimpleEntry(b"")]
+    entries: list[Entry] = [
+        SimpleEntry(b"a"), SubBatchEntry.from_records([b"b", b"cc"]), SimpleEntry(b"")
+    ]
     chunk = build_chunk(entries, chunk_id=10, timestamp=1234, epoch=2)
     header = ChunkHeader.unpack(chunk)
     data = b"".join(encode_entry(e) for e in entries)
@@ -93,8 +96,11 @@ def test_deliver_written_as_separate_buffers_equals_the_encoded_frame(
 ) -> None:
     # the stored chunk: header and data kept apart, as a segment file would hold them
     chunk = build_chunk([SimpleEntry(b"m%d" % i) for i in range(50)], chunk_id=7, timestamp=9)
-    header, data = memoryview(chunk)[:c.CHUNK_HEADER_SIZE], memoryview(chunk)[c.CHUNK_HEADER_SIZE:]
-    buffers = [encode_deliver_head(3, len(header) + len(data), committed), header, data]
+    header = memoryview(chunk)[: c.CHUNK_HEADER_SIZE]
+    data = memoryview(chunk)[c.CHUNK_HEADER_SIZE :]
+    buffers: list[bytes | memoryview] = [
+        encode_deliver_head(3, len(header) + len(data), committed), header, data
+    ]
     wire = b"".join(buffers)
     assert wire == encode(Deliver(3, chunk, committed))
     reader = FrameReader(role="client")

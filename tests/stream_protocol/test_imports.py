@@ -1,0 +1,29 @@
+"""Each roost.stream_protocol module imports on its own, in a fresh interpreter, and pulls in no
+I/O machinery and nothing of the broker (sans-IO: bytes in, packets out)."""
+
+from __future__ import annotations
+
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import roost.stream_protocol
+
+MODULES = [
+    f"roost.stream_protocol.{m.name}" for m in pkgutil.iter_modules(roost.stream_protocol.__path__)
+]
+FORBIDDEN = ["asyncio", "socket", "selectors", "ssl", "roost.core", "roost.store", "roost.server",
+             "uvloop", "aiohttp"]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_imports_alone_and_stays_sans_io(module: str) -> None:
+    code = (
+        f"import sys, {module}\n"
+        f"bad = [m for m in {FORBIDDEN!r} if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
