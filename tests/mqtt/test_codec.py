@@ -95,6 +95,7 @@ GOLDEN: list[tuple[int, Packet, str]] = [
     (MQTT_3_1_1, Connect("c", MQTT_3_1_1, False, 0, "u", b"p"),
      "1013 0004 4d515454 04 c0 0000 0001 63 0001 75 0001 70"),
     (MQTT_3_1_1, ConnAck(0, True), "2002 01 00"),
+    (MQTT_3_1, ConnAck(0), "2002 00 00"),
     (MQTT_5, ConnAck(0x86), "2003 00 86 00"),
     (MQTT_5, ConnAck(0, False, Properties(receive_maximum=10, maximum_qos=1)),
      "2008 00 00 05 21000a 2401"),
@@ -380,6 +381,10 @@ def test_encoding_refuses_what_the_caller_got_wrong() -> None:
         encode(Auth(), MQTT_3_1_1)
     with pytest.raises(ValueError):  # a CONNECT-only property on a PUBLISH
         encode(Publish("t", properties=Properties(receive_maximum=1)), MQTT_5)
+
+
+def test_mqtt_3_1_connack_has_no_session_present_flag() -> None:
+    assert encode(ConnAck(0, True), MQTT_3_1) == bytes.fromhex("20020000")
 
 
 def test_3x_encoding_leaves_mqtt5_fields_off_the_wire() -> None:

@@ -553,7 +553,9 @@ def _encode_connect(p: Connect, level: int) -> bytes:
 
 
 def _encode_connack(p: ConnAck, level: int) -> bytes:
-    head = bytes((1 if p.session_present else 0, p.reason_code))
+    # 3.1's first byte is reserved: session present came with 3.1.1
+    present = p.session_present and level >= MQTT_3_1_1
+    head = bytes((1 if present else 0, p.reason_code))
     return _frame(CONNACK << 4, head, _props(p.properties, CONNACK, level))
 
 
