@@ -51,6 +51,7 @@ MQTT_3_1: Final = 3
 MQTT_3_1_1: Final = 4
 MQTT_5: Final = 5
 PROTOCOL_NAMES: Final = {MQTT_3_1: "MQIsdp", MQTT_3_1_1: "MQTT", MQTT_5: "MQTT"}
+LEVELS: Final = frozenset(PROTOCOL_NAMES)
 
 # retain handling (subscription option bits 4-5, MQTT 5 only)
 SEND_RETAINED_ON_SUBSCRIBE: Final = 0
