@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from roost.mqtt.decode import check_first_byte, decode_packet
+from roost.mqtt.decode import check_first_byte, decode_body, decode_packet
 from roost.mqtt.encode import encode
 from roost.mqtt.errors import MQTTError
 from roost.mqtt.packets import LEVELS, Packet
@@ -112,12 +112,13 @@ class PacketReader:
             )
         if len(buf) < end:
             return NEED_DATA
-        body = memoryview(bytes(buf[start:end]))
+        with memoryview(buf) as view:  # one copy of the body, the view released at once
+            body = view[start:end].tobytes()
         self._pos = end
         if end > 65_536 and end * 2 > len(buf):  # keep the buffer from growing forever
             del buf[:end]
             self._pos = 0
-        return decode_packet(first, body, level, self.role)
+        return decode_body(first, body, level, self.role)
 
     def packets(self) -> list[Packet]:
         """Every complete packet in the buffer."""

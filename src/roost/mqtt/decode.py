@@ -100,6 +100,7 @@ from roost.mqtt.topics import SHARE_PREFIX, validate_topic_name
 from roost.mqtt.wire import (
     MAX_VARINT,
     Reader,
+    check_utf8,
 )
 
 MAX_PACKET_SIZE: Final = 1 + 4 + MAX_VARINT  # the largest packet the framing can carry
@@ -225,22 +226,44 @@ def _decode_connack(r: Reader, flags: int, level: int, role: str) -> ConnAck:
 
 
 def _decode_publish(r: Reader, flags: int, level: int, role: str) -> Publish:
+    # the hot path: read straight from the buffer instead of through Reader's methods
     qos = (flags >> 1) & 0x03
     dup = bool(flags & 0x08)
     if dup and not qos:
         raise MQTTError(PROTOCOL_ERROR, "DUP set on a QoS 0 PUBLISH", PUBLISH)
-    topic = r.string("topic name")
-    packet_id = _packet_id(r, PUBLISH) if qos else None
-    props = decode_properties(r, PUBLISH) if level == MQTT_5 else Properties()
-    if topic:
-        validate_topic_name(topic)
-    elif level < MQTT_5:
-        raise MQTTError(TOPIC_NAME_INVALID, "empty topic name", PUBLISH)
-    elif props.topic_alias is None:
-        raise MQTTError(PROTOCOL_ERROR, "empty topic name without a topic alias", PUBLISH)
+    data, pos, end = r.data, r.pos, r.end
+    if end - pos < 2:
+        raise MQTTError(MALFORMED_PACKET, "packet ends before the topic name", PUBLISH)
+    size = data[pos] << 8 | data[pos + 1]
+    pos += 2
+    if pos + size > end:
+        raise MQTTError(MALFORMED_PACKET, "packet ends inside the topic name", PUBLISH)
+    topic = check_utf8(data[pos : pos + size], "topic name")  # U+0000 refused there
+    pos += size
+    packet_id = None
+    if qos:
+        if pos + 2 > end:
+            raise MQTTError(MALFORMED_PACKET, "packet ends inside the packet identifier", PUBLISH)
+        packet_id = data[pos] << 8 | data[pos + 1]
+        pos += 2
+        if not packet_id:
+            raise MQTTError(PROTOCOL_ERROR, "packet identifier 0", PUBLISH)
+    if level == MQTT_5:
+        r.pos = pos
+        props = decode_properties(r, PUBLISH)
+        pos = r.pos
+    else:
+        props = Properties()
+    if "+" in topic or "#" in topic:
+        raise MQTTError(TOPIC_NAME_INVALID, f"wildcard in topic name {topic!r}", PUBLISH)
+    if not topic:
+        if level < MQTT_5:
+            raise MQTTError(TOPIC_NAME_INVALID, "empty topic name", PUBLISH)
+        if props.topic_alias is None:
+            raise MQTTError(PROTOCOL_ERROR, "empty topic name without a topic alias", PUBLISH)
     if role == "server" and props.subscription_identifiers:
         raise MQTTError(PROTOCOL_ERROR, "subscription identifier from a client", PUBLISH)
-    return Publish(topic, r.rest(), qos, bool(flags & 0x01), dup, packet_id, props)
+    return Publish(topic, bytes(data[pos:end]), qos, bool(flags & 0x01), dup, packet_id, props)
 
 
 _ACK_CLASSES: Final[dict[int, Any]] = {
@@ -386,10 +409,18 @@ _DECODERS: Final[dict[int, Callable[[Reader, int, Any, str], Packet]]] = {
 
 
 def decode_packet(
-    first_byte: int, body: memoryview, protocol_level: int | None, role: str = "server"
+    first_byte: int, body: bytes | memoryview, protocol_level: int | None, role: str = "server"
 ) -> Packet:
     """One packet from its fixed header's first byte and its body (the bytes after the
     remaining length)."""
     check_first_byte(first_byte, protocol_level, role)
+    return decode_body(first_byte, body, protocol_level, role)
+
+
+def decode_body(
+    first_byte: int, body: bytes | memoryview, protocol_level: int | None, role: str
+) -> Packet:
+    """``decode_packet`` once ``check_first_byte`` has passed (the reader checks it from
+    the first byte, before the body is there)."""
     return _DECODERS[first_byte >> 4](Reader(body), first_byte & 0x0F, protocol_level, role)
 

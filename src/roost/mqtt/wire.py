@@ -78,7 +78,7 @@ class Reader:
 
     __slots__ = ("data", "end", "pos")
 
-    def __init__(self, data: memoryview, pos: int = 0, end: int | None = None) -> None:
+    def __init__(self, data: bytes | memoryview, pos: int = 0, end: int | None = None) -> None:
         self.data = data
         self.pos = pos
         self.end = len(data) if end is None else end
@@ -86,7 +86,7 @@ class Reader:
     def remaining(self) -> int:
         return self.end - self.pos
 
-    def _take(self, n: int, what: str) -> memoryview:
+    def _take(self, n: int, what: str) -> bytes | memoryview:
         pos = self.pos
         if pos + n > self.end:
             raise MQTTError(MALFORMED_PACKET, f"packet ends inside the {what}")

@@ -81,7 +81,8 @@ class FrameReader:
         end = pos + 4 + size
         if len(buf) < end:
             return NEED_DATA
-        body = bytes(buf[pos + 4 : end])
+        with memoryview(buf) as view:  # one copy of the frame, the view released at once
+            body = view[pos + 4 : end].tobytes()
         self._pos = end
         if end > 65_536 and end * 2 > len(buf):  # keep the buffer from growing forever
             del buf[:end]
