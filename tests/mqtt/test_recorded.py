@@ -1,5 +1,5 @@
 """Golden bytes from a real broker: paho-mqtt sessions with RabbitMQ 3.10.8 recorded by
-``tools/record_wire.py`` (``data/*.json``; RabbitMQ 3.10 speaks MQTT 3.1 and 3.1.1 only,
+``tests/record_wire.py`` (``data/*.json``; RabbitMQ 3.10 speaks MQTT 3.1 and 3.1.1 only,
 MQTT 5 is covered live in ``test_paho.py``). Both directions decode, and the codec
 re-encodes every packet to the recorded bytes."""
 

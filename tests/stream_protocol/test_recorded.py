@@ -1,5 +1,5 @@
 """Golden bytes from a real broker: an rstream session with RabbitMQ 3.10.8's stream
-plugin recorded by ``tools/record_wire.py`` (``data/rabbitmq-rstream.json``, five
+plugin recorded by ``tests/record_wire.py`` (``data/rabbitmq-rstream.json``, five
 connections: create, publish, offsets, consume, delete). Both directions decode, and the
 codec re-encodes every frame to the recorded bytes; the one difference allowed is the
 empty Subscribe property map, which rstream sends as a count of 0 and the codec (like

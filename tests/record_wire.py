@@ -2,7 +2,8 @@
 """Record real clients talking to RabbitMQ, byte for byte, as golden data for the MQTT and
 stream-protocol codec tests.
 
-    .venv/bin/python tools/record_wire.py        # rewrites tests/*/data/rabbitmq-*.json
+    .venv/bin/python -m tests.record_wire     # from the repository root; rewrites
+                                              # tests/*/data/rabbitmq-*.json
 
 It starts a throwaway RabbitMQ node (``bench/_brokers.py``) with the rabbitmq_mqtt and
 rabbitmq_stream plugins on free loopback ports, puts a recording TCP proxy in front of
@@ -164,7 +165,7 @@ def main() -> None:
             _mqtt_session(proxy_port, level)
             time.sleep(0.3)
             recording = {
-                "recorded_with": f"tools/record_wire.py: paho-mqtt {version('paho-mqtt')} "
+                "recorded_with": f"tests/record_wire.py: paho-mqtt {version('paho-mqtt')} "
                                  f"against {broker} (rabbitmq_mqtt)",
                 "protocol_level": level,
                 "connections": proxy.close(),
@@ -178,7 +179,7 @@ def main() -> None:
         asyncio.run(_stream_session(stream_proxy_port))
         time.sleep(0.3)
         recording = {
-            "recorded_with": f"tools/record_wire.py: rstream {version('rstream')} "
+            "recorded_with": f"tests/record_wire.py: rstream {version('rstream')} "
                              f"against {broker} (rabbitmq_stream)",
             "connections": proxy.close(),
         }
