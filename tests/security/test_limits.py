@@ -368,14 +368,13 @@ def test_channel_max(tmp_path: Path) -> None:
             "channel_max (3)",
         )
         peer.close()
-        # the spec's range 1..channel_max (RabbitMQ 3.10.8 only counts channels)
+        # RabbitMQ 3.10.8 counts channels, whatever their numbers (aiormq opens 65535)
         peer = RawPeer(server.amqp_port)
-        peer.send(encode_method_frame(9, m.ChannelOpen()))
+        for ch in (9, 65535, 2):
+            peer.open_channel(ch)
+        peer.send(encode_method_frame(1, m.ChannelOpen()))
         close = peer.expect(m.ConnectionClose)
-        assert (close.reply_code, close.reply_text) == (
-            530,
-            "NOT_ALLOWED - channel number 9 exceeds the negotiated channel_max 3",
-        )
+        assert (close.reply_code, close.class_id, close.method_id) == (530, 0, 0), close
         peer.close()
         # asking for more than offered (RabbitMQ logs these words and drops the socket)
         peer = RawPeer(server.amqp_port, channel_max=4)

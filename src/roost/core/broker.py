@@ -339,8 +339,17 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         self, client: Client, destination: str, source: str, key: str, arguments: dict[str, Any]
     ) -> None:
         self._check_bind(client, "exchange", destination, source, key)
+        if source == "" or destination == "":
+            raise AccessRefused("operation not permitted on the default exchange")
         vhost = client.vhost
-        vhost.unbind(source, self._exchange_dest(vhost, destination), key, arguments)
+        try:
+            dest = vhost.exchange(destination)
+            vhost.exchange(source)
+        except NotFound:
+            # RabbitMQ 3.10: unbinding from or to an exchange that is gone succeeds (an
+            # auto-delete pair's e2e binding, unbound after the pair went away)
+            return
+        vhost.unbind(source, dest, key, arguments)
 
     @staticmethod
     def _check_bind(client: Client, kind: str, destination: str, source: str, key: str) -> None:

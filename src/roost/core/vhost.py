@@ -130,12 +130,15 @@ class VHost:
         if q is None:
             raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
         if client is not None and q.exclusive_owner is not None and q.exclusive_owner is not client:
-            raise ResourceLocked(
-                f"cannot obtain exclusive access to locked queue '{name}' in vhost "
-                f"'{self.name}'. It could be originally declared on another connection or "
-                "the exclusive property value does not match that of the original declaration."
-            )
+            raise self._locked(name)
         return q
+
+    def _locked(self, name: str) -> ResourceLocked:
+        return ResourceLocked(
+            f"cannot obtain exclusive access to locked queue '{name}' in vhost "
+            f"'{self.name}'. It could be originally declared on another connection or "
+            "the exclusive property value does not match that of the original declaration."
+        )
 
     # -- exchanges ------------------------------------------------------------------------
 
@@ -317,9 +320,17 @@ class VHost:
             name = server_name()
         elif name.startswith("amq.") and not server_named:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
+        durable = durable and not exclusive  # RabbitMQ: an exclusive queue is never durable
         existing = self.queues.get(name)
         if existing is not None:
-            self.queue(name, client)  # exclusivity check
+            self.queue(name, client)  # another connection's exclusive queue: 405
+            # RabbitMQ checks ownership strictly before equivalence: a declare must be
+            # exclusive exactly when the queue is this connection's exclusive queue (405,
+            # not 406 "inequivalent arg 'exclusive'", from another channel of the owner)
+            if client is not None and existing.exclusive_owner is not (
+                client if exclusive else None
+            ):
+                raise self._locked(name)
             self._check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments)
             return existing
         limit = self.limits.get("max-queues")
