@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import httpx
+import pytest
+from amqpstorm.management import ApiError, ManagementApi
 
 from tests.http.conftest import json_of
 from tests.support import RoostProcess
@@ -24,3 +26,18 @@ def test_aliveness(http: httpx.Client) -> None:
     assert json_of(http.get("/api/aliveness-test/%2F")) == {"status": "ok"}
     assert json_of(http.get("/api/queues/%2F/aliveness-test"))["messages"] == 0
     assert http.get("/api/aliveness-test/nope").status_code == 404
+
+
+def test_amqpstorm_node_healthcheck(http: httpx.Client, mgmt: RoostProcess) -> None:
+    """amqpstorm's management client asks RabbitMQ 3.10's /api/healthchecks/node (and
+    /node/{node}); RabbitMQ answers {"status": "ok"}, another node's name 404, and a
+    request without credentials 401."""
+    api = ManagementApi(mgmt.http_url, "guest", "guest", timeout=5)
+    assert api.healthchecks.get() == {"status": "ok"}
+    node = api.overview()["node"]
+    assert api.healthchecks.get(node) == {"status": "ok"}
+    with pytest.raises(ApiError) as err:
+        api.healthchecks.get("rabbit@elsewhere")
+    assert err.value.error_code == 404
+    assert json_of(http.get("/api/healthchecks/node")) == {"status": "ok"}
+    assert httpx.get(mgmt.http_url + "/api/healthchecks/node").status_code == 401

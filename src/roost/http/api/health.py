@@ -1,4 +1,5 @@
-"""Health checks (``/api/health/checks/…``) and ``/api/aliveness-test/{vhost}``.
+"""Health checks (``/api/health/checks/…``, the older ``/api/healthchecks/node``) and
+``/api/aliveness-test/{vhost}``.
 
 A passing check answers 200 ``{"status": "ok"}``; a failing one 503 with a reason, so a
 load balancer or Kubernetes probe can use the status code alone.
@@ -12,7 +13,7 @@ from roost.http.auth import check_vhost_write
 from roost.http.keys import broker, user
 from roost.http.routes import Route
 from roost.http.serialize import NODE
-from roost.http.util import MANAGEMENT, MONITORING, access, bad_request
+from roost.http.util import MANAGEMENT, MONITORING, access, bad_request, not_found
 
 OK = {"status": "ok"}
 
@@ -71,6 +72,16 @@ async def protocol_listener(request: web.Request) -> web.Response:
 
 
 @access(MANAGEMENT)
+async def node(request: web.Request) -> web.Response:
+    """RabbitMQ 3.10's node health check (deprecated there, still used by amqpstorm's
+    ``healthchecks.get``): ok while the node answers; another node's name is 404."""
+    name = request.match_info.get("node")
+    if name and name != NODE:
+        raise not_found()
+    return web.json_response(OK)
+
+
+@access(MANAGEMENT)
 async def aliveness(request: web.Request) -> web.Response:
     b, me, vhost = broker(request), user(request), request.match_info["vhost"]
     check_vhost_write(b, me, vhost)
@@ -90,6 +101,9 @@ ROUTES = [
         protocol_listener,
         "Something serves the protocol (amqp, http, …)",
     ),
+    Route("GET", "/api/healthchecks/node", node, "The node is running (RabbitMQ 3.10's check)"),
+    Route("GET", "/api/healthchecks/node/", node, "Same as /api/healthchecks/node"),
+    Route("GET", "/api/healthchecks/node/{node}", node, "The named node (this one) is running"),
     Route(
         "GET",
         "/api/aliveness-test/{vhost}",
