@@ -65,6 +65,7 @@ DEFINES = frozenset({"SUBSCRIBE", "UNSUBSCRIBE"})
 # before the close)
 _OWN_RECEIPT = frozenset({"COMMIT", "DISCONNECT"})
 _TRANSACTIONAL = frozenset({"SEND", "ACK", "NACK"})
+_BEAT_TICKS = 4  # heart-beat checks per promised period (_send_heartbeat)
 
 
 class StompError(Exception):
@@ -162,6 +163,7 @@ class StompHandler:
         self._max_tag = 0
         self._heard = self._loop.time()
         self._wrote = False
+        self._silent_ticks = 0  # heart-beat ticks with nothing written (_send_heartbeat)
         self._timers: list[asyncio.TimerHandle] = []
         self._timers.append(self._loop.call_later(settings.connect_timeout, self._connect_timeout))
         # resource alarms (core/alarms.py): the next SEND while one is in effect stops
@@ -351,7 +353,8 @@ class StompHandler:
             ],
         )
         if send_ms:
-            self._schedule(send_ms / 1000, self._send_heartbeat, send_ms / 1000)
+            tick = send_ms / 1000 / _BEAT_TICKS
+            self._schedule(tick, self._send_heartbeat, tick)
         if expect_ms:
             self._schedule(expect_ms / 1000, self._check_heartbeat, expect_ms / 1000)
         log.info(
@@ -382,13 +385,23 @@ class StompHandler:
         self._timers = [t for t in self._timers if not t.cancelled()]
         self._timers.append(self._loop.call_later(delay, fn, arg))
 
-    def _send_heartbeat(self, interval: float) -> None:
+    def _send_heartbeat(self, tick: float) -> None:
+        """Every quarter of the promised period: after two ticks with nothing written, a
+        heart-beat. The last write came after the tick before those two, so the silence
+        stays under three ticks (3/4 of the period) with a quarter left for timer jitter;
+        an idle connection gets one every half period, as from RabbitMQ."""
         if self.closed:
             return
-        if not self._wrote:
-            self.write(b"\n")
-        self._wrote = False
-        self._schedule(interval, self._send_heartbeat, interval)
+        if self._wrote:
+            self._wrote = False
+            self._silent_ticks = 0
+        else:
+            self._silent_ticks += 1
+            if self._silent_ticks >= 2:
+                self.write(b"\n")
+                self._wrote = False
+                self._silent_ticks = 0
+        self._schedule(tick, self._send_heartbeat, tick)
 
     def _check_heartbeat(self, interval: float) -> None:
         if self.closed:
@@ -725,8 +738,13 @@ class StompHandler:
         if sub.ack != "client":  # the one message, already popped from both maps
             self._settle_in_session(tag, requeue)
             return
-        # client mode is cumulative, within the subscription (this tag was popped above)
-        self._settle(sub, [*(t for t in sub.outstanding if t < tag), tag], requeue=requeue)
+        # client mode is cumulative over the whole connection, as RabbitMQ's adapter does
+        # it (multiple=true on the connection's one channel): every older message of every
+        # subscription goes with this one (this tag was popped above)
+        subs = self.tag_subscription
+        for older in [t for t in subs if t < tag]:
+            self._settle_tag(subs[older], older, requeue)
+        self._settle_in_session(tag, requeue)
 
     def _settle(self, sub: Subscription, tags: list[int], *, requeue: bool | None) -> None:
         """requeue None = ack; True = back to the queue; False = discard."""
