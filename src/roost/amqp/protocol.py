@@ -450,7 +450,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             )
             self._release()
             self.write(encode_method_frame(0, m.ConnectionCloseOk()))
-            self._finish()
+            self._linger()
         elif index == m.ConnectionCloseOk.INDEX:
             self._finish()
         elif index == m.ConnectionUpdateSecret.INDEX:
@@ -570,6 +570,22 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._flush()
         if self._transport is not None:
             self._transport.close()
+
+    def _linger(self) -> None:
+        """After close-ok to a client's connection.close: read and drop what still comes
+        until the client closes the socket, as RabbitMQ does (for up to the heartbeat
+        interval or CLOSE_TIMEOUT). Closing with unread input makes the kernel send a
+        reset: amqplib, whose publishes can follow its connection.close on the wire,
+        then fails its writes with EPIPE and never sees the close complete."""
+        self._closing = True  # data_received drops everything from now on
+        for reason in list(self._pause_reasons):  # unread bytes in the kernel: a reset
+            self.resume_for(reason)
+        self._flush()
+        if self._timer is not None:
+            self._timer.cancel()
+        beat = self.conn.heartbeat
+        wait = beat if 0 < beat < CLOSE_TIMEOUT else CLOSE_TIMEOUT
+        self._timer = self._loop.call_later(wait, self._finish)
 
     def _abort(self, reason: str) -> None:
         self.close_reason = self.close_reason or reason
