@@ -26,7 +26,12 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 @dataclass(frozen=True)
 class Config:
-    bind: str = setting("127.0.0.1", "address to listen on (use 0.0.0.0 for every interface)")
+    bind: str = setting(
+        "127.0.0.1,::1",
+        "addresses every listener binds, comma-separated or the flag repeated (0.0.0.0 and "
+        ":: for every interface); one that the machine lacks is skipped with a warning",
+        metavar="ADDR",
+    )
     amqp_port: int = setting(5672, "AMQP 0-9-1 port; 0 disables the listener")
     data_dir: str = setting("./data", "directory for durable data")
     log_level: str = setting("info", "log level: debug, info, warning or error")
@@ -138,6 +143,16 @@ class Config:
     )
 
     @property
+    def bind_addresses(self) -> list[str]:
+        """--bind as a list, in the order given, without repeats."""
+        out: list[str] = []
+        for part in self.bind.split(","):
+            address = part.strip().strip("[]")  # [::1] as in a URL is ::1
+            if address and address not in out:
+                out.append(address)
+        return out
+
+    @property
     def tls_enabled(self) -> bool:
         return self.tls_cert is not None
 
@@ -187,6 +202,8 @@ class Config:
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
+        if not self.bind_addresses:
+            raise ValueError("bind needs at least one address")
         if not 0 <= self.amqp_port <= 65535:
             raise ValueError("amqp_port must be 0..65535")
         if self.frame_max < 4096:
@@ -275,6 +292,8 @@ def _coerce(name: str, value: Any) -> Any:
     default = FIELDS[name].default
     if isinstance(default, bool):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+    if name == "bind" and isinstance(value, list | tuple):  # repeated flag, TOML list
+        return ",".join(str(v) for v in value)
     if isinstance(default, int):
         return int(value)
     if isinstance(default, float):
@@ -290,6 +309,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             flag(name),
             dest=name,
             default=None,
+            action="append" if name == "bind" else "store",  # --bind A --bind B
             metavar=f.metadata.get("metavar") or name.split("_")[-1].upper(),
             help=f"{f.metadata['help']} (default: {default}; env {env_name(name)})",
         )

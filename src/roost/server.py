@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
+from roost.bind import host_port, listening_socket, on_each_address
 from roost.config import Config
 from roost.core.alarms import ResourceAlarms
 from roost.core.auth import Permission, hash_password
@@ -104,10 +105,11 @@ class Server:
         self._check_alarms()  # before the first client: a full disk blocks from the start
         if cfg.amqp_port:
             self.ports["amqp"] = await self._listen(
-                lambda: AMQPServerProtocol(self.broker, limits, self.connections), cfg.amqp_port
+                lambda: AMQPServerProtocol(self.broker, limits, self.connections),
+                cfg.amqp_port,
+                "amqp",
+                "AMQP 0-9-1",
             )
-            self.broker.listeners.append(ListenerInfo("amqp", cfg.bind, self.ports["amqp"]))
-            log.info("AMQP 0-9-1 listening on %s:%d", cfg.bind, self.ports["amqp"])
         if self.tls_context is not None and cfg.amqps_port:
             await self._start_tls(
                 "amqp/ssl",
@@ -120,15 +122,29 @@ class Server:
         await self._start_stomp()
         log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
 
-    async def _listen(self, factory: Callable[[], Any], port: int) -> int:
-        """A TCP listener on --bind with keepalive on (inherited by accepted sockets);
-        returns the port it got."""
-        listener = await asyncio.get_running_loop().create_server(
-            factory, host=self.config.bind, port=port, reuse_address=True, backlog=1024
-        )
-        self.keepalive.apply(listener.sockets)
-        self._listeners.append(listener)
-        return int(listener.sockets[0].getsockname()[1])
+    async def _listen(
+        self, factory: Callable[[], Any], port: int, protocol: str, what: str, suffix: str = ""
+    ) -> int:
+        """A TCP listener on each --bind address with keepalive on (inherited by accepted
+        sockets); ``protocol`` is RabbitMQ's listener name in /api/overview. Returns the
+        port."""
+        loop = asyncio.get_running_loop()
+
+        async def open_one(address: str, port: int) -> int:
+            sock = listening_socket(address, port)
+            try:
+                listener = await loop.create_server(factory, sock=sock, backlog=1024)
+            except BaseException:
+                sock.close()
+                raise
+            self.keepalive.apply(listener.sockets)
+            self._listeners.append(listener)
+            return int(listener.sockets[0].getsockname()[1])
+
+        for address, got in await on_each_address(self.config.bind_addresses, port, what, open_one):
+            self.broker.listeners.append(ListenerInfo(protocol, address, got))
+            log.info("%s listening on %s%s", what, host_port(address, got), suffix)
+        return got
 
     def _web_runner(self, app: Any) -> Any:
         """An aiohttp runner whose idle-connection deadline is --handshake-timeout: a
@@ -160,9 +176,9 @@ class Server:
         await runner.setup()
         self._http_runner = runner
         if cfg.http_port:
-            self.ports["http"] = await self._listen(runner.server, cfg.http_port)
-            self.broker.listeners.append(ListenerInfo("http", cfg.bind, self.ports["http"]))
-            log.info("HTTP management listening on %s:%d", cfg.bind, self.ports["http"])
+            self.ports["http"] = await self._listen(
+                runner.server, cfg.http_port, "http", "HTTP management"
+            )
         if self.tls_context is not None and cfg.https_port:
             assert runner.server is not None  # set by setup()
             await self._start_tls("https", "HTTPS management", runner.server, cfg.https_port)
@@ -186,9 +202,9 @@ class Server:
             self.ports["stomp"] = await self._listen(
                 lambda: StompServerProtocol(self.broker, settings, self.connections),
                 cfg.stomp_port,
+                "stomp",
+                "STOMP",
             )
-            self.broker.listeners.append(ListenerInfo("stomp", cfg.bind, self.ports["stomp"]))
-            log.info("STOMP listening on %s:%d", cfg.bind, self.ports["stomp"])
         if self.tls_context is not None and cfg.stomps_port:
             await self._start_tls(
                 "stomp/ssl",
@@ -207,17 +223,17 @@ class Server:
             await runner.setup()
             self._ws_runner = runner
             if cfg.ws_port:
-                self.ports["ws"] = await self._listen(runner.server, cfg.ws_port)
-                info = ListenerInfo("http/web-stomp", cfg.bind, self.ports["ws"])
-                self.broker.listeners.append(info)
-                log.info(
-                    "STOMP over WebSocket listening on %s:%d (path /ws)", cfg.bind, info.port
+                self.ports["ws"] = await self._listen(
+                    runner.server,
+                    cfg.ws_port,
+                    "http/web-stomp",
+                    "STOMP over WebSocket",
+                    " (path /ws)",
                 )
                 if page_client is not None:
                     log.info(
-                        "STOMP test page on http://%s:%d/stomp/test/ (client %s)",
-                        cfg.bind,
-                        info.port,
+                        "STOMP test page on http://%s/stomp/test/ (client %s)",
+                        host_port(cfg.bind_addresses[0], self.ports["ws"]),
                         page_client,
                     )
             if wss:
@@ -235,20 +251,26 @@ class Server:
         """A TLS listener: ``protocol`` is RabbitMQ's listener name in /api/overview."""
         assert self.tls_context is not None
         cfg = self.config
-        listener = TLSListener(
-            protocol, factory, self.tls_context, handshake_timeout=cfg.handshake_timeout
-        )
-        self.ports[protocol] = await listener.start(cfg.bind, port)
-        self.keepalive.apply(listener.sockets)
-        self._tls_listeners.append(listener)
-        self.broker.listeners.append(ListenerInfo(protocol, cfg.bind, listener.port))
-        log.info(
-            "%s listening on %s:%d (client certificates: %s)",
-            what,
-            cfg.bind,
-            listener.port,
-            cfg.tls_verify_mode,
-        )
+
+        async def open_one(address: str, port: int) -> int:
+            assert self.tls_context is not None
+            listener = TLSListener(
+                protocol, factory, self.tls_context, handshake_timeout=cfg.handshake_timeout
+            )
+            got = await listener.start(address, port)
+            self.keepalive.apply(listener.sockets)
+            self._tls_listeners.append(listener)
+            return got
+
+        for address, got in await on_each_address(cfg.bind_addresses, port, what, open_one):
+            self.ports[protocol] = got
+            self.broker.listeners.append(ListenerInfo(protocol, address, got))
+            log.info(
+                "%s listening on %s (client certificates: %s)",
+                what,
+                host_port(address, got),
+                cfg.tls_verify_mode,
+            )
 
     async def stop(self) -> None:
         """Stop accepting, ask every client to close, wait a little, then cut the rest."""

@@ -16,6 +16,8 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from roost.bind import listening_socket
+
 log = logging.getLogger("roost.tls")
 
 VERIFY_MODES = {
@@ -81,18 +83,7 @@ class TLSListener:
         self._handshakes: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str, port: int) -> int:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-            sock.listen(1024)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
+        sock = listening_socket(host, port)
         self._sock = sock
         self.port = int(sock.getsockname()[1])
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(sock))

@@ -169,6 +169,37 @@ def test_stomp_over_secure_websocket(roost: TLSRoost, pki: PKI) -> None:
     assert message.startswith("MESSAGE\n") and message.endswith("over wss\0")
 
 
+def test_tls_listeners_answer_on_ipv6_loopback(roost: TLSRoost, pki: PKI) -> None:
+    """Every TLS listener binds ::1 too (the default --bind, issue 28): AMQPS with pika,
+    STOMP over TLS with stomp.py, WSS with aiohttp, HTTPS with httpx."""
+    for what, port in (("AMQP 0-9-1 over TLS", roost.amqps_port),
+                       ("STOMP over TLS", roost.stomps_port),
+                       ("STOMP over secure WebSocket (path /ws)", roost.wss_port),
+                       ("HTTPS management", roost.https_port)):
+        assert f"{what} listening on [::1]:{port}" in roost.log
+    params = pika.ConnectionParameters(
+        "::1", roost.amqps_port, ssl_options=pika.SSLOptions(pki.client_context(), "::1"),
+        connection_attempts=1,
+    )
+    with pika.BlockingConnection(params) as conn:
+        assert conn.channel().queue_declare("", exclusive=True).method.queue
+    host = ("::1", roost.stomps_port)
+    client = stomp.Connection12([host], heartbeats=(0, 0))
+    client.set_ssl(for_hosts=[host], ca_certs=str(pki.ca_file))
+    client.connect("guest", "guest", wait=True)
+    client.disconnect()
+
+    async def wss() -> str:
+        async with wss_connect(f"wss://[::1]:{roost.wss_port}/ws", pki.client_context()) as ws:
+            await ws.send_str("CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\0")
+            return await asyncio.wait_for(ws.receive_str(), 5)
+
+    assert asyncio.run(wss()).startswith("CONNECTED\n")
+    with httpx.Client(verify=pki.client_context()) as http:
+        r = http.get(f"https://[::1]:{roost.https_port}/api/whoami", auth=("guest", "guest"))
+    assert r.status_code == 200
+
+
 def test_plaintext_amqp_client_on_tls_port_is_refused(roost: TLSRoost, pki: PKI) -> None:
     with RawAMQP(roost.amqps_port) as raw:
         raw.send(b"AMQP\x00\x00\x09\x01")

@@ -38,7 +38,7 @@ class PKI:
         self.ca = trustme.CA()
         self.ca_file = root / "ca.pem"
         self.ca.cert_pem.write_to_path(str(self.ca_file))
-        server = self.ca.issue_cert("127.0.0.1", "localhost")
+        server = self.ca.issue_cert("127.0.0.1", "::1", "localhost")
         self.server_cert = root / "server.pem"
         self.server_key = root / "server.key"
         server.cert_chain_pems[0].write_to_path(str(self.server_cert))

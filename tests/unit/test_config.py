@@ -20,7 +20,21 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_defaults() -> None:
     cfg = config.load(parse(), environ={})
-    assert (cfg.bind, cfg.amqp_port, cfg.data_dir) == ("127.0.0.1", 5672, "./data")
+    assert (cfg.bind, cfg.amqp_port, cfg.data_dir) == ("127.0.0.1,::1", 5672, "./data")
+    assert cfg.bind_addresses == ["127.0.0.1", "::1"]  # both loopbacks
+
+
+def test_bind_takes_several_addresses(tmp_path: Path) -> None:
+    """Comma-separated, the flag repeated, a TOML string or list, or ROOST_BIND."""
+    flags = parse("--bind", "::1, 127.0.0.1", "--bind", "[::1]", "--bind", "10.0.0.5")
+    assert config.load(flags, environ={}).bind_addresses == ["::1", "127.0.0.1", "10.0.0.5"]
+    env = {"ROOST_BIND": "0.0.0.0,::"}
+    assert config.load(parse(), environ=env).bind_addresses == ["0.0.0.0", "::"]
+    file = tmp_path / "r.toml"
+    file.write_text('bind = ["127.0.0.1", "::1"]\n')
+    assert config.load(parse("--config", str(file)), environ={}).bind == "127.0.0.1,::1"
+    with pytest.raises(ValueError, match="bind"):
+        config.load(parse("--bind", " , "), environ={})
 
 
 def test_limit_defaults_are_rabbitmqs() -> None:
