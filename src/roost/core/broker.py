@@ -18,7 +18,7 @@ from roost.core.client import Client
 from roost.core.consumer import Consumer
 from roost.core.definitions import export_definitions, import_definitions
 from roost.core.durability import MessageStore
-from roost.core.errors import AccessRefused, NotAllowed, NotFound
+from roost.core.errors import AccessRefused, NotAllowed, NotFound, NotImplementedFeature
 from roost.core.exchanges import Exchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, target_stream
 from roost.core.exchanges.producers import PRODUCERS_EXCHANGE
@@ -585,6 +585,10 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         if limit and len(session.consumers) >= limit:
             raise NotAllowed(f"reached maximum ({limit}) of consumers per channel")
         queue = session.client.vhost.queue(name, session.client)
+        if queue.kind == "quorum" and session.global_prefetch:  # RabbitMQ 3.10: 540
+            raise NotImplementedFeature(
+                f"queue '{name}' in vhost '{queue.vhost.name}' does not support global qos"
+            )
         return session.consume(queue, tag, no_ack=no_ack, exclusive=exclusive, arguments=arguments)
 
     def check_publish(self, client: Client, exchange: str, message: Message) -> None:

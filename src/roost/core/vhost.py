@@ -22,6 +22,7 @@ from roost.core.features.settings import validate_arguments
 from roost.core.field_types import field_type
 from roost.core.listeners import tell_all
 from roost.core.mutators import MutationRefused
+from roost.core.queues import quorum
 from roost.core.queues.base import Queue, add_refusal
 from roost.core.queues.kinds import queue_class
 from roost.core.queues.streams import Streams
@@ -316,6 +317,7 @@ class VHost:
             if not name:
                 raise NotFound(f"no queue '' in vhost '{self.name}'")
             return self.queue(name, client)
+        unnamed = server_named or not name
         if not name:
             name = server_name()
         elif name.startswith("amq.") and not server_named:
@@ -346,8 +348,18 @@ class VHost:
             if dedup.enabled(arguments, where)
             else None
         )
-        cls = queue_class(arguments)
-        if cls.kind == "classic":
+        cls = queue_class(arguments, name, self.name)
+        if cls.kind == "quorum":
+            quorum.check_declare(
+                name,
+                self.name,
+                server_named=unnamed,
+                durable=durable,
+                exclusive=exclusive,
+                auto_delete=auto_delete,
+                arguments=arguments,
+            )
+        if cls.kind != "stream":
             validate_arguments(arguments, name, self.name)
         queue = cls(
             self,

@@ -235,7 +235,7 @@ class QueueFeatures:
     def delivered(self, entry: Entry) -> None:
         """About to be handed out: with a delivery limit, say how often it came back
         (``x-delivery-count``, as quorum queues do; 0 on the first delivery)."""
-        if self.settings.delivery_limit is None:
+        if self.settings.delivery_limit is None and not self.queue.counts_deliveries:
             return
         message = entry.message
         assert message is not None

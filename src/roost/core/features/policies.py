@@ -37,7 +37,7 @@ def queue_policy(broker: Broker, queue: Queue) -> dict[str, Any] | None:
 
 def apply_to_queue(broker: Broker, queue: Queue) -> None:
     """(Re)compute a queue's settings; attach its features when they are needed."""
-    if queue.kind != "classic" or queue.deleted:
+    if queue.kind == "stream" or queue.deleted:
         return  # streams keep their own retention (core/queues/stream.py)
     definition = queue_policy(broker, queue)
     queue.mutators = chain_for(definition)

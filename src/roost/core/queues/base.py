@@ -89,6 +89,8 @@ def add_refusal(so_far: str, queue: Queue) -> str:
 class Queue:
     kind = "classic"
     is_exchange = False
+    stores_all = False  # a durable queue stores persistent messages only (quorum: all)
+    counts_deliveries = False  # x-delivery-count without a delivery limit (quorum)
     entry_class = Entry  # a priority queue's entries also carry the message's priority
 
     def __init__(
@@ -178,7 +180,7 @@ class Queue:
             self.refusal = f"{self._where()} is full (overflow {features.settings.overflow})"
             return False
         self.stat_published += 1
-        if self.store is not None and message.properties.delivery_mode == 2:
+        if self.store is not None and (message.properties.delivery_mode == 2 or self.stores_all):
             entry.slot = self.store.append(
                 message.exchange,
                 message.routing_key,

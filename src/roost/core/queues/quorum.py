@@ -1,0 +1,88 @@
+"""``x-queue-type: quorum`` on a single node: quorum-queue semantics without replication.
+
+A quorum queue here is a durable classic queue that behaves as RabbitMQ 3.10's quorum
+queues do where a client can tell: it refuses what they refuse (with their codes and
+words), writes every message to disk, persistent or not (a Raft log does), so confirms
+follow the fsync, and counts deliveries (``x-delivery-count`` on each one,
+``x-delivery-limit`` drops or dead-letters past it). Management shows ``type: quorum``.
+
+It is one node's store, not a replicated log: a lost disk loses it. Replicated quorum
+queues, on a cluster, replace this class; everything quorum-specific is in this module.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from roost.core.errors import PreconditionFailed
+from roost.core.queues.base import Queue
+
+if TYPE_CHECKING:
+    from roost.core.client import Client
+    from roost.core.vhost import VHost
+
+# arguments of other queue types that RabbitMQ 3.10 refuses on a quorum queue (others,
+# its own and unknown x- ones, pass)
+REFUSED_ARGUMENTS = (
+    "x-max-priority",
+    "x-queue-mode",
+    "x-queue-master-locator",
+    "x-queue-version",
+    "x-max-age",
+    "x-stream-max-segment-size-bytes",
+    "x-initial-cluster-size",
+)
+
+
+class QuorumQueue(Queue):
+    kind = "quorum"
+    stores_all = True  # transient messages go to disk too
+    counts_deliveries = True  # x-delivery-count on every delivery
+
+    def __init__(
+        self,
+        vhost: VHost,
+        name: str,
+        *,
+        durable: bool = False,
+        exclusive_owner: Client | None = None,
+        auto_delete: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            vhost,
+            name,
+            durable=durable,
+            exclusive_owner=exclusive_owner,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
+        self._attach_features()  # where deliveries are counted
+
+
+def check_declare(
+    name: str,
+    vhost: str,
+    *,
+    server_named: bool,
+    durable: bool,
+    exclusive: bool,
+    auto_delete: bool,
+    arguments: dict[str, Any],
+) -> None:
+    """RabbitMQ 3.10's refusals of a quorum queue declaration, in its order (all 406)."""
+    if server_named:
+        raise PreconditionFailed("Cannot declare a server-named queue for type rabbit_quorum_queue")
+    where = f"for queue '{name}' in vhost '{vhost}'"
+    for key in REFUSED_ARGUMENTS:
+        if key in arguments:
+            raise PreconditionFailed(
+                f"invalid arg '{key}' {where} of queue type rabbit_quorum_queue"
+            )
+    for refused, why in (
+        (auto_delete, "auto-delete"),
+        (exclusive, "exclusive-owner"),
+        (not durable, "non-durable"),
+    ):
+        if refused:
+            raise PreconditionFailed(f"invalid property '{why}' {where}")
