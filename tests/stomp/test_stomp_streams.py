@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
 import pika
 import pytest
 
@@ -137,3 +138,34 @@ def test_bad_offset_header_is_an_error(
     _subscribe(conn, f"/amq/queue/{qname}", **{"x-stream-offset": "offset=soon"})
     error = inbox.errors.get(timeout=5)
     assert "invalid value 'soon' for header x-stream-offset" in error.body
+
+
+def test_stomp_py_idempotent_publishing_to_a_stream(
+    roost: RoostProcess, connect: Connect, qname: str
+) -> None:
+    """stomp.py SENDs x-publishing-id as text, as every STOMP header is: it is read as an
+    integer, so a producer's resent messages are dropped (the stream deduplicates);
+    a malformed one is refused with an ERROR frame."""
+    _declare_stream(roost, qname, 0)
+    conn, inbox = connect()
+    dest = f"/amq/queue/{qname}"
+    producer = {"x-stream-producer-name": "p1"}
+    for pid, body in ((1, "one"), (2, "two"), (2, "two again"), (1, "one again"), (3, "three")):
+        conn.send(dest, body, headers={**producer, "x-publishing-id": str(pid)})
+    conn.send(dest, "no id", receipt="sent")  # no producer: never deduplicated
+    assert inbox.receipt() == "sent"
+    _subscribe(conn, dest, **{"x-stream-offset": "first"})
+    got = [inbox.message() for _ in range(4)]
+    assert [m.body for m in got] == ["one", "two", "three", "no id"]
+    assert [m.headers.get("x-publishing-id") for m in got] == ["1", "2", "3", None]
+    inbox.no_message()
+    producer_url = f"{roost.http_url}/api/queues/%2F/{qname}/producers/p1"
+    assert httpx.get(producer_url, auth=("guest", "guest")).json()["publishing_id"] == 3
+    conn.disconnect()
+
+    for bad in ("abc", "-1", "1.5", "9223372036854775808"):
+        conn, inbox = connect()
+        conn.send(dest, "x", headers={**producer, "x-publishing-id": bad})
+        error = inbox.errors.get(timeout=5)
+        assert error.headers["message"] == "invalid x-publishing-id", error
+        assert f"'{bad}' is not a publishing id" in error.body

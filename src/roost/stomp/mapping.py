@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from roost.core.broker import EMPTY_PROPERTIES, Properties
-from roost.stomp.frames import header_lines
+from roost.stomp.frames import StompParseError, header_lines
 
 # STOMP header -> property name, for string-valued properties
 STRING_HEADERS: dict[str, str] = {
@@ -45,6 +45,21 @@ PROTOCOL_HEADERS = frozenset(
 _NO_PROPERTY = PROTOCOL_HEADERS - STRING_HEADERS.keys() - {"persistent", "priority", "timestamp"}
 
 
+# a stream's idempotent publishing: an integer there, as AMQP clients send it
+PUBLISHING_ID = "x-publishing-id"
+_MAX_PUBLISHING_ID = (1 << 63) - 1
+
+
+def publishing_id(value: str) -> int:
+    """``x-publishing-id`` arrives as text; the stream deduplicates on integers."""
+    if value.isascii() and value.isdigit() and int(value) <= _MAX_PUBLISHING_ID:
+        return int(value)
+    raise StompParseError(
+        "invalid x-publishing-id",
+        f"'{value}' is not a publishing id (an integer 0..{_MAX_PUBLISHING_ID})",
+    )
+
+
 def properties_from_headers(headers: dict[str, str]) -> Properties:
     """One pass over a SEND's headers (a handful, usually): on every message's path."""
     if _NO_PROPERTY.issuperset(headers):  # one C-level check for the plainest SENDs
@@ -56,7 +71,7 @@ def properties_from_headers(headers: dict[str, str]) -> Properties:
         if prop is not None:
             props[prop] = value
         elif name not in PROTOCOL_HEADERS:
-            custom[name] = value
+            custom[name] = value if name != PUBLISHING_ID else publishing_id(value)
         elif name == "persistent":
             if value.lower() == "true":
                 props["delivery_mode"] = 2
