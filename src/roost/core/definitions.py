@@ -148,11 +148,14 @@ def import_definitions(
         broker._vhost(vhost)
     counts: dict[str, int] = {}
     for entry in sections.get("vhosts", []):
+        metadata = entry.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
         broker.put_vhost(
             entry["name"],
             description=entry["description"],
             tags=entry["tags"],
-            default_queue_type=entry["default_queue_type"],
+            # RabbitMQ 3.10 keeps it in the vhost's metadata
+            default_queue_type=entry["default_queue_type"] or metadata.get("default_queue_type"),
             creator=creator,
         )
     for entry in sections.get("users", []):
@@ -316,12 +319,14 @@ def user_item(broker: Broker, u: User) -> dict[str, Any]:
 def vhost_item(v: VHost) -> dict[str, Any]:
     description = getattr(v, "description", "")
     tags = list(getattr(v, "tags", []))
+    queue_type = getattr(v, "default_queue_type", "classic")
     return {
         "name": v.name,
         "description": description,
         "tags": tags,
-        "default_queue_type": getattr(v, "default_queue_type", "classic"),
-        "metadata": {"description": description, "tags": list(tags)},
+        "default_queue_type": queue_type,
+        "metadata": {"description": description, "tags": list(tags)}
+        | ({} if queue_type == "classic" else {"default_queue_type": queue_type}),
     }
 
 

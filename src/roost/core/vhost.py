@@ -311,6 +311,15 @@ class VHost:
         new queue counts against max-queues (not for imported or recovered definitions:
         RabbitMQ checks the limit on the channel, not on import)."""
         arguments = arguments or {}
+        if (
+            self.default_queue_type != "classic"
+            and durable
+            and not (exclusive or auto_delete or passive)
+            and "x-queue-type" not in arguments
+        ):
+            # RabbitMQ 3.10: a durable, shared queue declared without a type gets the
+            # vhost's default, written into its arguments (so a redeclare matches)
+            arguments = {**arguments, "x-queue-type": self.default_queue_type}
         if name.startswith(REPLY_TO):  # passive or not, as RabbitMQ
             return self.replies.declare(name)
         if passive:

@@ -209,13 +209,15 @@ def _activity_status(c: ConsumerInfo) -> str:
 
 
 def vhost(v: VHostInfo) -> dict[str, Any]:
-    m, r = v.messages, v.rates
+    m, r, queue_type = v.messages, v.rates, v.default_queue_type
     return {
         "name": v.name,
         "description": v.description,
         "tags": list(v.tags),
         "default_queue_type": v.default_queue_type,
-        "metadata": {"description": v.description, "tags": list(v.tags)},
+        # RabbitMQ 3.10 has the type in the metadata once one was set
+        "metadata": {"description": v.description, "tags": list(v.tags)}
+        | ({} if queue_type == "classic" else {"default_queue_type": queue_type}),
         "tracing": v.tracing,
         "cluster_state": {NODE: "running"},
         "messages": m.total,

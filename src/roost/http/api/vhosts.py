@@ -39,7 +39,8 @@ async def put_vhost(request: web.Request) -> web.Response:
         request.match_info["vhost"],
         description=body.get("description", metadata.get("description")),
         tags=body.get("tags", metadata.get("tags")),
-        default_queue_type=body.get("default_queue_type"),
+        # RabbitMQ 3.10's API and UI name it defaultqueuetype; later ones default_queue_type
+        default_queue_type=body.get("default_queue_type", body.get("defaultqueuetype")),
         creator=user(request).name,
     )
     return created(made)
@@ -79,7 +80,9 @@ async def vhost_channels(request: web.Request) -> web.Response:
     return listing(request, [ser.channel(c) for c in visible_channels(request, name)])
 
 
-VHOST_BODY = obj({"description": STR, "tags": TAGS, "default_queue_type": STR})
+VHOST_BODY = obj(
+    {"description": STR, "tags": TAGS, "default_queue_type": STR, "defaultqueuetype": STR}
+)
 ROUTES = [
     Route("GET", "/api/vhosts", list_vhosts, "Virtual hosts the user can see", listing=True),
     Route("GET", "/api/vhosts/{vhost}", get_vhost, "One virtual host"),
