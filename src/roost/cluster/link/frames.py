@@ -1,0 +1,233 @@
+"""The frames of the node-to-node link (sans-IO; the wire layout is in ``codec.py``).
+
+One TCP connection per pair of nodes carries everything between them, both ways:
+
+- routed messages (``Publish``: a message the receiving node routed, for its target
+  queues on the peer) and their outcome (``PublishResult``: confirmed after the home
+  node's fsync, nacked, returned unroutable);
+- remote consumers: ``Consume`` / ``ConsumeOk`` / ``Cancel``, then ``Deliver`` one way
+  and ``Settle`` (ack, nack, reject) and ``Credit`` (prefetch, end to end) the other;
+  ``Get`` / ``GetResult`` for basic.get;
+- ``Flow``: a queue on the sender is congested (or no longer), so the receiver holds the
+  publishers that feed it, as the home node would hold its own;
+- ``Applied``: the definitions revision the sender has applied (read-your-writes);
+- ``Replicate`` / ``ReplicateAck``: a replicated queue's log entries, fenced by the
+  leader's term (the quorum-queue issue builds on these).
+
+Names (vhost, queue, exchange, routing key, consumer tag) are AMQP short strings, at
+most 255 bytes of UTF-8; message properties travel as the AMQP content-header bytes the
+publishing node already has, opaque to the link.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Kind(enum.IntEnum):
+    HELLO = 1
+    HEARTBEAT = 2
+    PUBLISH = 3
+    PUBLISH_RESULT = 4
+    CONSUME = 5
+    CONSUME_OK = 6
+    CANCEL = 7
+    DELIVER = 8
+    SETTLE = 9
+    CREDIT = 10
+    GET = 11
+    GET_RESULT = 12
+    FLOW = 13
+    APPLIED = 14
+    REPLICATE = 15
+    REPLICATE_ACK = 16
+
+
+class Outcome(enum.IntEnum):
+    """What became of a forwarded publish on the home node."""
+
+    CONFIRMED = 0  # enqueued (persistent ones: after the fsync)
+    NACKED = 1  # the home node could not take it (queue full with reject-publish, …)
+    UNROUTABLE = 2  # none of its target queues exists there any more (mandatory: return)
+
+
+class SettleOp(enum.IntEnum):
+    ACK = 0
+    NACK = 1
+    REJECT = 2
+
+
+# flag bits
+PUBLISH_MANDATORY = 1
+PUBLISH_CONFIRM = 2  # the sender wants a PublishResult
+PUBLISH_IMMEDIATE_FLUSH = 4  # a transaction's commit: fsync before the result
+CONSUME_NO_ACK = 1
+CONSUME_EXCLUSIVE = 2
+SETTLE_MULTIPLE = 1
+SETTLE_REQUEUE = 2
+DELIVER_REDELIVERED = 1
+
+
+@dataclass(slots=True)
+class Hello:
+    """First frame each way: who is speaking. ``incarnation`` changes at every start of
+    the node, so the peer knows that consumers and publishes of the old one are gone."""
+
+    node: str
+    incarnation: int
+    version: int = 1
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    pass
+
+
+@dataclass(slots=True)
+class Publish:
+    publish_id: int  # the sender's id for the PublishResult (0: none wanted)
+    flags: int
+    vhost: str
+    queues: list[str]  # the target queues homed on the receiver
+    exchange: str
+    routing_key: str
+    properties: bytes
+    body: bytes
+
+
+@dataclass(slots=True)
+class PublishResult:
+    publish_id: int
+    outcome: Outcome
+    text: str = ""
+
+
+@dataclass(slots=True)
+class Consume:
+    consumer_id: int  # chosen by the node the client is on, unique per link
+    vhost: str
+    queue: str
+    tag: str
+    prefetch: int  # initial credit; 0 = unlimited
+    flags: int = 0
+    arguments: bytes = b""  # JSON of the consumer arguments (x-priority, …)
+
+
+@dataclass(slots=True)
+class ConsumeOk:
+    consumer_id: int
+
+
+@dataclass(slots=True)
+class Cancel:
+    """Either way: the client's node cancels its consumer, or the home node cancels it
+    (queue deleted, node shutting down) with the reason for basic.cancel."""
+
+    consumer_id: int
+    reply_code: int = 0
+    text: str = ""
+
+
+@dataclass(slots=True)
+class Deliver:
+    consumer_id: int
+    delivery_id: int  # the home node's delivery tag on this consumer
+    flags: int
+    delivery_count: int
+    exchange: str
+    routing_key: str
+    properties: bytes
+    body: bytes
+
+
+@dataclass(slots=True)
+class Settle:
+    consumer_id: int
+    op: SettleOp
+    flags: int
+    delivery_id: int
+
+
+@dataclass(slots=True)
+class Credit:
+    consumer_id: int
+    credit: int  # more deliveries the client's node can take
+
+
+@dataclass(slots=True)
+class Get:
+    request_id: int
+    vhost: str
+    queue: str
+    no_ack: bool
+
+
+@dataclass(slots=True)
+class GetResult:
+    """``found`` False: the queue was empty (or gone: ``reply_code`` says so)."""
+
+    request_id: int
+    found: bool
+    delivery_id: int = 0
+    flags: int = 0
+    message_count: int = 0
+    reply_code: int = 0
+    exchange: str = ""
+    routing_key: str = ""
+    properties: bytes = b""
+    body: bytes = b""
+
+
+@dataclass(slots=True)
+class Flow:
+    vhost: str
+    queue: str
+    congested: bool
+
+
+@dataclass(slots=True)
+class Applied:
+    revision: int
+
+
+@dataclass(slots=True)
+class Replicate:
+    """A leader's log entries for one replicated queue, fenced by its election term:
+    a follower refuses entries of a term older than the newest it has seen."""
+
+    vhost: str
+    queue: str
+    term: int
+    first_index: int
+    commit_index: int
+    entries: list[bytes] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ReplicateAck:
+    vhost: str
+    queue: str
+    term: int
+    durable_index: int  # the follower holds every entry up to here on disk
+    ok: bool = True  # False: refused (older term, or a gap: resend from durable_index+1)
+
+
+Frame = (
+    Hello
+    | Heartbeat
+    | Publish
+    | PublishResult
+    | Consume
+    | ConsumeOk
+    | Cancel
+    | Deliver
+    | Settle
+    | Credit
+    | Get
+    | GetResult
+    | Flow
+    | Applied
+    | Replicate
+    | ReplicateAck
+)

@@ -1,0 +1,240 @@
+"""The node-to-node link codec: every frame kind round-trips (fed whole and split at every
+offset), golden bytes fix the layout, a table of malformed frames each gives LinkError
+with its reason, and Hypothesis checks that any bytes give frames or LinkError alike
+whole and byte by byte."""
+
+from __future__ import annotations
+
+import itertools
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from roost.cluster.link import frames as f
+from roost.cluster.link.codec import (
+    NEED_DATA,
+    SCHEMA,
+    Encoder,
+    LinkError,
+    LinkReader,
+    encode,
+    frames_of,
+)
+
+SAMPLES: list[f.Frame] = [
+    f.Hello("rabbit@a", 0x0102030405060708),
+    f.Heartbeat(),
+    f.Publish(
+        7,
+        f.PUBLISH_CONFIRM | f.PUBLISH_MANDATORY,
+        "/",
+        ["q1", "q2"],
+        "amq.direct",
+        "rk",
+        b"\x80\x00\x02",
+        b"x" * 1024,
+    ),
+    f.Publish(0, 0, "vh", [], "", "", b"", b""),
+    f.PublishResult(7, f.Outcome.CONFIRMED),
+    f.PublishResult(8, f.Outcome.UNROUTABLE, "NOT_FOUND - no queue 'q' in vhost '/'"),
+    f.Consume(3, "/", "q", "ctag-1", 100, f.CONSUME_EXCLUSIVE, b'{"x-priority": 5}'),
+    f.ConsumeOk(3),
+    f.Cancel(3, 320, "home node 'b' is shutting down"),
+    f.Deliver(3, 1 << 40, f.DELIVER_REDELIVERED, 2, "ex", "rk", b"\x00\x00", "é".encode() * 9),
+    f.Settle(3, f.SettleOp.REJECT, f.SETTLE_MULTIPLE | f.SETTLE_REQUEUE, 99),
+    f.Credit(3, 50),
+    f.Get(11, "/", "q", True),
+    f.GetResult(11, False, reply_code=404),
+    f.GetResult(12, True, 5, 0, 41, 0, "", "q", b"\x00\x00", b"body"),
+    f.Flow("/", "q", True),
+    f.Applied(123456),
+    f.Replicate("/", "qq", 4, 100, 99, [b"entry-1", b"", b"entry-3"]),
+    f.ReplicateAck("/", "qq", 4, 102, False),
+]
+
+
+def test_every_kind_has_a_sample() -> None:
+    assert {type(s) for s in SAMPLES} == set(SCHEMA)
+
+
+@pytest.mark.parametrize("frame", SAMPLES, ids=lambda fr: type(fr).__name__)
+def test_round_trip_split_at_every_offset(frame: f.Frame) -> None:
+    data = encode(frame)
+    assert frames_of(data) == [frame]
+    for cut in range(len(data)):
+        reader = LinkReader()
+        reader.feed(data[:cut])
+        assert reader.next_frame() is NEED_DATA
+        reader.feed(data[cut:])
+        assert reader.next_frame() == frame
+        assert reader.next_frame() is NEED_DATA
+
+
+def test_many_frames_in_one_write() -> None:
+    """The Encoder gathers frames for one write; the reader takes them all from one feed."""
+    enc = Encoder()
+    for frame in SAMPLES:
+        enc.add(frame)
+    size = enc.size
+    data = enc.take()
+    assert len(data) == size and not enc
+    assert frames_of(data) == SAMPLES
+
+
+GOLDEN = [
+    (f.Credit(3, 50), bytes.fromhex("0000000d 0a 0000000000000003 00000032")),
+    (f.Flow("/", "q", True), bytes.fromhex("00000006 0d 012f 0171 01")),
+    (
+        f.Settle(1, f.SettleOp.NACK, f.SETTLE_REQUEUE, 9),
+        bytes.fromhex("00000013 09 0000000000000001 01 02 0000000000000009"),
+    ),
+    (
+        f.Publish(1, 2, "/", ["q"], "", "k", b"P", b"BODY"),
+        bytes.fromhex(
+            "00000020 03 0000000000000001 02 012f 0001 0171 00 016b 00000001 50 00000004 424f4459"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("frame,golden", GOLDEN, ids=lambda x: type(x).__name__)
+def test_golden_bytes(frame: f.Frame, golden: bytes) -> None:
+    assert encode(frame) == golden
+    assert frames_of(golden) == [frame]
+
+
+def _frame(kind: int, payload: bytes) -> bytes:
+    return struct.pack("!IB", len(payload) + 1, kind) + payload
+
+
+MALFORMED = [
+    (struct.pack("!IB", 0, 1)[:4], "size 0"),
+    (_frame(99, b""), "unknown link frame kind 99"),
+    (_frame(0, b""), "unknown link frame kind 0"),
+    (_frame(f.Kind.CREDIT, b"\0" * 11), "Credit frame truncated"),
+    (_frame(f.Kind.CREDIT, b"\0" * 13), "1 bytes past its fields"),
+    (_frame(f.Kind.FLOW, b"\x05ab"), "name runs past the frame"),
+    (_frame(f.Kind.FLOW, b"\x02\xff\xfe\x01q\x01"), "not UTF-8"),
+    (_frame(f.Kind.FLOW, b"\x01/\x01q\x02"), "congested must be 0 or 1"),
+    (_frame(f.Kind.SETTLE, b"\0" * 8 + b"\x07\x00" + b"\0" * 8), "bad op 7"),
+    (_frame(f.Kind.PUBLISH_RESULT, b"\0" * 8 + b"\x09\x00"), "bad outcome 9"),
+    (_frame(f.Kind.APPLIED, b""), "Applied frame truncated"),
+    (
+        _frame(f.Kind.PUBLISH, b"\0" * 9 + b"\x01/" + b"\0\x01\x01q\0\0" + b"\xff\xff\xff\xff"),
+        "bytes run past the frame",
+    ),
+    (
+        _frame(f.Kind.REPLICATE, b"\x01/\x01q" + b"\0" * 24 + b"\x7f\xff\xff\xff"),
+        "entries cannot fit",
+    ),
+    (_frame(f.Kind.PUBLISH, b"\0" * 9 + b"\x01/\xff\xff\x01q"), "name runs past the frame"),
+]
+
+
+@pytest.mark.parametrize("data,reason", MALFORMED, ids=[r for _d, r in MALFORMED])
+def test_malformed_frames_raise_link_error(data: bytes, reason: str) -> None:
+    reader = LinkReader()
+    reader.feed(data)
+    with pytest.raises(LinkError, match=reason):
+        reader.next_frame()
+
+
+def test_oversized_frame_refused_from_its_header() -> None:
+    reader = LinkReader(max_frame=1000)
+    reader.feed(struct.pack("!IB", 1001, f.Kind.PUBLISH))  # the rest never needs to come
+    with pytest.raises(LinkError, match="larger than 1000"):
+        reader.next_frame()
+
+
+def test_names_longer_than_255_bytes_are_refused_when_encoding() -> None:
+    with pytest.raises(ValueError, match="255"):
+        encode(f.Flow("/", "q" * 256, True))
+
+
+def _run(chunks: list[bytes]) -> tuple[list[f.Frame], str | None]:
+    reader = LinkReader(max_frame=4096)
+    out: list[f.Frame] = []
+    try:
+        for chunk in chunks:
+            reader.feed(chunk)
+            while (frame := reader.next_frame()) is not NEED_DATA:
+                assert not isinstance(frame, type(NEED_DATA))
+                out.append(frame)
+    except LinkError as exc:
+        return out, str(exc)
+    return out, None
+
+
+@st.composite
+def plausible(draw: st.DrawFn) -> bytes:
+    """Frames with a real kind and a random payload, or a real frame with bytes flipped."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            payload = draw(st.binary(max_size=60))
+            parts.append(_frame(draw(st.sampled_from(list(f.Kind))), payload))
+        else:
+            data = bytearray(encode(draw(st.sampled_from(SAMPLES))))
+            for _ in range(draw(st.integers(0, 3))):
+                data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+            parts.append(bytes(data))
+    return b"".join(parts)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.one_of(st.binary(max_size=200), plausible()))
+def test_any_bytes_give_frames_or_link_error_whole_and_byte_by_byte(data: bytes) -> None:
+    assert _run([data]) == _run([data[i : i + 1] for i in range(len(data))])
+
+
+names = st.text(max_size=20).filter(lambda s: len(s.encode()) <= 255)
+u64 = st.integers(0, 2**64 - 1)
+
+
+@settings(max_examples=200)
+@given(
+    st.builds(
+        f.Publish,
+        u64,
+        st.integers(0, 255),
+        names,
+        st.lists(names, max_size=4),
+        names,
+        names,
+        st.binary(max_size=30),
+        st.binary(max_size=300),
+    )
+    | st.builds(
+        f.Deliver,
+        u64,
+        u64,
+        st.integers(0, 255),
+        st.integers(0, 2**32 - 1),
+        names,
+        names,
+        st.binary(max_size=30),
+        st.binary(max_size=300),
+    )
+    | st.builds(f.Replicate, names, names, u64, u64, u64, st.lists(st.binary(max_size=20)))
+    | st.builds(
+        f.GetResult,
+        u64,
+        st.booleans(),
+        u64,
+        st.integers(0, 255),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 65535),
+        names,
+        names,
+        st.binary(max_size=30),
+        st.binary(max_size=60),
+    ),
+    st.lists(st.integers(0, 400), max_size=4),
+)
+def test_generated_frames_round_trip_however_split(frame: f.Frame, cuts: list[int]) -> None:
+    data = encode(frame) * 2
+    bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    chunks = [data[a:b] for a, b in itertools.pairwise(bounds)]
+    assert _run(chunks) == ([frame, frame], None)
