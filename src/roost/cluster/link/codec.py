@@ -13,6 +13,7 @@ go out in one write: ``Encoder`` gathers them and ``take()`` joins them once.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import struct
 from typing import Any, Final
@@ -81,7 +82,7 @@ def _plan(codes: str) -> Plan:
 
 PLANS = {cls: _plan(codes) for cls, (_kind, codes, _enums) in SCHEMA.items()}
 BY_KIND = {kind: cls for cls, (kind, _codes, _enums) in SCHEMA.items()}
-FIELDS = {cls: cls.__slots__ for cls in SCHEMA}  # dataclass(slots=True): in field order
+FIELDS = {cls: tuple(x.name for x in dataclasses.fields(cls)) for cls in SCHEMA}
 _U8 = struct.Struct("!B")
 _U16 = struct.Struct("!H")
 _U32 = struct.Struct("!I")

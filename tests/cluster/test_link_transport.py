@@ -1,0 +1,137 @@
+"""The link's asyncio transport on loopback: the node whose name sorts first dials, frames
+flow both ways, a turn's frames go out in one write, a cut connection is re-dialed, a
+restarted peer (new incarnation) is a link down then up, a silent peer is dropped."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from roost.cluster.link import frames as f
+from roost.cluster.link.transport import Link, LinkManager, Peer
+from tests.support import until
+
+
+class Node:
+    def __init__(self, name: str, **kw: Any) -> None:
+        self.got: list[tuple[str, f.Frame]] = []
+        self.events: list[tuple[str, str]] = []
+        self.links = LinkManager(
+            name,
+            on_frame=lambda link, frame: self.got.append((link.peer, frame)),
+            on_up=lambda link: self.events.append(("up", link.peer)),
+            on_down=lambda link, why: self.events.append(("down", link.peer)),
+            **kw,
+        )
+
+    async def start(self) -> Peer:
+        port = await self.links.listen("127.0.0.1", 0)
+        return Peer(self.links.node, "127.0.0.1", port)
+
+
+def run(main: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(main())
+
+
+def test_frames_both_ways_batched_in_one_write() -> None:
+    async def main() -> None:
+        a, b = Node("a"), Node("b")
+        pa, pb = await a.start(), await b.start()
+        a.links.set_peers([pa, pb])
+        b.links.set_peers([pa, pb])  # b never dials a: a's name sorts first
+        await until(lambda: a.links.link("b") is not None and b.links.link("a") is not None)
+        assert a.events == [("up", "b")] and b.events == [("up", "a")]
+        ab = a.links.link("b")
+        assert ab is not None
+        writes = ab.writes
+        for i in range(1000):
+            assert ab.send(f.Credit(i, 1))
+        await until(lambda: len(b.got) == 1000)
+        assert [fr for _p, fr in b.got] == [f.Credit(i, 1) for i in range(1000)]
+        assert ab.writes == writes + 1
+        ba = b.links.link("a")
+        assert ba is not None and ba.send(f.Applied(5))
+        await until(lambda: a.got == [("b", f.Applied(5))])
+        assert len(b.links._dialing) == 0 and len(a.links.links) == 1
+        await a.links.close()
+        await b.links.close()
+
+    run(main)
+
+
+def test_cut_connection_is_redialed() -> None:
+    async def main() -> None:
+        a, b = Node("a"), Node("b")
+        pa, pb = await a.start(), await b.start()
+        a.links.set_peers([pa, pb])
+        b.links.set_peers([pa, pb])
+        await until(lambda: b.links.link("a") is not None)
+        ba = b.links.link("a")
+        assert ba is not None and ba.protocol is not None and ba.protocol.transport is not None
+        ba.protocol.transport.abort()  # as a reset connection
+        await until(lambda: ("down", "b") in a.events)
+        await until(lambda: a.links.link("b") is not None and b.links.link("a") is not None)
+        assert a.events == [("up", "b"), ("down", "b"), ("up", "b")]
+        link = a.links.link("b")
+        assert link is not None and link.send(f.ConsumeOk(1))
+        await until(lambda: b.got == [("a", f.ConsumeOk(1))])
+        await a.links.close()
+        await b.links.close()
+
+    run(main)
+
+
+def test_restarted_peer_is_down_then_up() -> None:
+    """b restarts on the same port with a new incarnation: a's old link goes down (its
+    consumers and publishes must be dropped) and a new one comes up."""
+
+    async def main() -> None:
+        a, b = Node("a"), Node("b")
+        pa, pb = await a.start(), await b.start()
+        a.links.set_peers([pa, pb])
+        await until(lambda: a.links.link("b") is not None)
+        old: Link | None = a.links.link("b")
+        await b.links.close()
+        b2 = Node("b")
+        await b2.links.listen("127.0.0.1", pb.port)
+        await until(lambda: a.links.link("b") is not None and a.links.link("b") is not old)
+        new = a.links.link("b")
+        assert old is not None and new is not None and new.incarnation != old.incarnation
+        assert a.events == [("up", "b"), ("down", "b"), ("up", "b")]
+        await a.links.close()
+        await b2.links.close()
+
+    run(main)
+
+
+def test_silent_peer_is_dropped() -> None:
+    async def main() -> None:
+        a, b = Node("a", dead_after=1.5), Node("b")
+        pa, pb = await a.start(), await b.start()
+        a.links.set_peers([pa, pb])
+        await until(lambda: b.links.link("a") is not None)
+        ba = b.links.link("a")
+        assert ba is not None and ba.protocol is not None
+        ba.protocol._timer.cancel()  # type: ignore[union-attr]  # b stops heartbeating
+        await until(lambda: ("down", "b") in a.events, timeout=5)
+        await a.links.close()
+        await b.links.close()
+
+    run(main)
+
+
+def test_malformed_input_drops_the_connection_only() -> None:
+    async def main() -> None:
+        a = Node("a")
+        pa = await a.start()
+        reader, writer = await asyncio.open_connection(pa.host, pa.port)
+        writer.write(b"\x00\x00\x00\x02\x63\x00")  # kind 99
+        await writer.drain()
+        sent = await asyncio.wait_for(reader.read(), 5)  # until a closes the connection
+        assert sent.startswith(b"\x00\x00\x00") and sent[4] == f.Kind.HELLO  # its Hello only
+        assert a.events == [] and a.got == []
+        writer.close()
+        await a.links.close()
+
+    run(main)
