@@ -66,6 +66,7 @@ class RoostProcess:
             self.http_port = free_port()
             self.stomp_port = free_port()
             self.ws_port = free_port()
+            cluster = as_cluster_node(self.extra, self.data_dir)
             args = [
                 sys.executable,
                 "-m",
@@ -82,6 +83,7 @@ class RoostProcess:
                 "--ws-port",
                 str(self.ws_port),
                 *self.extra,
+                *cluster,
             ]
             self._ready.clear()
             self.proc = subprocess.Popen(
@@ -135,6 +137,42 @@ class RoostProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+# ROOST_TEST_CLUSTER=1: every server the tests start is a 1-node cluster (docs/cluster.md),
+# joined to one etcd for the whole run under a key prefix of its own
+CLUSTER_MODE = os.environ.get("ROOST_TEST_CLUSTER") == "1"
+_etcd: Any = None
+
+
+def run_etcd() -> Any:
+    """The run's etcd (roost.cluster.etcd_server.EtcdServer), started at first use and
+    stopped when the run ends."""
+    global _etcd
+    if _etcd is None:
+        import atexit
+        import tempfile
+
+        from roost.cluster.etcd_server import EtcdServer, find_etcd
+
+        if find_etcd() is None:
+            prerequisite("etcd is not installed (scripts/test installs Debian's etcd-server)")
+        _etcd = EtcdServer(Path(tempfile.mkdtemp(prefix="roost-etcd-"))).start()
+        atexit.register(_etcd.stop)
+    return _etcd
+
+
+def as_cluster_node(extra: list[str], data_dir: Path) -> list[str]:
+    """The arguments that make a test's server a 1-node cluster in ROOST_TEST_CLUSTER mode
+    (none otherwise, or when the test set --cluster itself). The key prefix and node name
+    come from the data dir, so a restarted server is the same node again."""
+    if not CLUSTER_MODE or "--cluster" in extra:
+        return []
+    import hashlib
+
+    tag = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    url = run_etcd().url(f"/t-{tag}")
+    return ["--cluster", url, "--node-name", f"roost-{tag}", "--cluster-port", str(free_port())]
 
 
 class RawAMQP:

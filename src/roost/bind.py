@@ -47,15 +47,18 @@ async def on_each_address(
     return bound
 
 
-def listening_socket(address: str, port: int) -> socket.socket:
+def listening_socket(address: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """A bound, listening, non-blocking TCP socket (IPv6 ones take IPv6 only, so that
-    ``::`` and ``0.0.0.0`` can both be bound)."""
+    ``::`` and ``0.0.0.0`` can both be bound); ``reuse_port``: SO_REUSEPORT, so several
+    nodes on one machine share the port (``--reuse-port``)."""
     family, kind, proto, _, sockaddr = socket.getaddrinfo(
         address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(sockaddr)

@@ -22,10 +22,12 @@ def _server(args: argparse.Namespace) -> int:
         level=cfg.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from roost.cluster.errors import ClusterError
+
     try:
         return run(cfg)
-    except (ValueError, OSError) as exc:  # a bad users file, a port in use
-        print(f"roost: {exc}", file=sys.stderr)
+    except (ValueError, OSError, ClusterError) as exc:  # a bad users file, a port in use,
+        print(f"roost: {exc}", file=sys.stderr)  # etcd out of reach, a node name taken
         return 2
 
 

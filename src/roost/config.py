@@ -198,6 +198,33 @@ class Config:
         "retention (x-max-length-bytes) of an events stream the broker declares",
         metavar="BYTES",
     )
+    # -- the cluster (docs/cluster.md)
+    cluster: str | None = setting(
+        None,
+        "join the cluster coordinated by this etcd: etcd://HOST:PORT[,HOST:PORT…][/PREFIX] "
+        "(PREFIX: the cluster's keys, default /roost); unset: a single node, no etcd",
+        metavar="URL",
+    )
+    node_name: str | None = setting(
+        None,
+        "this node's name in the cluster and in the management API (default roost@HOSTNAME); "
+        "unique among the cluster's nodes",
+        metavar="NAME",
+    )
+    cluster_port: int = setting(
+        5679, "port of the node-to-node links (with --cluster); 0 disables it", metavar="N"
+    )
+    cluster_lease_ttl: int = setting(
+        5,
+        "seconds a node stays registered without renewing its etcd lease: a killed node is "
+        "seen down within this (its queues' consumers elsewhere are then cancelled)",
+        metavar="S",
+    )
+    reuse_port: bool = setting(
+        False,
+        "open the client listeners (AMQP, STOMP, WebSocket, HTTP and their TLS twins) with "
+        "SO_REUSEPORT, so several nodes on one machine share the same ports",
+    )
 
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
@@ -274,6 +301,16 @@ class Config:
             raise ValueError("events_stream must be a queue name: 1-255 bytes, not amq.*")
         if self.events_max_bytes < 1024 * 1024:
             raise ValueError("events_max_bytes must be at least 1048576 (1 MiB)")
+        if self.cluster is not None:
+            from roost.cluster.urls import parse_cluster_url
+
+            parse_cluster_url(self.cluster)  # raises ValueError with the reason
+        if not 0 <= self.cluster_port <= 65535:
+            raise ValueError("cluster_port must be 0..65535")
+        if not 2 <= self.cluster_lease_ttl <= 300:
+            raise ValueError("cluster_lease_ttl must be 2..300 seconds")
+        if self.node_name is not None and not 0 < len(self.node_name.encode()) <= 255:
+            raise ValueError("node_name must be 1-255 bytes")
         return self
 
 
@@ -305,6 +342,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="TOML config file (flags win over it)")
     for name, f in FIELDS.items():
         default = f.default
+        if isinstance(default, bool):  # a switch: --reuse-port, no value
+            parser.add_argument(
+                flag(name),
+                dest=name,
+                action="store_const",
+                const=True,
+                default=None,
+                help=f"{f.metadata['help']} (default: off; env {env_name(name)}=1)",
+            )
+            continue
         parser.add_argument(
             flag(name),
             dest=name,

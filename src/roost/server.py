@@ -65,6 +65,7 @@ class Server:
         )
         if self.events is not None:
             log.info("traffic events go to stream '%s' in every vhost", config.events_stream)
+        self.cluster = cluster_node(config) if config.cluster else None
         self._http_runner: Any = None
         self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
@@ -103,6 +104,8 @@ class Server:
         timeouts.wake = self._ack_wake
         self._ack_wake(timeouts.tick())
         self._check_alarms()  # before the first client: a full disk blocks from the start
+        if self.cluster is not None:  # joined before any client can connect
+            await self.cluster.join(amqp_port=cfg.amqp_port, http_port=cfg.http_port)
         if cfg.amqp_port:
             self.ports["amqp"] = await self._listen(
                 lambda: AMQPServerProtocol(self.broker, limits, self.connections),
@@ -120,6 +123,8 @@ class Server:
         if cfg.http_port or (self.tls_context is not None and cfg.https_port):
             await self._start_http()
         await self._start_stomp()
+        if self.cluster is not None:
+            await self.cluster.publish_ports(self.ports.get("amqp", 0), self.ports.get("http", 0))
         log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
 
     async def _listen(
@@ -131,7 +136,7 @@ class Server:
         loop = asyncio.get_running_loop()
 
         async def open_one(address: str, port: int) -> int:
-            sock = listening_socket(address, port)
+            sock = listening_socket(address, port, reuse_port=self.config.reuse_port)
             try:
                 listener = await loop.create_server(factory, sock=sock, backlog=1024)
             except BaseException:
@@ -255,7 +260,11 @@ class Server:
         async def open_one(address: str, port: int) -> int:
             assert self.tls_context is not None
             listener = TLSListener(
-                protocol, factory, self.tls_context, handshake_timeout=cfg.handshake_timeout
+                protocol,
+                factory,
+                self.tls_context,
+                handshake_timeout=cfg.handshake_timeout,
+                reuse_port=cfg.reuse_port,
             )
             got = await listener.start(address, port)
             self.keepalive.apply(listener.sockets)
@@ -301,6 +310,8 @@ class Server:
             self._alarm_timer.cancel()
         if self.events is not None:  # the connections' last events, before streams close
             self.events.flush()
+        if self.cluster is not None:  # after the clients: the others see this node go down
+            await self.cluster.leave()
         self.persistence.save()
         await self.disk.close()
         self.broker.close_streams()
@@ -322,6 +333,24 @@ class Server:
     def _ack_tick(self) -> None:
         self._ack_timer = None
         self._ack_wake(self.broker.ack_timeouts.tick())
+
+
+def cluster_node(config: Config) -> Any:
+    """This node's membership and links (roost.cluster), with --cluster only: a single
+    node never imports the etcd client."""
+    from roost.cluster.node import ClusterNode, ClusterSettings, default_node_name
+
+    assert config.cluster is not None
+    return ClusterNode(
+        ClusterSettings(
+            url=config.cluster,
+            node_name=config.node_name or default_node_name(),
+            bind=config.bind_addresses[0],
+            cluster_port=config.cluster_port,
+            lease_ttl=config.cluster_lease_ttl,
+            data_dir=Path(config.data_dir),
+        )
+    )
 
 
 def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:

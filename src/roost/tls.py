@@ -72,18 +72,20 @@ class TLSListener:
         context: ssl.SSLContext,
         *,
         handshake_timeout: float,
+        reuse_port: bool = False,
     ) -> None:
         self.name = name
         self.protocol_factory = protocol_factory
         self.context = context
         self.handshake_timeout = handshake_timeout
+        self.reuse_port = reuse_port
         self.port = 0
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._handshakes: set[asyncio.Task[None]] = set()
 
     async def start(self, host: str, port: int) -> int:
-        sock = listening_socket(host, port)
+        sock = listening_socket(host, port, reuse_port=self.reuse_port)
         self._sock = sock
         self.port = int(sock.getsockname()[1])
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop(sock))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from roost.cluster.etcd_server import EtcdServer, find_etcd
-from tests.support import prerequisite
+from tests.support import RoostProcess, free_port, prerequisite
 
 
 def started_etcd(data_dir: Path) -> EtcdServer:
@@ -37,3 +37,20 @@ def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
 @pytest.fixture
 def etcd_prefix(request: pytest.FixtureRequest) -> str:
     return "/t/" + request.node.name.replace("[", ".").replace("]", "")
+
+
+def node(
+    etcd: EtcdServer, data_dir: Path, name: str, *extra: str, prefix: str = "/c"
+) -> RoostProcess:
+    """A ``roost server`` that is node ``name`` of the cluster under ``prefix`` (not yet
+    started): its own data dir and a free cluster port."""
+    return RoostProcess(
+        data_dir,
+        "--cluster",
+        etcd.url(prefix),
+        "--node-name",
+        name,
+        "--cluster-port",
+        str(free_port()),
+        *extra,
+    )

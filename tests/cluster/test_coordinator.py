@@ -19,11 +19,11 @@ from roost.cluster.coordinator import (
     Get,
     LeaseKeeper,
     Put,
-    parse_endpoints,
     prefix_end,
 )
 from roost.cluster.errors import ClusterError, CoordinatorUnavailable
 from roost.cluster.etcd_server import EtcdServer, free_port
+from roost.cluster.urls import parse_cluster_url
 
 T = TypeVar("T")
 
@@ -36,17 +36,17 @@ def run(make: Callable[[], Awaitable[T]]) -> T:
 
 
 def coordinator(etcd: EtcdServer) -> Coordinator:
-    endpoints, _ = parse_endpoints(etcd.url())
+    endpoints, _ = parse_cluster_url(etcd.url())
     return Coordinator(endpoints, timeout=2.0)
 
 
-def test_parse_endpoints() -> None:
-    assert parse_endpoints("etcd://127.0.0.1:2379") == ([("127.0.0.1", 2379)], "/roost")
-    assert parse_endpoints("etcd://a:1,b:2/prod/") == ([("a", 1), ("b", 2)], "/prod")
-    assert parse_endpoints("etcd://[::1]:2379") == ([("::1", 2379)], "/roost")
+def test_parse_cluster_url() -> None:
+    assert parse_cluster_url("etcd://127.0.0.1:2379") == ([("127.0.0.1", 2379)], "/roost")
+    assert parse_cluster_url("etcd://a:1,b:2/prod/") == ([("a", 1), ("b", 2)], "/prod")
+    assert parse_cluster_url("etcd://[::1]:2379") == ([("::1", 2379)], "/roost")
     for bad in ("http://a:1", "etcd://a", "etcd://a:x", "etcd://:1", "etcd://a:99999"):
         with pytest.raises(ValueError):
-            parse_endpoints(bad)
+            parse_cluster_url(bad)
 
 
 def test_prefix_end() -> None:

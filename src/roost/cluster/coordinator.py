@@ -107,23 +107,6 @@ def prefix_end(prefix: str) -> bytes:
     return b"\0"
 
 
-def parse_endpoints(url: str) -> tuple[list[tuple[str, int]], str]:
-    """``etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`` as endpoints and a key prefix (default
-    ``/roost``: several clusters can share one etcd under different prefixes)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme != "etcd":
-        raise ValueError(f"cluster must be etcd://HOST:PORT[,HOST:PORT…], not {url!r}")
-    hosts, slash, path = rest.partition("/")
-    endpoints = []
-    for item in hosts.split(","):
-        host, colon, port = item.strip().rpartition(":")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"cluster endpoint {item!r} is not HOST:PORT")
-        endpoints.append((host.strip("[]"), int(port)))
-    prefix = "/" + path.strip("/") if slash and path.strip("/") else "/roost"
-    return endpoints, prefix
-
-
 def _kv(raw: Any) -> KeyValue:
     return KeyValue(
         raw.key.decode(), bytes(raw.value), raw.mod_revision, raw.create_revision, raw.lease

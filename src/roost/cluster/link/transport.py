@@ -19,6 +19,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from roost.cluster.link import frames as f
 from roost.cluster.link.codec import NEED_DATA, Encoder, LinkError, LinkReader
@@ -89,8 +90,7 @@ class LinkProtocol(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         self._last_in = self._last_out = self.loop.time()
         self.queue(f.Hello(self.manager.node, self.manager.incarnation))
         self._timer = self.loop.call_later(HEARTBEAT, self._tick)

@@ -1,0 +1,254 @@
+"""Membership: each node registers under an etcd lease; a node whose lease is gone is down.
+
+Keys under the cluster's prefix (``--cluster etcd://…/PREFIX``, default ``/roost``):
+
+- ``nodes/live/NAME``: the node's record, attached to its lease (kept alive every third
+  of ``--cluster-lease-ttl``). It vanishes when the node stops or its lease expires.
+- ``nodes/known/NAME``: the same record without a lease, so a node that is down is still
+  listed (``running: false``), as RabbitMQ lists a stopped cluster member.
+
+A node that restarts after ``kill -9`` finds its previous lease's id in its data dir
+(``cluster-lease``) and revokes it, so its name is free at once and the other nodes see
+it go down and come back. A name held by another live process is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from roost.cluster.coordinator import Compare, Coordinator, Get, LeaseKeeper, Put
+from roost.cluster.errors import ClusterError
+
+log = logging.getLogger("roost.cluster.membership")
+
+LEASE_FILE = "cluster-lease"
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """What a node publishes about itself: enough for peers to dial it and for the
+    management API to show it."""
+
+    name: str
+    host: str
+    cluster_port: int
+    amqp_port: int = 0
+    http_port: int = 0
+    pid: int = 0
+    started_ms: int = 0
+    version: str = ""
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> NodeRecord:
+        data = json.loads(raw)
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    record: NodeRecord
+    running: bool
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+
+Listener = Callable[[NodeRecord, bool], None]
+
+
+class Membership:
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        prefix: str,
+        record: NodeRecord,
+        *,
+        ttl: int,
+        data_dir: Path | None = None,
+    ) -> None:
+        self.coordinator = coordinator
+        self.prefix = prefix.rstrip("/")
+        self.record = record
+        self.ttl = ttl
+        self.data_dir = data_dir
+        self.lease_id = 0
+        self.keeper: LeaseKeeper | None = None
+        self.live: dict[str, NodeRecord] = {}
+        self.known: dict[str, NodeRecord] = {}
+        self.listeners: list[Listener] = []
+        self._watch: asyncio.Task[None] | None = None
+        self._rejoin: asyncio.Task[None] | None = None
+
+    @property
+    def nodes_prefix(self) -> str:
+        return f"{self.prefix}/nodes/"
+
+    def key(self, kind: str, name: str) -> str:
+        return f"{self.nodes_prefix}{kind}/{name}"
+
+    # -- joining and leaving
+
+    async def join(self, wait_for_name: float | None = None) -> None:
+        """Register this node (waiting up to ``wait_for_name`` seconds, default the lease
+        TTL and a second, for a previous holder of the name to expire), then follow the
+        others. Raises ``ClusterError`` when the name stays taken."""
+        await self._revoke_previous()
+        deadline = time.monotonic() + (self.ttl + 1.0 if wait_for_name is None else wait_for_name)
+        while True:
+            holder = await self._register()
+            if holder is None:
+                break
+            if time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"node name '{self.record.name}' is in use by a running node "
+                    f"(pid {holder.pid} on {holder.host}, cluster port {holder.cluster_port})"
+                )
+            await asyncio.sleep(0.2)
+        self.keeper = LeaseKeeper(self.coordinator, self.lease_id, self.ttl, self._lease_lost)
+        self.keeper.start()
+        kvs, revision = await self.coordinator.get_prefix(self.nodes_prefix)
+        for kv in kvs:
+            self._apply(kv.key, kv.value, notify=False)
+        self._watch = asyncio.get_running_loop().create_task(self._follow(revision + 1))
+        log.info(
+            "joined the cluster as '%s' (%d node(s) running)", self.record.name, len(self.live)
+        )
+
+    async def _register(self) -> NodeRecord | None:
+        """Put the live key under a fresh lease unless another holds the name: its
+        record, then."""
+        if not self.lease_id:
+            self.lease_id = await self.coordinator.grant_lease(self.ttl)
+            self._save_lease()
+        live = self.key("live", self.record.name)
+        raw = self.record.encode()
+        result = await self.coordinator.txn(
+            [Compare(live, "create", 0)],
+            [Put(live, raw, lease=self.lease_id), Put(self.key("known", self.record.name), raw)],
+            [Get(live)],
+        )
+        if result.succeeded:
+            return None
+        holders = result.reads[0] if result.reads else []
+        if holders and holders[0].lease == self.lease_id:
+            return None
+        return NodeRecord.decode(holders[0].value) if holders else None
+
+    async def _revoke_previous(self) -> None:
+        """The lease of this data dir's previous run (killed before it could revoke it)."""
+        path = self._lease_path()
+        if path is None or not path.exists():
+            return
+        with contextlib.suppress(ValueError):
+            previous = int(path.read_text().strip(), 16)
+            if previous:
+                log.info("revoking this node's lease of its previous run (%x)", previous)
+                await self.coordinator.revoke_lease(previous)
+
+    def _lease_path(self) -> Path | None:
+        return None if self.data_dir is None else Path(self.data_dir) / LEASE_FILE
+
+    def _save_lease(self) -> None:
+        path = self._lease_path()
+        if path is None:
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"{self.lease_id:x}\n")
+        os.replace(tmp, path)
+
+    def _lease_lost(self) -> None:
+        """etcd dropped the lease (this node could not reach it for a whole TTL): the
+        others took this node for dead. Register again as soon as etcd answers."""
+        self.lease_id = 0
+        self._rejoin = asyncio.get_running_loop().create_task(self._register_again())
+
+    async def _register_again(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                holder = await self._register()
+                if holder is None:
+                    break
+            except ClusterError as exc:
+                log.debug("re-registering: %s", exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        self.keeper = LeaseKeeper(self.coordinator, self.lease_id, self.ttl, self._lease_lost)
+        self.keeper.start()
+        log.info("registered again as '%s' with a new lease", self.record.name)
+
+    async def leave(self) -> None:
+        """A graceful stop: revoke the lease (the node shows as down at once)."""
+        for task in (self._watch, self._rejoin):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self.keeper is not None:
+            await self.keeper.stop(revoke=True)
+        path = self._lease_path()
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+    # -- the view of the others
+
+    async def _follow(self, revision: int) -> None:
+        async for batch in self.coordinator.watch(self.nodes_prefix, revision):
+            for change in batch:
+                self._apply(change.key, change.value, notify=True)
+
+    def _apply(self, key: str, value: bytes | None, *, notify: bool) -> None:
+        kind, _, name = key[len(self.prefix) + len("/nodes/") :].partition("/")
+        if kind == "known":
+            if value is None:
+                self.known.pop(name, None)
+            else:
+                self.known[name] = NodeRecord.decode(value)
+            return
+        if kind != "live":
+            return
+        if value is None:
+            record = self.live.pop(name, None)
+            if record is not None and notify:
+                log.info("node '%s' is down", name)
+                self._tell(record, False)
+            return
+        record = NodeRecord.decode(value)
+        before = self.live.get(name)
+        self.live[name] = record
+        if notify and before != record:
+            if before is None:
+                log.info("node '%s' is up (%s:%d)", name, record.host, record.cluster_port)
+            self._tell(record, True)
+
+    def _tell(self, record: NodeRecord, running: bool) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(record, running)
+            except Exception:
+                log.exception("a membership listener failed on node '%s'", record.name)
+
+    def nodes(self) -> list[NodeStatus]:
+        """Every node ever joined (not forgotten), running or not, sorted by name."""
+        names = sorted(set(self.known) | set(self.live))
+        return [NodeStatus(self.live.get(n) or self.known[n], n in self.live) for n in names]
+
+    def running(self) -> list[NodeRecord]:
+        return [self.live[n] for n in sorted(self.live)]
+
+    @property
+    def reachable(self) -> bool:
+        """False while this node cannot renew its lease (etcd out of reach)."""
+        return self.keeper is not None and self.keeper.reachable

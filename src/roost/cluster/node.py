@@ -1,0 +1,136 @@
+"""This node's place in the cluster: its coordinator connection, its membership and its
+links to the others. ``server.py`` joins before it opens a client listener and leaves
+after the last client is gone."""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from roost import __version__
+from roost.cluster.coordinator import Coordinator, Put
+from roost.cluster.link import frames as f
+from roost.cluster.link.transport import Link, LinkManager, Peer
+from roost.cluster.membership import Membership, NodeRecord, NodeStatus
+from roost.cluster.urls import parse_cluster_url
+
+log = logging.getLogger("roost.cluster")
+
+
+def default_node_name() -> str:
+    return f"roost@{platform.node() or 'localhost'}"
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    url: str  # etcd://HOST:PORT[,HOST:PORT…][/PREFIX]
+    node_name: str
+    bind: str
+    cluster_port: int
+    lease_ttl: int
+    data_dir: Path
+    timeout: float = 3.0
+
+
+class ClusterNode:
+    def __init__(self, settings: ClusterSettings) -> None:
+        self.settings = settings
+        endpoints, self.prefix = parse_cluster_url(settings.url)
+        self.coordinator = Coordinator(endpoints, timeout=settings.timeout)
+        self.links = LinkManager(
+            settings.node_name,
+            on_frame=self._frame,
+            on_up=self._link_up,
+            on_down=self._link_down,
+        )
+        self.membership: Membership | None = None
+        # the data plane's handlers, set by whoever carries messages between nodes
+        self.frame_handlers: list[Callable[[Link, f.Frame], None]] = []
+
+    @property
+    def name(self) -> str:
+        return self.settings.node_name
+
+    async def join(self, *, amqp_port: int = 0, http_port: int = 0) -> None:
+        """Listen for links, register under a lease and start following the others.
+        Raises ``ClusterError`` (etcd unreachable, name taken) or ``OSError`` (port)."""
+        s = self.settings
+        port = await self.links.listen(s.bind, s.cluster_port) if s.cluster_port else 0
+        record = NodeRecord(
+            name=s.node_name,
+            host=advertised_host(s.bind),
+            cluster_port=port,
+            amqp_port=amqp_port,
+            http_port=http_port,
+            pid=os.getpid(),
+            started_ms=int(time.time() * 1000),
+            version=__version__,
+        )
+        self.membership = Membership(
+            self.coordinator, self.prefix, record, ttl=s.lease_ttl, data_dir=s.data_dir
+        )
+        self.membership.listeners.append(self._membership_changed)
+        await self.membership.join()
+        self._dial_running()
+
+    async def publish_ports(self, amqp_port: int, http_port: int) -> None:
+        """The client ports the listeners got (port 0 picks one): into this node's record."""
+        m = self.membership
+        if m is None:
+            return
+        m.record = replace(m.record, amqp_port=amqp_port, http_port=http_port)
+        raw = m.record.encode()
+        await self.coordinator.txn(
+            [],
+            [
+                Put(m.key("live", self.name), raw, lease=m.lease_id),
+                Put(m.key("known", self.name), raw),
+            ],
+        )
+
+    def nodes(self) -> list[NodeStatus]:
+        return [] if self.membership is None else self.membership.nodes()
+
+    def _membership_changed(self, record: NodeRecord, running: bool) -> None:
+        self._dial_running()
+
+    def _dial_running(self) -> None:
+        if self.membership is None:
+            return
+        self.links.set_peers(
+            [
+                Peer(r.name, r.host, r.cluster_port)
+                for r in self.membership.running()
+                if r.cluster_port
+            ]
+        )
+
+    def _frame(self, link: Link, frame: f.Frame) -> None:
+        for handler in self.frame_handlers:
+            handler(link, frame)
+
+    def _link_up(self, link: Link) -> None:
+        log.debug("link with %s up", link.peer)
+
+    def _link_down(self, link: Link, why: str) -> None:
+        log.debug("link with %s down: %s", link.peer, why)
+
+    async def leave(self) -> None:
+        await self.links.close()
+        if self.membership is not None:
+            await self.membership.leave()
+        await self.coordinator.close()
+
+
+def advertised_host(bind: str) -> str:
+    """The address peers dial: the first --bind address, or this host's name when the
+    node listens on every interface."""
+    first = bind.split(",")[0].strip()
+    if first in ("0.0.0.0", "::", ""):
+        return platform.node() or "127.0.0.1"
+    return first
