@@ -57,6 +57,12 @@ def _perf(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _cluster_up(args: argparse.Namespace) -> int:
+    from roost.cluster.local import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="roost", description=__doc__)
     parser.add_argument("--version", action="version", version=f"roost {__version__}")
@@ -106,6 +112,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_policies_arguments(policies)
     policies.set_defaults(func=_ctl)
+
+    cluster = sub.add_parser(
+        "cluster",
+        help="run a cluster of nodes on this machine (etcd + N nodes sharing the ports)",
+        description="Nodes coordinated by etcd (docs/cluster.md).",
+    )
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True)
+    from roost.cluster.local import add_arguments as add_cluster_up_arguments
+
+    up = cluster_sub.add_parser(
+        "up",
+        help="start a local etcd and N nodes sharing the AMQP, STOMP and HTTP ports",
+        description="Start a local etcd and N 'roost server' nodes on this machine. The "
+        "nodes share the client ports through SO_REUSEPORT, so the kernel spreads "
+        "connections over them; Ctrl-C stops them all.",
+    )
+    add_cluster_up_arguments(up)
+    up.set_defaults(func=_cluster_up)
 
     from roost.pipeline.cli import add_arguments as add_pipeline_arguments
 
