@@ -87,6 +87,41 @@ def _epmd_running() -> bool:
     return False
 
 
+def rabbitmq_env(
+    base: Path,
+    node: str,
+    port: int,
+    dist: int,
+    extra_conf: str = "",
+    plugins: tuple[str, ...] = (),
+    home: Path | None = None,
+) -> dict[str, str]:
+    """The environment of one throwaway RabbitMQ node with its files under ``base``
+    (``home``: where the Erlang cookie lives; nodes of one cluster share it)."""
+    home = home or base / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "rabbitmq.conf").write_text(
+        f"listeners.tcp.default = 127.0.0.1:{port}\n"
+        "loopback_users = none\n" + extra_conf
+    )
+    (base / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n")
+    return {
+        **os.environ,
+        "HOME": str(home),  # the Erlang cookie lives here
+        "RABBITMQ_NODENAME": node,
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "RABBITMQ_NODE_PORT": str(port),
+        "RABBITMQ_DIST_PORT": str(dist),
+        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(base / "log"),
+        "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+        "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
+        "ERL_EPMD_ADDRESS": "127.0.0.1",
+    }
+
+
 @contextlib.contextmanager
 def rabbitmq(
     timeout: float = 90.0, plugins: tuple[str, ...] = (), extra_conf: str = ""
@@ -99,26 +134,7 @@ def rabbitmq(
         base = Path(tmp)
         port, dist = free_port(), free_port()
         node = f"bench-{os.getpid()}@localhost"
-        (base / "home").mkdir()
-        (base / "rabbitmq.conf").write_text(
-            f"listeners.tcp.default = 127.0.0.1:{port}\n"
-            "loopback_users = none\n" + extra_conf
-        )
-        (base / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n")
-        env = {
-            **os.environ,
-            "HOME": str(base / "home"),  # the Erlang cookie lives here
-            "RABBITMQ_NODENAME": node,
-            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-            "RABBITMQ_NODE_PORT": str(port),
-            "RABBITMQ_DIST_PORT": str(dist),
-            "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
-            "RABBITMQ_LOG_BASE": str(base / "log"),
-            "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
-            "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
-            "RABBITMQ_PID_FILE": str(base / "rabbitmq.pid"),
-            "ERL_EPMD_ADDRESS": "127.0.0.1",
-        }
+        env = rabbitmq_env(base, node, port, dist, extra_conf, plugins)
         epmd_was_running = _epmd_running()
         log = base / "server.log"
         ctl = [str(RABBITMQ_BIN / "rabbitmqctl"), "-n", node]

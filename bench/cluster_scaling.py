@@ -1,0 +1,144 @@
+"""Scaling out on one machine: N independent queues, each with 1 producer and 1 consumer
+(``roost perf``, 1 KiB, manual acks, prefetch 100), against Roost on 1 node, Roost as a
+cluster of ``--nodes`` nodes, and a RabbitMQ cluster of as many nodes, in the same run.
+
+Queue ``i``'s producer and consumer both connect to node ``i mod nodes`` and declare the
+queue there (RabbitMQ's client-local placement; for Roost, the queue's home node), so no
+message crosses between nodes: this measures how a machine's cores are used, not the
+hop (``--placement`` will add the spread that SO_REUSEPORT gives once messages can cross).
+
+Reported per configuration (medians over ``--repeat`` alternating runs): aggregate
+consumed msg/s, the brokers' CPU (cores, summed over nodes) and broker CPU per consumed
+message (µs), then 2-node Roost / 1-node Roost and Roost / RabbitMQ.
+
+    .venv/bin/python bench/cluster_scaling.py --queues 4 --nodes 2 --duration 10 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _brokers import rabbitmq_installed
+from _cluster import rabbitmq_cluster, roost_cluster
+from _measure import broker_pid, cpu_seconds
+
+Launcher = Callable[[], AbstractContextManager[list[str]]]
+
+
+def configurations(nodes: int, brokers: list[str]) -> dict[str, Launcher]:
+    out: dict[str, Launcher] = {}
+    if "roost" in brokers:
+        out["Roost, 1 node"] = lambda: roost_cluster(1)
+        out[f"Roost, {nodes} nodes"] = lambda: roost_cluster(nodes)
+    if "rabbitmq" in brokers:
+        out[f"RabbitMQ, {nodes} nodes"] = lambda: rabbitmq_cluster(nodes)
+    return out
+
+
+def perf_command(url: str, queue: str, args: argparse.Namespace) -> list[str]:
+    return [sys.executable, "-m", "roost", "perf", "--url", url, "--queue", queue,
+            "--producers", "1", "--consumers", "1", "--size", str(args.size),
+            "--prefetch", str(args.prefetch), "--duration", str(args.duration),
+            "--json"]  # fmt: skip
+
+
+def one_run(urls: list[str], args: argparse.Namespace) -> dict[str, float]:
+    pids = [broker_pid(u) for u in urls]
+    cpu_before = sum(cpu_seconds(p) for p in pids)
+    started = time.monotonic()
+    procs = [
+        subprocess.Popen(
+            perf_command(urls[i % len(urls)], f"scale-{i}", args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for i in range(args.queues)
+    ]
+    reports = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=args.duration + 120)
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"roost perf exited with {proc.returncode} and no report")
+        reports.append(json.loads(lines[-1]))
+    cpu = sum(cpu_seconds(p) for p in pids) - cpu_before
+    consumed = sum(float(r["consume_rate"]) for r in reports)
+    # every message a producer sent costs the broker its publish, and most their delivery
+    # and ack too: CPU over the whole run per message consumed in it
+    messages = sum(int(r["consumed"]) for r in reports)
+    return {
+        "consume_rate": consumed,
+        "broker_cores": cpu / args.duration,  # the brokers idle while perf starts and stops
+        "cpu_us_per_msg": cpu / messages * 1e6 if messages else float("nan"),
+        "wall_s": time.monotonic() - started,
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
+    configs = configurations(args.nodes, args.brokers)
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
+    for attempt in range(args.repeat):
+        order = list(configs) if attempt % 2 == 0 else list(reversed(configs))
+        for name in order:
+            with configs[name]() as urls:
+                result = one_run(urls, args)
+            results[name].append(result)
+            print(f"# run {attempt + 1} {name}: {json.dumps(result)}", file=sys.stderr)
+    return results
+
+
+def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) -> Iterator[str]:
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in results[name])
+
+    yield (f"{args.queues} queues, 1 producer + 1 consumer each, {args.size} B, manual ack, "
+           f"prefetch {args.prefetch}, {args.duration:g} s x {args.repeat} (medians)")  # fmt: skip
+    yield ""
+    yield "| configuration | consumed msg/s | broker CPU (cores) | broker CPU µs / msg |"
+    yield "|---|---|---|---|"
+    for name in results:
+        yield (f"| {name} | {med(name, 'consume_rate'):,.0f} | {med(name, 'broker_cores'):.2f} "
+               f"| {med(name, 'cpu_us_per_msg'):.1f} |")  # fmt: skip
+    one, many = "Roost, 1 node", f"Roost, {args.nodes} nodes"
+    rabbit = f"RabbitMQ, {args.nodes} nodes"
+    yield ""
+    if one in results and many in results:
+        yield f"{many} / {one}: {med(many, 'consume_rate') / med(one, 'consume_rate'):.2f}x"
+    if many in results and rabbit in results:
+        yield f"{many} / {rabbit}: {med(many, 'consume_rate') / med(rabbit, 'consume_rate'):.2f}x"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queues", type=int, default=4)
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--prefetch", type=int, default=100)
+    parser.add_argument("--brokers", default="roost,rabbitmq")
+    args = parser.parse_args(argv)
+    args.brokers = args.brokers.split(",")
+    if "rabbitmq" in args.brokers and not rabbitmq_installed():
+        print("# rabbitmq-server not installed: Roost only", file=sys.stderr)
+        args.brokers.remove("rabbitmq")
+    results: Any = run(args)
+    for line in table(results, args):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
