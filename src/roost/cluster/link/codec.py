@@ -19,6 +19,7 @@ import struct
 from typing import Any, Final
 
 from roost.cluster.link import frames as f
+from roost.cluster.link.fast import DECODERS, ENCODERS, Truncated
 
 HEADER = struct.Struct("!IB")
 DEFAULT_MAX_FRAME = 256 * 1024 * 1024  # above --max-message-size's 128 MiB and its headers
@@ -98,6 +99,9 @@ def _name(value: str) -> bytes:
 def encode_parts(frame: f.Frame) -> list[bytes]:
     """The frame as a list of buffers (a body is one of them, not copied here)."""
     cls = type(frame)
+    fast = ENCODERS.get(cls)
+    if fast is not None:
+        return fast(frame)
     kind, _codes, _enums = SCHEMA[cls]
     values = [getattr(frame, name) for name in FIELDS[cls]]
     parts: list[bytes] = [b""]
@@ -267,6 +271,17 @@ class LinkReader:
         end = pos + 4 + size
         if len(buf) < end:
             return NEED_DATA
+        kind = buf[pos + 4]
+        fast = DECODERS.get(kind)
+        if fast is not None:
+            try:
+                fast_frame, stop = fast(buf, pos + HEADER.size, end)
+            except Truncated as exc:
+                raise LinkError(str(exc)) from None
+            if stop != end:
+                raise LinkError(f"{f.Kind(kind).name} frame has {end - stop} bytes past its fields")
+            self._pos = end
+            return fast_frame
         with memoryview(buf) as view:
             frame = decode_payload(buf[pos + 4], view[pos + HEADER.size : end])
         self._pos = end
