@@ -4,6 +4,7 @@ SO_REUSEPORT; the kernel spreads connections over both; SIGTERM stops all of it.
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -14,6 +15,19 @@ import pika
 
 from roost.cluster.etcd_server import find_etcd, free_port
 from tests.support import eventually, prerequisite
+
+
+def free_pair() -> int:
+    """A free port whose next one is free too (node K links on --cluster-port + K - 1)."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no two consecutive free ports")
 
 
 def test_two_nodes_share_the_ports(tmp_path: Path) -> None:
@@ -27,7 +41,7 @@ def test_two_nodes_share_the_ports(tmp_path: Path) -> None:
             "--etcd-port", str(free_port()),
             "--amqp-port", str(amqp), "--http-port", str(http),
             "--stomp-port", str(free_port()), "--ws-port", str(free_port()),
-            "--cluster-port", str(free_port()),
+            "--cluster-port", str(free_pair()),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
