@@ -142,6 +142,15 @@ def queue_info(server: RoostProcess, name: str, vhost: str = "/") -> dict[str, A
     return info
 
 
+def bindings_of(server: RoostProcess, queue: str, vhost: str = "/") -> list[dict[str, Any]]:
+    """A queue's bindings as the management API shows them."""
+    url = f"{server.http_url}/api/queues/{quote(vhost, safe='')}/{quote(queue, safe='')}"
+    reply = httpx.get(f"{url}/bindings", auth=("guest", "guest"), timeout=5)
+    reply.raise_for_status()
+    found: list[dict[str, Any]] = reply.json()
+    return found
+
+
 def subscription_queue(server: RoostProcess, sub_id: str) -> str:
     """The queue behind a STOMP subscription (its consumer tag is the subscription id)."""
     reply = httpx.get(f"{server.http_url}/api/consumers", auth=("guest", "guest"), timeout=5)

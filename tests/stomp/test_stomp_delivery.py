@@ -9,40 +9,56 @@ import time
 
 import pytest
 
-from tests.stomp.conftest import Connect, RawStomp, queue_info, subscription_queue
+from tests.stomp.conftest import (
+    Connect,
+    RawStomp,
+    bindings_of,
+    queue_info,
+    subscription_queue,
+)
 from tests.support import RoostProcess, eventually
 
 CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00"
 
 
-@pytest.mark.parametrize("ack", ["client", "client-individual"])
-def test_prefix_subscription_with_client_acks_does_not_stall(
+@pytest.mark.parametrize("ack", ["auto", "client", "client-individual"])
+def test_prefix_subscription_gets_only_its_matches(
     roost: RoostProcess, connect: Connect, ack: str
 ) -> None:
-    """Topics outside the prefix reach the subscription's queue (it is bound with '#') and
-    must be settled by the broker: with prefetch 2, three of them would otherwise hold the
-    subscription's credit for ever and the matching message would never arrive."""
+    """amq.topic routes a prefix subscription itself (a prefix binding): topics outside
+    the prefix never reach the subscription's queue, so they cost it no delivery work
+    (its queue counts one publish, not four) and cannot hold its prefetch: with
+    prefetch 2, the matching message arrives behind three others."""
     conn, inbox = connect()
     sub_id = f"prefix-{ack}"
     conn.subscribe(
         "/topic/pfxack*", id=sub_id, ack=ack, headers={"prefetch-count": "2"}, receipt="r"
     )
     inbox.receipt()
+    queue = subscription_queue(roost, sub_id)
     for i in range(3):
         conn.send(f"/topic/elsewhere.{i}", "not for this subscription")
-    conn.send("/topic/pfxack.wanted", "wanted")
+    conn.send("/topic/pfxac", "one character short of the prefix")
+    conn.send("/topic/pfxack.wanted", "wanted", receipt="sent")
+    inbox.receipt()
     msg = inbox.message()
     assert msg.body == "wanted"
     assert msg.headers["destination"] == "/topic/pfxack.wanted"
     inbox.no_message()
-    conn.ack(msg.headers["ack"], receipt="acked")
-    inbox.receipt()
-    queue = subscription_queue(roost, sub_id)
-    eventually(
-        lambda: queue_info(roost, queue)["messages_unacknowledged"] == 0,
+    if ack != "auto":
+        conn.ack(msg.headers["ack"], receipt="acked")
+        inbox.receipt()
+    info = eventually(
+        lambda: (q := queue_info(roost, queue))["messages_unacknowledged"] == 0 and q,
         what="the subscription's queue has no unacknowledged messages",
     )
-    assert queue_info(roost, queue)["messages_ready"] == 0
+    assert info["message_stats"]["publish"] == 1
+    assert info["message_stats"]["deliver_get"] == 1
+    assert info["messages_ready"] == 0
+    binding = [b for b in bindings_of(roost, queue) if b["source"] == "amq.topic"]
+    assert [(b["routing_key"], b["arguments"]) for b in binding] == [
+        ("pfxack", {"x-key-prefix": True})
+    ]
 
 
 @pytest.mark.parametrize("how", ["close", "reset"])

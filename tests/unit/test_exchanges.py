@@ -69,6 +69,47 @@ def test_topic_many_bindings_route_exactly() -> None:
     assert set(ex.route(msg("orders.99999.created"))) == {"all"}
 
 
+PREFIX = {"x-key-prefix": True}
+
+
+def test_topic_prefix_bindings_match_by_characters() -> None:
+    """A prefix binding matches every key that starts with its key, across word
+    boundaries, beside the word patterns; a pattern's wildcards mean nothing in it."""
+    ex = make_exchange("/", "t", "topic")
+    ex.bind("foo", "foo", PREFIX)
+    ex.bind("foo.b", "foo.b", PREFIX)
+    ex.bind("star", "a.*", PREFIX)  # literal: keys starting with "a.*"
+    ex.bind("word", "foo", {})  # the same key as a pattern is another binding
+    assert set(ex.route(msg("foo"))) == {"foo", "word"}
+    assert set(ex.route(msg("foobar"))) == {"foo"}
+    assert set(ex.route(msg("foo.bar"))) == {"foo", "foo.b"}
+    assert set(ex.route(msg("fo"))) == set()
+    assert set(ex.route(msg("a.b"))) == set()
+    assert set(ex.route(msg("a.*x"))) == {"star"}
+    ex.unbind("foo", "foo", PREFIX)
+    assert set(ex.route(msg("foo.bar"))) == {"foo.b"}  # the memo was dropped
+    ex.unbind("foo.b", "foo.b", PREFIX)
+    ex.unbind("star", "a.*", PREFIX)
+    assert set(ex.route(msg("foo.bar"))) == set()
+    assert ex._trie._prefixes == {} and ex._trie._lengths == []
+
+
+def test_topic_prefix_bindings_many_distinct() -> None:
+    ex = make_exchange("/", "t", "topic")
+    for i in range(1000):
+        ex.bind(f"q{i}", f"sensor{i:04d}.", PREFIX)
+    ex.bind("short", "sensor00", PREFIX)
+    assert set(ex.route(msg("sensor0042.temp"))) == {"q42", "short"}
+    assert set(ex.route(msg("sensor1042.temp"))) == set()
+
+
+def test_topic_prefix_argument_must_be_boolean() -> None:
+    ex = make_exchange("/", "t", "topic")
+    with pytest.raises(PreconditionFailed, match="x-key-prefix"):
+        ex.bind("q", "a", {"x-key-prefix": "yes"})
+    assert ex.bindings == {}
+
+
 def test_direct_counts_duplicate_bindings() -> None:
     ex = make_exchange("/", "d", "direct")
     ex.bind("q", "k", {})

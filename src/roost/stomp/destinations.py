@@ -22,6 +22,10 @@ import hashlib
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+# the binding argument that makes a topic exchange match the key as a prefix (what a
+# /topic/prefix* subscription binds with; core.exchanges.topic)
+PREFIX_ARGUMENT = "x-key-prefix"
+
 
 class DestinationError(ValueError):
     """An unknown or malformed destination; the text goes into the ERROR frame."""

@@ -28,7 +28,7 @@ from roost.core.errors import (
 )
 from roost.stomp import arguments as stomp_arguments
 from roost.stomp import destinations
-from roost.stomp.destinations import Destination, DestinationError
+from roost.stomp.destinations import PREFIX_ARGUMENT, Destination, DestinationError
 from roost.stomp.frames import (
     NEED_DATA,
     VERSIONS,
@@ -596,8 +596,11 @@ class StompHandler:
         if dest.kind == "temp-queue":
             raise StompError("invalid destination", "subscribe to a temp-queue via reply-to")
         durable = (frame.get("durable") or frame.get("persistent") or "").lower() == "true"
+        # a prefix subscription is routed by amq.topic itself (a prefix binding): no
+        # message outside the prefix reaches its queue
+        prefix = dest.prefix is not None
         if dest.kind == "topic":
-            exchange, key = "amq.topic", ("#" if dest.prefix is not None else dest.name)
+            exchange, key = "amq.topic", (dest.prefix or dest.name)
         else:
             exchange, key = dest.name, dest.key
         if durable and frame.get("id"):
@@ -608,7 +611,9 @@ class StompHandler:
         else:
             name = f"stomp-subscription-{os.urandom(12).hex()}"
             broker.declare_queue(client, name, exclusive=True, auto_delete=True)
-        broker.bind_queue(client, name, exchange, key, {})
+        broker.bind_queue(client, name, exchange, key, {PREFIX_ARGUMENT: True} if prefix else {})
+        if prefix and durable:  # bound with '#' by a Roost that filtered in deliver
+            broker.unbind_queue(client, name, exchange, "#", {})
         return name
 
     def _consume(self, sub: Subscription, prefetch: int) -> None:
@@ -656,10 +661,6 @@ class StompHandler:
         sub = self.subscriptions.get(consumer_tag)
         if sub is None:
             return
-        if sub.prefix is not None and not message.routing_key.startswith(sub.prefix):
-            if sub.ack != "auto":  # not for this subscriber: ack it quietly
-                self._loop.call_soon(self._ack_unseen, delivery_tag)
-            return
         # the frame from parts encoded once (per subscription, destination, message)
         tag = str(delivery_tag).encode()
         parts = [
@@ -705,13 +706,6 @@ class StompHandler:
         """The core ends the session: a delivery was not acknowledged in time."""
         if not self.closed:
             self._error("delivery acknowledgement timed out", error.text)
-
-    def _ack_unseen(self, tag: int) -> None:
-        """Ack a delivery the client never saw (a prefix subscription's non-match). It
-        was never recorded as outstanding, so it is settled in the session directly; after
-        this delivery returns, as the core's dispatch loop is still running."""
-        if not self.closed and self.session is not None:
-            self.session.ack(tag, False)
 
     # -- acknowledging --------------------------------------------------------------------
 

@@ -1,20 +1,40 @@
 """Topic exchange: a trie over dot-separated words, ``*`` = one word, ``#`` = zero or more.
 
+A binding with the argument ``x-key-prefix: true`` is a prefix binding instead (Roost's
+extension, what a STOMP ``/topic/prefix*`` subscription makes): it matches every routing
+key that starts with its key, character by character (``foo`` matches ``foo``,
+``foobar`` and ``foo.bar``). Prefixes sit beside the trie in a dict keyed by the prefix,
+with the set of prefix lengths in use, so a routing key costs one dict look-up per
+distinct length and a prefix that does not match costs nothing: a prefix subscriber sees
+only its own messages (formerly it was bound with ``#`` and filtered afterwards, so
+every topic message was queued for every prefix subscriber).
+
 Matching walks the trie once per message; results are memoized per routing key (most
 traffic reuses a few keys) and the memo is dropped whenever a binding changes.
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from roost.core.errors import PreconditionFailed
 from roost.core.exchanges.base import Binding, CountedDestinations, Destination, Exchange
 
 if TYPE_CHECKING:
     from roost.core.message import Message
 
 _CACHE_LIMIT = 4096
+PREFIX_ARGUMENT = "x-key-prefix"
+
+
+def is_prefix_binding(arguments: dict[str, Any]) -> bool:
+    """Whether a binding's arguments make it a prefix binding (see the module doc)."""
+    flag = arguments.get(PREFIX_ARGUMENT, False)
+    if not isinstance(flag, bool):
+        raise PreconditionFailed(f"{PREFIX_ARGUMENT} must be a boolean, not {flag!r}")
+    return flag
 
 
 class _Node:
@@ -33,6 +53,30 @@ class TopicTrie:
 
     def __init__(self) -> None:
         self._root = _Node()
+        self._prefixes: dict[str, CountedDestinations] = {}
+        self._lengths: list[int] = []  # the distinct lengths of _prefixes' keys, ascending
+        self._per_length: dict[int, int] = {}  # how many prefixes have each length
+
+    def add_prefix(self, prefix: str, destination: Destination) -> None:
+        found = self._prefixes.get(prefix)
+        if found is None:
+            found = self._prefixes[prefix] = CountedDestinations()
+            n = len(prefix)
+            if n not in self._per_length:
+                self._per_length[n] = 0
+                insort(self._lengths, n)
+            self._per_length[n] += 1
+        found.add(destination)
+
+    def remove_prefix(self, prefix: str, destination: Destination) -> None:
+        found = self._prefixes[prefix]
+        if found.remove(destination) and not found.counts:
+            del self._prefixes[prefix]
+            n = len(prefix)
+            self._per_length[n] -= 1
+            if not self._per_length[n]:
+                del self._per_length[n]
+                self._lengths.remove(n)
 
     def add(self, pattern: str, destination: Destination) -> None:
         node = self._root
@@ -54,7 +98,17 @@ class TopicTrie:
 
     def match(self, routing_key: str) -> set[Destination]:
         found: set[Destination] = set()
-        self._walk(self._root, routing_key.split("."), 0, found)
+        root = self._root
+        if root.children or root.destinations.counts:
+            self._walk(root, routing_key.split("."), 0, found)
+        if self._lengths:
+            prefixes = self._prefixes
+            for length in self._lengths:
+                if length > len(routing_key):
+                    break
+                hit = prefixes.get(routing_key[:length])
+                if hit is not None:
+                    found.update(hit.counts)
         return found
 
     def _walk(self, node: _Node, words: list[str], i: int, found: set[Destination]) -> None:
@@ -83,12 +137,21 @@ class TopicExchange(Exchange):
         self._trie = TopicTrie()
         self._cache: dict[str, set[Destination]] = {}
 
+    def validate_binding(self, routing_key: str, arguments: dict[str, Any]) -> None:
+        is_prefix_binding(arguments)
+
     def _add(self, binding: Binding) -> None:
-        self._trie.add(binding.routing_key, binding.destination)
+        if is_prefix_binding(binding.arguments):
+            self._trie.add_prefix(binding.routing_key, binding.destination)
+        else:
+            self._trie.add(binding.routing_key, binding.destination)
         self._cache.clear()
 
     def _remove(self, binding: Binding) -> None:
-        self._trie.remove(binding.routing_key, binding.destination)
+        if is_prefix_binding(binding.arguments):
+            self._trie.remove_prefix(binding.routing_key, binding.destination)
+        else:
+            self._trie.remove(binding.routing_key, binding.destination)
         self._cache.clear()
 
     def route(self, message: Message) -> Collection[Destination]:
