@@ -33,6 +33,8 @@ _OCTET = frozenset({3, 4})  # delivery_mode, priority
 _TIMESTAMP = 9
 _HEADERS = 2
 
+MIN_PAYLOAD = 15  # u64 seq, u8 flags, three u16 lengths: shorter is not a record
+
 FLAG_REDELIVERED = 1
 FLAG_TRANSIENT = 2  # paged out under memory pressure: never recovered after a restart
 FLAG_EXPIRES = 4  # an i64 absolute expiry follows the flags

@@ -41,6 +41,7 @@ SPILL_DIR = "paged"  # under the data dir: transient messages paged out (core.pa
 LOST_DIR = "lost+found"  # under the data dir: queue directories nothing claimed at start
 
 FSYNC_MODES = ("always", "interval", "never")
+MAX_READERS = 32  # queue stores that keep a read-ahead buffer (queue_store.READ_AHEAD)
 # upper bounds (seconds) of the fsync latency histogram, Prometheus style
 FSYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -105,6 +106,10 @@ class DiskStore:
         self._interval_handle: asyncio.TimerHandle | None = None
         # stores whose last write failed, written again after retry_interval seconds
         self._failed: set[QueueStore] = set()
+        # the stores holding a read-ahead buffer, least recently refilled first: at most
+        # MAX_READERS of them keep theirs (a buffer each for 10,000 queues draining at
+        # once would be 640 MB)
+        self._readers: dict[QueueStore, None] = {}
         self._retry_handle: asyncio.TimerHandle | None = None
         self.retry_interval = 1.0
         self.full = False  # the last write failed for lack of space
@@ -169,6 +174,19 @@ class DiskStore:
             self._new_dirs.add(self.data_dir)
         self._new_dirs.add(store.dir)
         self.segment_count += 1
+
+    def read_ahead(self, store: QueueStore) -> None:
+        """``store`` refilled its read-ahead buffer: drop the oldest one past the limit."""
+        readers = self._readers
+        readers.pop(store, None)
+        readers[store] = None
+        if len(readers) > MAX_READERS:
+            oldest = next(iter(readers))
+            del readers[oldest]
+            oldest.drop_ahead()
+
+    def not_reading(self, store: QueueStore) -> None:
+        self._readers.pop(store, None)
 
     def bytes_changed(self, delta: int) -> None:
         self.bytes_on_disk += delta

@@ -1,65 +1,52 @@
-"""One durable queue's messages: segment files, an in-memory index and an ack log.
+"""One durable queue's messages: segment files, live bits per segment and an ack log.
 
 Files in the queue's directory::
 
     00000001.seg …   records framed by segment.py, payloads from codec.py (each carries
                      its sequence number, so the segments are also the enqueue log)
-    acks             12-byte entries ``[u64 seq|flags][u32 crc32]``: an ack, a
-                     "delivered" mark, a floor (every seq below it is acked), or the
-                     start of a range whose end is the ack entry that follows it
+    acks             the ack log (ack_log.py): acks, delivered marks, a floor, ranges
     owner.json       whose directory this is (kind, vhost, name): the directory's own
                      name is a hash, and a directory nothing claims at start is moved
                      to lost+found with this in the warning
 
-The index is ``array('Q')`` with one slot per sequence number from ``_base``: the
-record's location ``segment << 32 | offset`` (bit 63: delivered), 0 once removed.
-A segment file is deleted when its last live record goes; when the ack log passes
+Messages are appended in sequence order, so a segment holds one run of sequence numbers
+and what memory keeps per message is two bits (gone, delivered) in its segment's
+bitmaps (seq_index.py), not a location: a queue's backlog is read back in order through
+a cursor (the next record's offset follows from the last one's length), with a shared
+read-ahead buffer, and a read out of order walks from the nearest mark. A segment file
+is deleted when its last live record goes; when the ack log passes
 ``ack_compact_bytes`` (or twice its last compacted size, or a sixteenth of that once the
-queue is empty) it is rewritten from the index (temp file, fsync, rename).
+queue is empty) it is rewritten from the bitmaps (temp file, fsync, rename).
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import logging
 import os
 import shutil
-import struct
-import zlib
-from array import array
-from collections.abc import Callable, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost.store.codec import (
-    FLAG_TRANSIENT,
-    CodecError,
-    decode_message,
-    encode_message,
-    peek_expires,
-    peek_seq,
-)
+from roost.store.ack_log import ACK, ACK_DELIVERED, ACK_FILE, ACK_FLOOR, ACK_RANGE, ack_entry
+from roost.store.codec import MIN_PAYLOAD, decode_message, encode_message, peek_seq
 from roost.store.files import fsync_path, write_all
-from roost.store.segment import HEADER_SIZE, ScanResult, frame, read_record, scan
+from roost.store.queue_recovery import Recovery
+from roost.store.segment import HEADER, HEADER_SIZE, ScanResult, frame, read_record, scan
+from roost.store.seq_index import Segment
 
 if TYPE_CHECKING:
     from roost.store.hub import DiskStore
 
+__all__ = ["ACK", "ACK_FILE", "OWNER_FILE", "QueueStore", "Recovered"]
+
 log = logging.getLogger("roost.store")
 
-ACK = struct.Struct(">QI")
-ACK_DELIVERED = 1 << 63
-ACK_FLOOR = 1 << 62
-ACK_RANGE = ACK_DELIVERED | ACK_FLOOR  # every seq from this one to the next entry's is acked
-SEQ_MASK = (1 << 62) - 1
-DELIVERED = 1 << 63
-LOC_MASK = DELIVERED - 1
-MAX_GAP = 1 << 32  # sequence numbers further apart than this in one queue are damage
-ACK_FILE = "acks"
 OWNER_FILE = "owner.json"
-MIN_PAYLOAD = 15  # u64 seq, u8 flags, three u16 lengths: shorter is not a record
-READ_AHEAD = 4096  # a paged-in read's first pread: a small message's whole record
+READ_AHEAD = 65536  # bytes a read from disk fetches: the next few dozen records in order
+_PEEK = HEADER_SIZE + 8  # a record's header and its sequence number
 
 
 def _seg_name(n: int) -> str:
@@ -81,20 +68,24 @@ class QueueStore:
         # called once, by the append that will make the directory (core.persistence
         # journals that the queue has data from then on)
         self.on_first_write: Callable[[], None] | None = None
-        self._pos = array("Q")
-        self._head = 0  # index of seq _base in _pos (front trimmed lazily)
-        self._base = 1
+        self._segs: list[Segment] = []  # in order; each has a live record
+        self._firsts: list[int] = []  # their first sequence numbers, for bisection
+        self._tail: Segment | None = None  # the segment being appended to
         self._next_seq = 1
-        self._live: dict[int, int] = {}  # segment -> live records
-        self._seg = 0  # segment being appended to (0: none yet)
+        self._seg = 0  # number of the segment being appended to (0: none yet)
         self._seg_fill = 0
         self._out: dict[int, bytearray] = {}  # segment -> records not yet written
         self._out_at: dict[int, int] = {}  # segment -> file offset of that buffer
         self._paths: dict[int, Path] = {}  # segment -> its file's path
+        # where the record after the last one read is: (segment, its seq, its offset)
+        self._cursor: tuple[Segment | None, int, int] = (None, 0, 0)
+        # bytes read ahead from one segment file (hub.read_ahead bounds how many stores
+        # keep theirs): (segment number, file offset, bytes)
+        self.ahead: tuple[int, int, bytes] = (0, 0, b"")
         self._acks = bytearray()
         self._ack_size = 0
         self._compacted = 0  # the ack log's size right after its last rewrite
-        self._delivered = 0  # live slots with the delivered bit
+        self._delivered = 0  # live records with a delivered mark
         self.bytes_on_disk = 0
         self.count = 0
         self.deleted = False
@@ -103,8 +94,7 @@ class QueueStore:
     # -- paths ------------------------------------------------------------------------
 
     def _seg_path(self, n: int) -> Path:
-        # one Path per segment: a paged-in read looks its descriptor up by it, and a new
-        # Path each time cost a join and a hash per message
+        # one Path per segment: a read looks its descriptor up by it
         path = self._paths.get(n)
         if path is None:
             path = self._paths[n] = self.dir / _seg_name(n)
@@ -141,10 +131,11 @@ class QueueStore:
                 seq, exchange, routing_key, properties, body, redelivered, transient, expires_ms
             )
         )
-        if self._seg == 0 or (
+        tail = self._tail
+        if tail is None or (
             self._seg_fill + len(record) > self.hub.segment_size and self._seg_fill
         ):
-            self._roll()
+            tail = self._roll(seq)
         seg = self._seg
         buf = self._out.get(seg)
         if buf is None:
@@ -153,77 +144,66 @@ class QueueStore:
         offset = self._seg_fill
         buf += record
         self._seg_fill += len(record)
-        self._live[seg] = self._live.get(seg, 0) + 1
-        self._pos.append(seg << 32 | offset)
+        tail.add(seq, offset, True)
         self.count += 1
         self.hub.dirty(self)
         return seq
 
-    def _roll(self) -> None:
-        self._seg = max(self._seg, max(self._live, default=0)) + 1
+    def _roll(self, seq: int) -> Segment:
+        self._seg = max(self._seg, self._segs[-1].number if self._segs else 0) + 1
         self._seg_fill = 0
+        tail = self._tail = Segment(self._seg, seq)
+        self._segs.append(tail)
+        self._firsts.append(seq)
         self.hub.new_segment(self)
+        return tail
 
-    def _slot(self, seq: int) -> int:
-        i = seq - self._base
-        if i < 0 or seq >= self._next_seq:
-            return -1
-        return self._head + i
+    def _find(self, seq: int) -> Segment | None:
+        """The segment whose slots hold ``seq`` (the head's, most often)."""
+        segs = self._segs
+        if segs and segs[0].covers(seq):
+            return segs[0]
+        i = bisect_right(self._firsts, seq) - 1
+        if i >= 0 and segs[i].covers(seq):
+            return segs[i]
+        return None
 
     def remove(self, seq: int) -> None:
         """The message left the queue (acked, dropped, purged)."""
-        i = self._slot(seq)
-        if i < 0 or not self._pos[i]:
+        seg = self._find(seq)
+        if seg is None or not seg.is_live(seq):
             return
-        loc = self._pos[i]
-        if loc & DELIVERED:
+        if seg.drop(seq):
             self._delivered -= 1
-            loc &= LOC_MASK
-        self._pos[i] = 0
         self.count -= 1
-        self._acks += _ack_entry(seq)
-        seg = loc >> 32
-        left = self._live[seg] - 1
-        if left:
-            self._live[seg] = left
-        else:
-            del self._live[seg]
+        self._acks += ack_entry(seq)
+        if not seg.live:
             self._drop_segment(seg)
-            if seg == self._seg:
-                self._seg_fill = self.hub.segment_size  # the next append starts a new file
-        self._trim_front()
         self.hub.dirty(self)
 
     def mark_delivered(self, seq: int) -> None:
-        i = self._slot(seq)
-        if i < 0 or not self._pos[i] or self._pos[i] & DELIVERED:
+        seg = self._find(seq)
+        if seg is None or not seg.is_live(seq) or seg.was_delivered(seq):
             return
-        self._pos[i] |= DELIVERED
+        seg.deliver(seq)
         self._delivered += 1
-        self._acks += _ack_entry(seq | ACK_DELIVERED)
+        self._acks += ack_entry(seq | ACK_DELIVERED)
         self.hub.dirty(self)
 
-    def _trim_front(self) -> None:
-        pos = self._pos
-        head = self._head
-        end = len(pos)
-        while head < end and not pos[head]:
-            head += 1
-        self._base += head - self._head
-        if head > 4096 and head * 2 > end:
-            del pos[:head]
-            head = 0
-        self._head = head
-        if head == len(pos):  # empty: start the array afresh
-            del pos[:]
-            self._head = 0
-            self._base = self._next_seq
-
-    def _drop_segment(self, seg: int) -> None:
-        path = self._seg_path(seg)
-        del self._paths[seg]
-        self._out.pop(seg, None)
-        self._out_at.pop(seg, None)
+    def _drop_segment(self, seg: Segment) -> None:
+        """Its last live record went: forget it and delete its file (the one being
+        appended to as well: the next append then starts a new file)."""
+        i = self._segs.index(seg)
+        del self._segs[i], self._firsts[i]
+        if seg is self._tail:
+            self._tail = None
+        n = seg.number
+        path = self._seg_path(n)
+        del self._paths[n]
+        self._out.pop(n, None)
+        self._out_at.pop(n, None)
+        if self.ahead[0] == n:
+            self.ahead = (0, 0, b"")
         self.hub.files.close(path)
         try:
             size = path.stat().st_size
@@ -271,34 +251,48 @@ class QueueStore:
             if self._ack_size > (limit if self.count else limit // 16):
                 self.compact_acks()
 
-    def compact_acks(self) -> None:
-        """Rewrite the ack log from the index: a floor, each run of acked sequence numbers
-        (one entry, or a range start and its end) and each delivered mark. Slots after the
-        last hole and delivered mark are not visited, and a run of holes is skipped at C
-        speed, so neither a long backlog behind the head nor one message held unacked at
-        the head of a busy queue makes this (or the file) large."""
-        base, head, pos = self._base, self._head, self._pos
-        parts = [_ack_entry(base | ACK_FLOOR)]
-        end = len(pos)
-        holes = end - head - self.count
-        marks = self._delivered
-        i = head
-        with memoryview(pos) as view, view.cast("B") as raw:
-            while i < end and (holes or marks):
-                loc = pos[i]
-                if loc:
-                    if loc & DELIVERED:
-                        parts.append(_ack_entry(base + i - head | ACK_DELIVERED))
-                        marks -= 1
-                    i += 1
+    def _acked_runs(self) -> Iterator[tuple[int, int]]:
+        """[start, stop) of each run of acked numbers from the first live one (the
+        floor) to the last one given out, merged across segments and the numbers
+        between them (their files are gone)."""
+        at = self._segs[0].first_live() if self._segs else self._next_seq
+        pending: tuple[int, int] | None = None
+        runs: list[Iterator[tuple[int, int]]] = []
+        for seg in self._segs:
+            runs.append(iter([(at, seg.first)]))
+            runs.append(seg.gone_runs())
+            at = seg.first + seg.slots
+        runs.append(iter([(at, self._next_seq)]))
+        floor = self._segs[0].first_live() if self._segs else self._next_seq
+        for source in runs:
+            for start, stop in source:
+                start = max(start, floor)
+                if stop <= start:
                     continue
-                stop = _zero_run_end(raw, i, end)
-                first, last = base + i - head, base + stop - 1 - head
-                if last > first:
-                    parts.append(_ack_entry(first | ACK_RANGE))
-                parts.append(_ack_entry(last))
-                holes -= stop - i
-                i = stop
+                if pending is not None and pending[1] == start:
+                    pending = (pending[0], stop)
+                    continue
+                if pending is not None:
+                    yield pending
+                pending = (start, stop)
+        if pending is not None:
+            yield pending
+
+    def compact_acks(self) -> None:
+        """Rewrite the ack log from the bitmaps: a floor, each run of acked sequence
+        numbers (one entry, or a range start and its end) and each delivered mark. Runs
+        of live or acked slots are found a byte at a time in C (seq_index.next_bit), so
+        neither a long backlog behind the head nor one message held unacked at the head
+        of a busy queue makes this (or the file) large."""
+        floor = self._segs[0].first_live() if self._segs else self._next_seq
+        parts = [ack_entry(floor | ACK_FLOOR)]
+        for start, stop in self._acked_runs():
+            if stop - 1 > start:
+                parts.append(ack_entry(start | ACK_RANGE))
+            parts.append(ack_entry(stop - 1))
+        if self._delivered:
+            for seg in self._segs:
+                parts.extend(ack_entry(seq | ACK_DELIVERED) for seq in seg.delivered())
         data = b"".join(parts)
         path = self.dir / ACK_FILE
         tmp = self.dir / (ACK_FILE + ".tmp")
@@ -324,237 +318,79 @@ class QueueStore:
 
     def read(self, seq: int) -> Recovered:
         """A stored message back from its record (buffered or on disk)."""
-        i = self._slot(seq)
-        if i < 0 or not self._pos[i]:
+        seg = self._find(seq)
+        if seg is None or not seg.is_live(seq):
             raise KeyError(seq)
-        loc = self._pos[i] & LOC_MASK
-        seg, offset = loc >> 32, loc & 0xFFFFFFFF
-        buf = self._out.get(seg)
-        start = self._out_at.get(seg, 0)
-        if buf is not None and offset >= start:
-            data = bytes(buf[offset - start : offset - start + HEADER_SIZE])
-            length = int.from_bytes(data[:4], "big")
-            data = bytes(buf[offset - start : offset - start + HEADER_SIZE + length])
-        else:
-            fd = self.hub.files.fd(self._seg_path(seg))
-            data = os.pread(fd, READ_AHEAD, offset)  # most records whole in one call
-            length = int.from_bytes(data[:4], "big")
-            if HEADER_SIZE + length > len(data):
-                data += os.pread(fd, HEADER_SIZE + length - len(data), offset + len(data))
-            else:
-                data = data[: HEADER_SIZE + length]
+        at_seg, at_seq, offset = self._cursor
+        if at_seg is not seg or at_seq != seq:
+            # the records between are gone or were read already: walk over them from the
+            # cursor, a mark or the record after damage, whichever is closest
+            offset = self._walk(seg, seq, seg.start(seq, at_seq if at_seg is seg else 0, offset))
+        head = self._bytes(seg.number, offset, _PEEK)
+        length = HEADER.unpack_from(head)[0]
+        data = self._bytes(seg.number, offset, HEADER_SIZE + length)
+        self._cursor = (seg, seq + 1, offset + HEADER_SIZE + length)
         return decode_message(read_record(data, offset))
+
+    def _walk(self, seg: Segment, seq: int, offset: int) -> int:
+        """The offset of ``seq``'s record, header by header from the one at ``offset``;
+        by a scan of the whole segment if that walk loses its way (damage that cost no
+        sequence number, so no jump was recorded around it)."""
+        while True:
+            head = self._bytes(seg.number, offset, _PEEK)
+            if len(head) < _PEEK:
+                break
+            length, _crc = HEADER.unpack_from(head)
+            found = peek_seq(head[HEADER_SIZE:])
+            if found == seq:
+                return offset
+            if found > seq or length < MIN_PAYLOAD:
+                break
+            offset += HEADER_SIZE + length
+        data = self._whole(seg.number)
+        for at, payload in scan(data, ScanResult(), min_length=MIN_PAYLOAD):
+            if peek_seq(payload) == seq:
+                return at
+        raise KeyError(seq)
+
+    def _bytes(self, n: int, offset: int, size: int) -> bytes:
+        """``size`` bytes of segment ``n`` from ``offset`` (fewer at its end): from the
+        write buffer, the read-ahead, or a ``pread`` that refills the read-ahead."""
+        buf = self._out.get(n)
+        start = self._out_at.get(n, 0)
+        if buf is not None and offset >= start:
+            return bytes(buf[offset - start : offset - start + size])
+        ahead_n, ahead_at, ahead = self.ahead
+        if ahead_n == n and ahead_at <= offset and offset + size <= ahead_at + len(ahead):
+            return ahead[offset - ahead_at : offset - ahead_at + size]
+        fd = self.hub.files.fd(self._seg_path(n))
+        data = os.pread(fd, max(size, READ_AHEAD), offset)
+        if buf is not None:  # the file ends where the buffer begins
+            data = data[: start - offset]
+            if offset + size > start:
+                data += bytes(buf[: offset + size - start])
+                return data
+        self.ahead = (n, offset, data)
+        self.hub.read_ahead(self)
+        return data[:size]
+
+    def _whole(self, n: int) -> bytes:
+        """Segment ``n`` whole: its file, then what is still buffered for it."""
+        fd = self.hub.files.fd(self._seg_path(n))
+        buf = self._out.get(n)
+        size = self._out_at[n] if buf is not None else os.fstat(fd).st_size
+        return os.pread(fd, size, 0) + (bytes(buf) if buf is not None else b"")
+
+    def drop_ahead(self) -> None:
+        self.ahead = (0, 0, b"")
 
     # -- recovery ---------------------------------------------------------------------
 
     def recover(self, keep: Callable[[int, int, bool, int], None]) -> int:
-        """Rebuild the index from the files; ``keep(seq, body size, delivered, expiry ms or
-        0)`` for each live message in order (bodies stay on disk: ``read`` fetches one).
-        Damage is dropped with one warning line per problem, never raised."""
-        if not self.dir.is_dir():
-            return 0
-        self.dir_made = True
-        acked, ranges, delivered, floor, max_ack = self._read_acks()
-        next_seq = max(floor, max_ack + 1, 1)
-        segs = sorted(int(p.name[:-4]) for p in self.dir.glob("*.seg") if p.name[:-4].isdigit())
-        # live records as parallel arrays (no per-message objects even while recovering)
-        # 12 bytes a record, 20 with a TTL: peak memory of a 10 M backlog's restart
-        seqs, locs, sizes = array("Q"), array("Q"), array("I")  # a body is < 4 GiB
-        expiries: array[int] | None = None  # made at the first record with a deadline
-        # a record found by resynchronising after damage must carry a sequence number
-        # that can follow the last good one (a segment's records are in seq order)
-        last = [0]
-        seen = 0  # the highest seq read from the segments so far
-        scanned = 0  # records read, kept or not (see the budget below)
-
-        def plausible(payload: memoryview) -> bool:
-            return len(payload) >= 8 and last[0] < peek_seq(payload) <= last[0] + MAX_GAP
-
-        for seg in segs:
-            path = self._seg_path(seg)
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                log.warning("store %s: cannot read %s: %s", self.label, path.name, exc)
-                continue
-            result = ScanResult()
-            found = 0
-            last[0] = max(seen, floor - 1)  # not next_seq: that counts acks too
-            for offset, payload in scan(data, result, min_length=MIN_PAYLOAD, plausible=plausible):
-                seq = last[0] = peek_seq(payload)
-                scanned += 1
-                seen = max(seen, seq)
-                next_seq = max(next_seq, seq + 1)
-                if seq < floor or seq in acked or ranges.covers(seq) or _transient(payload):
-                    continue  # gone, or paged out before the restart: not kept
-                try:
-                    msg = decode_message(payload)
-                except CodecError as exc:
-                    log.warning(
-                        "store %s: %s@%d undecodable (%s), dropped",
-                        self.label,
-                        path.name,
-                        offset,
-                        exc,
-                    )
-                    continue
-                expires = peek_expires(payload)
-                if expires and expiries is None:
-                    expiries = array("q", bytes(8 * len(seqs)))
-                if expiries is not None:
-                    expiries.append(expires)
-                seqs.append(seq)
-                locs.append(seg << 32 | offset)
-                sizes.append(len(msg[5]))
-                del msg
-                found += 1
-            for offset, length in result.dropped:
-                log.warning(
-                    "store %s: %s@%d bad checksum or header, %d bytes dropped (scan resumed"
-                    " at the next intact record)",
-                    self.label,
-                    path.name,
-                    offset,
-                    length,
-                )
-            if result.torn_tail:
-                log.warning(
-                    "store %s: %s torn tail of %d bytes dropped",
-                    self.label,
-                    path.name,
-                    result.torn_tail,
-                )
-            if found:
-                self._live[seg] = found
-                self.bytes_on_disk += len(data)
-                self.hub.segment_count += 1
-            else:
-                path.unlink()
-                del self._paths[seg]
-        live = self._plausible(seqs, locs)
-        if next_seq > SEQ_MASK >> 1:  # only damage gets here: restart numbering after the live
-            next_seq = seqs[live[-1]] + 1 if live else 1
-        self._seg = max(segs, default=0)
-        self._seg_fill = self.hub.segment_size  # never append to a recovered segment
-        self._base = seqs[live[0]] if live else next_seq
-        self._next_seq = next_seq  # keep() may read a record back (priority queues do)
-        # The index has a slot for every number from the first live message on, so each
-        # number skipped must be accounted for by an ack, an acked range or a record in the
-        # segments: a record behind a gap that nothing explains is damage (a checksum that
-        # passed on garbage could otherwise ask for billions of slots), and so is a next
-        # number nothing explains.
-        budget = len(acked) + ranges.total + scanned
-        kept = 0
-        for i in live:
-            seq, loc, size = seqs[i], locs[i], sizes[i]
-            gap = seq - self._base - len(self._pos)
-            if gap > budget:
-                log.warning(
-                    "store %s: record with seq %d dropped: %d numbers before it are"
-                    " accounted for by nothing on disk",
-                    self.label,
-                    seq,
-                    gap,
-                )
-                self._live[loc >> 32] -= 1
-                continue
-            budget -= gap
-            self._pad_to(seq)
-            was = seq in delivered
-            self._pos.append(loc | (DELIVERED if was else 0))
-            self._delivered += was
-            kept += 1
-            keep(seq, size, was, expiries[i] if expiries is not None else 0)
-        # acked messages after the last live one still own their slots: the next append
-        # (seq next_seq) must land in slot next_seq - base
-        next_seq = min(next_seq, self._base + len(self._pos) + budget)
-        self._next_seq = next_seq
-        self._pad_to(next_seq)
-        self.count = kept
-        for seg in [seg for seg, n in self._live.items() if n <= 0]:
-            del self._live[seg]
-            path = self._paths.pop(seg)
-            self.bytes_on_disk -= path.stat().st_size
-            self.hub.segment_count -= 1
-            path.unlink()
-        ack_path = self.dir / ACK_FILE
-        self._ack_size = ack_path.stat().st_size if ack_path.exists() else 0
-        self.bytes_on_disk += self._ack_size
-        self.hub.bytes_changed(self.bytes_on_disk)
-        if self._ack_size:
-            self.compact_acks()  # also cuts a torn ack tail
-        return kept
-
-    def _pad_to(self, seq: int) -> None:
-        """Empty (removed) slots up to the one for ``seq``."""
-        missing = seq - self._base - len(self._pos)
-        if missing > 0:
-            self._pos.frombytes(bytes(8 * missing))
-
-    def _plausible(self, seqs: array[int], locs: array[int]) -> Sequence[int]:
-        """Indexes of the live records in seq order, without records whose sequence number
-        cannot be real (a checksum that passed on damage, or a foreign file): zero, flag
-        bits set, or far past the others. All of them in order, the usual case, is a
-        ``range`` (no array of indexes as large as the backlog)."""
-        n = len(seqs)
-        if n == 0 or (
-            seqs[0] >= 1
-            and seqs[-1] <= SEQ_MASK
-            and all(0 < seqs[i + 1] - seqs[i] <= MAX_GAP for i in range(n - 1))
-        ):
-            return range(n)
-        in_order = all(seqs[i] < seqs[i + 1] for i in range(n - 1))
-        order = range(n) if in_order else sorted(range(n), key=seqs.__getitem__)
-        out = array("Q")
-        for i in order:
-            seq = seqs[i]
-            if seq < 1 or seq > SEQ_MASK or (out and seq - seqs[out[-1]] > MAX_GAP):
-                log.warning("store %s: record with impossible seq %d dropped", self.label, seq)
-                self._live[locs[i] >> 32] -= 1
-                continue
-            out.append(i)
-        return out
-
-    def _read_acks(self) -> tuple[set[int], _Ranges, set[int], int, int]:
-        acked: set[int] = set()
-        ranges = _Ranges()
-        delivered: set[int] = set()
-        floor = 0
-        top = 0
-        path = self.dir / ACK_FILE
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return acked, ranges, delivered, floor, top
-        size = len(data) - len(data) % ACK.size
-        if size != len(data):
-            log.warning(
-                "store %s: acks torn tail of %d bytes dropped", self.label, len(data) - size
-            )
-        bad = 0
-        start = 0  # a range's start, waiting for the ack entry that ends it
-        for value, crc in ACK.iter_unpack(data[:size]):
-            if zlib.crc32(value.to_bytes(8, "big")) != crc:
-                bad += 1
-                start = 0
-                continue
-            seq = value & SEQ_MASK
-            if value & ACK_RANGE == ACK_RANGE:
-                start = seq
-                continue
-            if value & ACK_FLOOR:
-                floor = max(floor, seq)
-            elif value & ACK_DELIVERED:
-                delivered.add(seq)
-            elif start and start < seq:
-                ranges.add(start, seq)
-            else:
-                acked.add(seq)
-            start = 0  # a start not followed at once by its end is damage: ignored
-            top = max(top, seq)
-        if bad:
-            log.warning("store %s: %d ack entries with bad checksums dropped", self.label, bad)
-        return acked, ranges, delivered, floor, top
+        """Rebuild the bitmaps from the files; ``keep(seq, body size, delivered, expiry
+        ms or 0)`` for each live message in order (bodies stay on disk: ``read`` fetches
+        one). Damage is dropped with one warning line per problem, never raised."""
+        return Recovery(self, keep).run()
 
     # -- end --------------------------------------------------------------------------
 
@@ -565,63 +401,17 @@ class QueueStore:
     def destroy(self) -> None:
         """The queue was deleted: forget everything and remove its directory."""
         self.deleted = True
-        for seg in list(self._live):
-            self.hub.files.close(self._seg_path(seg))
+        for seg in self._segs:
+            self.hub.files.close(self._seg_path(seg.number))
             self.hub.segment_count -= 1
+        self._segs.clear()
+        self._firsts.clear()
+        self._tail = None
+        self.ahead = (0, 0, b"")
+        self.hub.not_reading(self)
         self.hub.files.close(self.dir / ACK_FILE)
         self._out.clear()
         self._acks.clear()
         self.hub.bytes_changed(-self.bytes_on_disk)
         self.bytes_on_disk = 0
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-class _Ranges:
-    """Acked ranges read back from a compacted ack log (inclusive, few: one per run of
-    holes between live messages at the last compaction)."""
-
-    def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-
-    def add(self, first: int, last: int) -> None:
-        at = bisect.bisect_left(self.starts, first)
-        self.starts.insert(at, first)
-        self.ends.insert(at, last)
-
-    @property
-    def total(self) -> int:
-        """How many sequence numbers the ranges hold."""
-        return sum(self.ends) - sum(self.starts) + len(self.starts)
-
-    def covers(self, seq: int) -> bool:
-        if not self.starts:
-            return False
-        at = bisect.bisect_right(self.starts, seq) - 1
-        return at >= 0 and seq <= self.ends[at]
-
-
-def _zero_run_end(raw: memoryview, i: int, end: int) -> int:
-    """The first slot from ``i`` (below ``end``) of the index's bytes ``raw`` that is not
-    0, or ``end``: windows that double in size, each checked by one ``lstrip``."""
-    step = 64
-    while i < end:
-        stop = min(end, i + step)
-        chunk = raw[i * 8 : stop * 8].tobytes()
-        zeros = len(chunk) - len(chunk.lstrip(b"\0"))
-        if zeros < len(chunk):
-            return i + zeros // 8
-        i = stop
-        step *= 2
-    return end
-
-
-def _ack_entry(value: int) -> bytes:
-    raw = value.to_bytes(8, "big")
-    return raw + zlib.crc32(raw).to_bytes(4, "big")
-
-
-
-def _transient(payload: bytes | memoryview) -> bool:
-    """A record paged out under memory pressure (its flags byte follows the u64 seq)."""
-    return len(payload) > 8 and bool(payload[8] & FLAG_TRANSIENT)

@@ -259,7 +259,7 @@ class Queue:
         self.store = store
         if isinstance(self.ready, deque):  # not a priority queue's levels
             ready = deque() if self.ready is NO_READY else self.ready
-            self.ready = PagedReady(ready, PAGE_WINDOW)
+            self.ready = PagedReady(ready, PAGE_WINDOW, self._page_in)
 
     def restore(self, slot: int, size: int, redelivered: bool, expires_ms: int = 0) -> None:
         """Put back a message recovered from the store, paged out (no consumers yet);
@@ -281,6 +281,7 @@ class Queue:
         assert self.store is not None
         _seq, _redelivered, exchange, routing_key, props, body = self.store.read(entry.slot)
         entry.message = Message(exchange, routing_key, Properties(*props), body)
+        entry.size = len(body)  # a packed entry (core.queues.paged) did not know it
 
     def _forget(self, entry: Entry) -> None:
         """The entry left the queue for good: release its stored copy."""
