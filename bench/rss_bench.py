@@ -1,9 +1,11 @@
-"""Broker memory per idle connection and per declared queue (issue 8), Roost next to
-RabbitMQ: the resident set size of the broker process idle, with N idle AMQP
-connections (each with one channel open), and with Q declared non-durable queues.
+"""Broker memory per idle connection, per declared queue (issue 8) and per STOMP topic
+subscription (issue 19), Roost next to RabbitMQ: the resident set size of the broker
+process idle, with N idle AMQP connections (each with one channel open), with Q declared
+non-durable queues, and with S STOMP subscriptions to distinct topics (``/topic/rss.N``,
+``ack:auto``) spread over ``--sub-connections`` connections.
 
     .venv/bin/python bench/rss_bench.py [--brokers roost,rabbitmq] [--connections 1000,5000]
-        [--queues 100000] [--repeat 1]
+        [--queues 100000] [--subscriptions 100000] [--sub-connections 250] [--repeat 1]
 
 Every measurement starts a fresh broker (memory a broker freed is not always given back,
 so a second measurement on the same process would be skewed). The load comes from a
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -72,9 +76,48 @@ async def _client(url: str, connections: int, queues: int) -> None:
             conn.transport.abort()
 
 
+async def _subscriber(port: int, connections: int, subscriptions: int) -> None:
+    """STOMP connections, each subscribing to its share of distinct topics (pipelined,
+    then one RECEIPT per connection says they are all in place)."""
+    opened = []
+    for c in range(connections):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nhost:/\n\n\0")
+        opened.append((reader, writer))
+        if c % 50 == 49:
+            await asyncio.sleep(0.05)  # a listen backlog is finite
+    for reader, _ in opened:
+        data = b""
+        while b"\0" not in data:
+            data += await reader.read(4096)
+        assert data.startswith(b"CONNECTED"), data
+    for c, (_reader, writer) in enumerate(opened):
+        frames = [f"SUBSCRIBE\nid:s{n}\ndestination:/topic/rss.{n}\n\n\0".encode()
+                  for n in range(c, subscriptions, connections)]
+        frames.append(b"SUBSCRIBE\nid:last\ndestination:/topic/rss.last\nreceipt:r\n\n\0")
+        for i in range(0, len(frames), 500):
+            writer.write(b"".join(frames[i : i + 500]))
+            await writer.drain()
+    for reader, _ in opened:  # (RabbitMQ takes minutes for 100,000 of them)
+        data = b""
+        while b"RECEIPT" not in data:
+            chunk = await asyncio.wait_for(reader.read(65536), DECLARE_WAIT_S)
+            if not chunk:
+                raise ConnectionError(f"closed: {data[-300:]!r}")
+            data += chunk
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    for _, writer in opened:
+        writer.transport.abort()
+
+
 def _load(url: str, connections: int, queues: int) -> subprocess.Popen[str]:
+    return _spawn([sys.executable, __file__, "--client", url, str(connections), str(queues)])
+
+
+def _spawn(cmd: list[str]) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--client", url, str(connections), str(queues)],
+        cmd,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     assert proc.stdout is not None
@@ -85,13 +128,32 @@ def _load(url: str, connections: int, queues: int) -> subprocess.Popen[str]:
     return proc
 
 
-def measure(broker: str, connections: int, queues: int) -> tuple[float, float]:
+def _stomp_launcher(broker: str, port: int) -> contextlib.AbstractContextManager[str]:
+    if broker == "roost":
+        return _brokers.roost("--stomp-port", str(port))
+    return _brokers.rabbitmq(
+        plugins=("rabbitmq_stomp",), extra_conf=f"stomp.listeners.tcp.1 = 127.0.0.1:{port}\n"
+    )
+
+
+def measure(
+    broker: str, connections: int, queues: int, subscriptions: int = 0, sub_connections: int = 0
+) -> tuple[float, float]:
     """(idle RSS MB, RSS MB with the load) on a fresh broker."""
-    with _brokers.LAUNCHERS[broker]() as url:
+    port = _brokers.free_port()
+    launcher = (_stomp_launcher(broker, port) if subscriptions
+                else _brokers.LAUNCHERS[broker]())
+    with launcher as url:
         pid = broker_pid(url)
         time.sleep(SETTLE_S)
+        if subscriptions:  # RabbitMQ's STOMP listener comes up after its AMQP one
+            _wait_listening(port)
         idle = rss_mb(pid)
-        load = _load(url, connections, queues)
+        if subscriptions:
+            load = _spawn([sys.executable, __file__, "--subscriber", str(port),
+                           str(sub_connections), str(subscriptions)])
+        else:
+            load = _load(url, connections, queues)
         try:
             time.sleep(SETTLE_S)
             loaded = rss_mb(pid)
@@ -100,15 +162,34 @@ def measure(broker: str, connections: int, queues: int) -> tuple[float, float]:
     return idle, loaded
 
 
+def _wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--client":
         _, _, url, n, q = sys.argv
         asyncio.run(_client(url, int(n), int(q)))
         return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--subscriber":
+        _, _, port, n, s = sys.argv
+        asyncio.run(_subscriber(int(port), int(n), int(s)))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brokers", default="roost,rabbitmq")
     ap.add_argument("--connections", default="1000,5000")
     ap.add_argument("--queues", type=int, default=100_000)
+    ap.add_argument("--subscriptions", type=int, default=0,
+                    help="STOMP topic subscriptions (e.g. 100000); 0: none")
+    ap.add_argument("--sub-connections", type=int, default=250)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -117,22 +198,28 @@ def main() -> int:
     if "rabbitmq" in brokers and not _brokers.rabbitmq_installed():
         print("RabbitMQ is not installed: skipped", file=sys.stderr)
         brokers.remove("rabbitmq")
-    loads = [(int(n), 0) for n in args.connections.split(",") if n]
+    loads = [(int(n), 0, 0) for n in args.connections.split(",") if n]
     if args.queues:
-        loads.append((0, args.queues))
-    rows: dict[tuple[int, int], dict[str, list[tuple[float, float]]]] = {}
+        loads.append((0, args.queues, 0))
+    if args.subscriptions:
+        loads.append((0, 0, args.subscriptions))
+    rows: dict[tuple[int, int, int], dict[str, list[tuple[float, float]]]] = {}
     for rep in range(args.repeat):
         for load in loads:
             for broker in brokers if rep % 2 == 0 else brokers[::-1]:
-                print(f"{broker}: {load[0]} connections, {load[1]} queues", file=sys.stderr)
-                rows.setdefault(load, {}).setdefault(broker, []).append(measure(broker, *load))
+                print(f"{broker}: {load[0]} connections, {load[1]} queues, {load[2]} "
+                      "subscriptions", file=sys.stderr)
+                got = measure(broker, load[0], load[1], load[2], args.sub_connections)
+                print(f"  idle {got[0]:.1f} MB, loaded {got[1]:.1f} MB", file=sys.stderr)
+                rows.setdefault(load, {}).setdefault(broker, []).append(got)
     print("| load | " + " | ".join(
         f"{_brokers.TITLES[b]} idle / loaded MB | {_brokers.TITLES[b]} per item"
         for b in brokers) + (" | per-item ratio |" if len(brokers) == 2 else " |"))
     print("|---|" + "---|---|" * len(brokers) + ("---|" if len(brokers) == 2 else ""))
-    for (n, q), per in rows.items():
-        count = n or q
-        label = f"{n:,} idle connections" if n else f"{q:,} queues"
+    for (n, q, subs), per in rows.items():
+        count = n or q or subs
+        label = (f"{n:,} idle connections" if n else f"{q:,} queues" if q else
+                 f"{subs:,} STOMP topic subscriptions ({args.sub_connections} connections)")
         cells, each = [], []
         for b in brokers:
             idle = statistics.median(i for i, _ in per[b])

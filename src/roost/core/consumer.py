@@ -11,6 +11,11 @@ if TYPE_CHECKING:
     from roost.core.session import Session
 
 
+# the arguments of a consumer or queue declared without any: one shared dict (an empty
+# one each is 64 bytes, 6 MB for 100,000 STOMP subscriptions); nothing may add to it
+NO_ARGUMENTS: dict[str, Any] = {}
+
+
 class Consumer:
     __slots__ = (
         "ack_timeout",

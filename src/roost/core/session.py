@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any, Protocol
 
-from roost.core.consumer import Consumer
+from roost.core.consumer import NO_ARGUMENTS, Consumer
 from roost.core.errors import NotAllowed, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class Session:
             no_ack=no_ack,
             exclusive=exclusive,
             prefetch=self.prefetch_count,
-            arguments=arguments or {},
+            arguments=arguments or NO_ARGUMENTS,
         )
         queue.add_consumer(consumer)  # may refuse (a stream checks its arguments)
         self.consumers[tag] = consumer

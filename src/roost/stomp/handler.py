@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.stomp")
 _CACHE_SIZE = 1024  # destinations remembered per connection
 _GONE: Final = object()  # a default of dict.pop that no entry holds
+# what an ack:auto subscription has outstanding: always nothing, so all of them share
+# this one (nothing is ever added to it: deliver records tags only for client acks)
+_NONE_OUTSTANDING: Final[dict[int, None]] = {}
 
 # core error -> ERROR frame message header (RabbitMQ's words)
 ERROR_NAMES: dict[type[BrokerError], str] = {
@@ -109,7 +112,7 @@ class StompSettings:
     default_passcode: str = "guest"
 
 
-@dataclass
+@dataclass(slots=True)  # one per subscription: 100,000 of them are common (bench/rss_bench.py)
 class Subscription:
     id: str
     destination: str
@@ -118,11 +121,12 @@ class Subscription:
     prefix: str | None = None
     ack_timeout: float = 0.0  # the core requeues what is not acked in time
     # consumer arguments from the SUBSCRIBE headers (a stream's x-stream-offset, …)
-    arguments: dict[str, Any] = field(default_factory=dict)
-    # delivery tags not yet acknowledged by the client, in delivery order
-    outstanding: dict[int, None] = field(default_factory=dict)
-    # encoded once: "MESSAGE" and the subscription header; the destination header when
-    # it is the subscription's own (a temp queue), else empty
+    arguments: dict[str, Any] = field(default_factory=lambda: stomp_arguments.NONE)
+    # delivery tags not yet acknowledged by the client, in delivery order (ack:auto
+    # subscriptions share an empty one)
+    outstanding: dict[int, None] = field(default_factory=lambda: _NONE_OUTSTANDING)
+    # encoded once, at the first delivery: "MESSAGE" and the subscription header; the
+    # destination header when it is the subscription's own (a temp queue), else empty
     head: bytes = b""
     destination_line: bytes = b""
 
@@ -563,12 +567,12 @@ class StompHandler:
         prefetch_text = frame.get("prefetch-count") or frame.get("prefetch") or "0"
         if not prefetch_text.isdigit():
             raise StompError("invalid prefetch-count", repr(prefetch_text))
-        timeout_text = frame.get("ack-timeout") or "0"
+        timeout_text = frame.get("ack-timeout")
         try:
-            ack_timeout = float(timeout_text)
+            ack_timeout = float(timeout_text) if timeout_text else 0.0
         except ValueError as exc:
             raise StompError("invalid ack-timeout", repr(timeout_text)) from exc
-        dest = self._parse(dest_text)
+        dest = self._parse(dest_text, cache=False)  # rarely subscribed to twice
         queue = self._subscription_queue(dest, dest_text, sub_id, frame)
         sub = Subscription(
             sub_id,
@@ -578,6 +582,7 @@ class StompHandler:
             dest.prefix,
             ack_timeout,
             arguments=stomp_arguments.consumer_arguments(frame.headers),
+            outstanding=_NONE_OUTSTANDING if ack == "auto" else {},
         )
         self._consume(sub, int(prefetch_text))
 
@@ -611,7 +616,8 @@ class StompHandler:
         else:
             name = f"stomp-subscription-{os.urandom(12).hex()}"
             broker.declare_queue(client, name, exclusive=True, auto_delete=True)
-        broker.bind_queue(client, name, exchange, key, {PREFIX_ARGUMENT: True} if prefix else {})
+        binding_arguments = {PREFIX_ARGUMENT: True} if prefix else stomp_arguments.NONE
+        broker.bind_queue(client, name, exchange, key, binding_arguments)
         if prefix and durable:  # bound with '#' by a Roost that filtered in deliver
             broker.unbind_queue(client, name, exchange, "#", {})
         return name
@@ -620,14 +626,13 @@ class StompHandler:
         assert self.session is not None
         session = self.session
         session.prefetch_count = prefetch
-        sub.head = b"MESSAGE\n" + header_lines([("subscription", sub.id)], self.version)
         if sub.destination.startswith("/temp-queue/"):
             sub.destination_line = header_lines([("destination", sub.destination)], self.version)
         # the subscription's ack-timeout is the consumer's default deadline (core.features.
         # consumer_timeout); a message's own ack-timeout header wins over it
-        arguments = dict(sub.arguments)
+        arguments = sub.arguments
         if sub.ack_timeout > 0:
-            arguments[ACK_TIMEOUT] = sub.ack_timeout
+            arguments = {**arguments, ACK_TIMEOUT: sub.ack_timeout}
         try:
             consumer = self.broker.consume(
                 session,
@@ -664,7 +669,7 @@ class StompHandler:
         # the frame from parts encoded once (per subscription, destination, message)
         tag = str(delivery_tag).encode()
         parts = [
-            sub.head,
+            sub.head or self._head(sub),
             sub.destination_line or self._destination_line(message.exchange, message.routing_key),
             b"message-id:",
             tag,
@@ -685,6 +690,12 @@ class StompHandler:
         else:
             parts.append(b"\n\x00")
         self.write(b"".join(parts))
+
+    def _head(self, sub: Subscription) -> bytes:
+        """A subscription's MESSAGE line and subscription header, encoded at its first
+        delivery (an idle subscription keeps no copy)."""
+        sub.head = b"MESSAGE\n" + header_lines([("subscription", sub.id)], self.version)
+        return sub.head
 
     def _destination_line(self, exchange: str, routing_key: str) -> bytes:
         """The encoded ``destination`` header of a MESSAGE published to these."""
@@ -794,7 +805,7 @@ class StompHandler:
             raise StompError(f"missing '{name}' header", f"{frame.command} needs '{name}'")
         return value
 
-    def _parse(self, text: str) -> Destination:
+    def _parse(self, text: str, *, cache: bool = True) -> Destination:
         dest = self._destinations.get(text)
         if dest is not None:
             return dest
@@ -802,6 +813,8 @@ class StompHandler:
             dest = destinations.parse(text)
         except DestinationError as exc:
             raise StompError("invalid destination", str(exc)) from exc
+        if not cache:
+            return dest
         if len(self._destinations) >= _CACHE_SIZE:
             self._destinations.clear()
         self._destinations[text] = dest

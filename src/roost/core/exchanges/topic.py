@@ -9,6 +9,11 @@ distinct length and a prefix that does not match costs nothing: a prefix subscri
 only its own messages (formerly it was bound with ``#`` and filtered afterwards, so
 every topic message was queued for every prefix subscriber).
 
+A pattern without wildcards is kept in a dict by its whole key, not as trie nodes, and
+a key with one destination holds that destination itself rather than a counted set:
+100,000 STOMP subscriptions to distinct topics cost a dict entry each here (about 450
+bytes each as a trie path with a counted set).
+
 Matching walks the trie once per message; results are memoized per routing key (most
 traffic reuses a few keys) and the memo is dropped whenever a binding changes.
 """
@@ -48,30 +53,73 @@ class _Node:
         return not self.children and not self.destinations.counts
 
 
+# A key's destinations in the exact and prefix dicts: the destination itself while it is
+# the only one (bound once), else a CountedDestinations.
+Held = Any
+
+
+def _put(index: dict[str, Held], key: str, destination: Destination) -> bool:
+    """Add a reference; True when ``key`` is new to ``index``."""
+    held = index.get(key)
+    if held is None:
+        index[key] = destination
+        return True
+    if not isinstance(held, CountedDestinations):
+        index[key] = held = _counted(held)
+    held.add(destination)
+    return False
+
+
+def _take(index: dict[str, Held], key: str, destination: Destination) -> bool:
+    """Drop a reference; True when ``key`` left ``index``."""
+    held = index[key]
+    if not isinstance(held, CountedDestinations):
+        del index[key]
+        return True
+    held.remove(destination)
+    if not held.counts:
+        del index[key]
+        return True
+    if len(held.counts) == 1:
+        (only, count), = held.counts.items()
+        if count == 1:
+            index[key] = only
+    return False
+
+
+def _counted(destination: Destination) -> CountedDestinations:
+    counted = CountedDestinations()
+    counted.add(destination)
+    return counted
+
+
+def _collect(found: set[Destination], held: Held) -> None:
+    if isinstance(held, CountedDestinations):
+        found.update(held.counts)
+    else:
+        found.add(held)
+
+
 class TopicTrie:
     """Binding patterns → destinations, matched against routing keys."""
 
     def __init__(self) -> None:
         self._root = _Node()
-        self._prefixes: dict[str, CountedDestinations] = {}
+        self._exact: dict[str, Held] = {}  # patterns without wildcards
+        self._prefixes: dict[str, Held] = {}
         self._lengths: list[int] = []  # the distinct lengths of _prefixes' keys, ascending
         self._per_length: dict[int, int] = {}  # how many prefixes have each length
 
     def add_prefix(self, prefix: str, destination: Destination) -> None:
-        found = self._prefixes.get(prefix)
-        if found is None:
-            found = self._prefixes[prefix] = CountedDestinations()
+        if _put(self._prefixes, prefix, destination):
             n = len(prefix)
             if n not in self._per_length:
                 self._per_length[n] = 0
                 insort(self._lengths, n)
             self._per_length[n] += 1
-        found.add(destination)
 
     def remove_prefix(self, prefix: str, destination: Destination) -> None:
-        found = self._prefixes[prefix]
-        if found.remove(destination) and not found.counts:
-            del self._prefixes[prefix]
+        if _take(self._prefixes, prefix, destination):
             n = len(prefix)
             self._per_length[n] -= 1
             if not self._per_length[n]:
@@ -79,12 +127,20 @@ class TopicTrie:
                 self._lengths.remove(n)
 
     def add(self, pattern: str, destination: Destination) -> None:
+        words = pattern.split(".")
+        if "*" not in words and "#" not in words:
+            _put(self._exact, pattern, destination)
+            return
         node = self._root
-        for word in pattern.split("."):
+        for word in words:
             node = node.children.setdefault(word, _Node())
         node.destinations.add(destination)
 
     def remove(self, pattern: str, destination: Destination) -> None:
+        words = pattern.split(".")
+        if "*" not in words and "#" not in words:
+            _take(self._exact, pattern, destination)
+            return
         path = [self._root]
         for word in pattern.split("."):
             path.append(path[-1].children[word])
@@ -98,6 +154,9 @@ class TopicTrie:
 
     def match(self, routing_key: str) -> set[Destination]:
         found: set[Destination] = set()
+        hit = self._exact.get(routing_key)
+        if hit is not None:
+            _collect(found, hit)
         root = self._root
         if root.children or root.destinations.counts:
             self._walk(root, routing_key.split("."), 0, found)
@@ -108,7 +167,7 @@ class TopicTrie:
                     break
                 hit = prefixes.get(routing_key[:length])
                 if hit is not None:
-                    found.update(hit.counts)
+                    _collect(found, hit)
         return found
 
     def _walk(self, node: _Node, words: list[str], i: int, found: set[Destination]) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
+from roost.core.consumer import NO_ARGUMENTS
 from roost.core.errors import AccessRefused
 from roost.core.features.consumer_choice import (
     Chooser,
@@ -108,7 +109,7 @@ class Queue:
         self.durable = durable
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
-        self.arguments = arguments or {}
+        self.arguments = arguments or NO_ARGUMENTS
         self.ready: Ready = NO_READY  # a deque of its own with the first entry
         self.ready_bytes = 0
         self.consumers: list[Consumer] = []
