@@ -8,7 +8,6 @@ import importlib
 import logging
 import os
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 from roost.core.message import Message
@@ -37,6 +36,10 @@ class MutatorRegistry:
     def _load(self, name: str) -> Mutator:
         target = _from_env().get(name)
         if target is None:
+            # imported here: importlib.metadata brings email, zipfile and csv with it,
+            # about 1.5 MB of an idle broker that no mutator policy asks for
+            from importlib.metadata import entry_points
+
             points = [ep for ep in entry_points(group=GROUP) if ep.name == name]
             if not points:
                 raise KeyError(f"no mutator '{name}' (entry point group {GROUP} or ${ENV})")
