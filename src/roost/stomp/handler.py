@@ -118,7 +118,6 @@ class Subscription:
     destination: str
     queue: str
     ack: str
-    prefix: str | None = None
     ack_timeout: float = 0.0  # the core requeues what is not acked in time
     # consumer arguments from the SUBSCRIBE headers (a stream's x-stream-offset, …)
     arguments: dict[str, Any] = field(default_factory=lambda: stomp_arguments.NONE)
@@ -579,7 +578,6 @@ class StompHandler:
             dest_text,
             queue,
             ack,
-            dest.prefix,
             ack_timeout,
             arguments=stomp_arguments.consumer_arguments(frame.headers),
             outstanding=_NONE_OUTSTANDING if ack == "auto" else {},
