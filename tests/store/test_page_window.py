@@ -126,7 +126,9 @@ def test_a_paged_out_backlog_costs_well_under_a_byte_a_message(
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert grown < 200_000 // 2, f"{grown:,} bytes for 200,000 queued messages"
+    # measured 80-103 KB (0.4-0.5 bytes a message; what else the process allocates
+    # meanwhile varies): 3/4 of a byte still tells it from the 13 bytes a message before
+    assert grown < 200_000 * 3 // 4, f"{grown:,} bytes for 200,000 queued messages"
     total = PAGE_KEEP_MESSAGES + 201_000
     assert len(queue.ready) == total
     bodies = [queue.take() for _ in range(total)]
