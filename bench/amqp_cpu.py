@@ -1,0 +1,116 @@
+"""Roost's server CPU time per AMQP message, for tuning on a shared machine.
+
+    .venv/bin/python bench/amqp_cpu.py [--duration 5] [--repeat 5]
+    .venv/bin/python bench/amqp_cpu.py --against /tmp/base/src     # A/B against a checkout
+    .venv/bin/python bench/amqp_cpu.py --profile FILE
+
+The AMQP twin of bench/stomp_cpu.py: ``roost perf`` runs 1 producer and 1 consumer over
+TCP (1 KiB, manual acks, prefetch 100, a producer that never waits) for ``--duration``
+seconds, and what is reported is the server process's user + system CPU time
+(``/proc/PID/stat``) per message consumed: publish parse, routing, delivery encoding,
+ack. Unlike messages per second it hardly depends on what else runs on the machine.
+``--against SRC`` also starts a server from another source tree (``git archive`` of an
+older commit, say) and alternates runs between the two, so both see the same load; the
+load generator is this checkout's ``roost perf`` for both. ``--profile FILE`` runs the
+server under cProfile (much slower; only the shares of the calls mean anything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pstats
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _brokers  # a sibling module, not a package
+from _measure import cpu_times
+
+PERF_ARGS = ("--producers", "1", "--consumers", "1", "--size", "1024", "--prefetch", "100")
+
+
+@contextlib.contextmanager
+def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
+    """A Roost server (from ``src`` when given, else this checkout); yields (pid, port)."""
+    port = _brokers.free_port()
+    with tempfile.TemporaryDirectory(prefix="bench-roost-amqp-cpu-") as tmp:
+        cprofile = ["-m", "cProfile", "-o", profile] if profile else []
+        cmd = [sys.executable, *cprofile, "-m", "roost", "server", "--amqp-port", str(port),
+               "--http-port", "0", "--ws-port", "0", "--stomp-port", "0",
+               "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning"]
+        env = {**os.environ, "PYTHONPATH": src} if src else None
+        log = Path(tmp) / "server.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            _brokers._wait_for_port(port, proc, 30, log)
+            run_perf(port, 1.0, "warm-up")
+            yield proc.pid, port
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+
+
+def run_perf(port: int, duration: float, queue: str) -> int:
+    """One ``roost perf`` run (this checkout's); the messages its consumer received."""
+    cmd = [sys.executable, "-m", "roost", "perf", "--url", f"amqp://guest:guest@127.0.0.1:{port}/",
+           "--duration", str(duration), "--queue", queue, *PERF_ARGS]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          timeout=duration + 120, check=False, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"roost perf exited with {proc.returncode} and no report")
+    return int(json.loads(lines[-1])["consumed"])
+
+
+def measure(pid: int, port: int, duration: float, run: int) -> tuple[float, float]:
+    """One run: (CPU µs per message consumed, of which user µs)."""
+    user0, sys0 = cpu_times(pid)
+    consumed = run_perf(port, duration, f"cpu-{run}")
+    time.sleep(0.2)  # the last acks reach the server
+    user1, sys1 = cpu_times(pid)
+    return (user1 + sys1 - user0 - sys0) / consumed * 1e6, (user1 - user0) / consumed * 1e6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds of load a run")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--against", metavar="SRC", help="also a server from this src directory")
+    ap.add_argument("--profile", metavar="FILE", help="cProfile the server into FILE")
+    args = ap.parse_args()
+    trees = {"this checkout": None} | ({args.against: args.against} if args.against else {})
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    with contextlib.ExitStack() as stack:
+        servers = {
+            name: stack.enter_context(server(src, None if src else args.profile))
+            for name, src in trees.items()
+        }
+        for run in range(args.repeat):
+            # alternate which tree goes first, so neither always runs on a warmer box
+            order = list(servers.items()) if run % 2 == 0 else list(servers.items())[::-1]
+            for name, (pid, port) in order:
+                results[name].append(measure(pid, port, args.duration, run))
+    print(f"server CPU per AMQP message, {args.duration:g} s of load a run, "
+          f"{args.repeat} runs:")
+    for name, got in results.items():
+        runs = ", ".join(f"{total:.1f}" for total, _ in got)
+        print(f"  {name}: median {statistics.median(t for t, _ in got):.1f} µs "
+              f"(user {statistics.median(u for _, u in got):.1f}; runs {runs})")
+    if args.profile:
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
