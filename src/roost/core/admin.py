@@ -1,7 +1,7 @@
 """Users, vhosts, permissions, topic permissions and policies: the broker's definitions.
 
 ``AdminMixin`` is mixed into ``Broker``. Every change goes through one of these methods
-and ends in ``_changed(kind, object)``, so the durable store can persist definitions by
+and ends in ``_changed(event)`` (core/events.py), so the durable store can persist definitions by
 listening to ``broker.on_change`` instead of patching each caller.
 """
 
@@ -20,6 +20,18 @@ from roost.core.auth import (
     is_bcrypt_base64,
 )
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed
+from roost.core.events import (
+    BrokerEvent,
+    PermissionDeleted,
+    PolicyChanged,
+    PolicyDeleted,
+    TopicPermissionChanged,
+    TopicPermissionDeleted,
+    UserChanged,
+    UserDeleted,
+    VHostChanged,
+    VHostDeleted,
+)
 from roost.core.features.settings import validate_policy_definition
 from roost.core.policy import Policy
 
@@ -63,7 +75,7 @@ class AdminMixin:
         policies: dict[tuple[str, str], Policy]
         clients: dict[int, Client]
 
-        def _changed(self, kind: str, obj: Any) -> None: ...
+        def _changed(self, event: BrokerEvent) -> None: ...
         def _vhost(self, name: str) -> VHost: ...
         def add_vhost(self, name: str) -> VHost: ...
         def add_user(
@@ -108,7 +120,7 @@ class AdminMixin:
             new_hash = ""
         user = self.add_user(name, new_hash, tags=tag_list)
         user.hashing_algorithm = algorithm
-        self._changed("user", user)
+        self._changed(UserChanged(user))
         return existing is None
 
     def delete_user(self, name: str) -> None:
@@ -122,7 +134,7 @@ class AdminMixin:
         for client in list(self.clients.values()):
             if client.user is user:
                 client.force_close(f"user '{name}' was deleted")
-        self._changed("user.deleted", user)
+        self._changed(UserDeleted(user))
 
     # -- vhosts ---------------------------------------------------------------------------
 
@@ -154,7 +166,7 @@ class AdminMixin:
             vhost.tags = parse_tags(tags)
         if default_queue_type is not None:
             vhost.default_queue_type = default_queue_type
-        self._changed("vhost", vhost)
+        self._changed(VHostChanged(vhost))
         if created and creator is not None and creator in self.users:
             self.set_permission(creator, name, Permission())
         return created
@@ -173,7 +185,7 @@ class AdminMixin:
             del self.topic_permissions[tkey]
         for pkey in [k for k in self.policies if k[0] == name]:
             del self.policies[pkey]
-        self._changed("vhost.deleted", vhost)
+        self._changed(VHostDeleted(vhost))
 
     # -- permissions ----------------------------------------------------------------------
 
@@ -199,7 +211,7 @@ class AdminMixin:
         permission = self.permissions.pop((user, vhost), None)
         if permission is None:
             raise NotFound(f"no permissions for user '{user}' in vhost '{vhost}'")
-        self._changed("permission.deleted", (user, vhost, permission))
+        self._changed(PermissionDeleted(user, vhost, permission))
 
     def put_topic_permission(
         self, user: str, vhost: str, *, exchange: Any, write: Any, read: Any
@@ -211,7 +223,7 @@ class AdminMixin:
         tp = TopicPermission(exchange, check_regex(write, "write"), check_regex(read, "read"))
         created = (user, vhost, exchange) not in self.topic_permissions
         self.topic_permissions[(user, vhost, exchange)] = tp
-        self._changed("topic_permission", (user, vhost, tp))
+        self._changed(TopicPermissionChanged(user, vhost, tp))
         return created
 
     def delete_topic_permission(self, user: str, vhost: str, exchange: str | None = None) -> None:
@@ -224,7 +236,7 @@ class AdminMixin:
             raise NotFound(f"no topic permissions for user '{user}' in vhost '{vhost}'")
         for key in keys:
             tp = self.topic_permissions.pop(key)
-            self._changed("topic_permission.deleted", (user, vhost, tp))
+            self._changed(TopicPermissionDeleted(user, vhost, tp))
 
     def check_permission(self, user: str, vhost: str, access: str, kind: str, name: str) -> None:
         """AccessRefused unless ``user`` may ``access`` (configure/write/read) the object,
@@ -263,11 +275,11 @@ class AdminMixin:
         validate_policy_definition(policy.definition, check_mutators=check_mutators)
         created = (vhost, name) not in self.policies
         self.policies[(vhost, name)] = policy
-        self._changed("policy", policy)
+        self._changed(PolicyChanged(policy))
         return created
 
     def delete_policy(self, vhost: str, name: str) -> None:
         policy = self.policies.pop((vhost, name), None)
         if policy is None:
             raise NotFound(f"no policy '{name}' in vhost '{vhost}'")
-        self._changed("policy.deleted", policy)
+        self._changed(PolicyDeleted(policy))

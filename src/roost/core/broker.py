@@ -19,6 +19,17 @@ from roost.core.consumer import Consumer
 from roost.core.definitions import export_definitions, import_definitions
 from roost.core.durability import MessageStore
 from roost.core.errors import AccessRefused, NotAllowed, NotFound, NotImplementedFeature
+from roost.core.events import (
+    ACCESS_EVENTS,
+    Event,
+    ExchangeDeleted,
+    PermissionChanged,
+    QueueDeclared,
+    QueueDeleted,
+    UserChanged,
+    UserDeleted,
+    VHostChanged,
+)
 from roost.core.exchanges import Exchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, target_stream
 from roost.core.exchanges.producers import PRODUCERS_EXCHANGE
@@ -116,18 +127,18 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             vhost = self.vhosts[name] = VHost(name, streams=self.streams)
             vhost.on_change.append(self._count_queue_churn)
             vhost.policy = partial(self._policy_definition, name)
-            self._changed("vhost", vhost)
+            self._changed(VHostChanged(vhost))
         return vhost
 
     def add_user(self, name: str, password_hash: str, *, tags: list[str] | None = None) -> User:
         user = User(name, password_hash, list(tags or []))
         self.users[name] = user
-        self._changed("user", user)
+        self._changed(UserChanged(user))
         return user
 
     def set_permission(self, user: str, vhost: str, permission: Permission) -> None:
         self.permissions[(user, vhost)] = permission
-        self._changed("permission", (user, vhost, permission))
+        self._changed(PermissionChanged(user, vhost, permission))
 
     def export_definitions(self, vhost: str | None = None) -> dict[str, Any]:
         """RabbitMQ's definitions JSON: the whole broker, or one vhost's objects."""
@@ -225,12 +236,12 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
             [tp for key, tp in self.topic_permissions.items() if key[:2] == (user.name, vhost)],
         )
 
-    def _refresh_access(self, kind: str, obj: Any) -> None:
+    def _refresh_access(self, event: Event) -> None:
         """Permissions, topic permissions or tags changed: connected clients get the new
         rights at once (their answers were cached). A deleted user's limits go too."""
-        if kind == "user.deleted":
-            self.user_limits.pop(obj.name, None)
-        if kind.startswith(("permission", "topic_permission", "user")):
+        if isinstance(event, UserDeleted):
+            self.user_limits.pop(event.user.name, None)
+        if isinstance(event, ACCESS_EVENTS):
             for client in self.clients.values():
                 if client.access is not None:
                     # put_user replaces the User object: read the tags from the new one
@@ -276,20 +287,21 @@ class Broker(QueriesMixin, ActivityMixin, AdminMixin, ManageMixin, QuotasMixin):
         policy = effective_policy(matching, kind, name) if matching else None
         return None if policy is None else policy.definition
 
-    def _count_queue_churn(self, kind: str, obj: Any) -> None:
+    def _count_queue_churn(self, event: Event) -> None:
         """A vhost listener: counts created and deleted queues, and keeps the lifetime
         counters of deleted queues and exchanges so overview totals never go down."""
         c = self.counters
-        if kind == "queue":
-            c.queue_created += 1
-        elif kind == "queue.deleted":
-            c.queue_deleted += 1
-            c.retired_delivered += obj.stat_delivered
-            c.retired_acked += obj.stat_acked
-            c.retired_redelivered += obj.stat_redelivered
-        elif kind == "exchange.deleted":
-            c.retired_published_in += obj.stat_in
-            c.retired_published_out += obj.stat_out
+        match event:
+            case QueueDeclared():
+                c.queue_created += 1
+            case QueueDeleted(queue=q):
+                c.queue_deleted += 1
+                c.retired_delivered += q.stat_delivered
+                c.retired_acked += q.stat_acked
+                c.retired_redelivered += q.stat_redelivered
+            case ExchangeDeleted(exchange=ex):
+                c.retired_published_in += ex.stat_in
+                c.retired_published_out += ex.stat_out
 
     # -- exchanges ------------------------------------------------------------------------
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from roost.core.events import Event, QueueDeclared, QueueDeleted, VHostChanged, VHostDeleted
 from roost.core.features.timers import call_later, call_soon
 from roost.core.message import Message, Properties
 
@@ -285,15 +286,16 @@ class EventsStream:
             }
         )
 
-    def _vhost_changed(self, kind: str, obj: Any) -> None:
-        if kind == "queue":
-            if obj.name == self.name:
-                obj.events = None  # the events stream (re)declared: no events about it
+    def _vhost_changed(self, event: Event) -> None:
+        if isinstance(event, QueueDeclared):
+            queue = event.queue
+            if queue.name == self.name:
+                queue.events = None  # the events stream (re)declared: no events about it
                 return
             # a new queue took vhost.events (this) when it was made: nothing to hook
-            self._queue_event("queue.created", obj)
-        elif kind == "queue.deleted" and obj is not self.stream:
-            self._queue_event("queue.deleted", obj)
+            self._queue_event("queue.created", queue)
+        elif isinstance(event, QueueDeleted) and event.queue is not self.stream:
+            self._queue_event("queue.deleted", event.queue)
 
     def _queue_event(self, kind: str, queue: Queue) -> None:
         self._add(
@@ -326,8 +328,7 @@ class EventsStreams:
         self.by_vhost: dict[str, EventsStream] = {}
         for vhost in list(broker.vhosts.values()):
             self._attach(vhost)
-        listener: Callable[[str, Any], None] = self._broker_changed
-        broker.on_change.append(listener)
+        broker.on_change.append(self._broker_changed)
 
     def _attach(self, vhost: VHost) -> None:
         if vhost.name in self.by_vhost:
@@ -336,11 +337,11 @@ class EventsStreams:
         events.attach()
         self.by_vhost[vhost.name] = events
 
-    def _broker_changed(self, kind: str, obj: Any) -> None:
-        if kind == "vhost":
-            self._attach(obj)
-        elif kind == "vhost.deleted":
-            events = self.by_vhost.pop(obj.name, None)
+    def _broker_changed(self, event: Event) -> None:
+        if isinstance(event, VHostChanged):
+            self._attach(event.vhost)
+        elif isinstance(event, VHostDeleted):
+            events = self.by_vhost.pop(event.vhost.name, None)
             if events is not None:
                 events.close()
 

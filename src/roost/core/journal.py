@@ -1,6 +1,6 @@
 """Definition changes as journal records, and replaying them onto a snapshot.
 
-Every change the broker announces (``on_change``: kind, object) names one object of the
+Every change the broker announces (``on_change``: a core.events event) names one object of the
 definitions document: its section and its key (a queue: vhost and name). ``Changes``
 keeps the last change per key until the next group commit, then turns each into a
 record: ``{"s": section, "k": key, "v": item}`` with the object's item in the export's
@@ -33,6 +33,27 @@ from roost.core.definitions import (
     topic_permission_item,
     user_item,
     vhost_item,
+)
+from roost.core.events import (
+    BindingAdded,
+    BindingRemoved,
+    Event,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    PermissionChanged,
+    PermissionDeleted,
+    PolicyChanged,
+    PolicyDeleted,
+    QueueDeclared,
+    QueueDeleted,
+    TopicPermissionChanged,
+    TopicPermissionDeleted,
+    UserChanged,
+    UserDeleted,
+    UserLimitsChanged,
+    VHostChanged,
+    VHostDeleted,
+    VHostLimitsChanged,
 )
 
 if TYPE_CHECKING:
@@ -86,10 +107,10 @@ class Changes:
         self._pending: dict[tuple[str, Key], Item | None] = {}
         self._stored: set[tuple[str, Key]] = set()  # keys with an item on disk
 
-    def note(self, kind: str, obj: Any) -> bool:
+    def note(self, event: Event) -> bool:
         """Remember a change; True when it must be written (it touches what a restart
         recreates, or what the files hold)."""
-        found = self._item(kind, obj)
+        found = self._item(event)
         if found is None:
             return False
         section, item, gone = found
@@ -143,39 +164,42 @@ class Changes:
 
     # -- which object a change names --------------------------------------------------
 
-    def _item(self, kind: str, obj: Any) -> tuple[str, Item, bool] | None:
-        base, _, suffix = kind.partition(".")
-        gone = suffix == "deleted"
+    def _item(self, event: Event) -> tuple[str, Item, bool] | None:
+        """(section, item, gone) of the object a change names; None: nothing to write."""
         broker = self.broker
-        if base == "queue":
-            if obj.exclusive_owner is not None and not gone:
-                return None  # exclusive: never recreated (and never written)
-            return "queues", queue_item(obj.vhost.name, obj), gone
-        if base == "exchange":
-            if not obj.name or obj.name.startswith("amq."):
-                return None
-            return "exchanges", exchange_item(obj.vhost, obj), gone
-        if base == "binding":
-            if not obj.source.name:
-                return None
-            return "bindings", binding_item(obj), gone
-        if base == "vhost":
-            if suffix == "limits":
-                return "parameters", limits_item(obj), not obj.limits
-            return "vhosts", vhost_item(obj), gone
-        if base == "user":
-            if suffix == "limits":  # obj is the user's name
-                user = broker.users.get(obj)
+        match event:
+            case QueueDeclared(queue=q) | QueueDeleted(queue=q):
+                gone = isinstance(event, QueueDeleted)
+                if q.exclusive_owner is not None and not gone:
+                    return None  # exclusive: never recreated (and never written)
+                return "queues", queue_item(q.vhost.name, q), gone
+            case ExchangeDeclared(exchange=ex) | ExchangeDeleted(exchange=ex):
+                if not ex.name or ex.name.startswith("amq."):
+                    return None
+                return "exchanges", exchange_item(ex.vhost, ex), isinstance(event, ExchangeDeleted)
+            case BindingAdded(binding=b) | BindingRemoved(binding=b):
+                if not b.source.name:
+                    return None
+                return "bindings", binding_item(b), isinstance(event, BindingRemoved)
+            case VHostLimitsChanged(vhost=v):
+                return "parameters", limits_item(v), not v.limits
+            case VHostChanged(vhost=v) | VHostDeleted(vhost=v):
+                return "vhosts", vhost_item(v), isinstance(event, VHostDeleted)
+            case UserLimitsChanged(user=name):
+                user = broker.users.get(name)
                 return None if user is None else ("users", user_item(broker, user), False)
-            return "users", user_item(broker, obj), gone
-        if base == "permission":
-            user, vhost, permission = obj
-            return "permissions", permission_item(user, vhost, permission), gone
-        if base == "topic_permission":
-            user, vhost, permission = obj
-            return "topic_permissions", topic_permission_item(user, vhost, permission), gone
-        if base == "policy":
-            return "policies", policy_item(obj), gone
+            case UserChanged(user=user) | UserDeleted(user=user):
+                return "users", user_item(broker, user), isinstance(event, UserDeleted)
+            case PermissionChanged(user, vhost, permission) | PermissionDeleted(
+                user, vhost, permission
+            ):
+                gone = isinstance(event, PermissionDeleted)
+                return "permissions", permission_item(user, vhost, permission), gone
+            case TopicPermissionChanged(user, vhost, tp) | TopicPermissionDeleted(user, vhost, tp):
+                gone = isinstance(event, TopicPermissionDeleted)
+                return "topic_permissions", topic_permission_item(user, vhost, tp), gone
+            case PolicyChanged(policy=p) | PolicyDeleted(policy=p):
+                return "policies", policy_item(p), isinstance(event, PolicyDeleted)
         return None
 
     def _refresh(self, section: str, item: Item) -> Item | None:

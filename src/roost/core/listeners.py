@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-Listener = Callable[[str, Any], None]
+if TYPE_CHECKING:
+    from roost.core.events import Event, Listener
 
 
 def tell_all(
-    listeners: Iterable[Listener], kind: str, obj: Any, log: logging.Logger, where: str = ""
+    listeners: Iterable[Listener], event: Event, log: logging.Logger, where: str = ""
 ) -> None:
     """Tell every listener, even when one fails: the change is made in memory, so the
     store's listener must hear of it too. The first failure is raised afterwards;
@@ -18,9 +19,9 @@ def tell_all(
     failure: Exception | None = None
     for listener in listeners:
         try:
-            listener(kind, obj)
+            listener(event)
         except Exception as exc:
-            log.exception("applying a %s change%s failed", kind, where)
+            log.exception("applying a %s%s failed", type(event).__name__, where)
             failure = failure or exc
     if failure is not None:
         raise failure

@@ -19,6 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.definitions import ORDER, item_recreated, queue_item, recreated
 from roost.core.durability import DefinitionsStore, MessageStore
+from roost.core.events import (
+    Event,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    QueueDeclared,
+    QueueDeleted,
+    VHostChanged,
+)
 from roost.core.exchanges.delayed import DelayedExchange
 from roost.core.info import StoreInfo
 from roost.core.journal import Changes, replay
@@ -117,35 +125,38 @@ class Persistence:
             for queue in vhost.queues.values():
                 self._attach(queue)
 
-    def _broker_changed(self, kind: str, obj: Any) -> None:
-        if kind == "vhost":
-            self._watch(obj)
-        self._note(kind, obj)
+    def _broker_changed(self, event: Event) -> None:
+        if isinstance(event, VHostChanged):
+            self._watch(event.vhost)
+        self._note(event)
 
-    def _vhost_changed(self, kind: str, obj: Any) -> None:
-        if kind == "queue":
-            self._attach(obj)
-        elif kind == "queue.deleted":
-            store = obj.store
-            if store is not None:
-                obj.store = None
-                store.destroy()
-        elif isinstance(obj, DelayedExchange):
-            self._delayed_changed(kind, obj)
-        self._note(kind, obj)
+    def _vhost_changed(self, event: Event) -> None:
+        match event:
+            case QueueDeclared(queue=queue):
+                self._attach(queue)
+            case QueueDeleted(queue=queue):
+                store = queue.store
+                if store is not None:
+                    queue.store = None
+                    store.destroy()
+            case ExchangeDeclared(exchange=DelayedExchange() as ex):
+                self._delayed_changed(ex, deleted=False)
+            case ExchangeDeleted(exchange=DelayedExchange() as ex):
+                self._delayed_changed(ex, deleted=True)
+        self._note(event)
 
-    def _note(self, kind: str, obj: Any) -> None:
+    def _note(self, event: Event) -> None:
         """A change the next group commit journals: counted as a store change now, so a
         reply that waits for durability (core.broker) waits for it."""
-        if not self._recovering and self.changes.note(kind, obj):
+        if not self._recovering and self.changes.note(event):
             self.store.changed()
 
-    def _delayed_changed(self, kind: str, ex: DelayedExchange) -> None:
+    def _delayed_changed(self, ex: DelayedExchange, *, deleted: bool) -> None:
         """A durable x-delayed-message exchange keeps its persistent messages in a store
         of its own (taking back, at recovery, what it held before)."""
-        if kind == "exchange" and recreated(ex) and ex.store is None:
+        if not deleted and recreated(ex) and ex.store is None:
             ex.attach_store(self.store.open_delayed(ex.vhost, ex.name))
-        elif kind == "exchange.deleted":
+        elif deleted:
             store = ex.detach_store()
             if store is not None:
                 store.destroy()

@@ -11,12 +11,12 @@ import base64
 import hashlib
 import json
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from roost.core.activity import connection_ref
 from roost.core.errors import NotFound
+from roost.core.events import BrokerEvent, Listener
 from roost.core.info import (
     ExchangeInfo,
     MessageCounts,
@@ -70,11 +70,11 @@ class QueriesMixin:
         self.topic_permissions = {}
         self.policies = {}
         self._init_activity()  # type: ignore[attr-defined]
-        # (kind, object) on every users/vhosts/permissions/policies change: the store hooks in
-        self.on_change: list[Callable[[str, Any], None]] = []
+        # every users/vhosts/permissions/policies change (core/events.py): the store hooks in
+        self.on_change: list[Listener] = []
 
-    def _changed(self, kind: str, obj: Any) -> None:
-        tell_all(self.on_change, kind, obj, log)
+    def _changed(self, event: BrokerEvent) -> None:
+        tell_all(self.on_change, event, log)
 
     # -- policies -------------------------------------------------------------------------
 

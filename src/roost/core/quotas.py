@@ -16,6 +16,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
+from roost.core.events import BrokerEvent, UserLimitsChanged, VHostLimitsChanged
 
 if TYPE_CHECKING:
     from roost.core.auth import User
@@ -91,7 +92,7 @@ class QuotasMixin:
         vhosts: dict[str, VHost]
         clients: dict[int, Client]
 
-        def _changed(self, kind: str, obj: Any) -> None: ...
+        def _changed(self, event: BrokerEvent) -> None: ...
         def _vhost(self, name: str) -> VHost: ...
 
     def _init_quotas(self) -> None:
@@ -108,13 +109,13 @@ class QuotasMixin:
     def put_vhost_limit(self, vhost: str, name: str, value: Any) -> None:
         v = self._vhost(vhost)
         v.limits[name] = limit_value(name, value, VHOST_LIMITS)
-        self._changed("vhost.limits", v)
+        self._changed(VHostLimitsChanged(v))
 
     def delete_vhost_limit(self, vhost: str, name: str) -> None:
         v = self._vhost(vhost)
         if v.limits.pop(name, None) is None:
             raise NotFound(f"no limit '{name}' in vhost '{vhost}'")
-        self._changed("vhost.limits", v)
+        self._changed(VHostLimitsChanged(v))
 
     def vhost_limits(self, vhost: str | None = None) -> list[tuple[str, dict[str, int]]]:
         """(vhost, limits) for each vhost that has some (or the one asked for)."""
@@ -127,7 +128,7 @@ class QuotasMixin:
         if user not in self.users:
             raise NotFound(f"no user '{user}'")
         self.user_limits.setdefault(user, {})[name] = limit_value(name, value, USER_LIMITS)
-        self._changed("user.limits", user)
+        self._changed(UserLimitsChanged(user))
 
     def delete_user_limit(self, user: str, name: str) -> None:
         limits = self.user_limits.get(user, {})
@@ -135,7 +136,7 @@ class QuotasMixin:
             raise NotFound(f"no limit '{name}' for user '{user}'")
         if not limits:
             self.user_limits.pop(user, None)
-        self._changed("user.limits", user)
+        self._changed(UserLimitsChanged(user))
 
     def list_user_limits(self, user: str | None = None) -> list[tuple[str, dict[str, int]]]:
         if user is not None and user not in self.users:

@@ -5,10 +5,20 @@ from __future__ import annotations
 import base64
 import logging
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
+from roost.core.events import (
+    BindingAdded,
+    BindingRemoved,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    Listener,
+    QueueDeclared,
+    QueueDeleted,
+    VHostEvent,
+)
 from roost.core.exchanges import Exchange, exchange_class, make_exchange
 from roost.core.exchanges.default import DefaultExchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
@@ -96,8 +106,8 @@ class VHost:
         self.exchanges[PRODUCERS_EXCHANGE] = ProducersExchange(name)
         # the ones above cannot be deleted; max-exchanges counts the others
         self._builtin_exchanges = len(self.exchanges)
-        # Called with (kind, object) on durable definition changes; the store listens.
-        self.on_change: list[Callable[[str, Any], None]] = []
+        # told of every change to its exchanges, queues and bindings (core/events.py)
+        self.on_change: list[Listener] = []
         # routing extensions (core.features): the policy that applies to an object (the
         # broker sets it), the amq.rabbitmq.reply-to consumers, gates before routing and
         # queues that drop duplicates
@@ -187,7 +197,7 @@ class VHost:
         if cache is not None:
             self._exchange_dedup[ex] = cache
         ex.attach(self)
-        self._changed("exchange", ex)
+        self._changed(ExchangeDeclared(ex))
         return ex
 
     @property
@@ -259,7 +269,7 @@ class VHost:
             ex.unbind(binding.destination, binding.routing_key, binding.arguments)
         for binding in self._bindings_to(ex):
             self._unbind(binding.source, ex, binding.routing_key, binding.arguments)
-        self._changed("exchange.deleted", ex)
+        self._changed(ExchangeDeleted(ex))
 
     def _bindings_to(self, destination: Any) -> list[Any]:
         return [b for ex in self.exchanges.values() for b in ex.bindings_to(destination)]
@@ -274,7 +284,7 @@ class VHost:
         ex = self.exchange(source)
         binding = ex.bind(destination, key, arguments)
         if binding is not None:
-            self._changed("binding", binding)
+            self._changed(BindingAdded(binding))
 
     def unbind(
         self, source: str, destination: Queue | Exchange, key: str, arguments: dict[str, Any]
@@ -287,7 +297,7 @@ class VHost:
         binding = ex.unbind(destination, key, arguments)
         if binding is None:
             return
-        self._changed("binding.deleted", binding)
+        self._changed(BindingRemoved(binding))
         if ex.auto_delete and not ex.bindings and not ex.deleted:
             self._remove_exchange(ex)
 
@@ -383,7 +393,7 @@ class VHost:
             self._queue_dedup[queue] = cache
         if owner is not None:
             owner.exclusive_queues.add(queue)
-        self._changed("queue", queue)
+        self._changed(QueueDeclared(queue))
         return queue
 
     def _check_queue_equivalence(
@@ -429,7 +439,7 @@ class VHost:
             self._unbind(binding.source, queue, binding.routing_key, binding.arguments)
         self._queue_dedup.pop(queue, None)
         queue.purge()
-        self._changed("queue.deleted", queue)
+        self._changed(QueueDeleted(queue))
         return count
 
     def delete_queue_named(
@@ -562,5 +572,5 @@ class VHost:
 
     # -- change notification --------------------------------------------------------------
 
-    def _changed(self, kind: str, obj: Any) -> None:
-        tell_all(self.on_change, kind, obj, log, f" in vhost '{self.name}'")
+    def _changed(self, event: VHostEvent) -> None:
+        tell_all(self.on_change, event, log, f" in vhost '{self.name}'")

@@ -11,6 +11,15 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from roost.core.events import (
+    Event,
+    ExchangeDeclared,
+    PolicyChanged,
+    PolicyDeleted,
+    QueueDeclared,
+    QueueDeleted,
+    VHostChanged,
+)
 from roost.core.features.lifecycle import QueueFeatures
 from roost.core.features.settings import QueueSettings, resolve
 from roost.core.mutators import chain_for
@@ -71,23 +80,24 @@ def apply_policies(broker: Broker) -> None:
     (a policy set or deleted, a vhost added). Installed before the store's listeners, so
     a recovered queue has its settings before its messages come back."""
 
-    def on_queue_change(kind: str, obj: Any) -> None:
-        if kind == "queue":
-            apply_to_queue(broker, obj)
-        elif kind == "exchange":
-            apply_to_exchange(broker, obj)
-        elif kind == "queue.deleted" and obj.features is not None:
-            obj.features.close()
+    def on_queue_change(event: Event) -> None:
+        match event:
+            case QueueDeclared(queue=queue):
+                apply_to_queue(broker, queue)
+            case ExchangeDeclared(exchange=exchange):
+                apply_to_exchange(broker, exchange)
+            case QueueDeleted(queue=queue) if queue.features is not None:
+                queue.features.close()
 
     def watch(vhost: VHost) -> None:
         if on_queue_change not in vhost.on_change:
             vhost.on_change.insert(0, on_queue_change)
 
-    def on_broker_change(kind: str, obj: Any) -> None:
-        if kind == "vhost":
-            watch(obj)
-        elif kind in ("policy", "policy.deleted"):
-            vhost = broker.vhosts.get(obj.vhost)
+    def on_broker_change(event: Event) -> None:
+        if isinstance(event, VHostChanged):
+            watch(event.vhost)
+        elif isinstance(event, PolicyChanged | PolicyDeleted):
+            vhost = broker.vhosts.get(event.policy.vhost)
             if vhost is not None:
                 for queue in list(vhost.queues.values()):
                     _isolated(apply_to_queue, broker, queue)
