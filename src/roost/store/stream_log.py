@@ -37,6 +37,16 @@ SEGMENT_SUFFIX = ".seg"
 DEFAULT_SEGMENT_BYTES = 500_000_000  # RabbitMQ's default x-stream-max-segment-size-bytes
 
 
+def crc_record(
+    offset: int, timestamp_ms: int, publishing_id: int, name: bytes, payload: bytes
+) -> bytes:
+    """One record as the log writes it (the module's docstring has the layout)."""
+    length = HEADER.size - 8 + len(name) + len(payload)
+    head = HEADER.pack(0, length, offset, timestamp_ms, publishing_id, len(name))
+    crc = zlib.crc32(payload, zlib.crc32(name, zlib.crc32(head[4:])))
+    return _CRC.pack(crc) + head[4:] + name + payload
+
+
 def segment_name(base: int) -> str:
     return f"{base:020d}"
 
@@ -293,11 +303,7 @@ class StreamLog:
             self._roll()
             seg = self.segments[-1]
         offset = self.next_offset
-        name = producer.encode("utf-8")
-        length = HEADER.size - 8 + len(name) + len(payload)
-        head = HEADER.pack(0, length, offset, timestamp_ms, publishing_id, len(name))
-        crc = zlib.crc32(payload, zlib.crc32(name, zlib.crc32(head[4:])))
-        record = _CRC.pack(crc) + head[4:] + name + payload
+        record = crc_record(offset, timestamp_ms, publishing_id, producer.encode("utf-8"), payload)
         position = seg.size
         indexed = ((offset, position),) if position - self._last_indexed >= INDEX_EVERY else ()
         self._write(seg, record, indexed, offset + 1, timestamp_ms, producer, publishing_id)

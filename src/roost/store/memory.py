@@ -1,0 +1,364 @@
+"""The in-memory twin of the disk store: every Protocol of ``core.durability`` kept in
+RAM, for a broker that wants no data directory (``roost server --data-dir none``, unit
+tests). Nothing survives the process; everything else behaves as on disk, so the core
+has one code path whatever the store, and the store's contract tests
+(tests/store/test_store_contract.py) run against both implementations.
+
+What "durable" means here: at once. ``appends`` never moves, so a publisher confirm or a
+declare-ok never waits (``core.durability.Completion`` finds nothing pending), and a
+waiter handed to ``when_durable`` is told at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from roost.store.stream_codec import encode_stream_message, message_prefix, split_batch
+from roost.store.stream_log import HEADER, crc_record
+
+Stored = tuple[int, bool, str, str, tuple[Any, ...], bytes]
+Delayed = tuple[int, int, str, tuple[Any, ...], bytes]
+Record = tuple[int, int, str, str, tuple[Any, ...], bytes]
+
+
+class MemoryFsyncStats:
+    bounds: tuple[float, ...] = ()
+    total = 0.0
+    count = 0
+
+    def __init__(self) -> None:
+        self.counts: list[int] = [0]
+
+
+class MemoryQueueStore:
+    """One queue's stored messages by sequence number."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.bytes_on_disk = 0
+        self.on_first_write: Callable[[], None] | None = None
+        self._next = 1
+        self._messages: dict[int, list[Any]] = {}
+
+    @property
+    def has_files(self) -> bool:
+        return False  # nothing to find missing after a restart
+
+    def append(
+        self,
+        exchange: str,
+        routing_key: str,
+        properties: tuple[Any, ...],
+        body: bytes,
+        redelivered: bool = False,
+        transient: bool = False,
+        expires_ms: int = 0,
+    ) -> int:
+        seq = self._next
+        self._next = seq + 1
+        self._messages[seq] = [redelivered, exchange, routing_key, properties, bytes(body)]
+        self.count += 1
+        self.bytes_on_disk += len(body)
+        return seq
+
+    def remove(self, seq: int) -> None:
+        record = self._messages.pop(seq, None)
+        if record is not None:
+            self.count -= 1
+            self.bytes_on_disk -= len(record[4])
+
+    def mark_delivered(self, seq: int) -> None:
+        record = self._messages.get(seq)
+        if record is not None:
+            record[0] = True
+
+    def read(self, seq: int) -> Stored:
+        redelivered, exchange, routing_key, properties, body = self._messages[seq]
+        return seq, redelivered, exchange, routing_key, properties, body
+
+    def recover(self, keep: Callable[[int, int, bool, int], None]) -> int:
+        return 0  # a new process remembers nothing
+
+    def destroy(self) -> None:
+        self._messages.clear()
+        self.count = self.bytes_on_disk = 0
+
+
+class MemoryDelayedStore:
+    def __init__(self) -> None:
+        self._next = 1
+        self._held: dict[int, Delayed] = {}
+
+    def add(self, due_ms: int, routing_key: str, properties: tuple[Any, ...], body: bytes) -> int:
+        slot = self._next
+        self._next = slot + 1
+        self._held[slot] = (slot, due_ms, routing_key, properties, bytes(body))
+        return slot
+
+    def remove(self, slot: int) -> None:
+        self._held.pop(slot, None)
+
+    def recover(self) -> list[Delayed]:
+        return list(self._held.values())
+
+    def destroy(self) -> None:
+        self._held.clear()
+
+
+class MemoryStore:
+    """``MessageStore``: queue, spill and delayed stores, and the (instant) group commit."""
+
+    appends = 0  # never moves: nothing is ever waiting for a disk
+    bytes_on_disk = 0
+    segment_count = 0
+
+    def __init__(self) -> None:
+        self.before_flush: list[Callable[[], None]] = []
+        self._stats = MemoryFsyncStats()
+
+    @property
+    def fsync_stats(self) -> MemoryFsyncStats:
+        return self._stats
+
+    def open_queue(self, vhost: str, name: str) -> MemoryQueueStore:
+        return MemoryQueueStore()
+
+    def open_spill(self, vhost: str, name: str) -> MemoryQueueStore:
+        return MemoryQueueStore()
+
+    def open_delayed(self, vhost: str, exchange: str) -> MemoryDelayedStore:
+        return MemoryDelayedStore()
+
+    def when_durable(self, waiter: Callable[[bool], None]) -> None:
+        waiter(True)
+
+    def changed(self) -> None:
+        for hook in self.before_flush:  # what a commit would write, written now
+            hook()
+
+
+class MemoryDefinitions:
+    """``DefinitionsStore``: the snapshot and journal as Python values."""
+
+    def __init__(self) -> None:
+        self.damaged: list[Any] = []
+        self._snapshot: dict[str, Any] | None = None
+        self._journal: list[dict[str, Any]] = []
+        self.snapshot_size = 0
+        self.journal_size = 0
+
+    def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]] | None:
+        if self._snapshot is None and not self._journal:
+            return None
+        return self._snapshot, list(self._journal)
+
+    def append(self, records: list[dict[str, Any]]) -> None:
+        self._journal.extend(records)
+        self.journal_size += len(json.dumps(records, default=str))
+
+    def save(self, data: dict[str, Any]) -> None:
+        self._snapshot = data
+        self.snapshot_size = len(json.dumps(data, default=str))
+        self._journal = []
+        self.journal_size = 0
+
+    def keep_evidence(self) -> Any:
+        return None
+
+
+class MemoryCursor:
+    def __init__(self, stream: MemoryStream, offset: int) -> None:
+        self._stream = stream
+        self._offset = offset
+
+    @property
+    def offset(self) -> int:
+        return max(self._offset, self._stream.first_offset)
+
+    def next(self) -> Record | None:
+        stream = self._stream
+        offset = self.offset
+        if offset >= stream.next_offset:
+            return None
+        self._offset = offset + 1
+        ts, exchange, routing_key, properties, body, _producer, _id = stream.record(offset)
+        headers = properties[9] if len(properties) > 9 else None
+        if isinstance(headers, dict):  # the caller may change it: a copy, as a decode gives
+            properties = (*properties[:9], dict(headers), *properties[10:])
+        return offset, ts, exchange, routing_key, properties, body
+
+    def next_chunk(self, max_bytes: int, end: int | None) -> tuple[int, int, int, bytes] | None:
+        """Records in the disk log's format (docs/streams.md, "Chunked reads")."""
+        stream = self._stream
+        first = offset = self.offset
+        stop = stream.next_offset if end is None else min(end, stream.next_offset)
+        parts: list[bytes] = []
+        size = 0
+        while offset < stop:
+            record = stream.encoded(offset)
+            if parts and size + len(record) > max_bytes:
+                break
+            parts.append(record)
+            size += len(record)
+            offset += 1
+        if not parts:
+            return None
+        self._offset = offset
+        return first, offset - 1, len(parts), b"".join(parts)
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryStream:
+    """``StreamStore``: one stream's records, producers' ids and stored offsets. Retention
+    drops whole records from the head (the disk log drops whole segments)."""
+
+    def __init__(self, max_bytes: int, max_age_ms: int) -> None:
+        self.dropped_bytes = 0
+        self.producers: dict[str, int] = {}
+        self._records: list[tuple[int, str, str, tuple[Any, ...], bytes, str, int]] = []
+        self._first = 0
+        self._bytes = 0
+        self._max_bytes = max_bytes
+        self._max_age_ms = max_age_ms
+        self._offsets: dict[str, int] = {}
+
+    @property
+    def first_offset(self) -> int:
+        return self._first
+
+    @property
+    def next_offset(self) -> int:
+        return self._first + len(self._records)
+
+    @property
+    def first_timestamp(self) -> int | None:
+        return self._records[0][0] if self._records else None
+
+    @property
+    def last_timestamp(self) -> int:
+        return self._records[-1][0] if self._records else 0
+
+    def record(self, offset: int) -> tuple[int, str, str, tuple[Any, ...], bytes, str, int]:
+        return self._records[offset - self._first]
+
+    def encoded(self, offset: int) -> bytes:
+        ts, exchange, routing_key, properties, body, producer, pid = self.record(offset)
+        payload = encode_stream_message(exchange, routing_key, properties, body)
+        return crc_record(offset, ts, pid, producer.encode("utf-8"), payload)
+
+    def append(
+        self,
+        exchange: str,
+        routing_key: str,
+        properties: tuple[Any, ...],
+        body: bytes,
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        publishing_id: int = 0,
+    ) -> int:
+        offset = self.next_offset
+        record = (timestamp_ms, exchange, routing_key, properties, bytes(body))
+        self._records.append((*record, producer, publishing_id))
+        self._bytes += HEADER.size + len(body)
+        if producer:
+            self.producers[producer] = publishing_id
+        self._retain(timestamp_ms)
+        return offset
+
+    def append_batch(
+        self,
+        exchange: str,
+        routing_key: str,
+        batch: bytes,
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        first_id: int = 0,
+    ) -> int:
+        from roost.store.stream_codec import decode_stream_message
+
+        entries = split_batch(batch)  # ValueError before anything is kept
+        prefix = message_prefix(exchange, routing_key)
+        last = self.producers.get(producer) if producer else None
+        skip = min(max(last - first_id + 1, 0), len(entries)) if last is not None else 0
+        for i, entry in enumerate(entries[skip:], start=skip):
+            _ex, _rk, properties, body = decode_stream_message(prefix + bytes(entry))
+            self.append(
+                exchange,
+                routing_key,
+                properties,
+                body,
+                timestamp_ms=timestamp_ms,
+                producer=producer,
+                publishing_id=first_id + i,
+            )
+        return len(entries) - skip
+
+    def _retain(self, now_ms: int) -> None:
+        records = self._records
+        while len(records) > 1 and (
+            (self._max_bytes and self._bytes > self._max_bytes)
+            or (self._max_age_ms and records[0][0] < now_ms - self._max_age_ms)
+        ):
+            dropped = records.pop(0)
+            self._bytes -= HEADER.size + len(dropped[4])
+            self._first += 1
+
+    def is_duplicate(self, producer: str, publishing_id: int) -> bool:
+        last = self.producers.get(producer)
+        return last is not None and publishing_id <= last
+
+    def reader(self, offset: int) -> MemoryCursor:
+        return MemoryCursor(self, offset)
+
+    def offset_for_time(self, timestamp_ms: int) -> int:
+        for i, record in enumerate(self._records):
+            if record[0] >= timestamp_ms:
+                return self._first + i
+        return self.next_offset
+
+    def stored_offset(self, name: str) -> int | None:
+        return self._offsets.get(name)
+
+    def store_offset(self, name: str, offset: int) -> None:
+        self._offsets[name] = offset
+
+    def sync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def destroy(self) -> None:
+        self._records.clear()
+        self._offsets.clear()
+
+
+class MemoryStreams:
+    """``StreamStorage``: streams by (vhost, name); none is saved across processes."""
+
+    def __init__(self) -> None:
+        self._streams: dict[tuple[str, str], MemoryStream] = {}
+
+    def open_stream(
+        self,
+        vhost: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        max_segment_bytes: int,
+        max_bytes: int,
+        max_age_ms: int,
+    ) -> MemoryStream:
+        stream = self._streams.get((vhost, name))
+        if stream is None:
+            stream = self._streams[(vhost, name)] = MemoryStream(max_bytes, max_age_ms)
+        return stream
+
+    def saved_streams(self) -> list[tuple[str, str, dict[str, Any]]]:
+        return []
