@@ -51,12 +51,13 @@ def in_process(messages: int) -> None:
     from roost.core import events_stream
     from roost.core.broker import Broker
     from roost.core.message import Message, Properties
+    from roost.store.memory import MemoryStore
     from roost.store.stream_store import StreamFiles
 
     def run(data: Path, events_on: bool) -> float:
-        broker = Broker.with_defaults()
-        broker.streams.storage = StreamFiles(data)
-        events = events_stream.enable(broker, "ev", 1 << 30).by_vhost["/"] if events_on else None
+        broker = Broker.with_defaults(store=MemoryStore(), stream_storage=StreamFiles(data))
+        streams = events_stream.enable(broker.catalog, "ev", 1 << 30) if events_on else None
+        events = streams.by_vhost["/"] if streams is not None else None
         vhost = broker.vhosts["/"]
         vhost.declare_queue("q")
         message = Message("", "q", Properties(message_id="m"), b"x" * 16)

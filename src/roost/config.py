@@ -33,7 +33,9 @@ class Config:
         metavar="ADDR",
     )
     amqp_port: int = setting(5672, "AMQP 0-9-1 port; 0 disables the listener")
-    data_dir: str = setting("./data", "directory for durable data")
+    data_dir: str = setting(
+        "./data", "directory for durable data ('none': keep everything in memory)"
+    )
     log_level: str = setting("info", "log level: debug, info, warning or error")
     users_file: str | None = setting(None, "TOML file of users, vhosts and permissions")
     frame_max: int = setting(131072, "largest AMQP frame offered to clients, in bytes")

@@ -13,15 +13,16 @@ from typing import Any
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.bind import host_port, listening_socket, on_each_address
 from roost.config import Config
-from roost.core.alarms import ResourceAlarms
 from roost.core.auth import Permission, hash_password
 from roost.core.broker import Broker
 from roost.core.events_stream import enable as enable_events
 from roost.core.info import ListenerInfo
 from roost.core.persistence import Persistence
+from roost.core.settings import BrokerSettings
 from roost.keepalive import Keepalive
 from roost.store.definitions import DefinitionsFile
 from roost.store.hub import DiskStore
+from roost.store.memory import MemoryDefinitions, MemoryStore, MemoryStreams
 from roost.store.stream_store import StreamFiles
 from roost.tls import TLSListener, server_context
 from roost.users import load_users_file
@@ -29,37 +30,25 @@ from roost.users import load_users_file
 log = logging.getLogger("roost.server")
 
 SHUTDOWN_GRACE = 5.0  # seconds connections get to answer connection.close
+NO_DATA_DIR = "none"  # --data-dir none: keep everything in memory (store/memory.py)
 
 
 class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.disk, self.persistence, self.broker = open_storage(config)
-        self.broker.loopback_users = {
-            u.strip() for u in config.loopback_users.split(",") if u.strip()
-        }
         if config.users_file:
             load_users_file(self.broker, config.users_file)
-        self.broker.max_connections = config.max_connections
-        self.broker.consumer_max_per_channel = config.consumer_max_per_channel
-        self.broker.max_message_size = config.max_message_size
-        self.broker.login_throttle.per_minute = config.max_failed_logins_per_minute
-        self.broker.data_dir = config.data_dir
-        self.alarms = self.broker.resource_alarms = ResourceAlarms(
-            memory_watermark=config.vm_memory_high_watermark,
-            disk_free_limit=config.disk_free_limit,
-            paging_ratio=config.vm_memory_high_watermark_paging_ratio,
-            data_dir=config.data_dir,
-        )
-        self.alarms.on_paging = self.broker.page_out_kept
+        self.alarms = self.broker.alarms
         # a store write that fails for lack of space raises the disk alarm (store/hub.py)
-        self.disk.on_full = self.alarms.set_store_full
-        self.disk.retry_interval = config.alarm_check_interval
+        if self.disk is not None:
+            self.disk.on_full = self.alarms.set_store_full
+            self.disk.retry_interval = config.alarm_check_interval
         self._alarm_timer: asyncio.TimerHandle | None = None
         self.broker.recover_streams()
         # after recovery, so that an events stream kept from the last run is reused
         self.events = (
-            enable_events(self.broker, config.events_stream, config.events_max_bytes)
+            enable_events(self.broker.catalog, config.events_stream, config.events_max_bytes)
             if config.events_stream
             else None
         )
@@ -89,9 +78,10 @@ class Server:
 
     async def start(self) -> None:
         cfg = self.config
-        Path(cfg.data_dir).mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
-        self.disk.start(loop)
+        if self.disk is not None:
+            Path(cfg.data_dir).mkdir(parents=True, exist_ok=True)
+            self.disk.start(loop)
         limits = AMQPLimits(
             channel_max=cfg.channel_max,
             frame_max=cfg.frame_max,
@@ -100,7 +90,6 @@ class Server:
             handshake_timeout=cfg.handshake_timeout,
         )
         timeouts = self.broker.ack_timeouts
-        timeouts.set_timeout(cfg.consumer_timeout_ms)
         timeouts.wake = self._ack_wake
         self._ack_wake(timeouts.tick())
         self._check_alarms()  # before the first client: a full disk blocks from the start
@@ -125,7 +114,14 @@ class Server:
         await self._start_stomp()
         if self.cluster is not None:
             await self.cluster.publish_ports(self.ports.get("amqp", 0), self.ports.get("http", 0))
-        log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
+        if self.disk is None:
+            log.info("Roost ready (no data directory: nothing survives a restart)")
+        else:
+            log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
+
+    def _listening(self, info: ListenerInfo) -> None:
+        """Shown by the management API's overview and health checks."""
+        self.broker.management.activity.listeners.append(info)
 
     async def _listen(
         self, factory: Callable[[], Any], port: int, protocol: str, what: str, suffix: str = ""
@@ -147,7 +143,7 @@ class Server:
             return int(listener.sockets[0].getsockname()[1])
 
         for address, got in await on_each_address(self.config.bind_addresses, port, what, open_one):
-            self.broker.listeners.append(ListenerInfo(protocol, address, got))
+            self._listening(ListenerInfo(protocol, address, got))
             log.info("%s listening on %s%s", what, host_port(address, got), suffix)
         return got
 
@@ -177,7 +173,7 @@ class Server:
             cfg.http_max_body_size,
             body_timeout=cfg.handshake_timeout,
         )
-        runner = self._web_runner(create_app(self.broker, settings))
+        runner = self._web_runner(create_app(self.broker.management, settings))
         await runner.setup()
         self._http_runner = runner
         if cfg.http_port:
@@ -273,7 +269,7 @@ class Server:
 
         for address, got in await on_each_address(cfg.bind_addresses, port, what, open_one):
             self.ports[protocol] = got
-            self.broker.listeners.append(ListenerInfo(protocol, address, got))
+            self._listening(ListenerInfo(protocol, address, got))
             log.info(
                 "%s listening on %s (client certificates: %s)",
                 what,
@@ -313,7 +309,8 @@ class Server:
         if self.cluster is not None:  # after the clients: the others see this node go down
             await self.cluster.leave()
         self.persistence.save()
-        await self.disk.close()
+        if self.disk is not None:
+            await self.disk.close()
         self.broker.close_streams()
         log.info("Roost stopped")
 
@@ -353,8 +350,16 @@ def cluster_node(config: Config) -> Any:
     )
 
 
-def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
-    """The disk store, then the broker rebuilt from it (or RabbitMQ's first-start defaults)."""
+def open_storage(config: Config) -> tuple[DiskStore | None, Persistence, Broker]:
+    """The disk store, then the broker rebuilt from it (or RabbitMQ's first-start defaults).
+    ``--data-dir none``: the in-memory twin of every store (store/memory.py) instead."""
+    if config.data_dir == NO_DATA_DIR:
+        memory = MemoryStore()
+        broker = Broker(broker_settings(config), store=memory, stream_storage=MemoryStreams())
+        persistence = Persistence(broker, memory, MemoryDefinitions())
+        persistence.install()
+        _first_start(broker, persistence)
+        return None, persistence, broker
     data_dir = Path(config.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     disk = DiskStore(
@@ -367,23 +372,43 @@ def open_storage(config: Config) -> tuple[DiskStore, Persistence, Broker]:
         idle_close=config.idle_file_close_s,
         exclusive=True,
     )
-    broker = Broker(data_dir=data_dir)
-    # before recovery declares any stream; stream files join the store's group commit
-    broker.streams.storage = StreamFiles(
-        data_dir, on_write=disk.file_written, on_no_space=disk.report_no_space
-    )
+    # stream files join the store's group commit
+    streams = StreamFiles(data_dir, on_write=disk.file_written, on_no_space=disk.report_no_space)
+    broker = Broker(broker_settings(config), store=disk, stream_storage=streams)
     # the definitions journal is written by a before_flush hook and fsync'ed by that commit
     definitions = DefinitionsFile(data_dir, on_write=disk.hook_wrote)
     persistence = Persistence(broker, disk, definitions)
     persistence.install()
     if not persistence.recover():
-        # RabbitMQ's first start (as Broker.with_defaults): vhost '/', guest/guest on it
-        broker.add_vhost("/")
-        broker.add_user("guest", hash_password("guest"), tags=["administrator"])
-        broker.set_permission("guest", "/", Permission())
-        persistence.save()
+        _first_start(broker, persistence)
     disk.quarantine_orphans()
     return disk, persistence, broker
+
+
+def _first_start(broker: Broker, persistence: Persistence) -> None:
+    """RabbitMQ's first start (as Broker.with_defaults): vhost '/', guest/guest on it."""
+    broker.catalog.add_vhost("/")
+    broker.catalog.add_user("guest", hash_password("guest"), tags=["administrator"])
+    broker.catalog.set_permission("guest", "/", Permission())
+    persistence.save()
+
+
+def broker_settings(config: Config) -> BrokerSettings:
+    return BrokerSettings(
+        loopback_users=frozenset(
+            u.strip() for u in config.loopback_users.split(",") if u.strip()
+        ),
+        max_connections=config.max_connections,
+        consumer_max_per_channel=config.consumer_max_per_channel,
+        max_message_size=config.max_message_size,
+        max_failed_logins_per_minute=config.max_failed_logins_per_minute,
+        consumer_timeout_ms=config.consumer_timeout_ms,
+        vm_memory_high_watermark=config.vm_memory_high_watermark,
+        vm_memory_high_watermark_paging_ratio=config.vm_memory_high_watermark_paging_ratio,
+        disk_free_limit=config.disk_free_limit,
+        # the disk alarm measures the working directory when there is no data directory
+        data_dir="." if config.data_dir == NO_DATA_DIR else config.data_dir,
+    )
 
 
 def tune_gc() -> None:

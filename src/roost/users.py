@@ -25,7 +25,7 @@ def load_users_file(broker: Broker, path: str) -> None:
     with Path(path).open("rb") as fh:
         data = tomllib.load(fh)
     for vhost in data.get("vhosts", []):
-        broker.add_vhost(vhost)
+        broker.catalog.add_vhost(vhost)
     for entry in data.get("users", []):
         if "password" in entry:
             raise ValueError(
@@ -34,16 +34,16 @@ def load_users_file(broker: Broker, path: str) -> None:
             )
         bcrypt_hash = entry.get("password_bcrypt_base64")
         if bcrypt_hash is not None:  # dispatchd's users: base64 of a bcrypt hash
-            broker.put_user(
+            broker.catalog.put_user(
                 entry["name"],
                 password_hash=bcrypt_hash,
                 hashing_algorithm=BCRYPT,
                 tags=entry.get("tags"),
             )
         else:
-            broker.add_user(
+            broker.catalog.add_user(
                 entry["name"], entry.get("password_hash", ""), tags=entry.get("tags")
             )
         for vhost, perm in entry.get("permissions", {}).items():
-            broker.add_vhost(vhost)
-            broker.set_permission(entry["name"], vhost, Permission(**perm))
+            broker.catalog.add_vhost(vhost)
+            broker.catalog.set_permission(entry["name"], vhost, Permission(**perm))

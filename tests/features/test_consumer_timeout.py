@@ -21,9 +21,9 @@ import pytest
 import stomp
 
 from roost.config import load
-from roost.core.broker import Broker
 from roost.core.errors import BrokerError
 from roost.core.message import Message, Properties
+from tests.brokers import memory_broker
 from tests.features.consumers_support import Recorder, connect
 from tests.stomp.conftest import Inbox
 from tests.support import RoostProcess, pump, settle
@@ -248,7 +248,7 @@ class Sink:
 @pytest.mark.parametrize("timeout_ms", [0, 1000])
 def test_the_sweep_is_never_early_and_zero_disables_it(timeout_ms: int) -> None:
     """The sweep's bound, with a clock under the test's control (no server needed)."""
-    broker = Broker.with_defaults()
+    broker = memory_broker()
     user = broker.authenticate("guest", "guest", peer_host="127.0.0.1")
     client = broker.connect(user, "/", protocol="test", peer="127.0.0.1:1")
     sink = Sink()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from roost.core.broker import Broker
 from roost.stomp.frames import NEED_DATA, Frame, FrameParser
 from roost.stomp.handler import StompHandler, StompSettings
+from tests.brokers import memory_broker
 
 
 class FakeTransport:
@@ -43,7 +43,7 @@ def run(coro_fn):  # type: ignore[no-untyped-def]
 
 def test_send_subscribe_ack_in_process() -> None:
     async def main() -> None:
-        broker = Broker.with_defaults()
+        broker = memory_broker()
         registry: set[object] = set()
         t = FakeTransport()
         h = StompHandler(broker, StompSettings(), t, registry)
@@ -66,7 +66,7 @@ def test_send_subscribe_ack_in_process() -> None:
 
 def test_dead_connection_requeues_unacked_at_once() -> None:
     async def main() -> None:
-        broker = Broker.with_defaults()
+        broker = memory_broker()
         t = FakeTransport()
         h = StompHandler(broker, StompSettings(), t, set())
         h.data_received(b"CONNECT\naccept-version:1.2\n\n\x00")

@@ -15,11 +15,12 @@ from roost.core.broker import Broker
 from roost.core.journal import Changes, replay
 from roost.core.persistence import persistable
 from roost.store.definitions import DefinitionsFile
+from tests.brokers import memory_broker
 
 
 def broker() -> Broker:
-    b = Broker.with_defaults()
-    changes = Changes(b)
+    b = memory_broker()
+    changes = Changes(b.catalog)
     b.journal = changes  # type: ignore[attr-defined]
     b.on_change.append(changes.note)
     b.vhosts["/"].on_change.append(changes.note)
@@ -28,7 +29,7 @@ def broker() -> Broker:
 
 def state(b: Broker) -> dict[str, list[dict[str, object]]]:
     """What a snapshot would hold, sections sorted for comparison."""
-    data = persistable(b.export_definitions())
+    data = persistable(b.management.export_definitions())
     return {
         section: sorted(data.get(section, []), key=lambda i: json.dumps(i, sort_keys=True))
         for section in ("users", "vhosts", "permissions", "policies", "queues", "exchanges",
@@ -47,7 +48,7 @@ def normalised(doc: dict[str, object]) -> dict[str, list[dict[str, object]]]:
 def test_replaying_the_records_rebuilds_the_state_from_any_earlier_point() -> None:
     b = broker()
     changes: Changes = b.journal  # type: ignore[attr-defined]
-    base = persistable(b.export_definitions())
+    base = persistable(b.management.export_definitions())
     history = []
     vhost = b.vhosts["/"]
     vhost.declare_queue("q1", durable=True)
@@ -56,8 +57,8 @@ def test_replaying_the_records_rebuilds_the_state_from_any_earlier_point() -> No
     vhost.bind("x1", vhost.queues["q1"], "a.#", {})
     history += changes.records()
     middle = state(b)
-    b.add_user("u", hash_password("p"), tags=["monitoring"])
-    b.set_permission("u", "/", Permission(".*", ".*", ".*"))
+    b.catalog.add_user("u", hash_password("p"), tags=["monitoring"])
+    b.catalog.set_permission("u", "/", Permission(".*", ".*", ".*"))
     vhost.delete_exchange("x1")  # its binding goes with it (a cascade on replay)
     vhost.delete_queue(vhost.queues["q1"])
     vhost.declare_queue("q2", durable=True, arguments={"x-max-length": 5})
@@ -74,15 +75,15 @@ def test_replaying_the_records_rebuilds_the_state_from_any_earlier_point() -> No
 def test_deleting_a_vhost_drops_what_hangs_off_it() -> None:
     b = broker()
     changes: Changes = b.journal  # type: ignore[attr-defined]
-    b.put_vhost("v")
+    b.catalog.put_vhost("v")
     v = b.vhosts["v"]
     v.on_change.append(changes.note)
     v.declare_queue("q", durable=True)
-    b.set_permission("guest", "v", Permission())
+    b.catalog.set_permission("guest", "v", Permission())
     changes.records()  # a snapshot now holds everything (as Persistence.save does)
-    base = persistable(b.export_definitions())
+    base = persistable(b.management.export_definitions())
     changes.stored_from(base)
-    b.delete_vhost("v")
+    b.catalog.delete_vhost("v")
     doc = replay(base, changes.records())
     assert [x["name"] for x in doc["vhosts"]] == ["/"]
     assert all(item.get("vhost") != "v" for s in ("queues", "permissions") for item in doc[s])

@@ -17,16 +17,17 @@ from roost.core.message import Message, Properties
 from roost.core.paging import Pager
 from roost.core.queues.base import PAGE_KEEP_BYTES, PAGE_KEEP_MESSAGES, PAGE_WINDOW, Queue
 from roost.store.hub import DiskStore
+from tests.brokers import memory_broker
 
 PERSISTENT = Properties(delivery_mode=2)
 
 
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[tuple[Broker, Queue]]:
-    broker = Broker()
-    vhost = broker.add_vhost("/")
+    broker = memory_broker(defaults=False)
+    vhost = broker.catalog.add_vhost("/")
     hub = DiskStore(tmp_path, fsync="never")
-    vhost.pager = Pager(hub, broker)
+    vhost.pager = Pager(hub, broker.alarms)
     queue = vhost.declare_queue("q", durable=True)
     queue.attach_store(hub.open_queue("/", "q"))
     yield broker, queue
@@ -90,7 +91,6 @@ def test_pressure_pages_out_what_queues_already_keep(setup: tuple[Broker, Queue]
                             memory_probe=lambda: 300, disk_probe=lambda _dir: 10**12,
                             heap_trim=None)
     alarms.on_paging = broker.page_out_kept
-    broker.resource_alarms = alarms
     alarms.check()  # 300 of 1000: past 0.5 x 0.5 of it
     assert alarms.paging
     assert _in_memory(queue) == [True] * PAGE_WINDOW + [False] * (3000 - PAGE_WINDOW)

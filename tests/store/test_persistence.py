@@ -9,15 +9,16 @@ from roost.core.persistence import Persistence, persistable
 from roost.store.definitions import DefinitionsFile
 from roost.store.hub import DiskStore
 from roost.store.paths import queue_dir
+from roost.store.stream_store import StreamFiles
 
 
 def boot(data: Path) -> tuple[Broker, DiskStore, Persistence]:
     disk = DiskStore(data)
-    broker = Broker(data_dir=data)
+    broker = Broker(store=disk, stream_storage=StreamFiles(data))
     persistence = Persistence(broker, disk, DefinitionsFile(data))
     persistence.install()
     if not persistence.recover():
-        broker.add_vhost("/")
+        broker.catalog.add_vhost("/")
     return broker, disk, persistence
 
 
@@ -50,7 +51,7 @@ def test_confirm_waits_for_the_store(tmp_path: Path) -> None:
     broker, disk, _ = boot(tmp_path)
     broker.vhosts["/"].declare_queue("q", durable=True)
     client = broker.connect(
-        broker.users.get("guest") or _guest(broker), "/", protocol="t", peer="p"
+        broker.catalog.users.get("guest") or _guest(broker), "/", protocol="t", peer="p"
     )
     results: list[bool] = []
     broker.publish(client, "", msg(b"t", 1), results.append)
@@ -64,8 +65,8 @@ def test_confirm_waits_for_the_store(tmp_path: Path) -> None:
 def _guest(broker: Broker):  # type: ignore[no-untyped-def]
     from roost.core.auth import Permission, hash_password
 
-    user = broker.add_user("guest", hash_password("guest"))
-    broker.set_permission("guest", "/", Permission())
+    user = broker.catalog.add_user("guest", hash_password("guest"))
+    broker.catalog.set_permission("guest", "/", Permission())
     return user
 
 

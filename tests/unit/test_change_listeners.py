@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from roost.core.broker import Broker
 from roost.core.events import Event, PolicyChanged, QueueDeclared
+from tests.brokers import memory_broker
 
 
 def _failing(event: Event) -> None:
@@ -14,19 +14,19 @@ def _failing(event: Event) -> None:
 
 
 def test_broker_change_reaches_the_listeners_after_a_failing_one() -> None:
-    broker = Broker()
-    broker.add_vhost("/")
+    broker = memory_broker(defaults=False)
+    broker.catalog.add_vhost("/")
     heard: list[Event] = []
     broker.on_change.insert(0, _failing)
     broker.on_change.append(heard.append)
     with pytest.raises(RuntimeError, match="listener broke on PolicyChanged"):
-        broker.put_policy("/", "p", pattern=".*", definition={"max-length": 1})
-    assert [type(e) for e in heard] == [PolicyChanged] and ("/", "p") in broker.policies
+        broker.catalog.put_policy("/", "p", pattern=".*", definition={"max-length": 1})
+    assert [type(e) for e in heard] == [PolicyChanged] and ("/", "p") in broker.catalog.policies
 
 
 def test_vhost_change_reaches_the_listeners_after_a_failing_one() -> None:
-    broker = Broker()
-    vhost = broker.add_vhost("/")
+    broker = memory_broker(defaults=False)
+    vhost = broker.catalog.add_vhost("/")
     heard: list[Event] = []
     vhost.on_change.insert(0, _failing)
     vhost.on_change.append(heard.append)

@@ -14,14 +14,14 @@ from roost.core import events_stream
 from roost.core.broker import Broker
 from roost.core.message import Message, Properties
 from roost.store.stream_store import StreamFiles
+from tests.brokers import memory_broker
 
 NAME = "ev"
 
 
 def boot(data: Path) -> tuple[Broker, events_stream.EventsStream]:
-    broker = Broker.with_defaults()
-    broker.streams.storage = StreamFiles(data)
-    streams = events_stream.enable(broker, NAME, 1 << 20)
+    broker = memory_broker(stream_storage=StreamFiles(data))
+    streams = events_stream.enable(broker.catalog, NAME, 1 << 20)
     return broker, streams.by_vhost["/"]
 
 
@@ -83,10 +83,9 @@ def test_a_deleted_events_stream_comes_back(tmp_path: Path) -> None:
 def test_a_classic_queue_in_the_way_turns_events_off(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    broker = Broker.with_defaults()
-    broker.streams.storage = StreamFiles(tmp_path)
+    broker = memory_broker(stream_storage=StreamFiles(tmp_path))
     broker.vhosts["/"].declare_queue(NAME)  # a classic queue holds the name
-    events = events_stream.enable(broker, NAME, 1 << 20).by_vhost["/"]
+    events = events_stream.enable(broker.catalog, NAME, 1 << 20).by_vhost["/"]
     broker.vhosts["/"].declare_queue("q")
     events.flush()
     assert events.dropped == 1

@@ -8,6 +8,7 @@ from roost.core import flow
 from roost.core.broker import Broker
 from roost.core.message import Message, Properties
 from roost.core.session import Session
+from tests.brokers import memory_broker
 
 
 class Sink:
@@ -23,7 +24,7 @@ class Sink:
 
 @pytest.fixture
 def broker() -> Broker:
-    broker = Broker.with_defaults()
+    broker = memory_broker()
     return broker
 
 
@@ -60,10 +61,11 @@ def test_publisher_held_at_high_watermark_and_released_at_low(broker: Broker, cl
     publisher = broker.new_publisher(changes.append)
     publish(broker, client, publisher, 10)  # 1 delivered, 9 ready: below 10
     assert changes == []
-    assert broker.queue_info("/", "q").state == "running"
+    assert broker.management.queries.queue_info("/", "q").state == "running"
     publish(broker, client, publisher, 1)  # 10 ready: congested
     assert changes == [True] and publisher.held
-    assert broker.queue_info("/", "q").state == "flow"  # as the management API shows it
+    # as the management API shows it
+    assert broker.management.queries.queue_info("/", "q").state == "flow"
     for _ in range(5):  # 10 -> 5 ready: still above the low watermark
         session.ack(sink.tags[-1], False)
     assert changes == [True]

@@ -14,6 +14,7 @@ from roost.core.errors import NotFound, PreconditionFailed
 from roost.core.policy import Policy, effective_policy
 from roost.core.queries import properties_key
 from roost.core.stats import RateSampler
+from tests.brokers import memory_broker
 
 
 class Sink:
@@ -25,7 +26,11 @@ class Sink:
 def connected(broker: Broker, reason_box: list[str] | None = None):  # type: ignore[no-untyped-def]
     closer = (lambda r: reason_box.append(r)) if reason_box is not None else None
     return broker.connect(
-        broker.users["guest"], "/", protocol="AMQP 0-9-1", peer="127.0.0.1:5000", closer=closer
+        broker.catalog.users["guest"],
+        "/",
+        protocol="AMQP 0-9-1",
+        peer="127.0.0.1:5000",
+        closer=closer,
     )
 
 
@@ -47,69 +52,75 @@ def test_sampler_rates_are_per_second_and_never_negative() -> None:
 
 
 def test_overview_rates_and_monotonic_totals() -> None:
-    b = Broker.with_defaults()
+    b = memory_broker()
     client = connected(b)
     b.declare_queue(client, "q")
-    b.sample_rates(now=1000.0)
+    b.management.activity.sample_rates(now=1000.0)
     for _ in range(8):
         b.publish(client, "", Message("", "q", Properties(), b"x"))
-    b.sample_rates(now=1002.0)
-    info = b.overview()
+    b.management.activity.sample_rates(now=1002.0)
+    info = b.management.activity.overview()
     assert info.rates.get("publish") == 4.0 and info.totals.published == 8
-    assert b.queue_info("/", "q").rates.get("publish") == 4.0
+    assert b.management.queries.queue_info("/", "q").rates.get("publish") == 4.0
     assert [s.value for s in info.history["messages_ready"]] == [0, 8]
     b.delete_queue(client, "q")
     b.delete_exchange(client, "nothing")
-    assert b.totals().published == 8  # deleting the queue keeps the exchange counts
-    assert b.churn().queue_created == 1 and b.churn().queue_deleted == 1
+    activity = b.management.activity
+    assert activity.totals().published == 8  # deleting the queue keeps the exchange counts
+    assert activity.churn().queue_created == 1 and activity.churn().queue_deleted == 1
 
 
 def test_disconnect_keeps_the_reason_and_the_bytes() -> None:
-    b = Broker.with_defaults()
+    b = memory_broker()
     client = connected(b)
     client.traffic.recv_oct += 100
     session = b.open_session(client, Sink(), number=3)
-    assert b.list_channels()[0].number == 3 and b.list_channels()[0].name == "127.0.0.1:5000 (3)"
+    channel = b.management.activity.list_channels()[0]
+    assert channel.number == 3 and channel.name == "127.0.0.1:5000 (3)"
     b.close_session(session)
     b.disconnect(client, "client closed the socket")
-    closed = b.list_connections(closed=True)
+    closed = b.management.activity.list_connections(closed=True)
     assert [(c.name, c.closed_reason, c.state) for c in closed] == [
         ("127.0.0.1:5000", "client closed the socket", "closed")
     ]
-    assert b.totals().recv_oct == 100
-    churn = b.churn()
+    assert b.management.activity.totals().recv_oct == 100
+    churn = b.management.activity.churn()
     assert (churn.connection_created, churn.connection_closed) == (1, 1)
     assert (churn.channel_created, churn.channel_closed) == (1, 1)
 
 
 def test_close_connection_and_delete_user_ask_the_adapter() -> None:
-    b = Broker.with_defaults()
+    b = memory_broker()
     reasons: list[str] = []
     connected(b, reasons)
-    b.close_connection("127.0.0.1:5000", "maintenance")
-    b.put_user("alice", password="pw", tags="management")
-    b.put_permission("alice", "/", configure=".*", write=".*", read=".*")
+    b.management.operations.close_connection("127.0.0.1:5000", "maintenance")
+    b.catalog.put_user("alice", password="pw", tags="management")
+    b.catalog.put_permission("alice", "/", configure=".*", write=".*", read=".*")
     alice = b.connect(
-        b.users["alice"], "/", protocol="AMQP 0-9-1", peer="127.0.0.1:6000", closer=reasons.append
+        b.catalog.users["alice"],
+        "/",
+        protocol="AMQP 0-9-1",
+        peer="127.0.0.1:6000",
+        closer=reasons.append,
     )
     assert alice
-    b.delete_user("alice")
+    b.catalog.delete_user("alice")
     assert reasons == ["maintenance", "user 'alice' was deleted"]
-    assert b.list_permissions(user="alice") == []
+    assert b.management.queries.list_permissions(user="alice") == []
     with pytest.raises(NotFound):
-        b.close_connection("nope", "x")
+        b.management.operations.close_connection("nope", "x")
 
 
 def test_definitions_round_trip() -> None:
-    a = Broker.with_defaults()
-    a.put_vhost("v", description="d", tags="x,y")
-    a.put_user("bob", password="pw", tags=["monitoring"])
-    a.put_permission("bob", "v", configure="^c", write="^w", read="^r")
-    a.put_topic_permission("bob", "v", exchange="amq.topic", write="^a", read="^b")
-    a.put_policy(
+    a = memory_broker()
+    a.catalog.put_vhost("v", description="d", tags="x,y")
+    a.catalog.put_user("bob", password="pw", tags=["monitoring"])
+    a.catalog.put_permission("bob", "v", configure="^c", write="^w", read="^r")
+    a.catalog.put_topic_permission("bob", "v", exchange="amq.topic", write="^a", read="^b")
+    a.catalog.put_policy(
         "v", "p", pattern="^q", definition={"max-length": 1}, priority=2, apply_to="queues"
     )
-    a.import_definitions(
+    a.management.import_definitions(
         {
             "exchanges": [{"name": "x", "vhost": "v", "type": "topic"}],
             "queues": [{"name": "q", "vhost": "v", "arguments": {"x-max-priority": 5}}],
@@ -125,10 +136,10 @@ def test_definitions_round_trip() -> None:
             ],
         }
     )
-    exported = a.export_definitions()
-    b = Broker.with_defaults()
-    b.import_definitions(exported)
-    again = b.export_definitions()
+    exported = a.management.export_definitions()
+    b = memory_broker()
+    b.management.import_definitions(exported)
+    again = b.management.export_definitions()
     for section in (
         "users",
         "vhosts",
@@ -141,14 +152,14 @@ def test_definitions_round_trip() -> None:
     ):
         key = lambda d: repr(sorted(d.items()))  # noqa: E731
         assert sorted(map(key, again[section])) == sorted(map(key, exported[section])), section
-    assert b.users["bob"].check("pw")
-    assert b.queue_info("v", "q").policy is not None
+    assert b.catalog.users["bob"].check("pw")
+    assert b.management.queries.queue_info("v", "q").policy is not None
 
 
 def test_import_validates_before_applying() -> None:
-    b = Broker.with_defaults()
+    b = memory_broker()
     with pytest.raises(PreconditionFailed, match="destination_type"):
-        b.import_definitions(
+        b.management.import_definitions(
             {
                 "vhosts": [{"name": "new"}],
                 "bindings": [
@@ -158,7 +169,7 @@ def test_import_validates_before_applying() -> None:
         )
     assert "new" not in b.vhosts
     with pytest.raises(PreconditionFailed, match="durable"):
-        b.import_definitions({"queues": [{"name": "q", "vhost": "/", "durable": "yes"}]})
+        b.management.import_definitions({"queues": [{"name": "q", "vhost": "/", "durable": "yes"}]})
 
 
 def test_policy_choice_and_validation() -> None:

@@ -7,18 +7,19 @@ import pkgutil
 import subprocess
 import sys
 
+import roost.core
 import roost.ctl
 import roost.http
 import roost.http.api
 
-CORE = ("info", "queries", "activity", "admin", "manage", "definitions", "stats", "policy")
+# every module of the core (its components and both ports), the HTTP layer and the CLI
 MODULES = sorted(
     {
         m.name
         for pkg in (roost.http, roost.http.api, roost.ctl)
         for m in pkgutil.iter_modules(pkg.__path__, pkg.__name__ + ".")
     }
-    | {f"roost.core.{name}" for name in CORE}
+    | {m.name for m in pkgutil.walk_packages(roost.core.__path__, "roost.core.")}
 )
 
 # One fresh interpreter; before each module every roost module is forgotten, so each

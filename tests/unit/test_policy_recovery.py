@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from roost.core.broker import Broker
+from roost.core.definitions import import_definitions
 from roost.core.errors import PreconditionFailed
+from tests.brokers import memory_broker
 
 
 def _document(definition: dict[str, Any]) -> dict[str, Any]:
@@ -23,17 +24,18 @@ def _document(definition: dict[str, Any]) -> dict[str, Any]:
 def test_an_invalid_saved_policy_is_skipped_at_recovery(
     definition: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    broker = Broker.with_defaults()
-    broker.import_definitions(_document(definition), recovering=True)
-    assert ("/", "p") not in broker.policies
+    broker = memory_broker()
+    import_definitions(broker.catalog, broker, _document(definition), recovering=True)
+    assert ("/", "p") not in broker.catalog.policies
     assert "after-the-policy" in broker.vhosts["/"].queues
     assert "policy 'p' skipped" in caplog.text
 
 
 def test_a_policy_naming_a_missing_mutator_is_kept_at_recovery() -> None:
-    broker = Broker.with_defaults()
-    broker.import_definitions(_document({"message-mutators": ["gone"]}), recovering=True)
-    assert ("/", "p") in broker.policies
+    broker = memory_broker()
+    document = _document({"message-mutators": ["gone"]})
+    import_definitions(broker.catalog, broker, document, recovering=True)
+    assert ("/", "p") in broker.catalog.policies
     assert broker.vhosts["/"].queues["after-the-policy"].mutators is not None  # fails closed
 
 
@@ -41,7 +43,7 @@ def test_a_policy_naming_a_missing_mutator_is_kept_at_recovery() -> None:
     "definition", [{"message-mutators": 5}, {"message-mutators": ["gone"]}, {"max-priority": 3}]
 )
 def test_an_import_refuses_the_document_whole(definition: dict[str, Any]) -> None:
-    broker = Broker.with_defaults()
+    broker = memory_broker()
     with pytest.raises(PreconditionFailed, match=r"policies\[0\]: Validation failed"):
-        broker.import_definitions(_document(definition))
-    assert not broker.policies and "after-the-policy" not in broker.vhosts["/"].queues
+        import_definitions(broker.catalog, broker, _document(definition))
+    assert not broker.catalog.policies and "after-the-policy" not in broker.vhosts["/"].queues

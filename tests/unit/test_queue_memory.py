@@ -8,9 +8,9 @@ import tracemalloc
 
 import pytest
 
-from roost.core.broker import Broker
 from roost.core.message import Message, Properties
 from roost.core.queues.base import NO_READY
+from tests.brokers import memory_broker
 
 
 def test_the_shared_empty_ready_deque_refuses_entries() -> None:
@@ -21,7 +21,7 @@ def test_the_shared_empty_ready_deque_refuses_entries() -> None:
 
 
 def test_a_queue_gets_its_own_deque_with_its_first_message() -> None:
-    vhost = Broker().add_vhost("/")
+    vhost = memory_broker(defaults=False).catalog.add_vhost("/")
     full, idle = vhost.declare_queue("full"), vhost.declare_queue("idle")
     assert full.ready is NO_READY and idle.ready is NO_READY
     full.push(Message("", "full", Properties(), b"x"))
@@ -31,7 +31,7 @@ def test_a_queue_gets_its_own_deque_with_its_first_message() -> None:
 
 
 def test_an_idle_queue_allocates_under_a_kilobyte() -> None:
-    vhost = Broker().add_vhost("/")
+    vhost = memory_broker(defaults=False).catalog.add_vhost("/")
     n = 2000
     gc.collect()
     tracemalloc.start()

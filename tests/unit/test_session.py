@@ -14,6 +14,7 @@ from roost.core.errors import (
 )
 from roost.core.message import Message, Properties
 from roost.core.session import Session
+from tests.brokers import memory_broker
 
 
 class Sink:
@@ -33,7 +34,7 @@ class Sink:
 
 @pytest.fixture
 def broker() -> Broker:
-    return Broker.with_defaults()
+    return memory_broker()
 
 
 def connect(broker: Broker):

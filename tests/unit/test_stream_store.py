@@ -1,6 +1,6 @@
 """A stream queue in process over the disk stream storage (``store.stream_store``) that
 the server injects: messages round-trip with their properties, a fresh broker finds the
-stream again, and a broker without storage refuses streams with a clear error."""
+stream again, and a broker without a data directory keeps streams in memory."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ import decimal
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from roost.core.broker import Broker
-from roost.core.errors import PreconditionFailed
 from roost.core.message import Message, Properties
 from roost.store.stream_store import StreamFiles
+from tests.brokers import memory_broker
 
 STREAM = {"x-queue-type": "stream", "x-max-age": "7D"}
 
@@ -31,8 +29,7 @@ class Sink:
 
 
 def boot(data: Path) -> Broker:
-    broker = Broker.with_defaults()
-    broker.streams.storage = StreamFiles(data)
+    broker = memory_broker(stream_storage=StreamFiles(data))
     return broker
 
 
@@ -110,8 +107,12 @@ def test_deleting_a_stream_removes_its_files(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("vhosts/*/streams/*"))
 
 
-def test_a_broker_without_stream_storage_refuses_streams() -> None:
-    broker = Broker.with_defaults()
-    with pytest.raises(PreconditionFailed, match="needs a broker with a data directory"):
-        broker.vhosts["/"].declare_queue("s", durable=True, arguments=STREAM)
-    assert "s" not in broker.vhosts["/"].queues
+def test_a_broker_without_a_data_directory_keeps_streams_in_memory() -> None:
+    """``--data-dir none``: the stream storage's in-memory twin (store/memory.py)."""
+    broker = memory_broker()
+    broker.vhosts["/"].declare_queue("s", durable=True, arguments=STREAM)
+    broker.vhosts["/"].publish("", Message("", "s", Properties(headers={"n": 1}), b"x"))
+    got = read_all(broker, "s")
+    assert [m.body for m in got] == [b"x"]
+    assert got[0].properties.headers is not None
+    assert got[0].properties.headers["n"] == 1 and got[0].properties.headers["x-stream-offset"] == 0

@@ -1,8 +1,8 @@
-"""Live activity: connections, channels, consumers, totals, rates and the node.
+"""Live activity: connections, channels, consumers, totals, rates, alarms and the node.
 
-``ActivityMixin`` is mixed into ``Broker`` next to ``QueriesMixin`` (definitions-side
-queries). ``sample_rates`` is the one periodic job: every few seconds it turns the
-lifetime counters into per-second rates (see ``core.stats``).
+Part of the management port (core/ports/management.py), next to ``core.queries``
+(definitions-side queries). ``sample_rates`` is the one periodic job: every few seconds
+it turns the lifetime counters into per-second rates (see ``core.stats``).
 """
 
 from __future__ import annotations
@@ -11,38 +11,39 @@ import os
 import platform
 import resource
 import time
-from collections import deque
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from roost import __version__
 from roost.core.alarms import DISK, MEMORY, ResourceAlarms, rss_bytes
 from roost.core.alarms import disk_free as disk_free_bytes
-from roost.core.errors import NotFound
+from roost.core.connections import connection_info, connection_ref
 from roost.core.exchanges import EXCHANGE_TYPES
 from roost.core.info import (
     ChannelInfo,
     Churn,
     ConnectionInfo,
-    ConnectionRef,
     ConsumerInfo,
     ListenerInfo,
     MessageCounts,
+    MutatorTotals,
     NodeInfo,
     OverviewInfo,
     StoreInfo,
     Totals,
 )
-from roost.core.stats import Counters, RateSampler
+from roost.core.mutators import stats as mutator_stats
+from roost.core.queries import message_counts
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
-    from roost.core.client import Client
+    from roost.core.catalog import Catalog
+    from roost.core.connections import Connections
+    from roost.core.durability import MessageStore
     from roost.core.queues.base import Queue
     from roost.core.session import Session
-    from roost.core.vhost import VHost
+    from roost.core.settings import BrokerSettings
+    from roost.core.stats import Stats
 
 QUEUE_COUNTERS = (
     "publish",
@@ -71,15 +72,6 @@ OVERVIEW_COUNTERS = (
     "queue_created",
     "queue_deleted",
 )
-CLOSED_KEPT = 100  # recently closed connections kept, with the reason each closed
-
-
-def split_peer(peer: str) -> tuple[str, int]:
-    host, _, port = peer.rpartition(":")
-    try:
-        return host or peer, int(port)
-    except ValueError:
-        return peer, 0
 
 
 def _fd_counts() -> tuple[int, int]:
@@ -91,25 +83,27 @@ def _fd_counts() -> tuple[int, int]:
     return used, soft if soft > 0 else 0
 
 
-class ActivityMixin:
-    if TYPE_CHECKING:
-        vhosts: dict[str, VHost]
-        clients: dict[int, Client]
-
-        def _vhost(self, name: str) -> VHost: ...
-
-    def _init_activity(self) -> None:
-        self.counters = Counters()
-        self.sampler = RateSampler()
-        self.closed_connections: deque[ConnectionInfo] = deque(maxlen=CLOSED_KEPT)
+class Activity:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        catalog: Catalog,
+        connections: Connections,
+        stats: Stats,
+        alarms: ResourceAlarms,
+        store: MessageStore,
+    ) -> None:
+        self._catalog = catalog
+        self._connections = connections
+        self.counters = stats.counters
+        self.sampler = stats.sampler
+        self.resource_alarms = alarms
         self.started_at = time.time()
-        self.listeners: list[ListenerInfo] = []  # the server fills this in
-        self.data_dir = "."
-        self.cluster_name = f"roost@{platform.node()}"
-        # memory and disk alarms (core/alarms.py); the server sets the configured limits
-        self.resource_alarms = ResourceAlarms(data_dir=".")
-        # the durable store reports its size and fsync latencies through this, if attached
-        self.store_stats: Callable[[], StoreInfo] | None = None
+        self.listeners: list[ListenerInfo] = []  # the server adds each as it opens
+        self.data_dir = settings.data_dir
+        self.cluster_name = settings.cluster_name
+        # the durable store: its size and fsync latencies for /metrics
+        self._store = store
 
     # -- sampling -------------------------------------------------------------------------
 
@@ -117,7 +111,7 @@ class ActivityMixin:
         """Take one sample of every counter; called every few seconds by the HTTP layer."""
         s = self.sampler
         s.begin(time.time() if now is None else now)
-        for vhost in self.vhosts.values():
+        for vhost in self._catalog.vhosts.values():
             for q in vhost.queues.values():
                 ready, unacked = q.message_count, q.unacked
                 s.observe(
@@ -135,7 +129,7 @@ class ActivityMixin:
                 )
             for ex in vhost.exchanges.values():
                 s.observe(ex, EXCHANGE_COUNTERS, (ex.stat_in, ex.stat_out))
-        for client in self.clients.values():
+        for client in self._connections:
             t = client.traffic
             s.observe(client, CONNECTION_COUNTERS, (t.recv_oct, t.send_oct))
         totals, churn, messages = self.totals(), self.churn(), self._message_counts()
@@ -163,23 +157,17 @@ class ActivityMixin:
     # -- totals ---------------------------------------------------------------------------
 
     def _all_queues(self) -> Iterator[Queue]:
-        for vhost in self.vhosts.values():
+        for vhost in self._catalog.vhosts.values():
             yield from vhost.queues.values()
 
-    def _message_counts(self, vhost: VHost | None = None) -> MessageCounts:
-        queues = vhost.queues.values() if vhost is not None else self._all_queues()
-        ready = unacked = size = 0
-        for q in queues:
-            ready += q.message_count
-            unacked += q.unacked
-            size += q.ready_bytes
-        return MessageCounts(ready, unacked, size)
+    def _message_counts(self) -> MessageCounts:
+        return message_counts(self._all_queues())
 
     def totals(self) -> Totals:
         c = self.counters
         published_in, published_out = c.retired_published_in, c.retired_published_out
         delivered, acked, redelivered = c.retired_delivered, c.retired_acked, c.retired_redelivered
-        for vhost in self.vhosts.values():
+        for vhost in self._catalog.vhosts.values():
             for ex in vhost.exchanges.values():
                 published_in += ex.stat_in
                 published_out += ex.stat_out
@@ -188,7 +176,7 @@ class ActivityMixin:
                 acked += q.stat_acked
                 redelivered += q.stat_redelivered
         recv, send = c.retired_recv_oct, c.retired_send_oct
-        for client in self.clients.values():
+        for client in self._connections:
             recv += client.traffic.recv_oct
             send += client.traffic.send_oct
         return Totals(published_in, published_out, delivered, acked, redelivered, recv, send)
@@ -207,83 +195,32 @@ class ActivityMixin:
 
     # -- connections, channels, consumers -----------------------------------------------------
 
-    def _connection_info(self, client: Client) -> ConnectionInfo:
-        host, port = split_peer(client.peer)
-        given = client.properties.get("connection_name")
-        t = client.traffic
-        return ConnectionInfo(
-            id=client.id,
-            name=client.peer,
-            user_provided_name=given if isinstance(given, str) and given else None,
-            vhost=client.vhost.name,
-            user=client.user.name,
-            protocol=client.protocol,
-            peer_host=host,
-            peer_port=port,
-            connected_at=client.opened_at,
-            client_properties=dict(client.properties),
-            channels=len(client.sessions),
-            recv_oct=t.recv_oct,
-            send_oct=t.send_oct,
-            recv_cnt=t.recv_cnt,
-            send_cnt=t.send_cnt,
-            rates=self.sampler.rates(client),
-            state=client.alarm_state or ("flow" if client.flow_held else "running"),
-            ssl=client.ssl,
-            auth_mechanism=client.auth_mechanism,
-        )
-
     def list_connections(
         self, vhost: str | None = None, *, closed: bool = False
     ) -> list[ConnectionInfo]:
         if vhost is not None:
-            self._vhost(vhost)
+            self._catalog.vhost(vhost)
         if closed:
-            return [c for c in self.closed_connections if vhost is None or c.vhost == vhost]
+            return [c for c in self._connections.closed if vhost is None or c.vhost == vhost]
         return [
-            self._connection_info(c)
-            for c in self.clients.values()
+            connection_info(c, self.sampler)
+            for c in self._connections
             if vhost is None or c.vhost.name == vhost
         ]
 
-    def _client_named(self, name: str) -> Client:
-        for client in self.clients.values():
-            if client.peer == name:
-                return client
-        raise NotFound(f"no connection '{name}'")
-
     def connection_info(self, name: str) -> ConnectionInfo:
-        return self._connection_info(self._client_named(name))
-
-    def _record_closed(self, client: Client, reason: str) -> None:
-        """Called by ``disconnect``: keep a snapshot with the reason, fold its counters in."""
-        info = replace(
-            self._connection_info(client),
-            state="closed",
-            closed_reason=reason,
-            closed_at=time.time(),
-            channels=0,
-        )
-        self.closed_connections.append(info)
-        self.counters.connection_closed += 1
-        self.counters.retired_recv_oct += client.traffic.recv_oct
-        self.counters.retired_send_oct += client.traffic.send_oct
-
-    def _sessions(self, vhost: str | None) -> Iterator[Session]:
-        for client in self.clients.values():
-            if vhost is None or client.vhost.name == vhost:
-                yield from client.sessions
+        return connection_info(self._connections.named(name), self.sampler)
 
     def list_channels(self, vhost: str | None = None) -> list[ChannelInfo]:
         if vhost is not None:
-            self._vhost(vhost)
-        return [_channel_info(s) for s in self._sessions(vhost)]
+            self._catalog.vhost(vhost)
+        return [_channel_info(s) for s in self._connections.sessions(vhost)]
 
     def list_consumers(self, vhost: str | None = None) -> list[ConsumerInfo]:
         if vhost is not None:
-            self._vhost(vhost)
+            self._catalog.vhost(vhost)
         out = []
-        for session in self._sessions(vhost):
+        for session in self._connections.sessions(vhost):
             channel = _channel_info(session)
             for c in session.consumers.values():
                 out.append(
@@ -332,10 +269,10 @@ class ActivityMixin:
         )
 
     def store_info(self) -> StoreInfo | None:
-        return None if self.store_stats is None else self.store_stats()
+        return store_info(self._store)
 
     def overview(self) -> OverviewInfo:
-        sessions = [s for c in self.clients.values() for s in c.sessions]
+        sessions = [s for c in self._connections for s in c.sessions]
         names = ("messages", "messages_ready", "messages_unacknowledged", "publish")
         history = {n: self.sampler.recent(n, 600) for n in (*names, "deliver_get", "ack")}
         return OverviewInfo(
@@ -343,11 +280,11 @@ class ActivityMixin:
             cluster_name=self.cluster_name,
             exchange_types=tuple(sorted(EXCHANGE_TYPES)),
             object_totals={
-                "connections": len(self.clients),
+                "connections": len(self._connections),
                 "channels": len(sessions),
                 "consumers": sum(len(s.consumers) for s in sessions),
-                "exchanges": sum(len(v.exchanges) for v in self.vhosts.values()),
-                "queues": sum(len(v.queues) for v in self.vhosts.values()),
+                "exchanges": sum(len(v.exchanges) for v in self._catalog.vhosts.values()),
+                "queues": sum(len(v.queues) for v in self._catalog.vhosts.values()),
             },
             messages=self._message_counts(),
             totals=self.totals(),
@@ -364,14 +301,30 @@ class ActivityMixin:
     def set_disk_free_limit(self, spec: str) -> None:
         self.resource_alarms.set_disk_free_limit(spec)
 
+    def mutator_totals(self) -> MutatorTotals:
+        s = mutator_stats
+        return MutatorTotals(s.failures, s.rejected, s.dropped)
+
     def alarms(self) -> list[str]:
         """The resource alarms in effect: "memory", "disk"."""
         return sorted(self.resource_alarms.active)
 
 
-def connection_ref(client: Client) -> ConnectionRef:
-    host, port = split_peer(client.peer)
-    return ConnectionRef(client.peer, host, port, client.user.name)
+def store_info(store: MessageStore) -> StoreInfo:
+    """Bytes, segments and the fsync latency histogram for /metrics."""
+    stats = store.fsync_stats
+    running = 0
+    buckets = []
+    for bound, count in zip(stats.bounds, stats.counts, strict=False):
+        running += count
+        buckets.append((bound, running))
+    return StoreInfo(
+        bytes_on_disk=store.bytes_on_disk,
+        segments=store.segment_count,
+        fsyncs=stats.count,
+        fsync_buckets=tuple(buckets),
+        fsync_seconds_sum=stats.total,
+    )
 
 
 def _channel_info(session: Session) -> ChannelInfo:

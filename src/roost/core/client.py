@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from roost.core.stats import Traffic
-
 if TYPE_CHECKING:
     from roost.core.access import Access
     from roost.core.auth import User
@@ -17,6 +15,18 @@ if TYPE_CHECKING:
     from roost.core.vhost import VHost
 
 _ids = itertools.count(1)
+
+
+class Traffic:
+    """Bytes and socket operations of one connection; a protocol adapter adds to it."""
+
+    __slots__ = ("recv_cnt", "recv_oct", "send_cnt", "send_oct")
+
+    def __init__(self) -> None:
+        self.recv_oct = 0
+        self.send_oct = 0
+        self.recv_cnt = 0
+        self.send_cnt = 0
 
 
 class Client:

@@ -21,9 +21,10 @@ from roost.core.info import ImportReport
 
 if TYPE_CHECKING:
     from roost.core.auth import Permission, TopicPermission
-    from roost.core.broker import Broker
+    from roost.core.catalog import Catalog
     from roost.core.exchanges.base import Binding
     from roost.core.policy import Policy
+    from roost.core.ports.adapter import AdapterPort
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
 
@@ -132,7 +133,8 @@ def _policy_ok(entry: dict[str, Any], i: int, recovering: bool) -> bool:
 
 
 def import_definitions(
-    broker: Broker,
+    catalog: Catalog,
+    port: AdapterPort,
     data: Any,
     vhost: str | None = None,
     *,
@@ -145,12 +147,12 @@ def import_definitions(
     after it."""
     sections = _validate(data, vhost, recovering)
     if vhost is not None:
-        broker._vhost(vhost)
+        catalog.vhost(vhost)
     counts: dict[str, int] = {}
     for entry in sections.get("vhosts", []):
         metadata = entry.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
-        broker.put_vhost(
+        catalog.put_vhost(
             entry["name"],
             description=entry["description"],
             tags=entry["tags"],
@@ -162,7 +164,7 @@ def import_definitions(
         password_hash, algorithm = entry["password_hash"], entry["hashing_algorithm"]
         if entry["password_bcrypt_base64"] is not None and password_hash is None:
             password_hash, algorithm = entry["password_bcrypt_base64"], BCRYPT
-        broker.put_user(
+        catalog.put_user(
             entry["name"],
             password=entry["password"],
             password_hash=password_hash,
@@ -170,9 +172,9 @@ def import_definitions(
             tags=entry["tags"],
         )
         for name, value in entry["limits"].items():
-            broker.put_user_limit(entry["name"], name, value)
+            catalog.put_user_limit(entry["name"], name, value)
     for entry in sections.get("permissions", []):
-        broker.put_permission(
+        catalog.put_permission(
             entry["user"],
             entry["vhost"],
             configure=entry["configure"],
@@ -180,7 +182,7 @@ def import_definitions(
             read=entry["read"],
         )
     for entry in sections.get("topic_permissions", []):
-        broker.put_topic_permission(
+        catalog.put_topic_permission(
             entry["user"],
             entry["vhost"],
             exchange=entry["exchange"],
@@ -190,9 +192,9 @@ def import_definitions(
     for entry in sections.get("parameters", []):
         if entry["component"] == "vhost-limits" and isinstance(entry["value"], dict):
             for name, value in entry["value"].items():
-                broker.put_vhost_limit(entry["vhost"], name, value)
+                catalog.put_vhost_limit(entry["vhost"], name, value)
     for entry in sections.get("policies", []):
-        broker.put_policy(
+        catalog.put_policy(
             entry["vhost"],
             entry["name"],
             pattern=entry["pattern"],
@@ -209,12 +211,12 @@ def import_definitions(
                 protocol="definitions",
                 peer="import",
                 user=User("rmq-internal", ""),
-                vhost=broker._vhost(name),
+                vhost=catalog.vhost(name),
             )
         return clients[name]
 
     for entry in sections.get("exchanges", []):
-        broker.declare_exchange(
+        port.declare_exchange(
             client(entry["vhost"]),
             entry["name"],
             entry["type"],
@@ -224,7 +226,7 @@ def import_definitions(
             arguments=entry["arguments"],
         )
     for entry in sections.get("queues", []):
-        broker.declare_queue(
+        port.declare_queue(
             client(entry["vhost"]),
             entry["name"],
             durable=entry["durable"],
@@ -234,11 +236,11 @@ def import_definitions(
     for entry in sections.get("bindings", []):
         c = client(entry["vhost"])
         if entry["destination_type"] == "queue":
-            broker.bind_queue(
+            port.bind_queue(
                 c, entry["destination"], entry["source"], entry["routing_key"], entry["arguments"]
             )
         else:
-            broker.bind_exchange(
+            port.bind_exchange(
                 c, entry["destination"], entry["source"], entry["routing_key"], entry["arguments"]
             )
     for section, items in sections.items():
@@ -246,9 +248,9 @@ def import_definitions(
     return ImportReport(counts)
 
 
-def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, Any]:
+def export_definitions(catalog: Catalog, vhost: str | None = None) -> dict[str, Any]:
     """Everything a restart needs to recreate, as RabbitMQ writes it; messages excluded."""
-    vhosts = [broker._vhost(vhost)] if vhost is not None else list(broker.vhosts.values())
+    vhosts = [catalog.vhost(vhost)] if vhost is not None else list(catalog.vhosts.values())
     names = {v.name for v in vhosts}
     scoped = vhost is not None
 
@@ -264,15 +266,16 @@ def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, An
         "product_version": __version__,
     }
     if not scoped:
-        out["users"] = [user_item(broker, u) for u in broker.users.values()]
+        out["users"] = [user_item(catalog, u) for u in catalog.users.values()]
         out["vhosts"] = [vhost_item(v) for v in vhosts]
-        out["permissions"] = [permission_item(u, v, p) for (u, v), p in broker.permissions.items()]
+        out["permissions"] = [permission_item(u, v, p) for (u, v), p in catalog.permissions.items()]
         out["topic_permissions"] = [
-            topic_permission_item(u, v, p) for (u, v, _), p in broker.topic_permissions.items()
+            topic_permission_item(u, v, p) for (u, v, _), p in catalog.topic_permissions.items()
         ]
         out["global_parameters"] = []
     out["parameters"] = [where(limits_item(v)) for v in vhosts if v.limits]
-    out["policies"] = [where(policy_item(p)) for (v, _), p in broker.policies.items() if v in names]
+    policies = catalog.policies.items()
+    out["policies"] = [where(policy_item(p)) for (v, _), p in policies if v in names]
     out["queues"] = [
         where(queue_item(v.name, q))
         for v in vhosts
@@ -286,19 +289,12 @@ def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, An
         if ex.name and not ex.name.startswith("amq.")
     ]
     out["bindings"] = [
-        where(
-            {
-                "source": b.source,
-                "destination": b.destination,
-                "destination_type": b.destination_type,
-                "routing_key": b.routing_key,
-                "arguments": b.arguments,
-                "vhost": b.vhost,
-            }
-        )
+        where(binding_item(b))
         for v in vhosts
-        for b in broker.list_bindings(v.name)
-        if b.source and not _exclusive(v, b.destination, b.destination_type)
+        for ex in v.exchanges.values()
+        if ex.name  # the default exchange's bindings are implicit
+        for b in ex.bindings.values()
+        if b.destination.is_exchange or not _exclusive(v, b.destination.name, "queue")
     ]
     return out
 
@@ -306,13 +302,13 @@ def export_definitions(broker: Broker, vhost: str | None = None) -> dict[str, An
 # One object each, in the export's format (the journal of core/journal.py writes these).
 
 
-def user_item(broker: Broker, u: User) -> dict[str, Any]:
+def user_item(catalog: Catalog, u: User) -> dict[str, Any]:
     return {
         "name": u.name,
         "password_hash": u.password_hash,
         "hashing_algorithm": u.hashing_algorithm,
         "tags": list(u.tags),
-        "limits": dict(broker.user_limits.get(u.name, {})),
+        "limits": dict(catalog.user_limits.get(u.name, {})),
     }
 
 

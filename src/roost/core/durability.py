@@ -10,7 +10,11 @@ offsets) that the ``StreamStorage`` the server injects opens and finds again at 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from roost.core.errors import BrokerError
 
 # A stored message as the store hands it back:
 # (seq, redelivered, exchange, routing key, the fourteen properties in order, body).
@@ -237,3 +241,45 @@ class StreamStorage(Protocol):
         kept so that ``saved_streams`` can bring the stream back."""
 
     def saved_streams(self) -> list[SavedStream]: ...
+
+
+# -- the one durability wait -------------------------------------------------------------
+
+Done = Callable[["BrokerError | None"], None]
+
+
+class Completion:
+    """"Do this; tell me when it is durable (or that it failed)": the one way anything
+    waits for the store. Take one before an operation (``Broker.durable_from_here``), run
+    the operation, then ``then(done)``: ``done(None)`` once everything the operation
+    changed durably (a journaled definition, a persistent message) is on disk, or
+    ``done(error)`` when it could not be. A cluster's definitions authority completes the
+    same way once every live node applied the change, with the error a commit-time check
+    found (a 406 from a racing declare)."""
+
+    __slots__ = ("_mark", "_store")
+
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self._mark = store.appends
+
+    @property
+    def pending(self) -> bool:
+        """Something durable changed since this was taken."""
+        return self._store.appends != self._mark
+
+    def then(self, done: Done) -> bool:
+        """True: ``done`` will be called once it is durable. False: nothing durable
+        changed, ``done`` is not called and the caller replies at once (the synchronous
+        path: a non-durable declare never waits)."""
+        store = self._store
+        if store.appends == self._mark:
+            return False
+        store.when_durable(partial(_completed, done))
+        return True
+
+
+def _completed(done: Done, ok: bool) -> None:
+    from roost.core.errors import InternalError
+
+    done(None if ok else InternalError("the change could not be written to disk"))

@@ -26,7 +26,7 @@ import json
 import logging
 import time
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.events import Event, QueueDeclared, QueueDeleted, VHostChanged, VHostDeleted
 from roost.core.features.timers import call_later, call_soon
@@ -35,8 +35,8 @@ from roost.core.message import Message, Properties
 if TYPE_CHECKING:
     import asyncio
 
-    from roost.core.broker import Broker
     from roost.core.client import Client
+    from roost.core.events import Listener
     from roost.core.queues.base import Queue
     from roost.core.queues.entry import Entry
     from roost.core.vhost import VHost
@@ -312,10 +312,17 @@ class EventsStream:
         )
 
 
+class Definitions(Protocol):
+    """What the events streams follow of the definitions (core.catalog.Catalog)."""
+
+    vhosts: dict[str, VHost]
+    on_change: list[Listener]
+
+
 class EventsStreams:
     """Every vhost's ``EventsStream``; follows vhosts as they come and go."""
 
-    def __init__(self, broker: Broker, name: str, max_bytes: int) -> None:
+    def __init__(self, definitions: Definitions, name: str, max_bytes: int) -> None:
         self.name = name
         # what the broker declares; a stream of that name that exists keeps its arguments
         self.arguments: dict[str, Any] = {
@@ -326,9 +333,9 @@ class EventsStreams:
         }
         self.run = int(time.time() * 1000)
         self.by_vhost: dict[str, EventsStream] = {}
-        for vhost in list(broker.vhosts.values()):
+        for vhost in list(definitions.vhosts.values()):
             self._attach(vhost)
-        broker.on_change.append(self._broker_changed)
+        definitions.on_change.append(self._broker_changed)
 
     def _attach(self, vhost: VHost) -> None:
         if vhost.name in self.by_vhost:
@@ -351,6 +358,6 @@ class EventsStreams:
             events.flush()
 
 
-def enable(broker: Broker, name: str, max_bytes: int) -> EventsStreams:
+def enable(definitions: Definitions, name: str, max_bytes: int) -> EventsStreams:
     """Record every vhost's traffic in a stream queue ``name`` of that vhost."""
-    return EventsStreams(broker, name, max_bytes)
+    return EventsStreams(definitions, name, max_bytes)

@@ -260,6 +260,15 @@ class Totals:
 
 
 @dataclass(frozen=True, slots=True)
+class MutatorTotals:
+    """What message mutators did, broker-wide (core/mutators)."""
+
+    failures: int = 0  # a mutator raised something other than Rejected
+    rejected: int = 0  # a mutator refused a message
+    dropped: int = 0  # a mutator dropped a message
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
     version: str

@@ -57,7 +57,7 @@ from roost.core.events import (
 )
 
 if TYPE_CHECKING:
-    from roost.core.broker import Broker
+    from roost.core.catalog import Catalog
     from roost.core.exchanges.base import Exchange
     from roost.core.queues.base import Queue
 
@@ -102,8 +102,8 @@ def persistable(section: str, item: Item, durable_ends: Callable[[Item], bool]) 
 class Changes:
     """The definition changes not yet journaled, and which keys the files hold."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
         self._pending: dict[tuple[str, Key], Item | None] = {}
         self._stored: set[tuple[str, Key]] = set()  # keys with an item on disk
 
@@ -166,7 +166,7 @@ class Changes:
 
     def _item(self, event: Event) -> tuple[str, Item, bool] | None:
         """(section, item, gone) of the object a change names; None: nothing to write."""
-        broker = self.broker
+        catalog = self.catalog
         match event:
             case QueueDeclared(queue=q) | QueueDeleted(queue=q):
                 gone = isinstance(event, QueueDeleted)
@@ -186,10 +186,10 @@ class Changes:
             case VHostChanged(vhost=v) | VHostDeleted(vhost=v):
                 return "vhosts", vhost_item(v), isinstance(event, VHostDeleted)
             case UserLimitsChanged(user=name):
-                user = broker.users.get(name)
-                return None if user is None else ("users", user_item(broker, user), False)
+                user = catalog.users.get(name)
+                return None if user is None else ("users", user_item(catalog, user), False)
             case UserChanged(user=user) | UserDeleted(user=user):
-                return "users", user_item(broker, user), isinstance(event, UserDeleted)
+                return "users", user_item(catalog, user), isinstance(event, UserDeleted)
             case PermissionChanged(user, vhost, permission) | PermissionDeleted(
                 user, vhost, permission
             ):
@@ -205,19 +205,19 @@ class Changes:
     def _refresh(self, section: str, item: Item) -> Item | None:
         """The item as it is at write time (users and vhosts change after their event;
         a queue's end may have been deleted since), or None when no longer persistable."""
-        broker = self.broker
+        catalog = self.catalog
         if section == "users":
-            user = broker.users.get(item["name"])
-            return None if user is None else user_item(broker, user)
+            user = catalog.users.get(item["name"])
+            return None if user is None else user_item(catalog, user)
         if section == "vhosts":
-            vhost = broker.vhosts.get(item["name"])
+            vhost = catalog.vhosts.get(item["name"])
             return None if vhost is None else vhost_item(vhost)
         if section == "bindings" and not self._durable_ends(item):
             return None
         return item
 
     def _durable_ends(self, item: Item) -> bool:
-        vhost = self.broker.vhosts.get(item["vhost"])
+        vhost = self.catalog.vhosts.get(item["vhost"])
         if vhost is None:
             return False
         source = vhost.exchanges.get(item["source"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from roost.core.broker import Broker
+    from roost.core.alarms import ResourceAlarms
     from roost.core.durability import MessageStore, QueueStore
     from roost.core.queues.base import Queue
 
@@ -25,16 +25,16 @@ if TYPE_CHECKING:
 class Pager:
     """Tells queues whether to page transient messages, and gives them a store to."""
 
-    __slots__ = ("broker", "paged", "store")
+    __slots__ = ("alarms", "paged", "store")
 
-    def __init__(self, store: MessageStore, broker: Broker) -> None:
+    def __init__(self, store: MessageStore, alarms: ResourceAlarms) -> None:
         self.store = store
-        self.broker = broker  # its resource_alarms measure memory (and may be replaced)
+        self.alarms = alarms  # they measure memory
         self.paged = 0  # transient messages written out so far
 
     @property
     def active(self) -> bool:
-        return self.broker.resource_alarms.paging
+        return self.alarms.paging
 
     def store_for(self, queue: Queue) -> QueueStore:
         if queue.store is None:

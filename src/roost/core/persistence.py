@@ -17,7 +17,14 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from roost.core.definitions import ORDER, item_recreated, queue_item, recreated
+from roost.core.definitions import (
+    ORDER,
+    export_definitions,
+    import_definitions,
+    item_recreated,
+    queue_item,
+    recreated,
+)
 from roost.core.durability import DefinitionsStore, MessageStore
 from roost.core.events import (
     Event,
@@ -28,9 +35,7 @@ from roost.core.events import (
     VHostChanged,
 )
 from roost.core.exchanges.delayed import DelayedExchange
-from roost.core.info import StoreInfo
 from roost.core.journal import Changes, replay
-from roost.core.paging import Pager
 from roost.core.queues.base import Queue
 
 if TYPE_CHECKING:
@@ -85,41 +90,21 @@ class Persistence:
         self.broker = broker
         self.store = store
         self.definitions = definitions
-        self.changes = Changes(broker)
+        self.changes = Changes(broker.catalog)
         self._recovering = False
         # queues the files say have a data directory, with their last known count
         self._stored_counts: dict[tuple[Any, Any], int | None] = {}
         self.recovered_messages = 0
         self.recovered_queues = 0
-        self.pager = Pager(store, broker)
 
     def install(self) -> None:
         """Listen to every definition change (and to vhosts created later)."""
-        self.broker.message_store = self.store
         self.broker.on_change.append(self._broker_changed)
         for vhost in self.broker.vhosts.values():
             self._watch(vhost)
         self.store.before_flush.append(self._write_changes)
-        self.broker.store_stats = self.store_info
-
-    def store_info(self) -> StoreInfo:
-        """Bytes, segments and the fsync latency histogram for /metrics."""
-        stats = self.store.fsync_stats
-        running = 0
-        buckets = []
-        for bound, count in zip(stats.bounds, stats.counts, strict=False):
-            running += count
-            buckets.append((bound, running))
-        return StoreInfo(
-            bytes_on_disk=self.store.bytes_on_disk,
-            segments=self.store.segment_count,
-            fsyncs=stats.count,
-            fsync_buckets=tuple(buckets),
-            fsync_seconds_sum=stats.total,
-        )
 
     def _watch(self, vhost: VHost) -> None:
-        vhost.pager = self.pager
         if self._vhost_changed not in vhost.on_change:
             vhost.on_change.append(self._vhost_changed)
             for queue in vhost.queues.values():
@@ -228,7 +213,7 @@ class Persistence:
     def snapshot(self) -> dict[str, Any]:
         """What the definitions file holds: the export minus what must not survive a
         restart, with each queue's data-directory mark."""
-        data = persistable(self.broker.export_definitions())
+        data = persistable(export_definitions(self.broker.catalog))
         for item in data["queues"]:
             vhost = self.broker.vhosts.get(item["vhost"])
             queue = vhost.queues.get(item["name"]) if vhost is not None else None
@@ -302,7 +287,7 @@ class Persistence:
         """Import everything; if that fails, each object on its own, so that one bad
         object costs only itself. The number of objects that failed."""
         try:
-            self.broker.import_definitions(data, recovering=True)
+            import_definitions(self.broker.catalog, self.broker, data, recovering=True)
             return 0
         except Exception as exc:  # a damaged file must not stop the broker
             log.warning("definitions: import failed (%s); importing object by object", exc)
@@ -313,7 +298,9 @@ class Persistence:
                 continue
             for item in items:
                 try:
-                    self.broker.import_definitions({section: [item]}, recovering=True)
+                    import_definitions(
+                        self.broker.catalog, self.broker, {section: [item]}, recovering=True
+                    )
                 except Exception as exc:
                     failed += 1
                     log.error("definitions: %s %r not recreated: %s", section[:-1], item, exc)

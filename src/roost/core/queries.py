@@ -1,8 +1,9 @@
-"""Typed read-only queries on the broker's definitions: queues, exchanges, vhosts, users,
-permissions and policies (live activity is in ``core.activity``).
+"""Typed read-only queries on the broker's definitions: queues, exchanges, bindings,
+vhosts, users, permissions, policies and limits (live activity is in ``core.activity``).
 
-``QueriesMixin`` is mixed into ``Broker``: the HTTP layer calls ``broker.list_queues(vhost)``
-and gets ``QueueInfo`` snapshots back, never live objects.
+Part of the management port (core/ports/management.py): the HTTP layer calls
+``port.queries.list_queues(vhost)`` and gets ``QueueInfo`` snapshots back, never live
+objects.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import base64
 import hashlib
 import json
 import logging
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from roost.core.activity import connection_ref
+from roost.core.connections import connection_ref
 from roost.core.errors import NotFound
-from roost.core.events import BrokerEvent, Listener
 from roost.core.info import (
+    BindingInfo,
     ExchangeInfo,
     MessageCounts,
     PermissionInfo,
@@ -28,12 +30,12 @@ from roost.core.info import (
     UserInfo,
     VHostInfo,
 )
-from roost.core.listeners import tell_all
 from roost.core.policy import Policy, effective_policy
 
 if TYPE_CHECKING:
-    from roost.core.auth import Permission, TopicPermission, User
-    from roost.core.client import Client
+    from roost.core.auth import User
+    from roost.core.catalog import Catalog
+    from roost.core.connections import Connections
     from roost.core.exchanges import Exchange
     from roost.core.queues.base import Queue
     from roost.core.stats import RateSampler
@@ -53,61 +55,51 @@ def properties_key(routing_key: str, arguments: dict[str, Any]) -> str:
     return f"{key}~{base64.urlsafe_b64encode(digest[:6]).decode()}"
 
 
-class QueriesMixin:
-    # Declared here for the type checker; Broker.__init__ and _init_management set them.
-    if TYPE_CHECKING:
-        users: dict[str, User]
-        vhosts: dict[str, VHost]
-        permissions: dict[tuple[str, str], Permission]
-        clients: dict[int, Client]
-        topic_permissions: dict[tuple[str, str, str], TopicPermission]
-        policies: dict[tuple[str, str], Policy]
-        sampler: RateSampler  # ActivityMixin
+class Queries:
+    def __init__(
+        self,
+        catalog: Catalog,
+        connections: Connections,
+        sampler: RateSampler,
+        authenticate: Callable[..., User],
+    ) -> None:
+        self._catalog = catalog
+        self._connections = connections
+        self.sampler = sampler
+        self._authenticate = authenticate
+        self.vhost = catalog.vhost
+        self.can_access_vhost = catalog.can_access_vhost
 
-        def _message_counts(self, vhost: VHost | None = None) -> MessageCounts: ...
-
-    def _init_management(self) -> None:
-        self.topic_permissions = {}
-        self.policies = {}
-        self._init_activity()  # type: ignore[attr-defined]
-        # every users/vhosts/permissions/policies change (core/events.py): the store hooks in
-        self.on_change: list[Listener] = []
-
-    def _changed(self, event: BrokerEvent) -> None:
-        tell_all(self.on_change, event, log)
+    def check_vhost(self, name: str) -> None:
+        """NotFound unless the vhost exists."""
+        self._catalog.vhost(name)
 
     # -- policies -------------------------------------------------------------------------
 
     def _policy_for(self, vhost: str, kind: str, name: str, qtype: str = "classic") -> Any:
-        matching = [p for (v, _), p in self.policies.items() if v == vhost]
+        matching = [p for (v, _), p in self._catalog.policies.items() if v == vhost]
         policy = effective_policy(matching, kind, name, qtype) if matching else None
         return None if policy is None else _policy_info(policy)
 
     def list_policies(self, vhost: str | None = None) -> list[PolicyInfo]:
         if vhost is not None:
-            self._vhost(vhost)
+            self.vhost(vhost)
         return [
             _policy_info(p)
-            for (v, _), p in sorted(self.policies.items())
+            for (v, _), p in sorted(self._catalog.policies.items())
             if vhost is None or v == vhost
         ]
 
     def policy_info(self, vhost: str, name: str) -> PolicyInfo:
-        policy = self.policies.get((vhost, name))
+        policy = self._catalog.policies.get((vhost, name))
         if policy is None:
             raise NotFound(f"no policy '{name}' in vhost '{vhost}'")
         return _policy_info(policy)
 
     # -- queues and exchanges ---------------------------------------------------------------
 
-    def _vhost(self, name: str) -> VHost:
-        vhost = self.vhosts.get(name)
-        if vhost is None:
-            raise NotFound(f"no vhost '{name}'")
-        return vhost
-
     def _vhosts(self, name: str | None) -> list[VHost]:
-        return list(self.vhosts.values()) if name is None else [self._vhost(name)]
+        return list(self._catalog.vhosts.values()) if name is None else [self.vhost(name)]
 
     def _queue_info(self, q: Queue) -> QueueInfo:
         exclusive_tag = next((c.tag for c in q.consumers if c.exclusive), None)
@@ -138,7 +130,7 @@ class QueriesMixin:
         return [self._queue_info(q) for v in self._vhosts(vhost) for q in v.queues.values()]
 
     def queue_info(self, vhost: str, name: str) -> QueueInfo:
-        return self._queue_info(self._vhost(vhost).queue(name))
+        return self._queue_info(self.vhost(vhost).queue(name))
 
     def _exchange_info(self, vhost: str, ex: Exchange) -> ExchangeInfo:
         return ExchangeInfo(
@@ -163,13 +155,72 @@ class QueriesMixin:
         ]
 
     def exchange_info(self, vhost: str, name: str) -> ExchangeInfo:
-        return self._exchange_info(vhost, self._vhost(vhost).exchange(name))
+        return self._exchange_info(vhost, self.vhost(vhost).exchange(name))
+
+    def list_bindings(
+        self,
+        vhost: str | None = None,
+        *,
+        source: str | None = None,
+        destination: str | None = None,
+        destination_type: str | None = None,
+    ) -> list[BindingInfo]:
+        vhosts = self._vhosts(vhost)
+        out: list[BindingInfo] = []
+        for v in vhosts:
+            if source is not None:
+                v.exchange(source)
+            if destination is not None:
+                if destination_type == "queue":
+                    v.queue(destination)
+                else:
+                    v.exchange(destination)
+            for ex in v.exchanges.values():
+                if source is not None and ex.name != source:
+                    continue
+                if ex.name == "":
+                    # the default exchange's implicit bindings, as RabbitMQ lists them
+                    bound: list[tuple[Any, str, dict[str, Any]]] = [
+                        (q, q.name, {}) for q in v.queues.values()
+                    ]
+                else:
+                    bound = [
+                        (b.destination, b.routing_key, b.arguments) for b in ex.bindings.values()
+                    ]
+                for dest, key, args in bound:
+                    dtype = "exchange" if dest.is_exchange else "queue"
+                    if destination is not None and (
+                        dest.name != destination or dtype != (destination_type or dtype)
+                    ):
+                        continue
+                    out.append(
+                        BindingInfo(
+                            v.name,
+                            ex.name,
+                            dest.name,
+                            dtype,
+                            key,
+                            dict(args),
+                            properties_key(key, args),
+                        )
+                    )
+        return out
+
+    def binding_info(
+        self, vhost: str, source: str, destination_type: str, destination: str, props: str
+    ) -> BindingInfo:
+        for b in self.list_bindings(
+            vhost, source=source, destination=destination, destination_type=destination_type
+        ):
+            if b.properties_key == props:
+                return b
+        raise NotFound(f"no binding '{props}' from '{source}' to '{destination}'")
 
     # -- vhosts ---------------------------------------------------------------------------
 
     def _vhost_info(self, vhost: VHost) -> VHostInfo:
         recv = send = 0
-        for client in self.clients.values():
+        for client in self._connections:
             if client.vhost is vhost:
                 recv += client.traffic.recv_oct
                 send += client.traffic.send_oct
@@ -181,7 +232,7 @@ class QueriesMixin:
         for ex in vhost.exchanges.values():
             published += ex.stat_in
             rates["publish"] = rates.get("publish", 0.0) + self.sampler.rates(ex).get("publish_in")
-        for client in self.clients.values():
+        for client in self._connections:
             if client.vhost is vhost:
                 for name, value in self.sampler.rates(client).values.items():
                     rates[name] = rates.get(name, 0.0) + value
@@ -191,7 +242,7 @@ class QueriesMixin:
             tags=tuple(getattr(vhost, "tags", ())),
             default_queue_type=getattr(vhost, "default_queue_type", "classic"),
             tracing=False,
-            messages=self._message_counts(vhost),
+            messages=message_counts(vhost.queues.values()),
             published=published,
             recv_oct=recv,
             send_oct=send,
@@ -199,25 +250,40 @@ class QueriesMixin:
         )
 
     def list_vhosts(self) -> list[VHostInfo]:
-        return [self._vhost_info(v) for v in self.vhosts.values()]
+        return [self._vhost_info(v) for v in self._catalog.vhosts.values()]
 
     def vhost_info(self, name: str) -> VHostInfo:
-        return self._vhost_info(self._vhost(name))
+        return self._vhost_info(self.vhost(name))
+
+    # -- limits ---------------------------------------------------------------------------
+
+    def vhost_limits(self, vhost: str | None = None) -> list[tuple[str, dict[str, int]]]:
+        """(vhost, limits) for each vhost that has some (or the one asked for)."""
+        return [(v.name, dict(v.limits)) for v in self._vhosts(vhost) if v.limits]
+
+    def list_user_limits(self, user: str | None = None) -> list[tuple[str, dict[str, int]]]:
+        if user is not None and user not in self._catalog.users:
+            raise NotFound(f"no user '{user}'")
+        return [
+            (name, dict(limits))
+            for name, limits in self._catalog.user_limits.items()
+            if limits and (user is None or name == user)
+        ]
 
     # -- users and permissions --------------------------------------------------------------
 
     def list_users(self) -> list[UserInfo]:
-        return [_user_info(u) for u in self.users.values()]
+        return [_user_info(u) for u in self._catalog.users.values()]
 
     def user_info(self, name: str) -> UserInfo:
-        user = self.users.get(name)
+        user = self._catalog.users.get(name)
         if user is None:
             raise NotFound(f"no user '{name}'")
         return _user_info(user)
 
     def login(self, username: str, password: str, *, peer_host: str) -> UserInfo:
         """Authenticate as a protocol would (loopback-only users included)."""
-        user = self.authenticate(username, password, peer_host=peer_host, protocol="HTTP")  # type: ignore[attr-defined]
+        user = self._authenticate(username, password, peer_host=peer_host, protocol="HTTP")
         return _user_info(user)
 
     def list_permissions(
@@ -225,12 +291,12 @@ class QueriesMixin:
     ) -> list[PermissionInfo]:
         return [
             PermissionInfo(u, v, p.configure, p.write, p.read)
-            for (u, v), p in self.permissions.items()
+            for (u, v), p in self._catalog.permissions.items()
             if (user is None or u == user) and (vhost is None or v == vhost)
         ]
 
     def permission_info(self, vhost: str, user: str) -> PermissionInfo:
-        p = self.permissions.get((user, vhost))
+        p = self._catalog.permissions.get((user, vhost))
         if p is None:
             raise NotFound(f"no permissions for user '{user}' in vhost '{vhost}'")
         return PermissionInfo(user, vhost, p.configure, p.write, p.read)
@@ -240,12 +306,19 @@ class QueriesMixin:
     ) -> list[TopicPermissionInfo]:
         return [
             TopicPermissionInfo(u, v, x, p.write, p.read)
-            for (u, v, x), p in self.topic_permissions.items()
+            for (u, v, x), p in self._catalog.topic_permissions.items()
             if (user is None or u == user) and (vhost is None or v == vhost)
         ]
 
-    def can_access_vhost(self, user: str, vhost: str) -> bool:
-        return (user, vhost) in self.permissions
+
+
+def message_counts(queues: Iterable[Queue]) -> MessageCounts:
+    ready = unacked = size = 0
+    for q in queues:
+        ready += q.message_count
+        unacked += q.unacked
+        size += q.ready_bytes
+    return MessageCounts(ready, unacked, size)
 
 
 def _user_info(user: User) -> UserInfo:

@@ -1,40 +1,29 @@
-"""Connection, channel, queue and consumer limits, and failed-login throttling.
+"""Connection, channel, consumer and message-size limits, and failed-login throttling.
 
-``QuotasMixin`` is mixed into ``Broker``. Limits come from three places, as in RabbitMQ:
-the server's settings (``max_connections`` for the whole broker, ``consumer_max_per_channel``,
-``max_message_size``),
-per-vhost limits (``max-connections``, ``max-queues``: RabbitMQ's vhost-limits, and
-``max-exchanges``, which RabbitMQ 3.10 does not have) and per-user
-limits (``max-connections``, ``max-channels``: RabbitMQ's user limits). A negative value or
-no value means no limit; 0 allows none. Refusals read like RabbitMQ's.
+Limits come from three places, as in RabbitMQ: the server's settings
+(``max_connections`` for the whole broker, ``consumer_max_per_channel``,
+``max_message_size``), per-vhost limits (``max-connections``, ``max-queues``: RabbitMQ's
+vhost-limits, and ``max-exchanges``, which RabbitMQ 3.10 does not have) and per-user
+limits (``max-connections``, ``max-channels``: RabbitMQ's user limits). The per-vhost and
+per-user values are definitions (core/catalog.py); this component enforces them. A
+negative value or no value means no limit; 0 allows none. Refusals read like RabbitMQ's.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from roost.core.errors import AccessRefused, NotAllowed, NotFound, PreconditionFailed
-from roost.core.events import BrokerEvent, UserLimitsChanged, VHostLimitsChanged
+from roost.core.errors import AccessRefused, NotAllowed, PreconditionFailed
 
 if TYPE_CHECKING:
     from roost.core.auth import User
+    from roost.core.catalog import Catalog
     from roost.core.client import Client
+    from roost.core.connections import Connections
+    from roost.core.settings import BrokerSettings
     from roost.core.vhost import VHost
-
-VHOST_LIMITS = ("max-connections", "max-queues", "max-exchanges")
-USER_LIMITS = ("max-connections", "max-channels")
-
-
-def limit_value(name: str, value: Any, allowed: tuple[str, ...]) -> int:
-    if name not in allowed:
-        raise PreconditionFailed(
-            f"unknown limit '{name}'; known limits are {', '.join(allowed)}"
-        )
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PreconditionFailed(f"value of limit '{name}' must be an integer")
-    return value
 
 
 def _reached(limit: int | None, count: int) -> bool:
@@ -86,66 +75,16 @@ class LoginThrottle:
                 del self._failures[stale]
 
 
-class QuotasMixin:
-    if TYPE_CHECKING:
-        users: dict[str, User]
-        vhosts: dict[str, VHost]
-        clients: dict[int, Client]
-
-        def _changed(self, event: BrokerEvent) -> None: ...
-        def _vhost(self, name: str) -> VHost: ...
-
-    def _init_quotas(self) -> None:
-        self.max_connections = 0  # the whole broker; 0 = no limit (--max-connections)
-        self.consumer_max_per_channel = 0  # 0 = no limit (--consumer-max-per-channel)
-        # --max-message-size, RabbitMQ's default; AMQP refuses a bigger message earlier,
-        # from its content header (amqp/connection.py), the rest in check_message_size
-        self.max_message_size = 128 * 1024 * 1024
-        self.user_limits: dict[str, dict[str, int]] = {}
-        self.login_throttle = LoginThrottle()
-
-    # -- vhost limits (RabbitMQ's /api/vhost-limits) --------------------------------------
-
-    def put_vhost_limit(self, vhost: str, name: str, value: Any) -> None:
-        v = self._vhost(vhost)
-        v.limits[name] = limit_value(name, value, VHOST_LIMITS)
-        self._changed(VHostLimitsChanged(v))
-
-    def delete_vhost_limit(self, vhost: str, name: str) -> None:
-        v = self._vhost(vhost)
-        if v.limits.pop(name, None) is None:
-            raise NotFound(f"no limit '{name}' in vhost '{vhost}'")
-        self._changed(VHostLimitsChanged(v))
-
-    def vhost_limits(self, vhost: str | None = None) -> list[tuple[str, dict[str, int]]]:
-        """(vhost, limits) for each vhost that has some (or the one asked for)."""
-        vhosts = [self._vhost(vhost)] if vhost is not None else self.vhosts.values()
-        return [(v.name, dict(v.limits)) for v in vhosts if v.limits]
-
-    # -- user limits (RabbitMQ's /api/user-limits) ----------------------------------------
-
-    def put_user_limit(self, user: str, name: str, value: Any) -> None:
-        if user not in self.users:
-            raise NotFound(f"no user '{user}'")
-        self.user_limits.setdefault(user, {})[name] = limit_value(name, value, USER_LIMITS)
-        self._changed(UserLimitsChanged(user))
-
-    def delete_user_limit(self, user: str, name: str) -> None:
-        limits = self.user_limits.get(user, {})
-        if limits.pop(name, None) is None:
-            raise NotFound(f"no limit '{name}' for user '{user}'")
-        if not limits:
-            self.user_limits.pop(user, None)
-        self._changed(UserLimitsChanged(user))
-
-    def list_user_limits(self, user: str | None = None) -> list[tuple[str, dict[str, int]]]:
-        if user is not None and user not in self.users:
-            raise NotFound(f"no user '{user}'")
-        return [
-            (name, dict(limits))
-            for name, limits in self.user_limits.items()
-            if limits and (user is None or name == user)
-        ]
+class Quotas:
+    def __init__(
+        self, settings: BrokerSettings, catalog: Catalog, connections: Connections
+    ) -> None:
+        self.max_connections = settings.max_connections
+        self.consumer_max_per_channel = settings.consumer_max_per_channel
+        self.max_message_size = settings.max_message_size
+        self.login_throttle = LoginThrottle(settings.max_failed_logins_per_minute)
+        self._catalog = catalog
+        self._connections = connections
 
     # -- checks ---------------------------------------------------------------------------
 
@@ -159,8 +98,8 @@ class QuotasMixin:
 
     def check_connection_limits(self, user: User, vhost: VHost) -> None:
         """Before a connection opens; NotAllowed (AMQP 530) names the limit reached."""
-        clients = self.clients.values()
-        if _reached(self.max_connections or None, len(self.clients)):
+        clients = self._connections.clients.values()
+        if _reached(self.max_connections or None, len(self._connections)):
             raise NotAllowed(
                 f"connection refused: node connection limit ({self.max_connections}) is reached"
             )
@@ -170,20 +109,26 @@ class QuotasMixin:
                 f"access to vhost '{vhost.name}' refused for user '{user.name}': "
                 f"connection limit ({limit}) is reached"
             )
-        limit = self.user_limits.get(user.name, {}).get("max-connections")
+        limit = self._catalog.user_limits.get(user.name, {}).get("max-connections")
         if _reached(limit, sum(1 for c in clients if c.user.name == user.name)):
             raise NotAllowed(
                 f"connection refused for user '{user.name}': "
                 f"user connection limit ({limit}) is reached"
             )
 
+    def check_consumer_limit(self, consumers: int) -> None:
+        """Before a consumer starts on a channel that has ``consumers`` already."""
+        limit = self.consumer_max_per_channel
+        if limit and consumers >= limit:
+            raise NotAllowed(f"reached maximum ({limit}) of consumers per channel")
+
     def check_channel_limit(self, client: Client) -> None:
         """Before a channel opens on a registered connection."""
-        limit = self.user_limits.get(client.user.name, {}).get("max-channels")
+        limit = self._catalog.user_limits.get(client.user.name, {}).get("max-channels")
         if limit is None or limit < 0:
             return
         name = client.user.name
-        count = sum(len(c.sessions) for c in self.clients.values() if c.user.name == name)
+        count = sum(len(c.sessions) for c in self._connections if c.user.name == name)
         if count >= limit:
             raise NotAllowed(
                 f"number of channels opened for user '{name}' has reached the maximum "

@@ -11,19 +11,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Hashable, Sequence
 
+from roost.core.events import Event, ExchangeDeleted, QueueDeclared, QueueDeleted, VHostChanged
 from roost.core.info import NO_RATES, Rates, Sample
-
-
-class Traffic:
-    """Bytes and socket operations of one connection; a protocol adapter adds to it."""
-
-    __slots__ = ("recv_cnt", "recv_oct", "send_cnt", "send_oct")
-
-    def __init__(self) -> None:
-        self.recv_oct = 0
-        self.send_oct = 0
-        self.recv_cnt = 0
-        self.send_cnt = 0
 
 
 class Counters:
@@ -127,3 +116,32 @@ class RateSampler:
             return ()
         cutoff = (self.now - age_seconds) * 1000
         return tuple(p for p in points if p.timestamp >= cutoff)
+
+
+class Stats:
+    """The broker's lifetime counters and its rate sampler. It follows the definitions
+    (``on_catalog_change``): created and deleted queues are counted, and what a deleted
+    queue or exchange had counted is kept, so overview totals never go down. Sampling
+    every live object into rates is the management side's job (core/activity.py)."""
+
+    def __init__(self) -> None:
+        self.counters = Counters()
+        self.sampler = RateSampler()
+
+    def on_catalog_change(self, event: Event) -> None:
+        if isinstance(event, VHostChanged) and self._on_vhost_change not in event.vhost.on_change:
+            event.vhost.on_change.append(self._on_vhost_change)
+
+    def _on_vhost_change(self, event: Event) -> None:
+        c = self.counters
+        match event:
+            case QueueDeclared():
+                c.queue_created += 1
+            case QueueDeleted(queue=q):
+                c.queue_deleted += 1
+                c.retired_delivered += q.stat_delivered
+                c.retired_acked += q.stat_acked
+                c.retired_redelivered += q.stat_redelivered
+            case ExchangeDeleted(exchange=ex):
+                c.retired_published_in += ex.stat_in
+                c.retired_published_out += ex.stat_out

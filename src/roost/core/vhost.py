@@ -92,10 +92,10 @@ def server_name(prefix: str = "amq.gen-") -> str:
 
 
 class VHost:
-    def __init__(self, name: str, *, streams: Streams | None = None) -> None:
+    def __init__(self, name: str, *, streams: Streams, pager: Pager) -> None:
         self.name = name
         # the broker's streams: stream queues open their stores through it
-        self.streams = streams if streams is not None else Streams()
+        self.streams = streams
         # the broker's own traffic events (core.events_stream, --events-stream); None: off
         self.events: EventsStream | None = None
         self.queues: dict[str, Queue] = {}
@@ -125,7 +125,8 @@ class VHost:
         self.limits: dict[str, int] = {}
         # paging transient messages under memory pressure (core.paging); set by
         # core.persistence when the server has a disk store
-        self.pager: Pager | None = None
+        # where queues page transient messages out under memory pressure (core.paging)
+        self.pager = pager
 
     # -- lookups --------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The aiohttp application: management API, OpenAPI document, /metrics and the web UI.
 
-``create_app(broker, settings)`` builds it; the server runs it on ``--http-port``. Three
-middlewares do what every API handler would otherwise repeat: one authenticates and
+``create_app(port, settings)`` builds it over the core's management port; the server runs
+it on ``--http-port``. Three middlewares do what every API handler would otherwise
+repeat: one authenticates and
 checks the route's tag, one turns core errors into RabbitMQ's ``{"error", "reason"}``,
 and one holds the reply to a request that changed something durable (a user, a policy,
 a durable queue, …) until that change is fsync'ed.
@@ -20,17 +21,17 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from roost.core.broker import Broker
 from roost.core.errors import (
     AccessRefused,
     BrokerError,
     InternalError,
     NotFound,
 )
+from roost.core.ports.management import ManagementPort
 from roost.http import metrics, openapi
 from roost.http.api import all_routes
 from roost.http.auth import REALM, authenticate, require
-from roost.http.keys import BROKER, SETTINGS, USER_KEY, HttpSettings
+from roost.http.keys import PORT, SETTINGS, USER_KEY, HttpSettings
 from roost.http.statsd import StatsdPusher
 from roost.http.util import MANAGEMENT, PUBLIC, HTTPProblem, not_found, problem_response
 
@@ -76,19 +77,18 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 @web.middleware
 async def durable(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A 2xx reply to a change means the change survives a crash: wait for the group
-    commit that writes it (core.broker ``after_durable``); reads never wait."""
+    commit that writes it (core.durability.Completion); reads never wait."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return await handler(request)
-    broker = request.app[BROKER]
-    mark = broker.durability_mark()
+    completion = request.app[PORT].durable_from_here()
     response = await handler(request)
-    written = asyncio.get_running_loop().create_future()
+    written: asyncio.Future[BrokerError | None] = asyncio.get_running_loop().create_future()
 
-    def done(ok: bool) -> None:
+    def done(error: BrokerError | None) -> None:
         if not written.done():
-            written.set_result(ok)
+            written.set_result(error)
 
-    if broker.after_durable(mark, done) and not await written:
+    if completion.then(done) and await written is not None:
         return problem_response(
             HTTPProblem(500, "internal_error", "the change could not be written to disk")
         )
@@ -100,14 +100,14 @@ async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     level = getattr(handler, "roost_access", None)
     if level is None or level == PUBLIC:
         return await handler(request)
-    user = authenticate(request.app[BROKER], request)
+    user = authenticate(request.app[PORT], request)
     require(user, level or MANAGEMENT)
     request[USER_KEY] = user
     return await handler(request)
 
 
 async def _sampler(app: web.Application) -> AsyncIterator[None]:
-    broker, settings = app[BROKER], app[SETTINGS]
+    broker, settings = app[PORT], app[SETTINGS]
     pusher = StatsdPusher.from_setting(settings.statsd, settings.statsd_prefix)
 
     async def loop() -> None:
@@ -115,7 +115,7 @@ async def _sampler(app: web.Application) -> AsyncIterator[None]:
             await pusher.open()
         while True:
             try:
-                broker.sample_rates()
+                broker.activity.sample_rates()
                 if pusher is not None:
                     pusher.push(broker)
             except Exception:  # a bad sample must not end sampling for good
@@ -152,7 +152,7 @@ async def index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(UI_DIR / "index.html")
 
 
-def create_app(broker: Broker, settings: HttpSettings | None = None) -> web.Application:
+def create_app(port: ManagementPort, settings: HttpSettings | None = None) -> web.Application:
     server_log = logging.getLogger("aiohttp.server")
     if _quiet not in server_log.filters:
         server_log.addFilter(_quiet)
@@ -160,7 +160,7 @@ def create_app(broker: Broker, settings: HttpSettings | None = None) -> web.Appl
     app = web.Application(
         middlewares=[errors, auth, durable], client_max_size=settings.max_body_size
     )
-    app[BROKER] = broker
+    app[PORT] = port
     app[SETTINGS] = settings
     routes = all_routes()
     for route in routes:

@@ -17,9 +17,9 @@ import binascii
 
 from aiohttp import web
 
-from roost.core.broker import Broker
 from roost.core.errors import AccessRefused
 from roost.core.info import UserInfo
+from roost.core.ports.management import ManagementPort
 from roost.http.util import (
     ADMINISTRATOR,
     MANAGEMENT,
@@ -44,7 +44,7 @@ LEVEL_REFUSAL = {
 REALM = 'Basic realm="Roost Management"'
 
 
-def authenticate(broker: Broker, request: web.Request) -> UserInfo:
+def authenticate(broker: ManagementPort, request: web.Request) -> UserInfo:
     header = request.headers.get("Authorization", "")
     scheme, _, encoded = header.partition(" ")
     if scheme.lower() != "basic" or not encoded:
@@ -58,7 +58,7 @@ def authenticate(broker: Broker, request: web.Request) -> UserInfo:
     if not sep:
         raise HTTPProblem(401, "not_authorized", "Malformed credentials")
     try:
-        return broker.login(username, password, peer_host=request.remote or "")
+        return broker.queries.login(username, password, peer_host=request.remote or "")
     except AccessRefused:
         raise HTTPProblem(401, "not_authorized", "Login failed") from None
 
@@ -74,19 +74,19 @@ def sees_everything(user: UserInfo) -> bool:
     return user.has_tag("monitoring", "administrator")
 
 
-def check_vhost(broker: Broker, user: UserInfo, vhost: str) -> None:
+def check_vhost(broker: ManagementPort, user: UserInfo, vhost: str) -> None:
     """404 for an unknown vhost, 403 for one the user may not see."""
-    broker.vhost(vhost)
-    if not sees_everything(user) and not broker.can_access_vhost(user.name, vhost):
+    broker.queries.check_vhost(vhost)
+    if not sees_everything(user) and not broker.queries.can_access_vhost(user.name, vhost):
         raise forbidden("User not authorised to access virtual host")
 
 
-def check_vhost_write(broker: Broker, user: UserInfo, vhost: str) -> None:
+def check_vhost_write(broker: ManagementPort, user: UserInfo, vhost: str) -> None:
     """Changing things in a vhost needs permissions there, whatever the tags."""
-    broker.vhost(vhost)
-    if not broker.can_access_vhost(user.name, vhost):
+    broker.queries.check_vhost(vhost)
+    if not broker.queries.can_access_vhost(user.name, vhost):
         raise forbidden("User not authorised to access virtual host")
 
 
-def visible(broker: Broker, user: UserInfo, vhost: str) -> bool:
-    return sees_everything(user) or broker.can_access_vhost(user.name, vhost)
+def visible(broker: ManagementPort, user: UserInfo, vhost: str) -> bool:
+    return sees_everything(user) or broker.queries.can_access_vhost(user.name, vhost)

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from roost.core.broker import Broker
 from roost.core.info import UserInfo
+from roost.core.ports.management import ManagementPort
 
 
 @dataclass(frozen=True)
@@ -19,13 +19,14 @@ class HttpSettings:
     body_timeout: float = 10.0  # seconds a request body may take to arrive (408 after)
 
 
-BROKER = web.AppKey("broker", Broker)
+PORT = web.AppKey("management", ManagementPort)
 SETTINGS = web.AppKey("settings", HttpSettings)
 USER_KEY = "roost.user"  # request key of the authenticated UserInfo
 
 
-def broker(request: web.Request) -> Broker:
-    return request.app[BROKER]
+def management(request: web.Request) -> ManagementPort:
+    """The core's management port (core/ports/management.py): all the API may call."""
+    return request.app[PORT]
 
 
 def user(request: web.Request) -> UserInfo:

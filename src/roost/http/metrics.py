@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from aiohttp import web
 
 from roost import __version__
-from roost.core.broker import Broker
-from roost.core.mutators import stats as mutator_stats
-from roost.http.keys import BROKER
+from roost.core.info import MutatorTotals
+from roost.core.ports.management import ManagementPort
+from roost.http.keys import PORT
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -74,10 +74,10 @@ QUEUE_COUNTERS = (
 )
 
 
-def render(broker: Broker, *, per_object: bool) -> str:
+def render(broker: ManagementPort, *, per_object: bool) -> str:
     out = Exposition()
-    overview = broker.overview()
-    queues = broker.list_queues()
+    overview = broker.activity.overview()
+    queues = broker.queries.list_queues()
 
     def per_queue(values: Sequence[float]) -> list[tuple[dict[str, str], float]]:
         if per_object:
@@ -126,7 +126,7 @@ def render(broker: Broker, *, per_object: bool) -> str:
     ):
         out.one(name, "counter", help_text, value)
 
-    connections = broker.list_connections()
+    connections = broker.activity.list_connections()
     if per_object:
         in_bytes = [({"connection": c.name, "vhost": c.vhost}, c.recv_oct) for c in connections]
         out_bytes = [({"connection": c.name, "vhost": c.vhost}, c.send_oct) for c in connections]
@@ -175,22 +175,22 @@ def render(broker: Broker, *, per_object: bool) -> str:
         ],
     )
     _store(out, broker)
-    _mutators(out)
+    _mutators(out, broker.activity.mutator_totals())
     return out.text()
 
 
-def _mutators(out: Exposition) -> None:
+def _mutators(out: Exposition, mutators: MutatorTotals) -> None:
     out.one("roost_mutator_failures_total", "counter",
             "Messages refused because a message mutator raised an error",
-            mutator_stats.failures)
+            mutators.failures)
     out.one("roost_mutator_rejected_total", "counter",
-            "Messages a message mutator rejected", mutator_stats.rejected)
+            "Messages a message mutator rejected", mutators.rejected)
     out.one("roost_mutator_dropped_total", "counter",
-            "Messages a message mutator dropped", mutator_stats.dropped)
+            "Messages a message mutator dropped", mutators.dropped)
 
 
-def _store(out: Exposition, broker: Broker) -> None:
-    store = broker.store_info()
+def _store(out: Exposition, broker: ManagementPort) -> None:
+    store = broker.activity.store_info()
     if store is None:
         return  # no durable store attached: nothing to report, rather than zeros
     out.one("roost_store_bytes", "gauge", "Bytes in the message store", store.bytes_on_disk)
@@ -211,5 +211,5 @@ def _store(out: Exposition, broker: Broker) -> None:
 
 async def handler(request: web.Request) -> web.Response:
     per_object = request.match_info.get("kind") == "per-object" or "per_object" in request.query
-    body = render(request.app[BROKER], per_object=per_object)
+    body = render(request.app[PORT], per_object=per_object)
     return web.Response(body=body.encode("utf-8"), headers={"Content-Type": CONTENT_TYPE})

@@ -8,7 +8,7 @@ import asyncio
 import logging
 import re
 
-from roost.core.broker import Broker
+from roost.core.ports.management import ManagementPort
 
 log = logging.getLogger("roost.statsd")
 MAX_DATAGRAM = 1400  # stay under a typical MTU: StatsD servers read one datagram at a time
@@ -39,11 +39,11 @@ class StatsdPusher:
         )
         log.info("pushing statistics to StatsD at %s:%d", self.host, self.port)
 
-    def lines(self, broker: Broker) -> list[str]:
+    def lines(self, broker: ManagementPort) -> list[str]:
         p = self.prefix
         out: list[str] = []
         counters: dict[str, int] = {}
-        info = broker.overview()
+        info = broker.activity.overview()
         for key, value in info.object_totals.items():
             out.append(f"{p}.{key}:{value}|g")
         out.append(f"{p}.messages_ready:{info.messages.ready}|g")
@@ -60,7 +60,7 @@ class StatsdPusher:
             }
         )
         out.append(f"{p}.memory:{info.node.mem_used}|g")
-        for q in broker.list_queues():
+        for q in broker.queries.list_queues():
             base = f"{p}.queue.{_name(q.vhost)}.{_name(q.name)}"
             out.append(f"{base}.messages_ready:{q.messages.ready}|g")
             out.append(f"{base}.messages_unacknowledged:{q.messages.unacknowledged}|g")
@@ -76,7 +76,7 @@ class StatsdPusher:
         self._previous = counters
         return out
 
-    def push(self, broker: Broker) -> None:
+    def push(self, broker: ManagementPort) -> None:
         if self._transport is None:
             return
         packet: list[str] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.events import (
     Event,
@@ -26,29 +26,40 @@ from roost.core.mutators import chain_for
 from roost.core.policy import effective_policy
 
 if TYPE_CHECKING:
-    from roost.core.broker import Broker
+    from roost.core.events import Listener
     from roost.core.exchanges.base import Exchange
+    from roost.core.policy import Policy
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
 
 log = logging.getLogger("roost.policies")
 
 
-def queue_policy(broker: Broker, queue: Queue) -> dict[str, Any] | None:
+class Definitions(Protocol):
+    """What the applier reads of the definitions (core.catalog.Catalog)."""
+
+    policies: dict[tuple[str, str], Policy]
+    vhosts: dict[str, VHost]
+    on_change: list[Listener]
+
+    def policy_definition(self, vhost: str, kind: str, name: str) -> dict[str, Any] | None: ...
+
+
+def queue_policy(defs: Definitions, queue: Queue) -> dict[str, Any] | None:
     """The definition of the policy in force for ``queue``, if any."""
     vhost = queue.vhost.name
-    matching = [p for (v, _), p in broker.policies.items() if v == vhost]
+    matching = [p for (v, _), p in defs.policies.items() if v == vhost]
     if not matching:
         return None
     policy = effective_policy(matching, "queue", queue.name, queue.kind)
     return None if policy is None else policy.definition
 
 
-def apply_to_queue(broker: Broker, queue: Queue) -> None:
+def apply_to_queue(defs: Definitions, queue: Queue) -> None:
     """(Re)compute a queue's settings; attach its features when they are needed."""
     if queue.kind == "stream" or queue.deleted:
         return  # streams keep their own retention (core/queues/stream.py)
-    definition = queue_policy(broker, queue)
+    definition = queue_policy(defs, queue)
     queue.mutators = chain_for(definition)
     settings = resolve(queue.arguments, definition)
     features = queue.features
@@ -60,22 +71,22 @@ def apply_to_queue(broker: Broker, queue: Queue) -> None:
         features.configure(settings)  # a queue already holding messages is trimmed
 
 
-def apply_to_exchange(broker: Broker, exchange: Exchange) -> None:
+def apply_to_exchange(defs: Definitions, exchange: Exchange) -> None:
     """An exchange runs the message mutators of the policy that applies to it."""
     if exchange.name and not exchange.deleted:  # never the default exchange
-        definition = broker._policy_definition(exchange.vhost, "exchange", exchange.name)
+        definition = defs.policy_definition(exchange.vhost, "exchange", exchange.name)
         exchange.mutators = chain_for(definition)
 
 
-def _isolated(apply: Callable[[Broker, Any], None], broker: Broker, obj: Any) -> None:
+def _isolated(apply: Callable[[Definitions, Any], None], defs: Definitions, obj: Any) -> None:
     """One object that cannot take a policy (a bug) must not keep it from the others."""
     try:
-        apply(broker, obj)
+        apply(defs, obj)
     except Exception:
         log.exception("applying policies to %r failed", obj)
 
 
-def apply_policies(broker: Broker) -> None:
+def apply_policies(defs: Definitions) -> None:
     """Install the listeners: on vhosts (a queue declared or deleted) and on the broker
     (a policy set or deleted, a vhost added). Installed before the store's listeners, so
     a recovered queue has its settings before its messages come back."""
@@ -83,9 +94,9 @@ def apply_policies(broker: Broker) -> None:
     def on_queue_change(event: Event) -> None:
         match event:
             case QueueDeclared(queue=queue):
-                apply_to_queue(broker, queue)
+                apply_to_queue(defs, queue)
             case ExchangeDeclared(exchange=exchange):
-                apply_to_exchange(broker, exchange)
+                apply_to_exchange(defs, exchange)
             case QueueDeleted(queue=queue) if queue.features is not None:
                 queue.features.close()
 
@@ -97,13 +108,13 @@ def apply_policies(broker: Broker) -> None:
         if isinstance(event, VHostChanged):
             watch(event.vhost)
         elif isinstance(event, PolicyChanged | PolicyDeleted):
-            vhost = broker.vhosts.get(event.policy.vhost)
+            vhost = defs.vhosts.get(event.policy.vhost)
             if vhost is not None:
                 for queue in list(vhost.queues.values()):
-                    _isolated(apply_to_queue, broker, queue)
+                    _isolated(apply_to_queue, defs, queue)
                 for exchange in list(vhost.exchanges.values()):
-                    _isolated(apply_to_exchange, broker, exchange)
+                    _isolated(apply_to_exchange, defs, exchange)
 
-    broker.on_change.insert(0, on_broker_change)
-    for vhost in broker.vhosts.values():
+    defs.on_change.insert(0, on_broker_change)
+    for vhost in defs.vhosts.values():
         watch(vhost)

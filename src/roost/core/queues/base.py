@@ -189,7 +189,7 @@ class Queue:
                 message.body,
                 expires_ms=wall_ms(entry.expires) if entry.expires else 0,
             )
-        elif len(self.ready) >= PAGE_WINDOW and (pager := self.vhost.pager) and pager.active:
+        elif len(self.ready) >= PAGE_WINDOW and (pager := self.vhost.pager).active:
             # memory pressure: a transient message behind the window goes to disk too
             entry.slot = pager.store_for(self).append(
                 message.exchange,
@@ -214,7 +214,7 @@ class Queue:
         """Whether a stored message joining ``ready`` others leaves memory now."""
         if ready >= PAGE_KEEP_MESSAGES or self.ready_bytes >= PAGE_KEEP_BYTES:
             return True
-        return ready >= PAGE_WINDOW and (pager := self.vhost.pager) is not None and pager.active
+        return ready >= PAGE_WINDOW and self.vhost.pager.active
 
     def page_out_kept(self) -> int:
         """Memory pressure began: drop the kept messages of stored entries past the first

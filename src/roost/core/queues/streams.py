@@ -7,19 +7,18 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from roost.core.durability import StreamStorage, StreamStore
-from roost.core.errors import PreconditionFailed
 
 if TYPE_CHECKING:
-    from roost.core.broker import Broker
     from roost.core.queues.stream import StreamQueue
+    from roost.core.vhost import VHost
 
 log = logging.getLogger("roost.stream")
 
 
 class Streams:
-    def __init__(self) -> None:
-        # None: no data directory (a broker built in a unit test); declaring a stream fails
-        self.storage: StreamStorage | None = None
+    def __init__(self, storage: StreamStorage) -> None:
+        # on disk, or in memory (store/memory.py) for a broker without a data directory
+        self.storage = storage
         # Streams with appends or stored offsets not yet fsynced. The protocol adapter
         # calls ``sync`` before it sends confirms: one fsync per stream per batch.
         self.dirty: set[StreamQueue] = set()
@@ -35,10 +34,6 @@ class Streams:
         max_bytes: int,
         max_age_ms: int,
     ) -> StreamStore:
-        if self.storage is None:
-            raise PreconditionFailed(
-                f"stream queue '{name}' in vhost '{vhost}' needs a broker with a data directory"
-            )
         return self.storage.open_stream(
             vhost,
             name,
@@ -57,16 +52,14 @@ class Streams:
         for queue in list(self.open):
             queue.close()
 
-    def recover(self, broker: Broker) -> int:
+    def recover(self, vhosts: dict[str, VHost]) -> int:
         """Reopen every stream the storage knows; a stream already declared (from the
         persisted definitions) is left alone."""
         from roost.core.queues.stream import StreamQueue
 
-        if self.storage is None:
-            return 0
         count = 0
         for vhost_name, name, arguments in self.storage.saved_streams():
-            vhost = broker.vhosts.get(vhost_name)
+            vhost = vhosts.get(vhost_name)
             if vhost is None or name in vhost.queues:
                 continue
             vhost.queues[name] = StreamQueue(vhost, name, durable=True, arguments=arguments)

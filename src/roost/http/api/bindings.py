@@ -9,7 +9,7 @@ from aiohttp import web
 
 from roost.http import serialize as ser
 from roost.http.auth import check_vhost, check_vhost_write, visible
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import MAP, STR, Route, obj
 from roost.http.util import MANAGEMENT, access, get_dict, get_str, read_json
@@ -25,31 +25,33 @@ def _ends(request: web.Request) -> tuple[str, str, str, str]:
 
 @access(MANAGEMENT)
 async def list_bindings(request: web.Request) -> web.Response:
-    b, me = broker(request), user(request)
+    b, me = management(request), user(request)
     vhost = request.match_info.get("vhost")
     if vhost is not None:
         check_vhost(b, me, vhost)
     return listing(
-        request, [ser.binding(x) for x in b.list_bindings(vhost) if visible(b, me, x.vhost)]
+        request, [ser.binding(x) for x in b.queries.list_bindings(vhost) if visible(b, me, x.vhost)]
     )
 
 
 @access(MANAGEMENT)
 async def between(request: web.Request) -> web.Response:
     vhost, source, kind, destination = _ends(request)
-    b = broker(request)
+    b = management(request)
     check_vhost(b, user(request), vhost)
-    found = b.list_bindings(vhost, source=source, destination=destination, destination_type=kind)
+    found = b.queries.list_bindings(
+        vhost, source=source, destination=destination, destination_type=kind
+    )
     return listing(request, [ser.binding(x) for x in found])
 
 
 @access(MANAGEMENT)
 async def bind(request: web.Request) -> web.Response:
     vhost, source, kind, destination = _ends(request)
-    b, me = broker(request), user(request)
+    b, me = management(request), user(request)
     check_vhost_write(b, me, vhost)
     body = await read_json(request)
-    key = b.mgmt_bind(
+    key = b.operations.mgmt_bind(
         me.name,
         vhost,
         source,
@@ -66,18 +68,18 @@ async def bind(request: web.Request) -> web.Response:
 @access(MANAGEMENT)
 async def get_binding(request: web.Request) -> web.Response:
     vhost, source, kind, destination = _ends(request)
-    b = broker(request)
+    b = management(request)
     check_vhost(b, user(request), vhost)
-    info = b.binding_info(vhost, source, kind, destination, request.match_info["props"])
+    info = b.queries.binding_info(vhost, source, kind, destination, request.match_info["props"])
     return web.json_response(ser.binding(info))
 
 
 @access(MANAGEMENT)
 async def unbind(request: web.Request) -> web.Response:
     vhost, source, kind, destination = _ends(request)
-    b, me = broker(request), user(request)
+    b, me = management(request), user(request)
     check_vhost_write(b, me, vhost)
-    b.mgmt_unbind(me.name, vhost, source, kind, destination, request.match_info["props"])
+    b.operations.mgmt_unbind(me.name, vhost, source, kind, destination, request.match_info["props"])
     return web.Response(status=204)
 
 

@@ -7,7 +7,7 @@ from aiohttp import web
 from roost.core.info import ChannelInfo
 from roost.http import serialize as ser
 from roost.http.auth import sees_everything
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import Route
 from roost.http.util import MANAGEMENT, access, not_found
@@ -15,7 +15,7 @@ from roost.http.util import MANAGEMENT, access, not_found
 
 def visible_channels(request: web.Request, vhost: str | None = None) -> list[ChannelInfo]:
     me = user(request)
-    found = broker(request).list_channels(vhost)
+    found = management(request).activity.list_channels(vhost)
     return found if sees_everything(me) else [c for c in found if c.user == me.name]
 
 

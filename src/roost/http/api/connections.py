@@ -10,7 +10,7 @@ from roost.core.info import ConnectionInfo
 from roost.http import serialize as ser
 from roost.http.api.channels import visible_channels
 from roost.http.auth import sees_everything
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import Route
 from roost.http.util import MANAGEMENT, access, forbidden, not_found
@@ -21,13 +21,13 @@ def visible_connections(
 ) -> list[ConnectionInfo]:
     """Monitoring and administrator users see every connection; others their own."""
     me = user(request)
-    found = broker(request).list_connections(vhost, closed=closed)
+    found = management(request).activity.list_connections(vhost, closed=closed)
     return found if sees_everything(me) else [c for c in found if c.user == me.name]
 
 
 def _connection(request: web.Request) -> ConnectionInfo:
     name, me = request.match_info["name"], user(request)
-    info = broker(request).connection_info(name)
+    info = management(request).activity.connection_info(name)
     if not sees_everything(me) and info.user != me.name:
         raise not_found()  # as RabbitMQ: other users' connections do not exist for you
     return info
@@ -53,7 +53,7 @@ async def delete_connection(request: web.Request) -> web.Response:
         raise forbidden("Not administrator user")
     # RabbitMQ takes the reason from this header; the UI and rabbitmqadmin send it
     reason = request.headers.get("X-Reason", "Closed via management plugin")
-    broker(request).close_connection(info.name, reason)
+    management(request).operations.close_connection(info.name, reason)
     return web.Response(status=204)
 
 

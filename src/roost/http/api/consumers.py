@@ -6,7 +6,7 @@ from aiohttp import web
 
 from roost.http import serialize as ser
 from roost.http.auth import check_vhost, visible
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import Route
 from roost.http.util import MANAGEMENT, access
@@ -14,11 +14,11 @@ from roost.http.util import MANAGEMENT, access
 
 @access(MANAGEMENT)
 async def list_consumers(request: web.Request) -> web.Response:
-    b, me = broker(request), user(request)
+    b, me = management(request), user(request)
     vhost = request.match_info.get("vhost")
     if vhost is not None:
         check_vhost(b, me, vhost)
-    found = [c for c in b.list_consumers(vhost) if visible(b, me, c.vhost)]
+    found = [c for c in b.activity.list_consumers(vhost) if visible(b, me, c.vhost)]
     return listing(request, [ser.consumer(c) for c in found])
 
 

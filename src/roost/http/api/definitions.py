@@ -9,13 +9,13 @@ import json
 from aiohttp import web
 
 from roost.core.errors import NotFound
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.routes import MAP, Route
 from roost.http.util import ADMINISTRATOR, access, bad_request, query_bool
 
 
 def _export(request: web.Request, vhost: str | None) -> web.Response:
-    body = broker(request).export_definitions(vhost)
+    body = management(request).export_definitions(vhost)
     headers = {}
     if query_bool(request, "download") or "download" in request.query:
         name = request.query.get("download") or "roost-definitions.json"
@@ -33,7 +33,7 @@ async def _import(request: web.Request, vhost: str | None) -> web.Response:
     except (ValueError, UnicodeDecodeError):
         raise bad_request("not_json") from None
     try:
-        report = broker(request).import_definitions(data, vhost, creator=user(request).name)
+        report = management(request).import_definitions(data, vhost, creator=user(request).name)
     except NotFound as exc:
         if vhost is not None and exc.text == f"no vhost '{vhost}'":
             raise

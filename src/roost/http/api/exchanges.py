@@ -11,10 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from roost.core.broker import Message, Properties
+from roost.core import Message, Properties
 from roost.http import serialize as ser
 from roost.http.auth import check_vhost, check_vhost_write, visible
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import BOOL, MAP, STR, Route, obj
 from roost.http.util import (
@@ -94,29 +94,29 @@ def parse_payload(body: dict[str, Any]) -> bytes:
 
 @access(MANAGEMENT)
 async def list_exchanges(request: web.Request) -> web.Response:
-    b, me = broker(request), user(request)
+    b, me = management(request), user(request)
     vhost = request.match_info.get("vhost")
     if vhost is not None:
         check_vhost(b, me, vhost)
     return listing(
         request,
-        [ser.exchange(x) for x in b.list_exchanges(vhost) if visible(b, me, x.vhost)],
+        [ser.exchange(x) for x in b.queries.list_exchanges(vhost) if visible(b, me, x.vhost)],
     )
 
 
 @access(MANAGEMENT)
 async def get_exchange(request: web.Request) -> web.Response:
-    b, vhost = broker(request), request.match_info["vhost"]
+    b, vhost = management(request), request.match_info["vhost"]
     check_vhost(b, user(request), vhost)
-    return web.json_response(ser.exchange(b.exchange_info(vhost, path_name(request))))
+    return web.json_response(ser.exchange(b.queries.exchange_info(vhost, path_name(request))))
 
 
 @access(MANAGEMENT)
 async def put_exchange(request: web.Request) -> web.Response:
-    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    b, me, vhost = management(request), user(request), request.match_info["vhost"]
     check_vhost_write(b, me, vhost)
     body = await read_json(request)
-    made = b.mgmt_declare_exchange(
+    made = b.operations.mgmt_declare_exchange(
         me.name,
         vhost,
         request.match_info["name"],
@@ -131,9 +131,9 @@ async def put_exchange(request: web.Request) -> web.Response:
 
 @access(MANAGEMENT)
 async def delete_exchange(request: web.Request) -> web.Response:
-    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    b, me, vhost = management(request), user(request), request.match_info["vhost"]
     check_vhost_write(b, me, vhost)
-    b.mgmt_delete_exchange(
+    b.operations.mgmt_delete_exchange(
         me.name, vhost, request.match_info["name"], if_unused=query_bool(request, "if-unused")
     )
     return web.Response(status=204)
@@ -141,7 +141,7 @@ async def delete_exchange(request: web.Request) -> web.Response:
 
 @access(MANAGEMENT)
 async def publish(request: web.Request) -> web.Response:
-    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    b, me, vhost = management(request), user(request), request.match_info["vhost"]
     check_vhost_write(b, me, vhost)
     body = await read_json(request)
     for key in ("routing_key", "payload", "payload_encoding", "properties"):
@@ -154,22 +154,24 @@ async def publish(request: web.Request) -> web.Response:
         parse_properties(body.get("properties")),
         parse_payload(body),
     )
-    return web.json_response({"routed": b.mgmt_publish(me.name, vhost, name, message)})
+    return web.json_response({"routed": b.operations.mgmt_publish(me.name, vhost, name, message)})
 
 
 @access(MANAGEMENT)
 async def bindings_source(request: web.Request) -> web.Response:
-    b, vhost = broker(request), request.match_info["vhost"]
+    b, vhost = management(request), request.match_info["vhost"]
     check_vhost(b, user(request), vhost)
-    found = b.list_bindings(vhost, source=path_name(request))
+    found = b.queries.list_bindings(vhost, source=path_name(request))
     return listing(request, [ser.binding(x) for x in found])
 
 
 @access(MANAGEMENT)
 async def bindings_destination(request: web.Request) -> web.Response:
-    b, vhost = broker(request), request.match_info["vhost"]
+    b, vhost = management(request), request.match_info["vhost"]
     check_vhost(b, user(request), vhost)
-    found = b.list_bindings(vhost, destination=path_name(request), destination_type="exchange")
+    found = b.queries.list_bindings(
+        vhost, destination=path_name(request), destination_type="exchange"
+    )
     return listing(request, [ser.binding(x) for x in found])
 
 

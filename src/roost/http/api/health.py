@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from roost.http.auth import check_vhost_write
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.routes import Route
 from roost.http.serialize import NODE
 from roost.http.util import MANAGEMENT, MONITORING, access, bad_request, not_found
@@ -27,7 +27,7 @@ ALARM_RESOURCES = {"memory": "memory", "disk": "disk space"}
 
 
 def _alarms(request: web.Request, where: str) -> web.Response:
-    active = broker(request).alarms()
+    active = management(request).activity.alarms()
     if active:
         return failed(
             f"There are alarms in effect {where}",
@@ -56,7 +56,7 @@ async def port_listener(request: web.Request) -> web.Response:
     raw = request.match_info["port"]
     if not raw.isdigit():
         raise bad_request(f"invalid port '{raw}'")
-    ports = [li.port for li in broker(request).listeners]
+    ports = [li.port for li in management(request).activity.listeners]
     if int(raw) in ports:
         return web.json_response({**OK, "port": int(raw)})
     return failed(f"no active listener on port {raw}", missing=int(raw), ports=ports)
@@ -65,7 +65,7 @@ async def port_listener(request: web.Request) -> web.Response:
 @access(MONITORING)
 async def protocol_listener(request: web.Request) -> web.Response:
     proto = request.match_info["protocol"].lower()
-    protocols = sorted({li.protocol for li in broker(request).listeners})
+    protocols = sorted({li.protocol for li in management(request).activity.listeners})
     if proto in protocols or proto.replace("-", "") in protocols:
         return web.json_response({**OK, "protocol": proto})
     return failed(f"no active listener for protocol {proto}", protocols=protocols)
@@ -83,9 +83,9 @@ async def node(request: web.Request) -> web.Response:
 
 @access(MANAGEMENT)
 async def aliveness(request: web.Request) -> web.Response:
-    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    b, me, vhost = management(request), user(request), request.match_info["vhost"]
     check_vhost_write(b, me, vhost)
-    b.aliveness_test(me.name, vhost)
+    b.operations.aliveness_test(me.name, vhost)
     return web.json_response(OK)
 
 

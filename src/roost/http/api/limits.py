@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from roost.http.keys import broker
+from roost.http.keys import management
 from roost.http.routes import INT, Route, obj
 from roost.http.util import ADMINISTRATOR, MONITORING, access, bad_request, read_json
 
@@ -27,41 +27,41 @@ async def _value(request: web.Request) -> Any:
 @access(MONITORING)
 async def list_vhost_limits(request: web.Request) -> web.Response:
     vhost = request.match_info.get("vhost")
-    found = broker(request).vhost_limits(vhost)
+    found = management(request).queries.vhost_limits(vhost)
     return web.json_response([{"vhost": v, "value": limits} for v, limits in found])
 
 
 @access(ADMINISTRATOR)
 async def put_vhost_limit(request: web.Request) -> web.Response:
     m = request.match_info
-    broker(request).put_vhost_limit(m["vhost"], m["name"], await _value(request))
+    management(request).definitions.put_vhost_limit(m["vhost"], m["name"], await _value(request))
     return web.Response(status=204)
 
 
 @access(ADMINISTRATOR)
 async def delete_vhost_limit(request: web.Request) -> web.Response:
     m = request.match_info
-    broker(request).delete_vhost_limit(m["vhost"], m["name"])
+    management(request).definitions.delete_vhost_limit(m["vhost"], m["name"])
     return web.Response(status=204)
 
 
 @access(MONITORING)
 async def list_user_limits(request: web.Request) -> web.Response:
-    found = broker(request).list_user_limits(request.match_info.get("user"))
+    found = management(request).queries.list_user_limits(request.match_info.get("user"))
     return web.json_response([{"user": u, "value": limits} for u, limits in found])
 
 
 @access(ADMINISTRATOR)
 async def put_user_limit(request: web.Request) -> web.Response:
     m = request.match_info
-    broker(request).put_user_limit(m["user"], m["name"], await _value(request))
+    management(request).definitions.put_user_limit(m["user"], m["name"], await _value(request))
     return web.Response(status=204)
 
 
 @access(ADMINISTRATOR)
 async def delete_user_limit(request: web.Request) -> web.Response:
     m = request.match_info
-    broker(request).delete_user_limit(m["user"], m["name"])
+    management(request).definitions.delete_user_limit(m["user"], m["name"])
     return web.Response(status=204)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from roost.core.info import NodeInfo
-from roost.http.keys import broker
+from roost.http.keys import management
 from roost.http.listing import listing
 from roost.http.routes import Route
 from roost.http.serialize import NODE
@@ -52,7 +52,7 @@ def node_json(n: NodeInfo, exchange_types: tuple[str, ...]) -> dict[str, Any]:
 
 @access(MONITORING)
 async def list_nodes(request: web.Request) -> web.Response:
-    overview = broker(request).overview()
+    overview = management(request).activity.overview()
     return listing(request, [node_json(overview.node, overview.exchange_types)])
 
 
@@ -60,7 +60,7 @@ async def list_nodes(request: web.Request) -> web.Response:
 async def get_node(request: web.Request) -> web.Response:
     if request.match_info["node"] != NODE:
         raise not_found(f"no node '{request.match_info['node']}'")
-    overview = broker(request).overview()
+    overview = management(request).activity.overview()
     return web.json_response(node_json(overview.node, overview.exchange_types))
 
 
@@ -69,12 +69,12 @@ async def _set_limit(request: web.Request, setter: str) -> web.Response:
     if request.match_info["node"] != NODE:
         raise not_found(f"no node '{request.match_info['node']}'")
     limit = get_str(await read_json(request), "limit")
-    b = broker(request)
+    b = management(request)
     try:
         if setter == "memory":
-            b.set_vm_memory_high_watermark(limit)
+            b.activity.set_vm_memory_high_watermark(limit)
         else:
-            b.set_disk_free_limit(limit)
+            b.activity.set_disk_free_limit(limit)
     except ValueError as exc:
         raise bad_request(str(exc)) from None
     return web.Response(status=NO_CONTENT)

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from roost import __version__
-from roost.http.keys import broker
+from roost.http.keys import management
 from roost.http.routes import Route
 from roost.http.serialize import NODE
 from roost.http.util import MANAGEMENT, access, details, with_samples
@@ -38,7 +38,7 @@ def _age(request: web.Request, key: str) -> float:
 
 @access(MANAGEMENT)
 async def overview(request: web.Request) -> web.Response:
-    info = broker(request).overview()
+    info = management(request).activity.overview()
     r = info.rates
     # with lengths_age / msg_rates_age the details carry samples, as RabbitMQ's do
     lengths_age, rates_age = _age(request, "lengths_age"), _age(request, "msg_rates_age")
@@ -104,7 +104,7 @@ async def overview(request: web.Request) -> web.Response:
 
 @access(MANAGEMENT)
 async def cluster_name(request: web.Request) -> web.Response:
-    return web.json_response({"name": broker(request).cluster_name})
+    return web.json_response({"name": management(request).activity.cluster_name})
 
 
 @access(MANAGEMENT)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from roost.http import serialize as ser
-from roost.http.keys import broker
+from roost.http.keys import management
 from roost.http.listing import listing
 from roost.http.routes import STR, Route, obj
 from roost.http.util import ADMINISTRATOR, access, bad_request, created, read_json
@@ -15,13 +15,15 @@ FIELDS = ("configure", "write", "read")
 
 @access(ADMINISTRATOR)
 async def list_permissions(request: web.Request) -> web.Response:
-    return listing(request, [ser.permission(p) for p in broker(request).list_permissions()])
+    found = management(request).queries.list_permissions()
+    return listing(request, [ser.permission(p) for p in found])
 
 
 @access(ADMINISTRATOR)
 async def get_permission(request: web.Request) -> web.Response:
     m = request.match_info
-    return web.json_response(ser.permission(broker(request).permission_info(m["vhost"], m["user"])))
+    found = management(request).queries.permission_info(m["vhost"], m["user"])
+    return web.json_response(ser.permission(found))
 
 
 @access(ADMINISTRATOR)
@@ -30,7 +32,7 @@ async def put_permission(request: web.Request) -> web.Response:
     missing = [k for k in FIELDS if k not in body]
     if missing:
         raise bad_request(f"{', '.join(missing)} missing")
-    made = broker(request).put_permission(
+    made = management(request).definitions.put_permission(
         m["user"], m["vhost"], configure=body["configure"], write=body["write"], read=body["read"]
     )
     return created(made)
@@ -39,7 +41,7 @@ async def put_permission(request: web.Request) -> web.Response:
 @access(ADMINISTRATOR)
 async def delete_permission(request: web.Request) -> web.Response:
     m = request.match_info
-    broker(request).delete_permission(m["user"], m["vhost"])
+    management(request).definitions.delete_permission(m["user"], m["vhost"])
     return web.Response(status=204)
 
 

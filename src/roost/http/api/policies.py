@@ -7,7 +7,7 @@ from aiohttp import web
 
 from roost.http import serialize as ser
 from roost.http.auth import check_vhost, check_vhost_write, visible
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import INT, MAP, STR, Route, obj
 from roost.http.util import POLICYMAKER, access, bad_request, created, read_json
@@ -15,31 +15,31 @@ from roost.http.util import POLICYMAKER, access, bad_request, created, read_json
 
 @access(POLICYMAKER)
 async def list_policies(request: web.Request) -> web.Response:
-    b, me = broker(request), user(request)
+    b, me = management(request), user(request)
     vhost = request.match_info.get("vhost")
     if vhost is not None:
         check_vhost(b, me, vhost)
     return listing(
-        request, [ser.policy(p) for p in b.list_policies(vhost) if visible(b, me, p.vhost)]
+        request, [ser.policy(p) for p in b.queries.list_policies(vhost) if visible(b, me, p.vhost)]
     )
 
 
 @access(POLICYMAKER)
 async def get_policy(request: web.Request) -> web.Response:
-    b, m = broker(request), request.match_info
+    b, m = management(request), request.match_info
     check_vhost(b, user(request), m["vhost"])
-    return web.json_response(ser.policy(b.policy_info(m["vhost"], m["name"])))
+    return web.json_response(ser.policy(b.queries.policy_info(m["vhost"], m["name"])))
 
 
 @access(POLICYMAKER)
 async def put_policy(request: web.Request) -> web.Response:
-    b, m = broker(request), request.match_info
+    b, m = management(request), request.match_info
     check_vhost_write(b, user(request), m["vhost"])
     body = await read_json(request)
     missing = [k for k in ("pattern", "definition") if k not in body]
     if missing:
         raise bad_request(f"{', '.join(missing)} missing")
-    made = b.put_policy(
+    made = b.definitions.put_policy(
         m["vhost"],
         m["name"],
         pattern=body["pattern"],
@@ -52,9 +52,9 @@ async def put_policy(request: web.Request) -> web.Response:
 
 @access(POLICYMAKER)
 async def delete_policy(request: web.Request) -> web.Response:
-    b, m = broker(request), request.match_info
+    b, m = management(request), request.match_info
     check_vhost_write(b, user(request), m["vhost"])
-    b.delete_policy(m["vhost"], m["name"])
+    b.definitions.delete_policy(m["vhost"], m["name"])
     return web.Response(status=204)
 
 

@@ -10,7 +10,7 @@ from aiohttp import web
 from roost.core.info import FetchedMessage
 from roost.http import serialize as ser
 from roost.http.auth import check_vhost, check_vhost_write, visible
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import BOOL, INT, MAP, STR, Route, obj
 from roost.http.util import (
@@ -31,31 +31,32 @@ MAX_GET = 10_000  # messages one "get messages" call may take
 
 @access(MANAGEMENT)
 async def list_queues(request: web.Request) -> web.Response:
-    b, me = broker(request), user(request)
+    b, me = management(request), user(request)
     vhost = request.match_info.get("vhost")
     if vhost is not None:
         check_vhost(b, me, vhost)
-    return listing(request, [ser.queue(q) for q in b.list_queues(vhost) if visible(b, me, q.vhost)])
+    found = b.queries.list_queues(vhost)
+    return listing(request, [ser.queue(q) for q in found if visible(b, me, q.vhost)])
 
 
 @access(MANAGEMENT)
 async def get_queue(request: web.Request) -> web.Response:
-    b, vhost, name = broker(request), request.match_info["vhost"], request.match_info["name"]
+    b, vhost, name = management(request), request.match_info["vhost"], request.match_info["name"]
     check_vhost(b, user(request), vhost)
-    info = b.queue_info(vhost, name)
-    consumers = [c for c in b.list_consumers(vhost) if c.queue == name]
+    info = b.queries.queue_info(vhost, name)
+    consumers = [c for c in b.activity.list_consumers(vhost) if c.queue == name]
     return web.json_response(ser.queue(info, consumers=consumers))
 
 
 @access(MANAGEMENT)
 async def put_queue(request: web.Request) -> web.Response:
-    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    b, me, vhost = management(request), user(request), request.match_info["vhost"]
     check_vhost_write(b, me, vhost)
     body = await read_json(request)
     arguments = get_dict(body, "arguments")
     if "type" in body:  # RabbitMQ 3.10 accepts the queue type at the top level too
         arguments.setdefault("x-queue-type", get_str(body, "type"))
-    made = b.mgmt_declare_queue(
+    made = b.operations.mgmt_declare_queue(
         me.name,
         vhost,
         request.match_info["name"],
@@ -68,9 +69,9 @@ async def put_queue(request: web.Request) -> web.Response:
 
 @access(MANAGEMENT)
 async def delete_queue(request: web.Request) -> web.Response:
-    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    b, me, vhost = management(request), user(request), request.match_info["vhost"]
     check_vhost_write(b, me, vhost)
-    b.mgmt_delete_queue(
+    b.operations.mgmt_delete_queue(
         me.name,
         vhost,
         request.match_info["name"],
@@ -82,9 +83,9 @@ async def delete_queue(request: web.Request) -> web.Response:
 
 @access(MANAGEMENT)
 async def purge(request: web.Request) -> web.Response:
-    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    b, me, vhost = management(request), user(request), request.match_info["vhost"]
     check_vhost_write(b, me, vhost)
-    b.mgmt_purge_queue(me.name, vhost, request.match_info["name"])
+    b.operations.mgmt_purge_queue(me.name, vhost, request.match_info["name"])
     return web.Response(status=204)
 
 
@@ -112,7 +113,7 @@ def message_json(m: FetchedMessage, encoding: str, truncate: int | None) -> dict
 
 @access(MANAGEMENT)
 async def get_messages(request: web.Request) -> web.Response:
-    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    b, me, vhost = management(request), user(request), request.match_info["vhost"]
     check_vhost_write(b, me, vhost)
     body = await read_json(request)
     missing = [k for k in ("count", "ackmode", "encoding") if k not in body]
@@ -125,7 +126,7 @@ async def get_messages(request: web.Request) -> web.Response:
     if encoding not in ("auto", "base64"):
         raise bad_request("encoding must be auto or base64")
     truncate = get_int(body, "truncate", low=0) if body.get("truncate") is not None else None
-    got = b.mgmt_get_messages(
+    got = b.operations.mgmt_get_messages(
         me.name, vhost, request.match_info["name"], count=count, ackmode=get_str(body, "ackmode")
     )
     return web.json_response([message_json(m, encoding, truncate) for m in got])
@@ -135,10 +136,10 @@ async def get_messages(request: web.Request) -> web.Response:
 async def producer(request: web.Request) -> web.Response:
     """A stream producer's last publishing id: what a restarted producer resumes after
     (null when the stream knows no such producer)."""
-    b, me, vhost = broker(request), user(request), request.match_info["vhost"]
+    b, me, vhost = management(request), user(request), request.match_info["vhost"]
     check_vhost(b, me, vhost)
     name, producer_name = request.match_info["name"], request.match_info["producer"]
-    found = b.mgmt_last_publishing_id(me.name, vhost, name, producer_name)
+    found = b.operations.mgmt_last_publishing_id(me.name, vhost, name, producer_name)
     return web.json_response(
         {"vhost": vhost, "stream": name, "producer": producer_name, "publishing_id": found}
     )
@@ -146,9 +147,9 @@ async def producer(request: web.Request) -> web.Response:
 
 @access(MANAGEMENT)
 async def queue_bindings(request: web.Request) -> web.Response:
-    b, vhost, name = broker(request), request.match_info["vhost"], request.match_info["name"]
+    b, vhost, name = management(request), request.match_info["vhost"], request.match_info["name"]
     check_vhost(b, user(request), vhost)
-    found = b.list_bindings(vhost, destination=name, destination_type="queue")
+    found = b.queries.list_bindings(vhost, destination=name, destination_type="queue")
     return listing(request, [ser.binding(x) for x in found])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from roost.http import serialize as ser
-from roost.http.keys import broker
+from roost.http.keys import management
 from roost.http.listing import listing
 from roost.http.routes import STR, Route, obj
 from roost.http.util import ADMINISTRATOR, access, bad_request, created, not_found, read_json
@@ -15,16 +15,16 @@ FIELDS = ("exchange", "write", "read")
 
 @access(ADMINISTRATOR)
 async def list_all(request: web.Request) -> web.Response:
-    found = broker(request).list_topic_permissions()
+    found = management(request).queries.list_topic_permissions()
     return listing(request, [ser.topic_permission(p) for p in found])
 
 
 @access(ADMINISTRATOR)
 async def get_one(request: web.Request) -> web.Response:
-    m, b = request.match_info, broker(request)
-    b.vhost(m["vhost"])
-    b.user_info(m["user"])
-    found = b.list_topic_permissions(user=m["user"], vhost=m["vhost"])
+    m, b = request.match_info, management(request)
+    b.queries.check_vhost(m["vhost"])
+    b.queries.user_info(m["user"])
+    found = b.queries.list_topic_permissions(user=m["user"], vhost=m["vhost"])
     if not found:
         raise not_found(f"no topic permissions for user '{m['user']}' in vhost '{m['vhost']}'")
     return web.json_response([ser.topic_permission(p) for p in found])
@@ -36,7 +36,7 @@ async def put_one(request: web.Request) -> web.Response:
     missing = [k for k in FIELDS if k not in body]
     if missing:
         raise bad_request(f"{', '.join(missing)} missing")
-    made = broker(request).put_topic_permission(
+    made = management(request).definitions.put_topic_permission(
         m["user"], m["vhost"], exchange=body["exchange"], write=body["write"], read=body["read"]
     )
     return created(made)
@@ -45,7 +45,9 @@ async def put_one(request: web.Request) -> web.Response:
 @access(ADMINISTRATOR)
 async def delete_one(request: web.Request) -> web.Response:
     m = request.match_info
-    broker(request).delete_topic_permission(m["user"], m["vhost"], request.query.get("exchange"))
+    management(request).definitions.delete_topic_permission(
+        m["user"], m["vhost"], request.query.get("exchange")
+    )
     return web.Response(status=204)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from roost.http import serialize as ser
-from roost.http.keys import broker
+from roost.http.keys import management
 from roost.http.listing import listing
 from roost.http.routes import STR, TAGS, Route, obj
 from roost.http.util import ADMINISTRATOR, access, bad_request, created, read_json
@@ -14,19 +14,20 @@ from roost.http.util import ADMINISTRATOR, access, bad_request, created, read_js
 
 @access(ADMINISTRATOR)
 async def list_users(request: web.Request) -> web.Response:
-    return listing(request, [ser.user(u) for u in broker(request).list_users()])
+    return listing(request, [ser.user(u) for u in management(request).queries.list_users()])
 
 
 @access(ADMINISTRATOR)
 async def without_permissions(request: web.Request) -> web.Response:
-    b = broker(request)
-    holders = {p.user for p in b.list_permissions()}
-    return listing(request, [ser.user(u) for u in b.list_users() if u.name not in holders])
+    b = management(request)
+    holders = {p.user for p in b.queries.list_permissions()}
+    return listing(request, [ser.user(u) for u in b.queries.list_users() if u.name not in holders])
 
 
 @access(ADMINISTRATOR)
 async def get_user(request: web.Request) -> web.Response:
-    return web.json_response(ser.user(broker(request).user_info(request.match_info["name"])))
+    found = management(request).queries.user_info(request.match_info["name"])
+    return web.json_response(ser.user(found))
 
 
 @access(ADMINISTRATOR)
@@ -34,7 +35,7 @@ async def put_user(request: web.Request) -> web.Response:
     body = await read_json(request)
     if "password" in body and "password_hash" in body:
         raise bad_request("give either password or password_hash, not both")
-    made = broker(request).put_user(
+    made = management(request).definitions.put_user(
         request.match_info["name"],
         password=body.get("password"),
         password_hash=body.get("password_hash"),
@@ -46,7 +47,7 @@ async def put_user(request: web.Request) -> web.Response:
 
 @access(ADMINISTRATOR)
 async def delete_user(request: web.Request) -> web.Response:
-    broker(request).delete_user(request.match_info["name"])
+    management(request).definitions.delete_user(request.match_info["name"])
     return web.Response(status=204)
 
 
@@ -56,25 +57,26 @@ async def bulk_delete(request: web.Request) -> web.Response:
     names = body.get("users")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise bad_request("users must be a list of user names")
-    b = broker(request)
+    b = management(request)
     for name in names:
-        if name in {u.name for u in b.list_users()}:
-            b.delete_user(name)
+        if name in {u.name for u in b.queries.list_users()}:
+            b.definitions.delete_user(name)
     return web.Response(status=204)
 
 
 @access(ADMINISTRATOR)
 async def user_permissions(request: web.Request) -> web.Response:
-    b, name = broker(request), request.match_info["name"]
-    b.user_info(name)
-    return listing(request, [ser.permission(p) for p in b.list_permissions(user=name)])
+    b, name = management(request), request.match_info["name"]
+    b.queries.user_info(name)
+    return listing(request, [ser.permission(p) for p in b.queries.list_permissions(user=name)])
 
 
 @access(ADMINISTRATOR)
 async def user_topic_permissions(request: web.Request) -> web.Response:
-    b, name = broker(request), request.match_info["name"]
-    b.user_info(name)
-    return listing(request, [ser.topic_permission(p) for p in b.list_topic_permissions(user=name)])
+    b, name = management(request), request.match_info["name"]
+    b.queries.user_info(name)
+    found = b.queries.list_topic_permissions(user=name)
+    return listing(request, [ser.topic_permission(p) for p in found])
 
 
 USER_BODY = obj({"password": STR, "password_hash": STR, "hashing_algorithm": STR, "tags": TAGS})

@@ -11,7 +11,7 @@ from roost.http import serialize as ser
 from roost.http.api.channels import visible_channels
 from roost.http.api.connections import visible_connections
 from roost.http.auth import check_vhost, visible
-from roost.http.keys import broker, user
+from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import STR, TAGS, Route, obj
 from roost.http.util import ADMINISTRATOR, MANAGEMENT, access, created, read_json
@@ -19,15 +19,16 @@ from roost.http.util import ADMINISTRATOR, MANAGEMENT, access, created, read_jso
 
 @access(MANAGEMENT)
 async def list_vhosts(request: web.Request) -> web.Response:
-    b, me = broker(request), user(request)
-    return listing(request, [ser.vhost(v) for v in b.list_vhosts() if visible(b, me, v.name)])
+    b, me = management(request), user(request)
+    found = b.queries.list_vhosts()
+    return listing(request, [ser.vhost(v) for v in found if visible(b, me, v.name)])
 
 
 @access(MANAGEMENT)
 async def get_vhost(request: web.Request) -> web.Response:
-    b, name = broker(request), request.match_info["vhost"]
+    b, name = management(request), request.match_info["vhost"]
     check_vhost(b, user(request), name)
-    return web.json_response(ser.vhost(b.vhost_info(name)))
+    return web.json_response(ser.vhost(b.queries.vhost_info(name)))
 
 
 @access(ADMINISTRATOR)
@@ -35,7 +36,7 @@ async def put_vhost(request: web.Request) -> web.Response:
     body = await read_json(request)
     raw_metadata = body.get("metadata")
     metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
-    made = broker(request).put_vhost(
+    made = management(request).definitions.put_vhost(
         request.match_info["vhost"],
         description=body.get("description", metadata.get("description")),
         tags=body.get("tags", metadata.get("tags")),
@@ -48,35 +49,36 @@ async def put_vhost(request: web.Request) -> web.Response:
 
 @access(ADMINISTRATOR)
 async def delete_vhost(request: web.Request) -> web.Response:
-    broker(request).delete_vhost(request.match_info["vhost"])
+    management(request).definitions.delete_vhost(request.match_info["vhost"])
     return web.Response(status=204)
 
 
 @access(ADMINISTRATOR)
 async def vhost_permissions(request: web.Request) -> web.Response:
-    b, name = broker(request), request.match_info["vhost"]
-    b.vhost(name)
-    return listing(request, [ser.permission(p) for p in b.list_permissions(vhost=name)])
+    b, name = management(request), request.match_info["vhost"]
+    b.queries.check_vhost(name)
+    return listing(request, [ser.permission(p) for p in b.queries.list_permissions(vhost=name)])
 
 
 @access(ADMINISTRATOR)
 async def vhost_topic_permissions(request: web.Request) -> web.Response:
-    b, name = broker(request), request.match_info["vhost"]
-    b.vhost(name)
-    return listing(request, [ser.topic_permission(p) for p in b.list_topic_permissions(vhost=name)])
+    b, name = management(request), request.match_info["vhost"]
+    b.queries.check_vhost(name)
+    found = b.queries.list_topic_permissions(vhost=name)
+    return listing(request, [ser.topic_permission(p) for p in found])
 
 
 @access(MANAGEMENT)
 async def vhost_connections(request: web.Request) -> web.Response:
     name = request.match_info["vhost"]
-    check_vhost(broker(request), user(request), name)
+    check_vhost(management(request), user(request), name)
     return listing(request, [ser.connection(c) for c in visible_connections(request, name)])
 
 
 @access(MANAGEMENT)
 async def vhost_channels(request: web.Request) -> web.Response:
     name = request.match_info["vhost"]
-    check_vhost(broker(request), user(request), name)
+    check_vhost(management(request), user(request), name)
     return listing(request, [ser.channel(c) for c in visible_channels(request, name)])
 
 

@@ -1,0 +1,123 @@
+"""The connection registry: every open client connection, and the last closed ones.
+
+A protocol adapter's connection is registered by ``Broker.connect`` once its user and
+vhost are checked, and unregistered by ``Broker.disconnect``. The registry keeps, for
+the management API, a snapshot of each recently closed connection with the reason it
+closed (``CLOSED_KEPT`` of them), and folds the closed connection's byte counts into the
+broker's lifetime totals so they never go down.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from roost.core.errors import NotFound
+from roost.core.info import ConnectionInfo, ConnectionRef
+
+if TYPE_CHECKING:
+    from roost.core.client import Client
+    from roost.core.session import Session
+    from roost.core.stats import Counters, RateSampler
+
+CLOSED_KEPT = 100  # recently closed connections kept, with the reason each closed
+
+
+class Connections:
+    def __init__(self, counters: Counters, snapshot: Callable[[Client], ConnectionInfo]) -> None:
+        """``snapshot`` makes a connection's management view (core.activity)."""
+        self.clients: dict[int, Client] = {}
+        self.closed: deque[ConnectionInfo] = deque(maxlen=CLOSED_KEPT)
+        self._counters = counters
+        self._snapshot = snapshot
+
+    def __len__(self) -> int:
+        return len(self.clients)
+
+    def __contains__(self, client: Client) -> bool:
+        return client.id in self.clients
+
+    def __iter__(self) -> Iterator[Client]:
+        return iter(self.clients.values())
+
+    def add(self, client: Client) -> None:
+        self.clients[client.id] = client
+        self._counters.connection_created += 1
+
+    def remove(self, client: Client, reason: str) -> bool:
+        """Unregister; keep a snapshot with the reason. False if it was not registered."""
+        if self.clients.pop(client.id, None) is None:
+            return False
+        info = replace(
+            self._snapshot(client),
+            state="closed",
+            closed_reason=reason,
+            closed_at=time.time(),
+            channels=0,
+        )
+        self.closed.append(info)
+        c = self._counters
+        c.connection_closed += 1
+        c.retired_recv_oct += client.traffic.recv_oct
+        c.retired_send_oct += client.traffic.send_oct
+        return True
+
+    def named(self, name: str) -> Client:
+        for client in self.clients.values():
+            if client.peer == name:
+                return client
+        raise NotFound(f"no connection '{name}'")
+
+    def close_where(self, matches: Callable[[Client], bool], reason: str) -> None:
+        """Ask every matching connection to close (a deleted user or vhost)."""
+        for client in list(self.clients.values()):
+            if matches(client):
+                client.force_close(reason)
+
+    def sessions(self, vhost: str | None = None) -> Iterator[Session]:
+        for client in self.clients.values():
+            if vhost is None or client.vhost.name == vhost:
+                yield from client.sessions
+
+
+def split_peer(peer: str) -> tuple[str, int]:
+    host, _, port = peer.rpartition(":")
+    try:
+        return host or peer, int(port)
+    except ValueError:
+        return peer, 0
+
+
+def connection_info(client: Client, sampler: RateSampler) -> ConnectionInfo:
+    host, port = split_peer(client.peer)
+    given = client.properties.get("connection_name")
+    t = client.traffic
+    return ConnectionInfo(
+        id=client.id,
+        name=client.peer,
+        user_provided_name=given if isinstance(given, str) and given else None,
+        vhost=client.vhost.name,
+        user=client.user.name,
+        protocol=client.protocol,
+        peer_host=host,
+        peer_port=port,
+        connected_at=client.opened_at,
+        client_properties=dict(client.properties),
+        channels=len(client.sessions),
+        recv_oct=t.recv_oct,
+        send_oct=t.send_oct,
+        recv_cnt=t.recv_cnt,
+        send_cnt=t.send_cnt,
+        rates=sampler.rates(client),
+        state=client.alarm_state or ("flow" if client.flow_held else "running"),
+        ssl=client.ssl,
+        auth_mechanism=client.auth_mechanism,
+    )
+
+
+def connection_ref(client: Client) -> ConnectionRef:
+    host, port = split_peer(client.peer)
+    return ConnectionRef(client.peer, host, port, client.user.name)

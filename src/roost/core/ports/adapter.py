@@ -1,0 +1,158 @@
+"""The adapter port: everything a protocol connection (AMQP, STOMP, and the MQTT and
+stream-protocol adapters to come) may ask of the core, as one typed Protocol, plus the
+handle types it hands back. ``core.broker.Broker`` implements it.
+
+A connection's life on the port::
+
+    user = port.authenticate(name, password, peer_host=host, protocol="MQTT")
+    client = port.connect(user, vhost, protocol="MQTT", peer=peer, closer=close)
+    session = port.open_session(client, sink)      # sink: the adapter's DeliverySink
+    completion = port.durable_from_here()
+    port.declare_queue(client, "q", durable=True)  # definitions: may complete later
+    if not completion.then(reply):                 # reply(None) or reply(error)
+        reply(None)                                # nothing durable changed: at once
+    port.publish(client, "amq.topic", message, confirm=on_confirm, publisher=held)
+    consumer = port.consume(session, "q", "tag", no_ack=False, exclusive=False)
+    session.start(consumer)                        # deliveries go to sink.deliver
+    session.ack(delivery_tag, multiple=False)      # settle: ack / nack / reject
+    port.disconnect(client, "closed by the client")
+
+What each call promises:
+
+- Definitions (declare, bind, unbind, delete, purge) apply at once on one node. Take
+  ``durable_from_here()`` before and call ``then(done)`` after: ``done(None)`` once the
+  change is on disk (a durable queue, a durable binding), ``done(error)`` when it could
+  not be made durable. In a cluster the same call completes once every live node applied
+  the change, and a commit-time refusal (two nodes racing to declare one queue with
+  different arguments) arrives as ``done(PreconditionFailed(...))``. While a completion
+  is pending an adapter keeps the order of that channel's operations: it stops taking
+  frames from that connection's buffer (and pauses reading) until ``done`` runs.
+- ``publish(..., confirm)``: ``confirm(True)`` once the message is safe (at once for a
+  transient message or one routed nowhere, after the fsync for a persistent message in
+  a durable queue or a stream, after a majority commit for a replicated queue);
+  ``confirm(False)`` when a queue refused it. ``publisher`` (``new_publisher``) is held
+  while a queue it reached is congested: the adapter stops reading that socket.
+- Deliveries reach the session's ``DeliverySink`` synchronously; the session's prefetch
+  (``set_qos``) bounds them, and settling (``ack``/``nack``/``reject``) frees credit.
+- ``alarms``: subscribe to learn of memory and disk alarms (block publishers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from roost.core.alarms import ResourceAlarms
+    from roost.core.auth import User
+    from roost.core.client import Client, Traffic
+    from roost.core.consumer import Consumer
+    from roost.core.durability import Completion
+    from roost.core.exchanges.base import Exchange
+    from roost.core.flow import Publisher
+    from roost.core.message import Message
+    from roost.core.queues.base import Queue
+    from roost.core.queues.entry import Entry
+    from roost.core.session import DeliverySink, Session
+
+
+class AdapterPort(Protocol):
+    alarms: ResourceAlarms
+
+    # -- connections and sessions ---------------------------------------------------------
+
+    def authenticate(
+        self, username: str, password: str, *, peer_host: str, protocol: str = "", peer: str = ""
+    ) -> User: ...
+    def authenticate_external(self, username: str, *, peer_host: str) -> User: ...
+    def connect(
+        self,
+        user: User,
+        vhost_name: str,
+        *,
+        protocol: str,
+        peer: str,
+        closer: Callable[[str], None] | None = None,
+        properties: dict[str, Any] | None = None,
+        traffic: Traffic | None = None,
+    ) -> Client: ...
+    def disconnect(self, client: Client, reason: str = "") -> None: ...
+    def is_connected(self, client: Client) -> bool: ...
+    def has_vhost(self, name: str) -> bool: ...
+    def open_session(self, client: Client, sink: DeliverySink, *, number: int = 0) -> Session: ...
+    def close_session(self, session: Session) -> None: ...
+
+    # -- definitions ----------------------------------------------------------------------
+
+    def declare_exchange(
+        self,
+        client: Client,
+        name: str,
+        kind: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> Exchange: ...
+    def delete_exchange(self, client: Client, name: str, *, if_unused: bool = False) -> None: ...
+    def bind_exchange(
+        self, client: Client, destination: str, source: str, key: str, arguments: dict[str, Any]
+    ) -> None: ...
+    def unbind_exchange(
+        self, client: Client, destination: str, source: str, key: str, arguments: dict[str, Any]
+    ) -> None: ...
+    def declare_queue(
+        self,
+        client: Client,
+        name: str,
+        *,
+        passive: bool = False,
+        durable: bool = False,
+        exclusive: bool = False,
+        auto_delete: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> Queue: ...
+    def queue(self, client: Client, name: str) -> Queue: ...
+    def bind_queue(
+        self, client: Client, queue: str, exchange: str, key: str, arguments: dict[str, Any]
+    ) -> None: ...
+    def unbind_queue(
+        self, client: Client, queue: str, exchange: str, key: str, arguments: dict[str, Any]
+    ) -> None: ...
+    def purge_queue(self, client: Client, name: str) -> int: ...
+    def delete_queue(
+        self, client: Client, name: str, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int: ...
+
+    # -- messages -------------------------------------------------------------------------
+
+    def publish(
+        self,
+        client: Client,
+        exchange: str,
+        message: Message,
+        confirm: Callable[[bool], None] | None = None,
+        publisher: Publisher | None = None,
+        *,
+        refused: Callable[[str], None] | None = None,
+    ) -> int: ...
+    def check_publish(self, client: Client, exchange: str, message: Message) -> None: ...
+    def direct_reply_request(self, session: Session, message: Message) -> Message: ...
+    def new_publisher(self, on_change: Callable[[bool], None]) -> Publisher: ...
+    def get(self, session: Session, name: str, no_ack: bool) -> tuple[int, Entry, int] | None: ...
+    def consume(
+        self,
+        session: Session,
+        name: str,
+        tag: str,
+        *,
+        no_ack: bool,
+        exclusive: bool,
+        arguments: dict[str, Any] | None = None,
+    ) -> Consumer: ...
+
+    # -- the one durability wait ------------------------------------------------------------
+
+    def durable_from_here(self) -> Completion: ...

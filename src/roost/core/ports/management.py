@@ -1,0 +1,247 @@
+"""The management port: everything the HTTP API, the web UI, metrics, StatsD and
+``roost ctl`` may ask of the core, as typed Protocols. The HTTP layer imports this module
+(plus the snapshot types of ``core.info`` and the errors of ``core.errors``) and nothing
+else of the core; ``core.management.Management`` implements it.
+
+Four faces, each a component of its own:
+
+- ``definitions``: changes to users, vhosts, permissions, topic permissions, policies
+  and limits (``core.catalog``);
+- ``queries``: typed snapshots of definitions: queues, exchanges, bindings, vhosts,
+  users, permissions, policies, limits (``core.queries``);
+- ``activity``: connections, channels, consumers, rates, totals, the node and its alarms
+  (``core.activity``);
+- ``operations``: queue, exchange, binding and message operations done on behalf of a
+  management user, checked as the AMQP method would be (``core.manage``).
+
+A change answered 2xx must survive a crash: ``durable_from_here`` is the one durability
+wait the adapters use too (``core.durability.Completion``). In a cluster its completion
+also means every live node applied the change.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from roost.core.durability import Completion
+    from roost.core.info import (
+        BindingInfo,
+        ChannelInfo,
+        Churn,
+        ConnectionInfo,
+        ConsumerInfo,
+        ExchangeInfo,
+        FetchedMessage,
+        ImportReport,
+        ListenerInfo,
+        MutatorTotals,
+        NodeInfo,
+        OverviewInfo,
+        PermissionInfo,
+        PolicyInfo,
+        QueueInfo,
+        StoreInfo,
+        TopicPermissionInfo,
+        Totals,
+        UserInfo,
+        VHostInfo,
+    )
+    from roost.core.message import Message
+
+Limits = list[tuple[str, dict[str, int]]]
+
+
+class DefinitionsAdmin(Protocol):
+    """Changes to definitions; each ends in one typed event (core/events.py)."""
+
+    def put_user(
+        self,
+        name: str,
+        *,
+        password: str | None = None,
+        password_hash: str | None = None,
+        hashing_algorithm: str | None = None,
+        tags: Any = None,
+    ) -> bool: ...
+    def delete_user(self, name: str) -> None: ...
+    def put_vhost(
+        self,
+        name: str,
+        *,
+        description: str | None = None,
+        tags: Any = None,
+        default_queue_type: str | None = None,
+        creator: str | None = None,
+    ) -> bool: ...
+    def delete_vhost(self, name: str) -> None: ...
+    def put_permission(
+        self, user: str, vhost: str, *, configure: Any, write: Any, read: Any
+    ) -> bool: ...
+    def delete_permission(self, user: str, vhost: str) -> None: ...
+    def put_topic_permission(
+        self, user: str, vhost: str, *, exchange: Any, write: Any, read: Any
+    ) -> bool: ...
+    def delete_topic_permission(
+        self, user: str, vhost: str, exchange: str | None = None
+    ) -> None: ...
+    def check_permission(
+        self, user: str, vhost: str, access: str, kind: str, name: str
+    ) -> None: ...
+    def put_policy(
+        self,
+        vhost: str,
+        name: str,
+        *,
+        pattern: Any,
+        definition: Any,
+        priority: Any = 0,
+        apply_to: Any = "all",
+        check_mutators: bool = True,
+    ) -> bool: ...
+    def delete_policy(self, vhost: str, name: str) -> None: ...
+    def put_vhost_limit(self, vhost: str, name: str, value: Any) -> None: ...
+    def delete_vhost_limit(self, vhost: str, name: str) -> None: ...
+    def put_user_limit(self, user: str, name: str, value: Any) -> None: ...
+    def delete_user_limit(self, user: str, name: str) -> None: ...
+
+
+class DefinitionQueries(Protocol):
+    """Typed snapshots of definitions; NotFound for a vhost or object that is not there."""
+
+    def check_vhost(self, name: str) -> None: ...
+    def can_access_vhost(self, user: str, vhost: str) -> bool: ...
+    def login(self, username: str, password: str, *, peer_host: str) -> UserInfo: ...
+    def list_policies(self, vhost: str | None = None) -> list[PolicyInfo]: ...
+    def policy_info(self, vhost: str, name: str) -> PolicyInfo: ...
+    def list_queues(self, vhost: str | None = None) -> list[QueueInfo]: ...
+    def queue_info(self, vhost: str, name: str) -> QueueInfo: ...
+    def list_exchanges(self, vhost: str | None = None) -> list[ExchangeInfo]: ...
+    def exchange_info(self, vhost: str, name: str) -> ExchangeInfo: ...
+    def list_bindings(
+        self,
+        vhost: str | None = None,
+        *,
+        source: str | None = None,
+        destination: str | None = None,
+        destination_type: str | None = None,
+    ) -> list[BindingInfo]: ...
+    def binding_info(
+        self, vhost: str, source: str, destination_type: str, destination: str, props: str
+    ) -> BindingInfo: ...
+    def list_vhosts(self) -> list[VHostInfo]: ...
+    def vhost_info(self, name: str) -> VHostInfo: ...
+    def vhost_limits(self, vhost: str | None = None) -> Limits: ...
+    def list_user_limits(self, user: str | None = None) -> Limits: ...
+    def list_users(self) -> list[UserInfo]: ...
+    def user_info(self, name: str) -> UserInfo: ...
+    def list_permissions(
+        self, *, user: str | None = None, vhost: str | None = None
+    ) -> list[PermissionInfo]: ...
+    def permission_info(self, vhost: str, user: str) -> PermissionInfo: ...
+    def list_topic_permissions(
+        self, *, user: str | None = None, vhost: str | None = None
+    ) -> list[TopicPermissionInfo]: ...
+
+
+class ActivityQueries(Protocol):
+    """Live activity, rates and the node."""
+
+    cluster_name: str
+    listeners: list[ListenerInfo]
+
+    def sample_rates(self, now: float | None = None) -> None: ...
+    def totals(self) -> Totals: ...
+    def churn(self) -> Churn: ...
+    def list_connections(
+        self, vhost: str | None = None, *, closed: bool = False
+    ) -> list[ConnectionInfo]: ...
+    def connection_info(self, name: str) -> ConnectionInfo: ...
+    def list_channels(self, vhost: str | None = None) -> list[ChannelInfo]: ...
+    def list_consumers(self, vhost: str | None = None) -> list[ConsumerInfo]: ...
+    def node_info(self) -> NodeInfo: ...
+    def store_info(self) -> StoreInfo | None: ...
+    def overview(self) -> OverviewInfo: ...
+    def set_vm_memory_high_watermark(self, spec: str) -> None: ...
+    def set_disk_free_limit(self, spec: str) -> None: ...
+    def alarms(self) -> list[str]: ...
+    def mutator_totals(self) -> MutatorTotals: ...
+
+
+class ManagementOperations(Protocol):
+    """Operations on behalf of a management user (``user``), permission-checked."""
+
+    def mgmt_declare_queue(
+        self,
+        user: str,
+        vhost: str,
+        name: str,
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> bool: ...
+    def mgmt_delete_queue(
+        self, user: str, vhost: str, name: str, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int: ...
+    def mgmt_purge_queue(self, user: str, vhost: str, name: str) -> int: ...
+    def mgmt_get_messages(
+        self, user: str, vhost: str, queue: str, *, count: int, ackmode: str
+    ) -> list[FetchedMessage]: ...
+    def mgmt_last_publishing_id(
+        self, user: str, vhost: str, stream: str, producer: str
+    ) -> int | None: ...
+    def mgmt_declare_exchange(
+        self,
+        user: str,
+        vhost: str,
+        name: str,
+        kind: str,
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> bool: ...
+    def mgmt_delete_exchange(
+        self, user: str, vhost: str, name: str, *, if_unused: bool = False
+    ) -> None: ...
+    def mgmt_publish(self, user: str, vhost: str, exchange: str, message: Message) -> bool: ...
+    def mgmt_bind(
+        self,
+        user: str,
+        vhost: str,
+        source: str,
+        destination_type: str,
+        destination: str,
+        routing_key: str,
+        arguments: dict[str, Any],
+    ) -> str: ...
+    def mgmt_unbind(
+        self,
+        user: str,
+        vhost: str,
+        source: str,
+        destination_type: str,
+        destination: str,
+        props: str,
+    ) -> None: ...
+    def close_connection(self, name: str, reason: str) -> None: ...
+    def aliveness_test(self, user: str, vhost: str) -> None: ...
+
+
+class ManagementPort(Protocol):
+    @property
+    def definitions(self) -> DefinitionsAdmin: ...
+    @property
+    def queries(self) -> DefinitionQueries: ...
+    @property
+    def activity(self) -> ActivityQueries: ...
+    @property
+    def operations(self) -> ManagementOperations: ...
+
+    def export_definitions(self, vhost: str | None = None) -> dict[str, Any]: ...
+    def import_definitions(
+        self, data: Any, vhost: str | None = None, *, creator: str | None = None
+    ) -> ImportReport: ...
+    def durable_from_here(self) -> Completion: ...
