@@ -59,7 +59,7 @@ def test_send_subscribe_ack_in_process() -> None:
         h.data_received(f"ACK\nid:{msg.headers['ack']}\n\n\x00".encode())
         assert broker.vhosts["/"].queues["u"].unacked == 0
         h.connection_lost()
-        assert not registry and not broker.clients
+        assert not registry and not broker.connections.clients
 
     run(main)
 

@@ -22,7 +22,7 @@ def broker() -> Broker:
     b = memory_broker()
     changes = Changes(b.catalog)
     b.journal = changes  # type: ignore[attr-defined]
-    b.on_change.append(changes.note)
+    b.catalog.on_change.append(changes.note)
     b.vhosts["/"].on_change.append(changes.note)
     return b
 

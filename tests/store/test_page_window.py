@@ -75,7 +75,7 @@ def test_entries_past_the_message_limit_are_paged_out(setup: tuple[Broker, Queue
 
 def test_memory_pressure_shrinks_the_window(setup: tuple[Broker, Queue]) -> None:
     broker, queue = setup
-    broker.resource_alarms.paging = True
+    broker.alarms.paging = True
     for _ in range(PAGE_WINDOW + 10):
         queue.push(Message("", "q", PERSISTENT, b"p" * 100))
     assert _in_memory(queue) == [True] * PAGE_WINDOW + [False] * 10

@@ -17,8 +17,8 @@ def test_broker_change_reaches_the_listeners_after_a_failing_one() -> None:
     broker = memory_broker(defaults=False)
     broker.catalog.add_vhost("/")
     heard: list[Event] = []
-    broker.on_change.insert(0, _failing)
-    broker.on_change.append(heard.append)
+    broker.catalog.on_change.insert(0, _failing)
+    broker.catalog.on_change.append(heard.append)
     with pytest.raises(RuntimeError, match="listener broke on PolicyChanged"):
         broker.catalog.put_policy("/", "p", pattern=".*", definition={"max-length": 1})
     assert [type(e) for e in heard] == [PolicyChanged] and ("/", "p") in broker.catalog.policies

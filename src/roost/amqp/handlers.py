@@ -25,7 +25,7 @@ from roost.amqp.codec import (
 )
 from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, reply_text
 from roost.amqp.held import Barrier, HeldOutput
-from roost.core.broker import DIRECT_REPLY_TO, EMPTY_PROPERTIES, Message, Properties
+from roost.core import DIRECT_REPLY_TO, EMPTY_PROPERTIES, Message, Properties
 from roost.core.errors import (
     AccessRefused,
     BrokerError,
@@ -40,8 +40,7 @@ from roost.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from roost.core.broker import Broker
-    from roost.core.client import Client
+    from roost.core.ports.adapter import AdapterPort, Client, Completion
 
 # core error -> (reply code, hard?)
 ERROR_CODES: dict[type[BrokerError], tuple[int, bool]] = {
@@ -126,7 +125,7 @@ def _broker_typed(props: Properties) -> Properties:
 class ConnectionContext(Protocol):
     """What a channel needs from its connection (implemented by the asyncio protocol)."""
 
-    broker: Broker
+    broker: AdapterPort
     client: Client
     frame_max: int
     cancel_notify: bool
@@ -193,22 +192,26 @@ class AMQPChannel:
     def reply(self, method: m.Method) -> None:
         self.output.send(encode_method_frame(self.id, method))
 
-    def reply_durably(self, mark: int, method: m.Method) -> None:
-        """Reply once what the method changed since ``mark`` is on disk (at once if it
-        changed nothing durable): a durable declare-ok means the queue survives a crash."""
+    def reply_durably(self, completion: Completion, method: m.Method) -> None:
+        """Reply once what the method changed since ``completion`` was taken is durable
+        (at once if it changed nothing durable): a durable declare-ok means the queue
+        survives a crash. Later frames of the channel wait behind the reply."""
         barrier = self.output.hold(encode_method_frame(self.id, method))
-        if not self.broker.after_durable(mark, partial(self._durable, barrier)):
+        if not completion.then(partial(self._durable, barrier, method)):
             self.output.release(barrier)
 
-    def _durable(self, barrier: Barrier, ok: bool) -> None:
+    def _durable(self, barrier: Barrier, method: m.Method, error: BrokerError | None) -> None:
         if self.session.closed:
             return
-        if ok:
+        if error is None:
             self.output.release(barrier)
-        else:  # never claim a definition is safe when its write failed
+            return
+        failure = to_amqp_error(error, method)
+        if isinstance(error, InternalError) or not isinstance(failure, ChannelError):
+            # never claim a definition is safe when its write failed
             text = "definitions could not be written to disk"
-            error = ChannelError(m.INTERNAL_ERROR, reply_text(m.INTERNAL_ERROR, text))
-            self.conn.channel_failed(self, error)
+            failure = ChannelError(m.INTERNAL_ERROR, reply_text(m.INTERNAL_ERROR, text))
+        self.conn.channel_failed(self, failure)
 
     def handle(self, method: m.Method) -> None:
         """Run one method; core errors become AMQP errors carrying the method's ids."""
@@ -283,7 +286,7 @@ class AMQPChannel:
     # -- exchanges --------------------------------------------------------------------------
 
     def on_exchange_declare(self, method: m.ExchangeDeclare) -> None:
-        mark = self.broker.durability_mark()
+        completion = self.broker.durable_from_here()
         self.broker.declare_exchange(
             self.client,
             method.exchange,
@@ -295,29 +298,29 @@ class AMQPChannel:
             arguments=method.arguments,
         )
         if not method.nowait:
-            self.reply_durably(mark, m.ExchangeDeclareOk())
+            self.reply_durably(completion, m.ExchangeDeclareOk())
 
     def on_exchange_delete(self, method: m.ExchangeDelete) -> None:
-        mark = self.broker.durability_mark()
+        completion = self.broker.durable_from_here()
         self.broker.delete_exchange(self.client, method.exchange, if_unused=method.if_unused)
         if not method.nowait:
-            self.reply_durably(mark, m.ExchangeDeleteOk())
+            self.reply_durably(completion, m.ExchangeDeleteOk())
 
     def on_exchange_bind(self, method: m.ExchangeBind) -> None:
-        mark = self.broker.durability_mark()
+        completion = self.broker.durable_from_here()
         self.broker.bind_exchange(
             self.client, method.destination, method.source, method.routing_key, method.arguments
         )
         if not method.nowait:
-            self.reply_durably(mark, m.ExchangeBindOk())
+            self.reply_durably(completion, m.ExchangeBindOk())
 
     def on_exchange_unbind(self, method: m.ExchangeUnbind) -> None:
-        mark = self.broker.durability_mark()
+        completion = self.broker.durable_from_here()
         self.broker.unbind_exchange(
             self.client, method.destination, method.source, method.routing_key, method.arguments
         )
         if not method.nowait:
-            self.reply_durably(mark, m.ExchangeUnbindOk())
+            self.reply_durably(completion, m.ExchangeUnbindOk())
 
     # -- queues -----------------------------------------------------------------------------
 
@@ -330,7 +333,7 @@ class AMQPChannel:
         return self.last_queue
 
     def on_queue_declare(self, method: m.QueueDeclare) -> None:
-        mark = self.broker.durability_mark()
+        completion = self.broker.durable_from_here()
         queue = self.broker.declare_queue(
             self.client,
             method.queue,
@@ -343,7 +346,7 @@ class AMQPChannel:
         self.last_queue = queue.name
         if not method.nowait:
             self.reply_durably(
-                mark,
+                completion,
                 m.QueueDeclareOk(
                     queue=queue.name,
                     message_count=queue.message_count,
@@ -354,18 +357,18 @@ class AMQPChannel:
     def on_queue_bind(self, method: m.QueueBind) -> None:
         queue = self._queue_name(method.queue)
         key = method.routing_key if (method.routing_key or method.queue) else queue
-        mark = self.broker.durability_mark()
+        completion = self.broker.durable_from_here()
         self.broker.bind_queue(self.client, queue, method.exchange, key, method.arguments)
         if not method.nowait:
-            self.reply_durably(mark, m.QueueBindOk())
+            self.reply_durably(completion, m.QueueBindOk())
 
     def on_queue_unbind(self, method: m.QueueUnbind) -> None:
         queue = self._queue_name(method.queue)
-        mark = self.broker.durability_mark()
+        completion = self.broker.durable_from_here()
         self.broker.unbind_queue(
             self.client, queue, method.exchange, method.routing_key, method.arguments
         )
-        self.reply_durably(mark, m.QueueUnbindOk())
+        self.reply_durably(completion, m.QueueUnbindOk())
 
     def on_queue_purge(self, method: m.QueuePurge) -> None:
         count = self.broker.purge_queue(self.client, self._queue_name(method.queue))
@@ -373,7 +376,7 @@ class AMQPChannel:
             self.reply(m.QueuePurgeOk(message_count=count))
 
     def on_queue_delete(self, method: m.QueueDelete) -> None:
-        mark = self.broker.durability_mark()
+        completion = self.broker.durable_from_here()
         count = self.broker.delete_queue(
             self.client,
             self._queue_name(method.queue),
@@ -381,7 +384,7 @@ class AMQPChannel:
             if_empty=method.if_empty,
         )
         if not method.nowait:
-            self.reply_durably(mark, m.QueueDeleteOk(message_count=count))
+            self.reply_durably(completion, m.QueueDeleteOk(message_count=count))
 
     # -- consuming --------------------------------------------------------------------------
 
@@ -527,9 +530,13 @@ class AMQPChannel:
     def on_tx_commit(self, method: m.TxCommit) -> None:
         if self.mode is not Mode.TX:
             raise PreconditionFailed("channel is not transactional")
-        self.broker.run_durably(self.tx.take(), self._tx_committed)
+        completion = self.broker.durable_from_here()
+        for op in self.tx.take():
+            op()
+        if not completion.then(self._tx_committed):
+            self._tx_committed(None)
 
-    def _tx_committed(self) -> None:
+    def _tx_committed(self, _error: BrokerError | None) -> None:
         """commit-ok waits, as a confirm does, for the fsync of the persistent messages."""
         if not self.session.closed:
             self.reply(m.TxCommitOk())

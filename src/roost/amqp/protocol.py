@@ -35,12 +35,12 @@ from roost.amqp.connection import (
 )
 from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, FrameError, reply_text
 from roost.amqp.handlers import AMQPChannel, ConnectionContext, to_amqp_error
-from roost.core.broker import Broker, Traffic
+from roost.core import AdapterPort, Traffic
 from roost.core.errors import AccessRefused, BrokerError
 from roost.tls import certificate_user
 
 if TYPE_CHECKING:
-    from roost.core.client import Client
+    from roost.core.ports.adapter import Client
 
 log = logging.getLogger("roost.amqp")
 
@@ -122,7 +122,7 @@ def parse_credentials(mechanism: str, response: bytes) -> tuple[str, str]:
 
 
 class AMQPServerProtocol(asyncio.Protocol):
-    def __init__(self, broker: Broker, limits: AMQPLimits, registry: set[Any]) -> None:
+    def __init__(self, broker: AdapterPort, limits: AMQPLimits, registry: set[Any]) -> None:
         self.broker = broker
         self.limits = limits
         self.registry = registry
@@ -364,7 +364,6 @@ class AMQPServerProtocol(asyncio.Protocol):
     def _flush(self) -> None:
         self._flush_scheduled = False
         if self._confirm_channels:
-            self.broker.sync_streams()  # confirm stream appends only once on disk
             for channel in self._confirm_channels:
                 channel.flush_confirms()
             self._confirm_channels.clear()
@@ -518,7 +517,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._timer = None
         self.write(encode_method_frame(0, m.ConnectionOpenOk()))
         self._start_heartbeats()
-        alarms = self.broker.resource_alarms
+        alarms = self.broker.alarms
         alarms.subscribe(self._alarms_changed)
         self._alarms_changed(alarms.active)
         log.info(
@@ -599,9 +598,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         for channel in channels.values():
             channel.close()
         self._confirm_channels.clear()
-        self.broker.resource_alarms.unsubscribe(self._alarms_changed)
+        self.broker.alarms.unsubscribe(self._alarms_changed)
         self._alarms = frozenset()
-        if self.client is not None and self.client.id in self.broker.clients:
+        if self.client is not None and self.broker.is_connected(self.client):
             self.broker.disconnect(self.client, self.close_reason)
 
     def shutdown(self, reason: str = "shutdown") -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost.core.alarms import ResourceAlarms
@@ -19,7 +19,6 @@ from roost.core.connections import Connections, connection_info
 from roost.core.declarations import Declarations
 from roost.core.durability import Completion, MessageStore, StreamStorage
 from roost.core.errors import AccessRefused, NotAllowed
-from roost.core.events import Listener
 from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
 from roost.core.features.direct_reply import REPLY_TO
 from roost.core.features.policies import apply_policies
@@ -144,22 +143,11 @@ class Broker:
             port=self,
         )
 
-    # read by adapters until they move to the adapter port's own calls
+    # the vhosts by name (tests, recovery)
     @property
     def vhosts(self) -> dict[str, VHost]:
         return self.catalog.vhosts
 
-    @property
-    def clients(self) -> dict[int, Client]:
-        return self.connections.clients
-
-    @property
-    def resource_alarms(self) -> ResourceAlarms:
-        return self.alarms
-
-    @property
-    def on_change(self) -> list[Listener]:
-        return self.catalog.on_change
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -287,31 +275,6 @@ class Broker:
         (core.durability.Completion)."""
         return Completion(self.message_store)
 
-    def run_durably(self, ops: Iterable[Callable[[], None]], done: Callable[[], None]) -> None:
-        """Run a transaction's operations; ``done()`` once what they wrote to the store is
-        on disk (at once when they wrote nothing), so tx.commit-ok means durable."""
-        completion = self.durable_from_here()
-        for op in ops:
-            op()
-        if not completion.then(lambda _error: done()):
-            done()
-
-    def durability_mark(self) -> int:
-        """Where the store's changes stand now: pass it to ``after_durable`` once an
-        operation ran, to learn whether that operation wrote anything durable."""
-        return self.message_store.appends
-
-    def after_durable(self, mark: int, done: Callable[[bool], None]) -> bool:
-        """True when something durable changed since ``mark`` (a durable definition
-        journaled, a persistent message written): ``done(ok)`` is called once it is on
-        disk. False when nothing did: ``done`` is never called, reply at once. A
-        non-durable declare changes nothing, so its reply never waits."""
-        store = self.message_store
-        if store.appends == mark:
-            return False
-        store.when_durable(done)
-        return True
-
     def vhost(self, name: str) -> VHost:
         return self.catalog.vhost(name)
 
@@ -336,11 +299,6 @@ class Broker:
                      dropped, time.perf_counter() - started)
 
     # -- streams --------------------------------------------------------------------------
-
-    def sync_streams(self) -> None:
-        """Group commit: fsync every stream appended to since the last call. Adapters call
-        it before sending publisher confirms."""
-        self.streams.sync()
 
     def recover_streams(self) -> int:
         """Reopen the streams the stream storage holds (start-up)."""

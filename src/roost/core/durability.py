@@ -157,7 +157,8 @@ class StreamCursor(Protocol):
 
 class StreamStore(Protocol):
     """One stream's append-only log, its producers' last publishing ids and its named
-    consumers' stored offsets. Appends are readable at once and durable after ``sync``."""
+    consumers' stored offsets. Appends are readable at once and durable once the group
+    commit that covers them ran (the storage tells the store of each file it wrote)."""
 
     dropped_bytes: int  # what recovery cut off a torn tail
     producers: dict[str, int]  # last publishing id per producer name
@@ -212,9 +213,6 @@ class StreamStore(Protocol):
     def stored_offset(self, name: str) -> int | None: ...
 
     def store_offset(self, name: str, offset: int) -> None: ...
-
-    def sync(self) -> None:
-        """Group commit: one fsync for everything appended or stored since the last one."""
 
     def close(self) -> None: ...
 

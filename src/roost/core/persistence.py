@@ -99,7 +99,7 @@ class Persistence:
 
     def install(self) -> None:
         """Listen to every definition change (and to vhosts created later)."""
-        self.broker.on_change.append(self._broker_changed)
+        self.broker.catalog.on_change.append(self._broker_changed)
         for vhost in self.broker.vhosts.values():
             self._watch(vhost)
         self.store.before_flush.append(self._write_changes)

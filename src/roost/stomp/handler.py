@@ -17,7 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from roost import __version__
-from roost.core.broker import ACK_TIMEOUT, Broker, Message, Traffic
+from roost.core import ACK_TIMEOUT, AdapterPort, Message, Traffic
 from roost.core.errors import (
     AccessRefused,
     BrokerError,
@@ -42,9 +42,7 @@ from roost.stomp.frames import (
 from roost.stomp.mapping import properties_from_headers, property_lines
 
 if TYPE_CHECKING:
-    from roost.core.client import Client
-    from roost.core.queues.base import Queue
-    from roost.core.session import Session
+    from roost.core.ports.adapter import Client, Queue, Session
 
 log = logging.getLogger("roost.stomp")
 _CACHE_SIZE = 1024  # destinations remembered per connection
@@ -133,7 +131,7 @@ class Subscription:
 class StompHandler:
     def __init__(
         self,
-        broker: Broker,
+        broker: AdapterPort,
         settings: StompSettings,
         transport: StompTransport,
         registry: set[Any],
@@ -217,7 +215,7 @@ class StompHandler:
             raise StompError("unknown command", f"'{command}' is not a STOMP client frame")
         headers = frame.headers
         # a frame that may declare a durable queue: its receipt waits for the disk
-        mark = self.broker.durability_mark() if command in DEFINES else 0
+        completion = self.broker.durable_from_here() if command in DEFINES else None
         tx = headers.get("transaction")
         if tx is not None and command in _TRANSACTIONAL:
             work = self.transactions.get(tx)
@@ -236,15 +234,13 @@ class StompHandler:
             return
         # a SUBSCRIBE that declared a durable queue: the receipt means it survives a
         # crash, so it waits for the group commit that writes the definition
-        if command not in DEFINES or not self.broker.after_durable(
-            mark, partial(self._defined, receipt)
-        ):
+        if completion is None or not completion.then(partial(self._defined, receipt)):
             self.write_frame("RECEIPT", [("receipt-id", receipt)])
 
-    def _defined(self, receipt: str, ok: bool) -> None:
+    def _defined(self, receipt: str, error: BrokerError | None) -> None:
         if self.closed:
             return
-        if ok:
+        if error is None:
             self.write_frame("RECEIPT", [("receipt-id", receipt)])
         else:
             self._error("definitions not stored", "the queue could not be written to disk")
@@ -322,7 +318,7 @@ class StompHandler:
                 log.warning("%s: STOMP certificate login failed: %s", self.transport.peer, exc.text)
             raise StompError("access_refused", "Bad CONNECT: authentication failed") from exc
         vhost = frame.get("host") or "/"
-        if vhost not in self.broker.vhosts:
+        if not self.broker.has_vhost(vhost):
             # stomp.py sends the server's host name by default: RabbitMQ refuses that
             # ("Virtual host '…' access denied"), Roost takes "/" (docs/stomp.md)
             log.info("%s: host %r is not a vhost: using '/'", self.transport.peer, vhost)
@@ -339,7 +335,7 @@ class StompHandler:
         self.client.ssl = self.transport.tls
         self.client.auth_mechanism = "EXTERNAL" if login is None and cert_user else "PLAIN"
         self.session = self.broker.open_session(self.client, self)
-        alarms = self.broker.resource_alarms
+        alarms = self.broker.alarms
         alarms.subscribe(self._alarms_changed)
         self._alarms_changed(alarms.active)
         for timer in self._timers:
@@ -496,7 +492,6 @@ class StompHandler:
         if self.closed:
             return
         if ok:
-            self.broker.sync_streams()  # a stream append is safe only once fsync'ed
             self.write_frame("RECEIPT", [("receipt-id", receipt)])
             return
         self.write_frame(
@@ -781,12 +776,16 @@ class StompHandler:
             raise StompError("invalid transaction", f"transaction '{tx}' is not active")
         # like AMQP's tx.commit-ok, the receipt waits for the fsync of what the
         # transaction's SENDs wrote to durable queues
-        self.broker.run_durably(work, partial(self._committed, frame.get("receipt")))
+        receipt = frame.get("receipt")
+        completion = self.broker.durable_from_here()
+        for op in work:
+            op()
+        if not completion.then(partial(self._committed, receipt)):
+            self._committed(receipt, None)
 
-    def _committed(self, receipt: str | None) -> None:
+    def _committed(self, receipt: str | None, _error: BrokerError | None) -> None:
         if receipt is None or self.closed:
             return
-        self.broker.sync_streams()  # a stream append is safe only once fsync'ed
         self.write_frame("RECEIPT", [("receipt-id", receipt)])
 
     def on_abort(self, frame: Frame) -> None:
@@ -827,8 +826,8 @@ class StompHandler:
             timer.cancel()
         self.transactions.clear()
         self.registry.discard(self)
-        self.broker.resource_alarms.unsubscribe(self._alarms_changed)
-        if self.client is not None and self.client.id in self.broker.clients:
+        self.broker.alarms.unsubscribe(self._alarms_changed)
+        if self.client is not None and self.broker.is_connected(self.client):
             self.broker.disconnect(self.client, self.close_reason)
             log.info(
                 "%s: %s connection closed (user=%s): %s",

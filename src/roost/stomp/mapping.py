@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.core.broker import EMPTY_PROPERTIES, Properties
+from roost.core import EMPTY_PROPERTIES, Properties
 from roost.stomp.frames import StompParseError, header_lines
 
 # STOMP header -> property name, for string-valued properties

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Any
 
-from roost.core.broker import Broker
+from roost.core import AdapterPort
 from roost.stomp.handler import StompHandler, StompSettings
 from roost.tls import certificate_user
 
@@ -17,7 +17,7 @@ FLUSH_AT = 256 * 1024  # as in the AMQP adapter: big backlogs go out at once
 
 
 class StompServerProtocol(asyncio.Protocol):
-    def __init__(self, broker: Broker, settings: StompSettings, registry: set[Any]) -> None:
+    def __init__(self, broker: AdapterPort, settings: StompSettings, registry: set[Any]) -> None:
         self.broker = broker
         self.settings = settings
         self.registry = registry

@@ -18,14 +18,14 @@ from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from roost.core.broker import Broker
+from roost.core import AdapterPort
 from roost.stomp.handler import StompHandler, StompSettings
 from roost.tls import certificate_user
 
 log = logging.getLogger("roost.stomp")
 
 SUBPROTOCOLS = ("v12.stomp", "v11.stomp", "v10.stomp")
-BROKER_KEY: web.AppKey[Broker] = web.AppKey("broker", Broker)
+BROKER_KEY: web.AppKey[AdapterPort] = web.AppKey("broker", AdapterPort)
 SETTINGS_KEY: web.AppKey[StompSettings] = web.AppKey("stomp_settings", StompSettings)
 REGISTRY_KEY: web.AppKey[set[Any]] = web.AppKey("registry", set)
 PAGE_DIR = Path(__file__).parent / "test_page"
@@ -168,7 +168,7 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
 
 
 def create_app(
-    broker: Broker,
+    broker: AdapterPort,
     settings: StompSettings,
     registry: set[Any],
     test_page_client: Path | None = None,

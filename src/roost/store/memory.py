@@ -328,9 +328,6 @@ class MemoryStream:
     def store_offset(self, name: str, offset: int) -> None:
         self._offsets[name] = offset
 
-    def sync(self) -> None:
-        pass
-
     def close(self) -> None:
         pass
 

@@ -43,17 +43,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from roost.core.alarms import ResourceAlarms
-    from roost.core.auth import User
-    from roost.core.client import Client, Traffic
-    from roost.core.consumer import Consumer
-    from roost.core.durability import Completion
-    from roost.core.exchanges.base import Exchange
-    from roost.core.flow import Publisher
-    from roost.core.message import Message
-    from roost.core.queues.base import Queue
-    from roost.core.queues.entry import Entry
-    from roost.core.session import DeliverySink, Session
+    # the handle types the port hands out and takes back (re-exported for adapters)
+    from roost.core.alarms import ResourceAlarms as ResourceAlarms
+    from roost.core.auth import User as User
+    from roost.core.client import Client as Client
+    from roost.core.client import Traffic as Traffic
+    from roost.core.consumer import Consumer as Consumer
+    from roost.core.durability import Completion as Completion
+    from roost.core.exchanges.base import Exchange as Exchange
+    from roost.core.flow import Publisher as Publisher
+    from roost.core.message import Message as Message
+    from roost.core.queues.base import Queue as Queue
+    from roost.core.queues.entry import Entry as Entry
+    from roost.core.session import DeliverySink as DeliverySink
+    from roost.core.session import Session as Session
 
 
 class AdapterPort(Protocol):

@@ -209,7 +209,6 @@ class StreamQueue(Queue):
 
     def _stored(self, count: int) -> None:
         self.stat_published += count
-        self.streams.dirty.add(self)
         if self.consumers:
             self.dispatch()
 
@@ -218,9 +217,6 @@ class StreamQueue(Queue):
         self.refusal = f"{self._where()} {why}"
         log.warning("%s", self.refusal)
         return False
-
-    def sync(self) -> None:
-        self.log.sync()
 
     def last_publishing_id(self, producer: str) -> int | None:
         """The last id stored for ``producer`` (None: it never published with one); the
@@ -336,14 +332,12 @@ class StreamQueue(Queue):
             except OSError as exc:  # a full disk: the old offset stays; a later ack retries
                 log.warning("%s: offset of '%s' not stored: %s", self._where(), name, exc)
                 return
-            self.streams.dirty.add(self)
 
     def commit_offset(self, name: str, offset: int) -> None:
         """An explicit commit: set the stored offset, also backwards (a rewind)."""
         if self.deleted:
             return
         self.log.store_offset(name, offset)
-        self.streams.dirty.add(self)
 
     def discard(self, entry: Entry) -> None:
         """nack/reject without requeue: the consumer is done with it, as with an ack."""
@@ -377,7 +371,6 @@ class StreamQueue(Queue):
             cursor.reader.close()
         self._cursors.clear()
         self.log.close()
-        self.streams.dirty.discard(self)
         self.streams.open.discard(self)
 
     # -- consumers ----------------------------------------------------------------------

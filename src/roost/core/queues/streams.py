@@ -1,5 +1,6 @@
-"""The broker's streams as a group: where their stores come from (injected by the server),
-which of them wait for an fsync, and bringing them back at start-up."""
+"""The broker's streams as a group: where their stores come from (injected by the server)
+and bringing them back at start-up. Their appends join the store's group commit
+(``StreamFiles``' ``on_write``), so a confirm waits for the fsync like any other."""
 
 from __future__ import annotations
 
@@ -19,9 +20,6 @@ class Streams:
     def __init__(self, storage: StreamStorage) -> None:
         # on disk, or in memory (store/memory.py) for a broker without a data directory
         self.storage = storage
-        # Streams with appends or stored offsets not yet fsynced. The protocol adapter
-        # calls ``sync`` before it sends confirms: one fsync per stream per batch.
-        self.dirty: set[StreamQueue] = set()
         self.open: set[StreamQueue] = set()
 
     def open_store(
@@ -42,11 +40,6 @@ class Streams:
             max_bytes=max_bytes,
             max_age_ms=max_age_ms,
         )
-
-    def sync(self) -> None:
-        dirty = self.dirty
-        while dirty:
-            dirty.pop().sync()
 
     def close(self) -> None:
         for queue in list(self.open):
