@@ -13,7 +13,6 @@ tells its own listeners.
 from __future__ import annotations
 
 import logging
-import re
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +49,14 @@ from roost.core.events import (
 from roost.core.features.settings import validate_policy_definition
 from roost.core.listeners import tell_all
 from roost.core.policy import Policy, effective_policy
+from roost.core.validation import (
+    QUEUE_TYPES,
+    USER_LIMITS,
+    VHOST_LIMITS,
+    check_regex,
+    limit_value,
+    parse_tags,
+)
 from roost.core.vhost import VHost
 
 if TYPE_CHECKING:
@@ -58,44 +65,6 @@ if TYPE_CHECKING:
     from roost.core.queues.streams import Streams
 
 log = logging.getLogger("roost.broker")
-
-QUEUE_TYPES = ("classic", "quorum", "stream")
-VHOST_LIMITS = ("max-connections", "max-queues", "max-exchanges")
-USER_LIMITS = ("max-connections", "max-channels")
-
-
-def check_regex(pattern: Any, what: str) -> str:
-    if not isinstance(pattern, str):
-        raise PreconditionFailed(f"{what} must be a string")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise PreconditionFailed(
-            f"invalid regular expression for {what} '{pattern}': {exc}"
-        ) from None
-    return pattern
-
-
-def parse_tags(tags: Any) -> list[str]:
-    """RabbitMQ accepts tags as a list or as one comma-separated string."""
-    if tags is None:
-        return []
-    if isinstance(tags, str):
-        return [t.strip() for t in tags.split(",") if t.strip()]
-    if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
-        return [t.strip() for t in tags if t.strip()]
-    raise PreconditionFailed("tags must be a list of strings or a comma-separated string")
-
-
-def limit_value(name: str, value: Any, allowed: tuple[str, ...]) -> int:
-    if name not in allowed:
-        raise PreconditionFailed(
-            f"unknown limit '{name}'; known limits are {', '.join(allowed)}"
-        )
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PreconditionFailed(f"value of limit '{name}' must be an integer")
-    return value
-
 
 class Catalog:
     def __init__(self, streams: Streams, pager: Pager, connections: Connections) -> None:
