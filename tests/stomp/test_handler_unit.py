@@ -46,7 +46,7 @@ def test_send_subscribe_ack_in_process() -> None:
         broker = memory_broker()
         registry: set[object] = set()
         t = FakeTransport()
-        h = StompHandler(broker, StompSettings(), t, registry)
+        h = StompHandler(broker, StompSettings(), t, registry, clock=asyncio.get_running_loop())
         h.data_received(b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00")
         h.data_received(b"SUBSCRIBE\nid:s\ndestination:/queue/u\nack:client\nreceipt:r\n\n\x00")
         await asyncio.sleep(0)
@@ -68,7 +68,7 @@ def test_dead_connection_requeues_unacked_at_once() -> None:
     async def main() -> None:
         broker = memory_broker()
         t = FakeTransport()
-        h = StompHandler(broker, StompSettings(), t, set())
+        h = StompHandler(broker, StompSettings(), t, set(), clock=asyncio.get_running_loop())
         h.data_received(b"CONNECT\naccept-version:1.2\n\n\x00")
         h.data_received(b"SUBSCRIBE\nid:s\ndestination:/queue/d\nack:client-individual\n\n\x00")
         await asyncio.sleep(0)

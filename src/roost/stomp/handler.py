@@ -1,14 +1,17 @@
-"""One STOMP connection as a core client, independent of its transport (TCP or WebSocket).
+"""One STOMP connection as a core client: the sans-IO session, independent of its
+transport (TCP or WebSocket) and of any event loop.
 
-Bytes go in through ``data_received``; frames come out through ``StompTransport.write``.
-A connection is one core Client with one core Session (the DeliverySink). Every error
+Bytes go in through ``data_received``; frames come out through ``StompTransport.write``;
+closing, aborting and pausing input are asked of the transport, and time and timers of
+the ``Clock`` the plumbing hands in (stomp/protocol.py, stomp/ws.py). What a frame may
+do in each state is the table of stomp/states.py. A connection is one core Client with
+one core Session (the DeliverySink), reached through the adapter port. Every error
 (malformed frame, limit, refused operation) is an ERROR frame followed by a close, as the
 STOMP spec asks; other connections are not affected.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -29,6 +32,7 @@ from roost.core.errors import (
 from roost.stomp import arguments as stomp_arguments
 from roost.stomp import destinations
 from roost.stomp.destinations import PREFIX_ARGUMENT, Destination, DestinationError
+from roost.stomp.errors import StompError
 from roost.stomp.frames import (
     NEED_DATA,
     VERSIONS,
@@ -40,6 +44,7 @@ from roost.stomp.frames import (
     serialize,
 )
 from roost.stomp.mapping import properties_from_headers, property_lines
+from roost.stomp.states import TRANSITIONS, State, advance
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Client, Queue, Session
@@ -69,13 +74,21 @@ _TRANSACTIONAL = frozenset({"SEND", "ACK", "NACK"})
 _BEAT_TICKS = 4  # heart-beat checks per promised period (_send_heartbeat)
 
 
-class StompError(Exception):
-    """A refused frame: ERROR with ``message`` and ``detail`` as body, then close."""
+class Timer(Protocol):
+    def cancel(self) -> None: ...
 
-    def __init__(self, message: str, detail: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.detail = detail
+    def cancelled(self) -> bool: ...
+
+
+class Clock(Protocol):
+    """Time and callbacks, handed in by the plumbing (the asyncio loop is one; a test's
+    fake clock is another): the session itself does no I/O and owns no event loop."""
+
+    def time(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer: ...
+
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> object: ...
 
 
 class StompTransport(Protocol):
@@ -136,6 +149,7 @@ class StompHandler:
         transport: StompTransport,
         registry: set[Any],
         *,
+        clock: Clock,
         protocol: str = "STOMP",
     ) -> None:
         self.broker = broker
@@ -160,13 +174,14 @@ class StompHandler:
         self.traffic = Traffic()
         self.close_reason = ""
         self.closed = False
-        self._loop = asyncio.get_event_loop()
+        self.state = State.AWAITING_CONNECT
+        self._clock = clock
         self._max_tag = 0
-        self._heard = self._loop.time()
+        self._heard = self._clock.time()
         self._wrote = False
         self._silent_ticks = 0  # heart-beat ticks with nothing written (_send_heartbeat)
-        self._timers: list[asyncio.TimerHandle] = []
-        self._timers.append(self._loop.call_later(settings.connect_timeout, self._connect_timeout))
+        self._timers: list[Timer] = []
+        self._timers.append(self._clock.call_later(settings.connect_timeout, self._connect_timeout))
         # resource alarms (core/alarms.py): the next SEND while one is in effect stops
         # reading this connection until it clears; subscribers keep receiving
         self._alarms: frozenset[str] = frozenset()
@@ -179,7 +194,7 @@ class StompHandler:
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        self._heard = self._loop.time()
+        self._heard = self._clock.time()
         self.traffic.recv_oct += len(data)
         self.traffic.recv_cnt += 1
         parser = self.parser
@@ -205,14 +220,16 @@ class StompHandler:
 
     def _handle(self, frame: Frame) -> None:
         command = frame.command
+        after = TRANSITIONS.get((self.state, command))
+        if after is None:  # the frame may not come now: advance raises the StompError
+            after = advance(self.state, command)
         if self.client is None:
-            if command in ("CONNECT", "STOMP"):
-                self._connect(frame)
-                return
-            raise StompError("not connected", f"expected CONNECT, got {command}")
-        handler = self._handlers.get(command)
-        if handler is None:
-            raise StompError("unknown command", f"'{command}' is not a STOMP client frame")
+            self._connect(frame)
+            if self.client is not None:
+                self.state = after
+            return
+        handler = self._handlers[command]
+        self.state = after
         headers = frame.headers
         # a frame that may declare a durable queue: its receipt waits for the disk
         completion = self.broker.durable_from_here() if command in DEFINES else None
@@ -382,7 +399,7 @@ class StompHandler:
 
     def _schedule(self, delay: float, fn: Callable[[float], None], arg: float) -> None:
         self._timers = [t for t in self._timers if not t.cancelled()]
-        self._timers.append(self._loop.call_later(delay, fn, arg))
+        self._timers.append(self._clock.call_later(delay, fn, arg))
 
     def _send_heartbeat(self, tick: float) -> None:
         """Every quarter of the promised period: after two ticks with nothing written, a
@@ -406,8 +423,8 @@ class StompHandler:
         if self.closed:
             return
         if self._alarm_blocked:  # its heart-beats wait unread in the socket
-            self._heard = self._loop.time()
-        silent = self._loop.time() - self._heard
+            self._heard = self._clock.time()
+        silent = self._clock.time() - self._heard
         if silent > 2 * interval:  # the spec's "some tolerance": two whole intervals
             log.warning("%s: missed heart-beats from client", self.transport.peer)
             self._error("heart-beat timeout", f"no data from the client for {silent:.1f}s")
@@ -638,7 +655,7 @@ class StompHandler:
         finally:
             session.prefetch_count = 0
         self.subscriptions[sub.id] = sub
-        self._loop.call_soon(session.start, consumer)  # after this frame's RECEIPT
+        self._clock.call_soon(session.start, consumer)  # after this frame's RECEIPT
 
     def on_unsubscribe(self, frame: Frame) -> None:
         assert self.session is not None and self.client is not None

@@ -40,7 +40,9 @@ class StompServerProtocol(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.tls = transport.get_extra_info("ssl_object") is not None
         self.cert_user = certificate_user(transport) if self.tls else None
-        self.handler = StompHandler(self.broker, self.settings, self, self.registry)
+        self.handler = StompHandler(
+            self.broker, self.settings, self, self.registry, clock=self._loop
+        )
         log.debug("%s: accepted STOMP connection", self.peer)
 
     def data_received(self, data: bytes) -> None:

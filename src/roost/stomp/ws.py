@@ -139,6 +139,7 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
         settings,
         transport,
         request.app[REGISTRY_KEY],
+        clock=asyncio.get_running_loop(),
         protocol="Web STOMP",
     )
     transport.handler = handler
