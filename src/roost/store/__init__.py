@@ -1,1 +1,2 @@
-"""Message files: the only package that reads or writes them (DESIGN.md, "Data on disk")."""
+"""Message files: the only package that reads or writes them (docs/store.md,
+docs/architecture.md)."""
