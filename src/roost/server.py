@@ -345,7 +345,8 @@ def cluster_node(config: Config) -> Any:
             bind=config.bind_addresses[0],
             cluster_port=config.cluster_port,
             lease_ttl=config.cluster_lease_ttl,
-            data_dir=Path(config.data_dir),
+            # --data-dir none: no file remembers the lease across a restart
+            data_dir=None if config.data_dir == NO_DATA_DIR else Path(config.data_dir),
         )
     )
 

@@ -33,7 +33,7 @@ class ClusterSettings:
     bind: str
     cluster_port: int
     lease_ttl: int
-    data_dir: Path
+    data_dir: Path | None
     timeout: float = 3.0
 
 
