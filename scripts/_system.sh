@@ -39,3 +39,16 @@ ensure_rabbitmqadmin() {
     fi
     rm -rf "$tmp"
 }
+
+# RabbitMQ itself, for the interop tests (tests/rabbitmq.py starts throwaway nodes on free
+# ports from its scripts): Debian's package. The package may start a system node of its
+# own; that one is stopped and disabled, the tests never use it.
+ensure_rabbitmq_server() {
+    [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] && return 0
+    _apt rabbitmq-server || return 0
+    if command -v systemctl >/dev/null && systemctl is-active --quiet rabbitmq-server; then
+        systemctl disable --now rabbitmq-server >&2 || true
+    elif command -v invoke-rc.d >/dev/null; then
+        invoke-rc.d rabbitmq-server stop >&2 || true
+    fi
+}
