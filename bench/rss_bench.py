@@ -9,7 +9,7 @@ non-durable queues, and with S STOMP subscriptions to distinct topics (``/topic/
 
 Every measurement starts a fresh broker (memory a broker freed is not always given back,
 so a second measurement on the same process would be skewed). The load comes from a
-client subprocess (``--client``) on ``roost.perf``'s small asyncio AMQP client, which
+client subprocess (``--client``) on Roost's small asyncio AMQP client (``roost.client``), which
 opens the connections, or declares the queues pipelined with ``nowait`` on a few
 connections and then waits for one synchronous declare per connection. RSS is read from
 ``/proc/PID/status`` (``VmRSS``) of the process listening on the broker's port
@@ -47,27 +47,31 @@ DECLARE_WAIT_S = 900
 async def _client(url: str, connections: int, queues: int) -> None:
     from roost.amqp import codec_methods as m
     from roost.amqp.codec import encode_method_frame
-    from roost.perf import client
-    from roost.perf.options import parse_url
+    from roost.client import Connection, connect
 
-    ep = parse_url(url)
-    opened: list[client.Connection] = []
+    async def with_channel() -> Connection:  # each connection with one channel open
+        conn = await connect(url)
+        await conn.channel()
+        return conn
+
+    opened: list[Connection] = []
     for i in range(0, connections, 100):  # in waves: a listen backlog is finite
-        batch = [client.connect(ep) for _ in range(min(100, connections - i))]
+        batch = [with_channel() for _ in range(min(100, connections - i))]
         opened += await asyncio.gather(*batch)
     if queues:
-        conns = [await client.connect(ep) for _ in range(DECLARE_CONNECTIONS)]
-        for c, conn in enumerate(conns):
+        conns = [await connect(url) for _ in range(DECLARE_CONNECTIONS)]
+        channels = [await conn.channel() for conn in conns]
+        for c, ch in enumerate(channels):
             names = range(c, queues, len(conns))
-            frames = [encode_method_frame(1, m.QueueDeclare(queue=f"rss-{n}", nowait=True))
+            frames = [encode_method_frame(ch.number, m.QueueDeclare(queue=f"rss-{n}",
+                                                                    nowait=True))
                       for n in names]
             for i in range(0, len(frames), 1000):
-                conn.write(b"".join(frames[i : i + 1000]))
+                ch.conn.write(b"".join(frames[i : i + 1000]))
                 await asyncio.sleep(0)
-        for conn in conns:  # in order on each channel: this one answers after the rest
+        for ch in channels:  # in order on each channel: this one answers after the rest
             # (a long timeout: RabbitMQ needs minutes for 100,000 queues)
-            await conn.call(m.QueueDeclare(queue="rss-sync"), m.QueueDeclareOk,
-                            timeout=DECLARE_WAIT_S)
+            await asyncio.wait_for(ch.queue_declare("rss-sync"), DECLARE_WAIT_S)
         opened += conns
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)

@@ -7,52 +7,56 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
 
 import httpx
 import pika
 
 from roost.amqp import codec
-from roost.amqp import codec_methods as m
+from roost.client import Channel, Connection, ConnectionClosed, Message
+from roost.client import connect as client_connect
 from roost.core.flow import HIGH_MESSAGES
-from roost.perf import client as perf_client
-from roost.perf.options import parse_url
 from tests.support import RoostProcess, until
 
 
-class Peer(perf_client.Connection):
-    """A perf-client connection that can consume and hands every delivery to a hook."""
+class Peer:
+    """A roost.client connection that can consume and hands every delivery to a hook."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, conn: Connection, ch: Channel) -> None:
+        self.conn, self.ch = conn, ch
         self.on_deliver: Callable[[int], None] | None = None
         self.delivered = 0
 
-    def frames_received(self, frames: list[Any]) -> None:
-        for frame in frames:
-            if isinstance(frame, codec.MethodFrame) and frame.method.INDEX == m.BasicDeliver.INDEX:
-                self.delivered += 1
-                if self.on_deliver is not None:
-                    self.on_deliver(frame.method.delivery_tag)
-            elif isinstance(frame, codec.MethodFrame):
-                self.control(frame)
+    def _delivery(self, msg: Message) -> None:
+        self.delivered += 1
+        if self.on_deliver is not None:
+            self.on_deliver(msg.delivery_tag)
 
     def ack(self, tag: int) -> None:
-        self.write(codec.encode_method_frame(1, m.BasicAck(delivery_tag=tag)))
+        self.ch.ack(tag)
 
     async def consume(self, queue: str, prefetch: int) -> None:
-        await self.call(m.BasicQos(prefetch_count=prefetch), m.BasicQosOk)
-        await self.call(m.BasicConsume(queue=queue), m.BasicConsumeOk)
+        await self.ch.qos(prefetch)
+        await self.ch.consume(queue, self._delivery)
 
     def publish_many(self, queue: str, n: int) -> None:
+        """``n`` publishes in one socket write, as a producer that never waits sends them."""
         one = codec.encode_basic_publish(
-            1, "", queue, False, False, b"\x00\x00", b"0123456789abcdef", self.frame_max
+            self.ch.number, "", queue, False, False, b"\x00\x00", b"0123456789abcdef",
+            self.conn.frame_max,
         )
-        self.write(one * n)
+        self.conn.write(one * n)
+
+    @property
+    def transport(self) -> asyncio.Transport | None:
+        return self.conn.transport
+
+    async def close(self) -> None:
+        await self.conn.close()
 
 
 async def connect(server: RoostProcess) -> Peer:
-    return await perf_client.connect(parse_url(server.url), Peer)  # type: ignore[return-value]
+    conn = await client_connect(server.url)
+    return Peer(conn, await conn.channel())
 
 
 def ready_count(server: RoostProcess, queue: str) -> int:
@@ -189,10 +193,10 @@ def test_graceful_shutdown_closes_a_held_publisher(fresh_roost: RoostProcess, qn
         code = await asyncio.to_thread(fresh_roost.stop)
         assert code == 0
         assert time.monotonic() - started < 10
-        await until(lambda: publisher.lost.done(), 5)
+        await until(lambda: publisher.conn.closed.done(), 5)
         consumer.transport.abort() if consumer.transport else None
         return publisher
 
     publisher = asyncio.run(run())
-    assert isinstance(publisher.error, perf_client.ClosedByBroker)
-    assert publisher.error.reply_code == 320
+    assert isinstance(publisher.conn.error, ConnectionClosed)
+    assert publisher.conn.error.reply_code == 320

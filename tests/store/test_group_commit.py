@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
-from typing import Any
 
 import pika
 import pytest
 
-from roost.amqp import codec_methods as m
-from roost.perf import client as perf_client
-from roost.perf.options import parse_url
+from roost.client import connect
+from roost.perf.amqp import publish_template
 from roost.store import hub as hub_module
 from roost.store.hub import DiskStore
 from tests.support import RoostProcess, sync_ops
@@ -84,24 +82,16 @@ def test_many_confirms_in_flight_share_few_fsyncs(fresh_roost: RoostProcess, qna
     before = sync_ops(fresh_roost)
 
     async def publish_all() -> None:
-        conn = await perf_client.connect(parse_url(fresh_roost.url))
-        acked = 0
-        done = asyncio.get_running_loop().create_future()
-
-        def on_method(method: Any) -> None:
-            nonlocal acked
-            assert type(method) is m.BasicAck, method  # a nack would fail the test
-            acked = method.delivery_tag if method.multiple else acked + 1
-            if acked >= n and not done.done():
-                done.set_result(None)
-
-        conn.on_method = on_method
-        await conn.call(m.ConfirmSelect(), m.ConfirmSelectOk)
-        head, tail = perf_client.publish_template(
+        conn = await connect(fresh_roost.url)
+        ch = await conn.channel()
+        await ch.confirm_select()
+        head, tail = publish_template(
             exchange="", routing_key=qname, size=16, persistent=True, frame_max=conn.frame_max
         )
+        # the channel counts the publishes it confirms; these bypass it, so it is told
+        confirms = [ch.expect_confirm() for _ in range(n)]
         conn.write(b"".join(head + i.to_bytes(8, "big") + tail for i in range(n)))
-        await asyncio.wait_for(done, 60)
+        assert all(await asyncio.wait_for(asyncio.gather(*confirms), 60))  # no nack
         await conn.close()
 
     asyncio.run(publish_all())

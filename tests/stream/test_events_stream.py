@@ -279,5 +279,5 @@ def test_sample_traffic_fills_the_events_stream(server: RoostProcess) -> None:
     acks = [e for e in shop if e["type"] == "message.acked"]
     assert 0 < len(acks) <= counts["processed"]  # those still in hand at the end requeue
     assert {e["queue"] for e in acks} == {flow.queue for flow in FLOWS}
-    assert sum(e["type"] == "connection.created" and e.get("client") == "roost-perf"
+    assert sum(e["type"] == "connection.created" and e.get("client") == "roost-traffic-sample"
                for e in events) >= 6  # the consumers, the publisher, the short-lived ones

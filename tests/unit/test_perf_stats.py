@@ -11,10 +11,11 @@ import pytest
 
 from roost.amqp import codec
 from roost.amqp import codec_methods as m
+from roost.client import Endpoint
+from roost.client.confirms import ConfirmTracker
+from roost.perf.amqp import ConsumerConnection, ack_template, publish_template
 from roost.perf.cli import add_arguments
-from roost.perf.client import ack_template, publish_template
-from roost.perf.confirms import ConfirmTracker
-from roost.perf.options import Endpoint, Options, parse_url
+from roost.perf.options import Options
 from roost.perf.stats import (
     ConsumerResult,
     Histogram,
@@ -24,7 +25,6 @@ from roost.perf.stats import (
     declare_report,
     rate_budget,
 )
-from roost.perf.worker import ConsumerConnection
 
 
 # -- histogram -------------------------------------------------------------------------
@@ -49,7 +49,8 @@ def test_percentiles_nearest_rank() -> None:
     assert h.percentile(95) == 95
     assert h.percentile(99) == 99
     assert h.percentile(100) == 100
-    assert h.summary() == {"p50": 50, "p95": 95, "p99": 99, "max": 100}
+    assert h.summary() == {"min": 1, "p50": 50, "p75": 75, "p95": 95, "p99": 99, "max": 100}
+    assert h.perftest() == (1, 50, 75, 95, 99)
 
 
 def test_percentiles_of_large_values_are_close_and_never_above_max() -> None:
@@ -108,7 +109,8 @@ def test_aggregate_sums_and_rates() -> None:
     assert report["stale"] == 3
     assert report["publish_rate"] == 500.0
     assert report["consume_rate"] == 400.0  # the drain after the window does not count
-    assert report["latency_us"] == {"p50": 100, "p95": 300, "p99": 300, "max": 300}
+    assert report["latency_us"] == {
+        "min": 100, "p50": 100, "p75": 300, "p95": 300, "p99": 300, "max": 300}
     assert report["errors"] == []
 
 
@@ -169,18 +171,6 @@ def test_confirms_random_order_settles_everything_exactly_once() -> None:
 
 
 # -- options ---------------------------------------------------------------------------
-def test_parse_url() -> None:
-    assert parse_url("amqp://guest:guest@127.0.0.1:5672/%2F") == Endpoint(
-        "127.0.0.1", 5672, "guest", "guest", "/"
-    )
-    assert parse_url("amqp://u%40x:p%3Aw@broker/vh") == Endpoint("broker", 5672, "u@x", "p:w", "vh")
-    assert parse_url("amqp://localhost:5673").vhost == "/"
-    with pytest.raises(ValueError, match="scheme"):
-        parse_url("amqps://localhost")
-    with pytest.raises(ValueError, match="port"):
-        parse_url("amqp://localhost:99999/")
-
-
 def _parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -226,7 +216,7 @@ def test_all_options() -> None:
         (["--multi-ack-every", "0"], "--multi-ack-every"),
         (["--prefetch", "10", "--multi-ack-every", "20"], "must not exceed --prefetch"),
         (["--queue", ""], "--queue"),
-        (["--url", "http://x"], "scheme"),
+        (["--url", "http://x"], "not an amqp:// or amqps:// URI"),
     ],
 )
 def test_invalid_options(argv: list[str], message: str) -> None:
@@ -303,11 +293,11 @@ def _acks(written: list[bytes]) -> list[tuple[int, bool]]:
 
 
 def _consumer(**settings: object) -> tuple[ConsumerConnection, _FakeTransport]:
-    conn = ConsumerConnection()
+    conn = ConsumerConnection(Endpoint())
     transport = _FakeTransport()
     conn.transport = transport  # type: ignore[assignment]
     conn.consuming = True
-    conn.start_ns = 1_000_000_000
+    conn.tally.start_ns = 1_000_000_000
     for name, value in settings.items():
         setattr(conn, name, value)
     return conn, transport
@@ -320,9 +310,10 @@ def test_consumer_counts_measures_latency_and_batches_acks_per_read() -> None:
         data = _deliveries(range(1, 6), stamp)
         conn.data_received(data[:50])  # frames split across reads are fine
         conn.data_received(data[50:])
-        assert conn.consumed == 5 and conn.stale == 0
-        assert conn.latency.total == 5
-        assert 2000 <= conn.latency.max < 1_000_000
+        t = conn.tally
+        assert t.consumed == 5 and t.stale == 0
+        assert t.latency.total == 5
+        assert 2000 <= t.latency.max < 1_000_000
         assert len(transport.written) == 2  # one write per data_received
         assert _acks(transport.written) == [(t, False) for t in range(1, 6)]
 
@@ -332,13 +323,14 @@ def test_consumer_counts_measures_latency_and_batches_acks_per_read() -> None:
 def test_consumer_multi_ack_every_n_and_skips_stale_messages() -> None:
     async def go() -> None:
         conn, transport = _consumer(ack_every=4)
-        conn.start_ns = time.monotonic_ns()
-        conn.data_received(_deliveries(range(1, 3), conn.start_ns - 1))  # an earlier run's
-        conn.data_received(_deliveries(range(3, 6), conn.start_ns + 1))
-        assert (conn.consumed, conn.stale, conn.latency.total) == (5, 2, 3)
-        assert conn.progress == [3]
+        t = conn.tally
+        t.start_ns = time.monotonic_ns()
+        conn.data_received(_deliveries(range(1, 3), t.start_ns - 1))  # an earlier run's
+        conn.data_received(_deliveries(range(3, 6), t.start_ns + 1))
+        assert (t.consumed, t.stale, t.latency.total) == (5, 2, 3)
+        assert t.progress == [3]
         assert _acks(transport.written) == [(5, True)]  # 5 deliveries >= 4: one multiple ack
-        conn.data_received(_deliveries(range(6, 7), conn.start_ns + 1))
+        conn.data_received(_deliveries(range(6, 7), t.start_ns + 1))
         conn.ack_up_to_last()  # the end of the run acks the remainder
         assert _acks(transport.written) == [(5, True), (6, True)]
 
@@ -348,8 +340,8 @@ def test_consumer_multi_ack_every_n_and_skips_stale_messages() -> None:
 def test_consumer_with_auto_ack_never_acks() -> None:
     async def go() -> None:
         conn, transport = _consumer()
-        conn.data_received(_deliveries(range(1, 4), conn.start_ns + 1))
+        conn.data_received(_deliveries(range(1, 4), conn.tally.start_ns + 1))
         conn.ack_up_to_last()
-        assert conn.consumed == 3 and transport.written == []
+        assert conn.tally.consumed == 3 and transport.written == []
 
     asyncio.run(go())

@@ -1,4 +1,12 @@
-"""Arguments of ``roost perf`` and its entry point: one JSON line on stdout per run."""
+"""Arguments of ``roost perf`` and its entry point.
+
+PerfTest's short flags mean what they mean in PerfTest (``-x`` producers, ``-y``
+consumers, ``-s`` size, ``-f persistent``, ``-q`` prefetch, ``-c`` confirm window, ``-u``
+queue, ``-r`` rate, ``-z`` time, ``-C`` / ``-D`` message counts, ``-a`` auto-ack, ``-e``
+exchange, ``-k`` routing key, ``-t`` exchange type); the long names ``roost perf`` had
+before keep working. While it runs, one PerfTest-style line a second on stdout; at the
+end PerfTest's summary lines, then the JSON summary (stdout, or ``--json FILE``).
+"""
 
 from __future__ import annotations
 
@@ -6,37 +14,62 @@ import argparse
 import json
 import signal
 import sys
+from pathlib import Path
 
-from roost.perf.options import DEFAULT_URL, Options
+from roost.perf.options import DEFAULT_URL, FLAGS, PROTOCOLS, Options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Publish and consume against a broker (AMQP 0-9-1, or STOMP over TCP or WebSocket) "
+        "and report rates and latency, with PerfTest's flags. Every producer and consumer "
+        "is its own process with its own connection."
+    )
     add = parser.add_argument
     # argparse %-formats help strings: the %2F of the default vhost must be doubled.
-    add("--url", default=DEFAULT_URL,
-        help=f"broker URL (default {DEFAULT_URL.replace('%', '%%')})")
-    add("--producers", type=int, default=1, metavar="N", help="producer processes (1)")
-    add("--consumers", type=int, default=1, metavar="N", help="consumer processes (1)")
-    add("--size", type=int, default=16, metavar="BYTES",
+    add("--url", "--uri", default=DEFAULT_URL,
+        help=f"broker URI (default {DEFAULT_URL.replace('%', '%%')}); amqps:// for TLS")
+    add("-H", "--uris", metavar="URI,URI",
+        help="several URIs: workers are spread over them round-robin")
+    add("-x", "--producers", type=int, default=1, metavar="N", help="producer processes (1)")
+    add("-y", "--consumers", type=int, default=1, metavar="N", help="consumer processes (1)")
+    add("-s", "--size", type=int, default=16, metavar="BYTES",
         help="message body size (16); the first 8 bytes carry the send timestamp")
-    add("--duration", type=float, default=10.0, metavar="SECONDS",
-        help="measured publishing window (10)")
-    add("--persistent", action="store_true", help="publish with delivery-mode 2")
-    add("--confirm", type=int, default=0, metavar="N",
+    add("-z", "--time", "--duration", dest="duration", type=float, default=None,
+        metavar="SECONDS", help="how long to publish (10; with -C/-D and no -z: until done)")
+    add("-C", "--pmessages", type=int, default=0, metavar="N",
+        help="each producer sends N messages, then stops (0 = no limit)")
+    add("-D", "--cmessages", type=int, default=0, metavar="N",
+        help="each consumer takes N messages, then stops (0 = no limit)")
+    add("-f", "--flag", action="append", default=[], metavar="FLAG",
+        help=f"message flag, repeatable: {', '.join(FLAGS)}")
+    add("--persistent", action="store_true", help="the same as -f persistent")
+    add("-c", "--confirm", type=int, default=0, metavar="N",
         help="publisher confirms: at most N unconfirmed per producer (0 = no confirms)")
-    add("--prefetch", type=int, default=0, metavar="N",
-        help="consumer basic.qos prefetch count (0 = unlimited)")
-    add("--auto-ack", action="store_true", help="consume with no-ack (default: manual acks)")
-    add("--multi-ack-every", type=int, default=1, metavar="N",
+    add("-q", "--qos", "--prefetch", dest="prefetch", type=int, default=0, metavar="N",
+        help="consumer prefetch count (0 = unlimited)")
+    add("-a", "--autoack", "--auto-ack", dest="auto_ack", action="store_true",
+        help="consume with auto-ack (default: manual acks)")
+    add("-A", "--multi-ack-every", type=int, default=1, metavar="N",
         help="manual acks: one ack with multiple=true every N messages (1 = ack each)")
-    add("--rate", type=float, default=0.0, metavar="MSGS_PER_S",
+    add("-r", "--rate", type=float, default=0.0, metavar="MSGS_PER_S",
         help="publish rate limit per producer (0 = unlimited)")
-    add("--queue", default="roost-perf", metavar="NAME",
+    add("-u", "--queue", default="roost-perf", metavar="NAME",
         help="queue to use; it is purged first and deleted at the end (roost-perf)")
+    add("--queue-pattern", metavar="PATTERN",
+        help="many queues: a printf pattern such as 'perf-%%d' (producers and consumers "
+        "are spread over them round-robin)")
+    add("--queue-pattern-from", type=int, default=1, metavar="N", help="first index (1)")
+    add("--queue-pattern-to", type=int, default=1, metavar="N", help="last index (1)")
     add("--durable-queue", action="store_true", help="declare the queue(s) durable")
-    add("--exchange", default="", metavar="NAME",
-        help='exchange to publish to ("" = default exchange); a named one is a direct '
-        "exchange bound to the queue with the queue name as routing key")
+    add("-p", "--predeclared", action="store_true",
+        help="use the queue(s) and exchange as they are: no declare, purge or delete")
+    add("-e", "--exchange", default="", metavar="NAME",
+        help='exchange to publish to ("" = the default exchange); made if missing, '
+        "bound to each queue with the routing key")
+    add("-t", "--type", default="direct", metavar="TYPE",
+        help="type of the exchange when it is made (direct)")
+    add("-k", "--routing-key", metavar="KEY", help="routing key (default: the queue's name)")
     add("--queue-arg", action="append", default=[], metavar="KEY=VALUE",
         help="a queue.declare argument, repeatable (x-max-length=1000; integers stay integers)")
     add("--priorities", type=int, default=0, metavar="N",
@@ -44,12 +77,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--queue-declares", type=int, default=0, metavar="N",
         help="instead of messaging: declare N queues one round trip at a time, "
         "report declares/s, then delete them")
-    add("--json", action="store_true", default=True,
-        help="print the result as one JSON line (the default and only format)")
+    add("--protocol", choices=PROTOCOLS, default="amqp",
+        help="what producers and consumers speak: amqp, stomp (TCP) or ws (STOMP over "
+        "WebSocket); queues are set up over AMQP (--url) in every mode (mqtt: once the "
+        "broker has an MQTT adapter)")
+    add("--stomp-url", metavar="URL",
+        help="STOMP endpoint (stomp://HOST:61613 or ws://HOST:15674/ws; default: --url's "
+        "host, user and vhost on those ports)")
+    add("-d", "--id", metavar="ID", help="test id in the output lines (test-HHMMSS-mmm)")
+    add("-i", "--interval", type=float, default=1.0, metavar="SECONDS",
+        help="seconds between progress lines (1)")
+    add("--json", nargs="?", const="-", default="-", metavar="FILE",
+        help="where the JSON summary goes (default: the last line of stdout)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from roost.perf import client, runner
+    from roost.client import ClientError
+    from roost.perf import runner
 
     try:
         opts = Options.from_args(args)
@@ -63,12 +107,16 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("roost perf: interrupted", file=sys.stderr)
         return 130
-    except (OSError, TimeoutError, runner.PerfError, client.ClosedByBroker) as exc:
+    except (OSError, TimeoutError, runner.PerfError, ClientError) as exc:
         print(f"roost perf: {exc or type(exc).__name__}", file=sys.stderr)
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(json.dumps(report, separators=(",", ":")), flush=True)
+    line = json.dumps(report, separators=(",", ":"))
+    if opts.json_path == "-":
+        print(line, flush=True)
+    else:
+        Path(opts.json_path).write_text(line + "\n")
     return 1 if report.get("errors") else 0
 
 

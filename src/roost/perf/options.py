@@ -1,114 +1,173 @@
-"""Run options shared by the parent and its worker processes, and AMQP URL parsing."""
+"""Run options shared by the parent and its worker processes (frozen and picklable: they
+cross the spawn boundary), built and checked from the command line."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+
+from roost.client.uri import Endpoint, parse_uri
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+DEFAULT_DURATION_S = 10.0
 TIMESTAMP_BYTES = 8  # a body shorter than this carries no timestamp: no latency figures
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    host: str
-    port: int
-    user: str
-    password: str
-    vhost: str
-
-
-def parse_url(url: str) -> Endpoint:
-    """``amqp://user:pass@host:port/vhost`` with RabbitMQ's defaults; ``%2F`` is ``/``."""
-    parts = urlsplit(url)
-    if parts.scheme != "amqp":
-        raise ValueError(f"unsupported URL scheme {parts.scheme!r} (only amqp://)")
-    try:
-        port = parts.port or 5672
-    except ValueError as exc:
-        raise ValueError(f"bad port in {url!r}") from exc
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
-    return Endpoint(
-        host=parts.hostname or "127.0.0.1",
-        port=port,
-        user=unquote(parts.username) if parts.username is not None else "guest",
-        password=unquote(parts.password) if parts.password is not None else "guest",
-        # An absent path means the default vhost; an explicit empty one ("amqp://h/") too.
-        vhost=unquote(path) if path else "/",
-    )
+PROTOCOLS = ("amqp", "stomp", "ws", "mqtt")
+FLAGS = ("persistent", "mandatory")
 
 
 @dataclass(frozen=True)
 class Options:
-    """Everything a worker needs; frozen and picklable so it crosses the spawn boundary."""
+    """Everything a worker needs. ``duration`` None: run until the message counts are
+    reached (``-C`` / ``-D`` without ``-z``)."""
 
-    endpoint: Endpoint
+    endpoints: tuple[Endpoint, ...]
     producers: int = 1
     consumers: int = 1
     size: int = 16
-    duration: float = 10.0
+    duration: float | None = DEFAULT_DURATION_S
     persistent: bool = False
+    mandatory: bool = False
     confirm: int = 0
     prefetch: int = 0
     auto_ack: bool = False
     multi_ack_every: int = 1
     rate: float = 0.0
     queue: str = "roost-perf"
+    queues: tuple[str, ...] = ("roost-perf",)  # --queue-pattern's, else (queue,)
     durable_queue: bool = False
+    predeclared: bool = False  # use the queues and exchange as they are
     exchange: str = ""
+    exchange_type: str = "direct"
+    routing_key_arg: str = ""  # -k; "" = each queue's name
+    pmessages: int = 0  # per producer; 0 = no limit
+    cmessages: int = 0  # per consumer; 0 = no limit
     queue_declares: int = 0
     # queue.declare arguments (--queue-arg KEY=VALUE) and message priorities cycling
     # 0..priorities-1 (--priorities N; 0 = no priority property)
     queue_args: tuple[tuple[str, Any], ...] = ()
     priorities: int = 0
+    protocol: str = "amqp"
+    stomp_url: str = ""  # --protocol stomp|ws: where to connect (default from the URL)
+    test_id: str = "test"
+    interval: float = 1.0
+    json_path: str = "-"  # where the JSON summary goes ("-": stdout)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self.endpoints[0]
 
     @property
     def routing_key(self) -> str:
-        return self.queue
+        return self.routing_key_for(self.queues[0])
+
+    def routing_key_for(self, queue: str) -> str:
+        return self.routing_key_arg or queue
+
+    def queue_of(self, index: int) -> str:
+        """Producers and consumers are spread over the queues round-robin, as PerfTest."""
+        return self.queues[index % len(self.queues)]
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Options:
+        uris = [u for u in (args.uris or "").split(",") if u] or [args.url]
+        flags = [f for text in args.flag for f in text.split(",") if f]
+        unknown = sorted(set(flags) - set(FLAGS))
+        if unknown:
+            raise ValueError(f"unknown --flag {', '.join(unknown)} (known: {', '.join(FLAGS)})")
+        duration = args.duration
+        if duration is None and not (args.pmessages or args.cmessages):
+            duration = DEFAULT_DURATION_S
         opts = cls(
-            endpoint=parse_url(args.url),
+            endpoints=tuple(parse_uri(u) for u in uris),
             producers=args.producers,
             consumers=args.consumers,
             size=args.size,
-            duration=args.duration,
-            persistent=args.persistent,
+            duration=duration,
+            persistent=args.persistent or "persistent" in flags,
+            mandatory="mandatory" in flags,
             confirm=args.confirm,
             prefetch=args.prefetch,
             auto_ack=args.auto_ack,
             multi_ack_every=args.multi_ack_every,
             rate=args.rate,
             queue=args.queue,
+            queues=queue_names(args),
             durable_queue=args.durable_queue,
+            predeclared=args.predeclared,
             exchange=args.exchange,
+            exchange_type=args.type,
+            routing_key_arg=args.routing_key or "",
+            pmessages=args.pmessages,
+            cmessages=args.cmessages,
             queue_declares=args.queue_declares,
             queue_args=tuple(parse_queue_arg(text) for text in args.queue_arg),
             priorities=args.priorities,
+            protocol=args.protocol,
+            stomp_url=args.stomp_url or "",
+            test_id=args.id or default_test_id(),
+            interval=args.interval,
+            json_path=args.json,
         )
         opts.validate()
         return opts
 
     def validate(self) -> None:
-        for name in (
-            "producers", "consumers", "size", "confirm", "prefetch", "queue_declares", "priorities"
-        ):
+        for name in ("producers", "consumers", "size", "confirm", "prefetch", "queue_declares",
+                     "priorities", "pmessages", "cmessages"):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
-        if self.duration <= 0:
+        if self.duration is not None and self.duration <= 0:
             raise ValueError("--duration must be > 0")
         if self.rate < 0:
             raise ValueError("--rate must be >= 0")
+        if self.interval <= 0:
+            raise ValueError("--interval must be > 0")
         if self.multi_ack_every < 1:
             raise ValueError("--multi-ack-every must be >= 1")
         if not self.auto_ack and 0 < self.prefetch < self.multi_ack_every:
             # The consumer would wait for acks it never sends: the broker stops at prefetch.
             raise ValueError("--multi-ack-every must not exceed --prefetch")
-        if not self.queue:
+        if not all(self.queues):
             raise ValueError("--queue must not be empty")
+        if self.routing_key_arg and not self.exchange:
+            raise ValueError("-k/--routing-key needs -e/--exchange (the default exchange "
+                             "routes by queue name)")
+        if self.routing_key_arg and len(self.queues) > 1:
+            raise ValueError("-k/--routing-key and --queue-pattern do not mix (each queue "
+                             "is bound with its own name)")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}")
+        if self.protocol == "mqtt":  # the seam: worker.ROLES gets an "mqtt" entry then
+            raise ValueError("--protocol mqtt needs the broker's MQTT adapter, which Roost "
+                             "does not have yet")
+        if self.protocol != "amqp" and (self.priorities or self.mandatory):
+            raise ValueError("--priorities and -f mandatory are AMQP-only")
+
+
+def default_test_id() -> str:
+    """PerfTest's: ``test-HHMMSS-mmm``, the start time."""
+    now = time.time()
+    return time.strftime("test-%H%M%S-", time.localtime(now)) + f"{int(now % 1 * 1000):03d}"
+
+
+def queue_names(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--queue-pattern 'perf-%d' --queue-pattern-from 1 --queue-pattern-to 3`` gives
+    perf-1, perf-2, perf-3 (a printf-style pattern, as PerfTest's); else ``--queue``."""
+    pattern = args.queue_pattern
+    if not pattern:
+        return (args.queue,)
+    first, last = args.queue_pattern_from, args.queue_pattern_to
+    if last < first:
+        raise ValueError("--queue-pattern-to must not be below --queue-pattern-from")
+    try:
+        names = tuple(pattern % i for i in range(first, last + 1))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--queue-pattern {pattern!r} wants one %d: {exc}") from None
+    if len(set(names)) != len(names):
+        raise ValueError(f"--queue-pattern {pattern!r} gives the same name twice")
+    return names
 
 
 def parse_queue_arg(text: str) -> tuple[str, Any]:

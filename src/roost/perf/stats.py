@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import MutableSequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,22 @@ class Histogram:
             self.counts[key] = self.counts.get(key, 0) + n
         self.max = max(self.max, other.max)
 
+    def since(self, earlier: dict[int, int]) -> Histogram:
+        """What was recorded after ``earlier`` (a copy of ``counts`` taken then); its max
+        is the highest bucket (the exact one is not kept per interval)."""
+        out = Histogram()
+        for key, n in self.counts.items():
+            n -= earlier.get(key, 0)
+            if n > 0:
+                out.counts[key] = n
+        out.max = max(out.counts, default=0)
+        return out
+
+    @property
+    def min(self) -> int:
+        """The lowest value's bucket (exact below 128)."""
+        return min(self.counts, default=0)
+
     @property
     def total(self) -> int:
         return sum(self.counts.values())
@@ -61,11 +78,67 @@ class Histogram:
         if not self.counts:
             return None
         return {
+            "min": self.min,
             "p50": self.percentile(50),
+            "p75": self.percentile(75),
             "p95": self.percentile(95),
             "p99": self.percentile(99),
             "max": self.max,
         }
+
+    def perftest(self) -> tuple[int, int, int, int, int]:
+        """PerfTest's figures: min, median, 75th, 95th and 99th percentiles (0s if empty)."""
+        if not self.counts:
+            return (0, 0, 0, 0, 0)
+        return (self.min, self.percentile(50), self.percentile(75), self.percentile(95),
+                self.percentile(99))
+
+
+class Tally:
+    """One consumer's running counts, shared by every protocol's hot path. ``deadline``
+    is read from ``control[0]``, which the parent moves when a count-bound run ends."""
+
+    __slots__ = ("cancelled", "consumed", "control", "full", "in_window", "last_rx_ns",
+                 "latency", "limit", "progress", "slot", "stale", "start_ns")
+
+    def __init__(self) -> None:
+        self.consumed = 0  # deliveries, stale ones included (they need acks all the same)
+        self.stale = 0  # stamped before this run started: left over from an earlier run
+        self.latency = Histogram()
+        self.start_ns = 0
+        self.limit = 1 << 62  # -D: stop after this many
+        self.full = False  # the limit is reached, or the run is over: count no more
+        self.cancelled = False
+        self.in_window: int | None = None  # counted before the deadline passed
+        self.last_rx_ns = 0
+        self.control: MutableSequence[int] = [1 << 62]
+        self.progress: MutableSequence[int] = [0]
+        self.slot = 0
+
+    @property
+    def counted_total(self) -> int:
+        return self.consumed - self.stale
+
+    @property
+    def done(self) -> bool:
+        return self.full or self.cancelled
+
+    def arrived(self, now: int) -> None:
+        """A read is about to be counted at ``now`` (ns)."""
+        if self.in_window is None and now >= self.control[0]:
+            self.in_window = self.consumed - self.stale
+        self.last_rx_ns = now
+
+    def counted(self) -> None:
+        self.progress[self.slot] = self.consumed - self.stale
+
+    def record(self, stamp: int, now: int) -> None:
+        """One message stamped ``stamp`` (ns) taken at ``now``: the slow path's count."""
+        self.consumed += 1
+        if stamp < self.start_ns:
+            self.stale += 1
+            return
+        self.latency.record(max(0, (now - stamp) // 1000))
 
 
 @dataclass
@@ -73,6 +146,8 @@ class ProducerResult:
     published: int = 0
     confirmed: int = 0
     nacked: int = 0
+    returned: int = 0  # -f mandatory: publishes the broker could not route
+    finished_ns: int = 0  # when it stopped publishing (monotonic)
     error: str | None = None
 
 
@@ -82,6 +157,7 @@ class ConsumerResult:
     consumed_in_window: int = 0  # received before the producers' deadline
     stale: int = 0  # skipped: stamped before the run began (an earlier run's leftovers)
     latency_us: Histogram = field(default_factory=Histogram)
+    last_ns: int = 0  # when its last delivery arrived (monotonic)
     error: str | None = None
 
 
@@ -95,33 +171,45 @@ def aggregate(
     producers: list[ProducerResult],
     consumers: list[ConsumerResult],
     size: int,
-    duration_s: float,
+    duration_s: float | None,
+    start_ns: int = 0,
     server: str = "",
+    **extra: Any,
 ) -> dict[str, Any]:
-    """The one JSON object a run reports; rates are per second over the measured window."""
+    """The one JSON object a run reports. Rates are per second over the measured window
+    (``duration_s``); a count-bound run (None) measures each side from ``start_ns`` to
+    its last publish or delivery."""
     latency = Histogram()
     for c in consumers:
         latency.merge(c.latency_us)
     published = sum(p.published for p in producers)
-    in_window = sum(c.consumed_in_window for c in consumers)
+    consumed = sum(c.consumed for c in consumers)
+    if duration_s is None:
+        publish_s = (max((p.finished_ns for p in producers), default=start_ns) - start_ns) / 1e9
+        consume_s = (max((c.last_ns for c in consumers), default=start_ns) - start_ns) / 1e9
+        in_window, window_s = consumed, max(publish_s, consume_s)
+    else:
+        in_window = sum(c.consumed_in_window for c in consumers)
+        publish_s = consume_s = window_s = duration_s
     results: list[ProducerResult | ConsumerResult] = [*producers, *consumers]
-    errors = [r.error for r in results if r.error]
     return {
         "mode": "throughput",
+        **extra,
         "server": server,
         "producers": len(producers),
         "consumers": len(consumers),
         "size": size,
-        "duration_s": round(duration_s, 3),
+        "duration_s": round(window_s, 3),
         "published": published,
         "confirmed": sum(p.confirmed for p in producers),
         "nacked": sum(p.nacked for p in producers),
-        "consumed": sum(c.consumed for c in consumers),
+        "returned": sum(p.returned for p in producers),
+        "consumed": consumed,
         "stale": sum(c.stale for c in consumers),
-        "publish_rate": _rate(published, duration_s),
-        "consume_rate": _rate(in_window, duration_s),
+        "publish_rate": _rate(published, publish_s),
+        "consume_rate": _rate(in_window, consume_s),
         "latency_us": latency.summary(),
-        "errors": errors,
+        "errors": [r.error for r in results if r.error],
     }
 
 

@@ -14,14 +14,13 @@
 Publishers follow a one-minute wave (peaks of 1.6 x ``--rate``) with skewed routing keys
 and sizes; every 2 s a short-lived connection publishes a few messages, and every
 10 s one declares an exclusive queue, so connections and queues come and go too. At the
-end the sample's exchanges and queues are deleted. Uses the perf client (asyncio, one
+end the sample's exchanges and queues are deleted. Uses ``roost.client`` (asyncio, one
 connection per role), not Spark.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import math
 import random
 import sys
@@ -29,10 +28,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from roost.amqp import codec
 from roost.amqp import codec_methods as m
-from roost.perf import client
-from roost.perf.options import parse_url
+from roost.client import Channel, ChannelClosed, Connection, Message, connect
+from roost.client.aio import new_event_loop
 
 EXCHANGE = "shop"
 DLX = "shop.dlx"
@@ -69,49 +67,45 @@ FLOWS = (
     Flow("shop.audit", "#", consumers=1, work_ms=0.5, prefetch=200, ack_every=50),
 )
 DEAD = "shop.dead"
+PRODUCT = "roost-traffic-sample"  # the client name the broker (and its events) show
 
 
-class Worker(client.Connection):
+class Worker:
     """A consumer: each delivery is 'processed' for a random time, then acked (or
     rejected); deliveries are handled concurrently up to the prefetch."""
 
-    def __init__(self, flow: Flow, rng: random.Random, counts: dict[str, int]) -> None:
-        super().__init__()
+    def __init__(self, flow: Flow, rng: random.Random, counts: dict[str, int],
+                 conn: Connection, ch: Channel) -> None:
         self.flow = flow
         self.rng = rng
         self.counts = counts
-        self._tag = 0
-        self._remaining = 0
+        self.conn, self.ch = conn, ch
         self._last = 0
         self._pending: set[asyncio.Task[None]] = set()
         self._unacked = 0
 
-    def frames_received(self, frames: list[Any]) -> None:
-        for frame in frames:
-            kind = type(frame)
-            if kind is codec.MethodFrame and type(frame.method) is m.BasicDeliver:
-                self._tag = frame.method.delivery_tag
-            elif kind is codec.HeaderFrame or kind is codec.BodyFrame:
-                if kind is codec.HeaderFrame:
-                    self._remaining = frame.body_size
-                else:
-                    self._remaining -= len(frame.payload)
-                if self._remaining <= 0:
-                    self._start(self._tag)
-            else:
-                self.control(frame)
+    @classmethod
+    async def start(cls, url: str, flow: Flow, rng: random.Random,
+                    counts: dict[str, int]) -> Worker:
+        conn = await connect(url, product=PRODUCT)
+        ch = await conn.channel()
+        worker = cls(flow, rng, counts, conn, ch)
+        await ch.qos(flow.prefetch)
+        await ch.consume(flow.queue, worker._start)
+        return worker
 
-    def _start(self, tag: int) -> None:
-        task = asyncio.get_running_loop().create_task(self._process(tag))
+    def _start(self, msg: Message) -> None:
+        task = asyncio.get_running_loop().create_task(self._process(msg.delivery_tag))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
     async def _process(self, tag: int) -> None:
         flow = self.flow
         await asyncio.sleep(self.rng.expovariate(1000.0 / flow.work_ms))
+        if self.ch.error is not None:
+            return
         if flow.reject and self.rng.random() < flow.reject:
-            self.write(codec.encode_method_frame(
-                client.CHANNEL, m.BasicReject(delivery_tag=tag, requeue=False)))
+            self.ch.reject(tag, requeue=False)
             self.counts["rejected"] += 1
             return
         self.counts["processed"] += 1
@@ -123,32 +117,28 @@ class Worker(client.Connection):
     def flush_acks(self) -> None:
         """Ack what was processed (a batching consumer's remainder, at the end)."""
         if self._unacked:
-            self.write(codec.encode_method_frame(
-                client.CHANNEL, m.BasicAck(delivery_tag=self._last,
-                                           multiple=self.flow.ack_every > 1)))
+            self.ch.ack(self._last, multiple=self.flow.ack_every > 1)
             self._unacked = 0
 
 
-async def _declare(conn: client.Connection) -> None:
-    await conn.call(m.ExchangeDeclare(exchange=EXCHANGE, type="topic"), m.ExchangeDeclareOk)
-    await conn.call(m.ExchangeDeclare(exchange=DLX, type="fanout"), m.ExchangeDeclareOk)
-    await conn.call(m.QueueDeclare(queue=DEAD), m.QueueDeclareOk)
-    await conn.call(m.QueueBind(queue=DEAD, exchange=DLX, routing_key=""), m.QueueBindOk)
+async def _declare(ch: Channel) -> None:
+    await ch.exchange_declare(EXCHANGE, "topic")
+    await ch.exchange_declare(DLX, "fanout")
+    await ch.queue_declare(DEAD)
+    await ch.queue_bind(DEAD, DLX)
     for flow in FLOWS:
-        await conn.call(m.QueueDeclare(queue=flow.queue, arguments=dict(flow.arguments)),
-                        m.QueueDeclareOk)
-        await conn.call(m.QueueBind(queue=flow.queue, exchange=EXCHANGE,
-                                    routing_key=flow.binding), m.QueueBindOk)
+        await ch.queue_declare(flow.queue, arguments=dict(flow.arguments))
+        await ch.queue_bind(flow.queue, EXCHANGE, flow.binding)
 
 
-async def _clean_up(conn: client.Connection) -> None:
+async def _clean_up(ch: Channel) -> None:
     for queue in (*(f.queue for f in FLOWS), DEAD):
-        await conn.call(m.QueueDelete(queue=queue), m.QueueDeleteOk)
+        await ch.queue_delete(queue)
     for exchange in (EXCHANGE, DLX):
-        await conn.call(m.ExchangeDelete(exchange=exchange), m.ExchangeDeleteOk)
+        await ch.exchange_delete(exchange)
 
 
-def _publish_frames(rng: random.Random, seq: int, frame_max: int) -> bytes:
+def _publish_one(ch: Channel, rng: random.Random, seq: int) -> None:
     key, _weight, size = rng.choices(KEYS, weights=[k[1] for k in KEYS])[0]
     body_size = max(32, int(rng.lognormvariate(math.log(size), 0.5)))
     props = m.BasicProperties(
@@ -157,10 +147,7 @@ def _publish_frames(rng: random.Random, seq: int, frame_max: int) -> bytes:
         timestamp=int(time.time()),
         delivery_mode=2 if key.startswith("payment") else 1,
     )
-    return codec.encode_basic_publish(
-        client.CHANNEL, EXCHANGE, key, False, False, codec.encode_properties(props),
-        b"x" * body_size, frame_max,
-    )
+    ch.publish(EXCHANGE, key, b"x" * body_size, props)
 
 
 def rate_at(rate: float, elapsed: float) -> float:
@@ -168,7 +155,7 @@ def rate_at(rate: float, elapsed: float) -> float:
     return rate * (1.0 + 0.6 * math.sin(2 * math.pi * elapsed / 60.0))
 
 
-async def _publish(conn: client.Connection, rate: float, seconds: float, rng: random.Random,
+async def _publish(ch: Channel, rate: float, seconds: float, rng: random.Random,
                    counts: dict[str, int]) -> None:
     start = time.monotonic()
     owed = 0.0
@@ -176,25 +163,25 @@ async def _publish(conn: client.Connection, rate: float, seconds: float, rng: ra
     while (elapsed := time.monotonic() - start) < seconds:
         owed += rate_at(rate, elapsed) * tick
         n, owed = int(owed), owed - int(owed)
-        if n:
-            conn.write(b"".join(
-                _publish_frames(rng, counts["published"] + i, conn.frame_max) for i in range(n)))
-            counts["published"] += n
+        for i in range(n):
+            _publish_one(ch, rng, counts["published"] + i)
+        counts["published"] += n
         await asyncio.sleep(tick)
 
 
-async def _churn(ep: Any, seconds: float, rng: random.Random, counts: dict[str, int]) -> None:
+async def _churn(url: str, seconds: float, rng: random.Random, counts: dict[str, int]) -> None:
     """Short-lived connections: a few publishes each, now and then a temporary queue."""
     start = time.monotonic()
     rounds = 0
     while time.monotonic() - start < seconds:
         await asyncio.sleep(2.0)
-        conn = await client.connect(ep)
+        conn = await connect(url, product=PRODUCT)
+        ch = await conn.channel()
         if rounds % 5 == 0:
-            await conn.call(m.QueueDeclare(queue="", exclusive=True), m.QueueDeclareOk)
+            await ch.queue_declare(exclusive=True)
         n = rng.randint(1, 5)
-        conn.write(b"".join(
-            _publish_frames(rng, counts["published"] + i, conn.frame_max) for i in range(n)))
+        for i in range(n):
+            _publish_one(ch, rng, counts["published"] + i)
         counts["published"] += n
         await conn.close()
         rounds += 1
@@ -202,30 +189,25 @@ async def _churn(ep: Any, seconds: float, rng: random.Random, counts: dict[str, 
 
 async def run_sample(url: str, seconds: float, rate: float, events_stream: str,
                      seed: int = 7) -> dict[str, int]:
-    ep = parse_url(url)
     rng = random.Random(seed)
     counts = {"published": 0, "processed": 0, "rejected": 0}
-    admin = await client.connect(ep)
+    admin = await connect(url, product=PRODUCT)
+    ch = await admin.channel()
     try:
-        await admin.call(m.QueueDeclare(queue=events_stream, passive=True), m.QueueDeclareOk)
-    except client.ClosedByBroker:
+        await ch.queue_declare(events_stream, passive=True)
+    except ChannelClosed:
         print(f"generate: no stream '{events_stream}' here, so the broker records no events: "
               f"start it with --events-stream {events_stream}", file=sys.stderr)
-        await admin.open_channel()
-    await _declare(admin)
+        ch = await admin.channel()
+    await _declare(ch)
     workers: list[Worker] = []
     for flow in FLOWS:
         for _ in range(flow.consumers):
-            factory = functools.partial(Worker, flow, random.Random(rng.random()), counts)
-            worker = await client.connect(ep, factory)
-            assert isinstance(worker, Worker)
-            await worker.call(m.BasicQos(prefetch_count=flow.prefetch), m.BasicQosOk)
-            await worker.call(m.BasicConsume(queue=flow.queue), m.BasicConsumeOk)
-            workers.append(worker)
-    publisher = await client.connect(ep)
+            workers.append(await Worker.start(url, flow, random.Random(rng.random()), counts))
+    publisher = await connect(url, product=PRODUCT)
     jobs = [
-        asyncio.ensure_future(_publish(publisher, rate, seconds, rng, counts)),
-        asyncio.ensure_future(_churn(ep, seconds, random.Random(seed + 1), counts)),
+        asyncio.ensure_future(_publish(await publisher.channel(), rate, seconds, rng, counts)),
+        asyncio.ensure_future(_churn(url, seconds, random.Random(seed + 1), counts)),
     ]
     started = time.monotonic()
     while not all(j.done() for j in jobs):
@@ -240,13 +222,13 @@ async def run_sample(url: str, seconds: float, rate: float, events_stream: str,
     await asyncio.sleep(1.0)  # let consumers finish what they hold
     for worker in workers:
         worker.flush_acks()
-    for conn in (publisher, *workers):
+    for conn in (publisher, *(w.conn for w in workers)):
         await conn.close()
-    await _clean_up(admin)
+    await _clean_up(ch)
     await admin.close()
     return counts
 
 
 def generate_traffic(url: str, seconds: float, rate: float, events_stream: str) -> dict[str, int]:
-    with asyncio.Runner(loop_factory=client.new_event_loop) as runner:
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(run_sample(url, seconds, rate, events_stream))

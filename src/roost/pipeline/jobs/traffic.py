@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from roost.pipeline.amqp import Client, Endpoint, RoostError, missing_as
+from roost.pipeline.amqp import Client, ClientError, RoostError, endpoint, missing_as
 from roost.pipeline.bounds import resolve_offset, time_ms
 from roost.pipeline.jobs import traffic_range
 from roost.pipeline.jobs import traffic_stats as stats
@@ -66,7 +66,7 @@ def window_seconds(spark: Any, window: str) -> float:
 
 def _stream_info(url: str, stream: str) -> dict[str, Any]:
     missing = (
-        f"no stream '{stream}' in vhost '{Endpoint.parse(url).vhost}': start the "
+        f"no stream '{stream}' in vhost '{endpoint(url).vhost}': start the "
         f"broker with --events-stream {stream} (and make some traffic)"
     )
     with missing_as(missing), Client(url) as client:
@@ -253,7 +253,7 @@ def _when(ms: float | None) -> str:
 
 
 def _where(url: str) -> str:
-    ep = Endpoint.parse(url)
+    ep = endpoint(url)
     return f"{ep.host}:{ep.port}, vhost {ep.vhost}"
 
 
@@ -261,7 +261,7 @@ def run(spark: Any, args: argparse.Namespace) -> int:
     """``roost pipeline traffic``: the job, with a one-line error for what users get wrong."""
     try:
         result = analyse(spark, args)
-    except (RoostError, ValueError) as exc:
+    except (RoostError, ClientError, ValueError) as exc:
         print(f"traffic: {exc}", file=sys.stderr)
         return 2
     s = result["summary"]
