@@ -14,24 +14,18 @@ that caused it, as the broker sent them; the caller decides what to retry.
 
 from __future__ import annotations
 
+from roost.amqp.errors import AMQPError
+
 
 class ClientError(Exception):
     """Base of everything the client raises."""
 
 
-class Closed(ClientError):
-    """The broker closed the channel or the connection with this reply."""
+class Closed(ClientError, AMQPError):
+    """The broker closed the channel or the connection with this reply (``reply_code``,
+    ``reply_text``, ``class_id``, ``method_id``: the codec's ``AMQPError``)."""
 
     scope = "connection"
-
-    def __init__(
-        self, reply_code: int, reply_text: str, class_id: int = 0, method_id: int = 0
-    ) -> None:
-        super().__init__(reply_code, reply_text, class_id, method_id)
-        self.reply_code = reply_code
-        self.reply_text = reply_text
-        self.class_id = class_id
-        self.method_id = method_id
 
     def __str__(self) -> str:
         return f"{self.scope} closed by the broker: {self.reply_code} {self.reply_text}"
