@@ -18,7 +18,7 @@ import httpx
 import pika
 import pytest
 
-from tests.support import RoostProcess, drain, eventually
+from tests.support import RoostProcess, drain, eventually, free_port
 
 PERF = [sys.executable, "-m", "roost", "perf"]
 LINE = re.compile(
@@ -80,12 +80,13 @@ def test_C_sends_exactly_that_many_and_f_persistent_marks_them(
 ) -> None:
     exchange, queue = f"perf.x.{uuid.uuid4().hex[:6]}", f"perf.q.{uuid.uuid4().hex[:6]}"
     copy = witness(roost, exchange, queue)  # perf binds its queue with the queue's name
-    report, _ = perf(roost, "-x", "2", "-y", "0", "-C", "500", "-e", exchange, "-u", queue,
-                     *flags)
+    report, _ = perf(roost, "-x", "2", "-y", "0", "-C", "500", "-s", "100", "-e", exchange,
+                     "-u", queue, *flags)
     assert report["published"] == 1000  # -C is per producer, as PerfTest's
     got = drain(roost, copy, ack=True)
     assert len(got) == 1000
     assert {props.delivery_mode for _m, props, _b in got} == {mode}
+    assert {len(body) for _m, _p, body in got} == {100}  # -s
     assert api(roost, f"/exchanges/%2F/{exchange}")["name"] == exchange  # not ours to delete
     assert queue not in {q["name"] for q in api(roost, "/queues")}  # ours: deleted
 
@@ -164,6 +165,23 @@ def test_progress_lines_and_summary_in_perftest_format(roost: RoostProcess) -> N
     assert set(report["latency_us"]) == {"min", "p50", "p75", "p95", "p99", "max"}
     _, out = perf(roost, "-z", "1.2", "-r", "100", "-c", "10", "-i", "0.5")
     assert re.search(r"sent: \d+ msg/s, confirmed: \d+ msg/s, nacked: 0 msg/s, received", out)
+
+
+def test_r_and_z_pace_and_bound_the_run(roost: RoostProcess) -> None:
+    started = time.monotonic()
+    report, _ = perf(roost, "-x", "2", "-y", "1", "-r", "100", "-z", "2")
+    assert time.monotonic() - started >= 2
+    assert report["duration_s"] == 2.0
+    assert 380 <= report["published"] <= 404  # 2 producers x 100 msg/s x 2 s
+    assert report["consumed"] == report["published"]
+
+
+def test_H_spreads_workers_over_uris_and_skips_one_that_does_not_answer(
+    roost: RoostProcess,
+) -> None:
+    dead = f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F"
+    report, _ = perf(roost, "-H", f"{dead},{roost.url}", "-x", "2", "-y", "2", "-C", "100")
+    assert (report["published"], report["consumed"]) == (200, 200)
 
 
 def test_json_to_a_file(roost: RoostProcess, tmp_path: Path) -> None:

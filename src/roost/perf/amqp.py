@@ -91,7 +91,7 @@ class ProducerConnection(_Waking):
 
 
 async def open_producer(opts: Options, slot: int) -> ProducerConnection:
-    conn = await connect(opts.endpoints[slot % len(opts.endpoints)], ProducerConnection)
+    conn = await connect(opts.endpoints_for(slot), ProducerConnection)
     ch = await conn.channel()
     ch.on_return = conn._returned
     if opts.confirm:
@@ -211,7 +211,7 @@ class ConsumerConnection(_Waking):
 
 
 async def open_consumer(opts: Options, slot: int) -> ConsumerConnection:
-    conn = await connect(opts.endpoints[slot % len(opts.endpoints)], ConsumerConnection)
+    conn = await connect(opts.endpoints_for(slot), ConsumerConnection)
     ch = await conn.channel()
     if not opts.auto_ack:
         conn.ack_each = opts.multi_ack_every == 1

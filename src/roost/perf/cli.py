@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--url", "--uri", default=DEFAULT_URL,
         help=f"broker URI (default {DEFAULT_URL.replace('%', '%%')}); amqps:// for TLS")
     add("-H", "--uris", metavar="URI,URI",
-        help="several URIs: workers are spread over them round-robin")
+        help="several URIs: workers are spread over them round-robin, each trying the "
+        "next when its own does not answer")
     add("-x", "--producers", type=int, default=1, metavar="N", help="producer processes (1)")
     add("-y", "--consumers", type=int, default=1, metavar="N", help="consumer processes (1)")
     add("-s", "--size", type=int, default=16, metavar="BYTES",

@@ -65,6 +65,12 @@ class Options:
     def routing_key_for(self, queue: str) -> str:
         return self.routing_key_arg or queue
 
+    def endpoints_for(self, index: int) -> list[Endpoint]:
+        """Workers are spread over ``-H``'s URIs round-robin; each tries the others in
+        turn when its own does not answer."""
+        k = index % len(self.endpoints)
+        return [*self.endpoints[k:], *self.endpoints[:k]]
+
     def queue_of(self, index: int) -> str:
         """Producers and consumers are spread over the queues round-robin, as PerfTest."""
         return self.queues[index % len(self.queues)]

@@ -60,7 +60,7 @@ def run(opts: Options) -> dict[str, Any]:
 async def _prepare(opts: Options) -> tuple[str, bool]:
     """Declare and purge the queues (and bind them); returns the server and whether we
     created the exchange (then we delete it at the end)."""
-    conn = await connect(opts.endpoint)
+    conn = await connect(list(opts.endpoints))
     made_exchange = False
     try:
         if opts.predeclared:
@@ -113,7 +113,7 @@ async def _declare_exchange(ch: Channel, opts: Options) -> tuple[Channel, bool]:
 async def _clean_up(opts: Options, made_exchange: bool) -> None:
     if opts.predeclared:
         return
-    conn = await connect(opts.endpoint)
+    conn = await connect(list(opts.endpoints))
     try:
         ch = await conn.channel()
         for queue in opts.queues:
@@ -125,7 +125,7 @@ async def _clean_up(opts: Options, made_exchange: bool) -> None:
 
 
 async def _declare_queues(opts: Options) -> dict[str, Any]:
-    conn = await connect(opts.endpoint)
+    conn = await connect(list(opts.endpoints))
     names = [f"{opts.queue}-{i}" for i in range(opts.queue_declares)]
     try:
         ch = await conn.channel()
