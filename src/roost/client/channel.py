@@ -29,6 +29,17 @@ OnMessage = Callable[[Message], None]
 _EMPTY_PROPERTIES = m.BasicProperties()
 
 
+_EXPECTED: dict[type[Any], frozenset[int]] = {}
+
+
+def _expected(kind: type[Any]) -> frozenset[int]:
+    """The reply indexes the spec names for a method class (built once per class)."""
+    expect = _EXPECTED.get(kind)
+    if expect is None:
+        expect = _EXPECTED[kind] = frozenset(r.INDEX for r in kind.RESPONSES)
+    return expect
+
+
 class Channel:
     def __init__(self, conn: Connection, number: int) -> None:
         self.conn = conn
@@ -48,7 +59,7 @@ class Channel:
         """Send ``method`` and wait for its reply (one of ``replies``, else the spec's)."""
         if self.error is not None:
             raise self.error
-        expect = frozenset(r.INDEX for r in (replies or method.RESPONSES))
+        expect = _expected(type(method)) if not replies else frozenset(r.INDEX for r in replies)
         fut: asyncio.Future[Any] = self.conn.loop.create_future()
         self._calls.append((expect, fut))
         self.send(method)
