@@ -156,10 +156,15 @@ def test_progress_lines_and_summary_in_perftest_format(roost: RoostProcess) -> N
     report, out = perf(roost, "-z", "2.5", "-r", "200", "--id", "test-123456-789")
     lines = out.splitlines()
     progress = [ln for ln in lines if LINE.match(ln)]
-    assert len(progress) == 3, out  # 1 s, 2 s and the end at 2.5 s
+    # 1 s, 2 s and the end at 2.5 s (a loaded box may merge the last two)
+    assert 2 <= len(progress) <= 3, out
+    assert float(progress[-1].split("time: ")[1].split("s,")[0]) >= 2.5
     assert {LINE.match(ln)["id"] for ln in progress} == {"test-123456-789"}  # type: ignore[index]
-    assert "id: test-123456-789, sending rate avg: 200 msg/s" in lines
-    assert "id: test-123456-789, receiving rate avg: 200 msg/s" in lines
+    # one message in flight at the deadline may fall outside the window
+    rates = [re.fullmatch(r"id: test-123456-789, (sending|receiving) rate avg: (\d+) msg/s", ln)
+             for ln in lines]
+    assert {m[1]: 195 <= int(m[2]) <= 201 for m in rates if m} == {
+        "sending": True, "receiving": True}, out
     assert any(ln.startswith("id: test-123456-789, consumer latency min/median/75th/95th/99th ")
                and ln.endswith(" µs") for ln in lines)
     assert set(report["latency_us"]) == {"min", "p50", "p75", "p95", "p99", "max"}
