@@ -9,11 +9,8 @@ count (``counts``, and ``confirmed`` for producers) and the run's deadline
 (``control[0]``), which the parent moves when a count-bound run is over.
 
 The protocol seam: ``ROLES`` maps ``--protocol`` to the functions that open a
-producer and a consumer link. A link is a connection with the attributes the loops
-below use (``error``, ``paused``, ``wait``, ``close``, ``server``; for producers
-``send``, ``message_bytes``, ``settled``, ``confirms``; for consumers ``tally`` and
-``finish``). MQTT
-mode is one more entry, once the broker speaks MQTT.
+producer and a consumer link, the two shapes ``perf/links.py`` types (mypy checks every
+entry). MQTT mode is one more module and one more entry, once the broker speaks MQTT.
 """
 
 from __future__ import annotations
@@ -22,12 +19,13 @@ import asyncio
 import multiprocessing
 import signal
 import time
-from collections.abc import Callable, Coroutine, MutableSequence
+from collections.abc import MutableSequence
 from multiprocessing.connection import Connection as Pipe
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from roost.client.aio import new_event_loop
 from roost.perf import amqp, stomp
+from roost.perf.links import ConsumerLink, ConsumerOpener, Link, ProducerLink, ProducerOpener
 from roost.perf.options import TIMESTAMP_BYTES, Options
 from roost.perf.stats import ConsumerResult, ProducerResult, rate_budget
 
@@ -41,8 +39,7 @@ DRAIN_IDLE_NS = 1_000_000_000  # consumers stop once nothing came for this longâ
 DRAIN_MAX_NS = 5_000_000_000  # â€¦or this long after the producers' deadline
 NO_DEADLINE = 1 << 62
 
-Opener = Callable[[Options, int], Coroutine[Any, Any, Any]]
-ROLES: dict[str, tuple[Opener, Opener]] = {
+ROLES: dict[str, tuple[ProducerOpener, ConsumerOpener]] = {
     "amqp": (amqp.open_producer, amqp.open_consumer),
     "stomp": (stomp.open_producer, stomp.open_consumer),
     "ws": (stomp.open_producer, stomp.open_consumer),
@@ -59,47 +56,63 @@ class Shared(NamedTuple):
 
 
 def producer_main(opts: Options, slot: int, pipe: Pipe, shared: Shared) -> None:
-    _main("producer", opts, slot, pipe, shared)
-
-
-def consumer_main(opts: Options, slot: int, pipe: Pipe, shared: Shared) -> None:
-    _main("consumer", opts, slot, pipe, shared)
-
-
-def _main(role: str, opts: Options, slot: int, pipe: Pipe, shared: Shared) -> None:
-    # Ctrl-C reaches the whole process group; the parent decides how the run ends.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    name = multiprocessing.current_process().name  # "producer-0", set by the parent
-    open_producer, open_consumer = ROLES[opts.protocol]
+    name = _worker_start()
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         try:
-            opener = open_producer if role == "producer" else open_consumer
-            link: Any = runner.run(opener(opts, slot))
+            link = runner.run(ROLES[opts.protocol][0](opts, slot))
         except Exception as exc:
             pipe.send(("error", f"{name}: {exc or type(exc).__name__}"))
             return
-        if role == "consumer":
-            attach(link, opts, slot, shared)
-        pipe.send(("ready", link.server))
-        try:
-            msg = pipe.recv()
-        except EOFError:
-            msg = ("abort",)
-        if msg[0] != "go":
-            runner.run(link.close())
+        start_ns = _ready(runner, link, pipe)
+        if start_ns is None:
             return
         try:
-            if role == "producer":
-                result: Any = runner.run(produce(link, opts, slot, shared, msg[1]))
-            else:
-                result = runner.run(consume(link, opts, slot, pipe, shared, msg[1]))
+            result = runner.run(produce(link, opts, slot, shared, start_ns))
         except Exception as exc:  # a bug or a broken socket: report it, do not vanish
-            result = (ProducerResult(published=shared.counts[slot], error=f"{name}: {exc!r}")
-                      if role == "producer" else ConsumerResult(error=f"{name}: {exc!r}"))
+            result = ProducerResult(published=shared.counts[slot], error=f"{name}: {exc!r}")
         pipe.send(("result", result))
 
 
-async def produce(link: Any, opts: Options, slot: int, shared: Shared,
+def consumer_main(opts: Options, slot: int, pipe: Pipe, shared: Shared) -> None:
+    name = _worker_start()
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        try:
+            link = runner.run(ROLES[opts.protocol][1](opts, slot))
+        except Exception as exc:
+            pipe.send(("error", f"{name}: {exc or type(exc).__name__}"))
+            return
+        attach(link, opts, slot, shared)
+        start_ns = _ready(runner, link, pipe)
+        if start_ns is None:
+            return
+        try:
+            outcome = runner.run(consume(link, opts, slot, pipe, shared, start_ns))
+        except Exception as exc:  # a bug or a broken socket: report it, do not vanish
+            outcome = ConsumerResult(error=f"{name}: {exc!r}")
+        pipe.send(("result", outcome))
+
+
+def _worker_start() -> str:
+    # Ctrl-C reaches the whole process group; the parent decides how the run ends.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return multiprocessing.current_process().name  # "producer-0", set by the parent
+
+
+def _ready(runner: asyncio.Runner, link: Link, pipe: Pipe) -> int | None:
+    """Say ready and wait for the parent's go: its start time, or None (link closed)."""
+    pipe.send(("ready", link.server))
+    try:
+        msg = pipe.recv()
+    except EOFError:
+        msg = ("abort",)
+    if msg[0] != "go":
+        runner.run(link.close())
+        return None
+    start: int = msg[1]
+    return start
+
+
+async def produce(link: ProducerLink, opts: Options, slot: int, shared: Shared,
                   start_ns: int) -> ProducerResult:
     """Publish in batches until the deadline or ``-C``, within the confirm window and
     the rate; one timestamp per batch (the whole batch goes out at that instant)."""
@@ -155,7 +168,7 @@ async def produce(link: Any, opts: Options, slot: int, shared: Shared,
     )
 
 
-async def consume(link: Any, opts: Options, slot: int, pipe: Pipe, shared: Shared,
+async def consume(link: ConsumerLink, opts: Options, slot: int, pipe: Pipe, shared: Shared,
                   start_ns: int) -> ConsumerResult:
     """Count until the deadline has passed and the queue went quiet (or ``-D``), sending
     the latency histogram to the parent every interval."""
@@ -192,7 +205,7 @@ async def consume(link: Any, opts: Options, slot: int, pipe: Pipe, shared: Share
     )
 
 
-def attach(link: Any, opts: Options, slot: int, shared: Shared) -> None:
+def attach(link: ConsumerLink, opts: Options, slot: int, shared: Shared) -> None:
     """Point a consumer link's tally at the shared arrays and the ``-D`` limit."""
     t = link.tally
     t.progress, t.slot, t.control = shared.counts, slot, shared.control
