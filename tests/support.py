@@ -44,6 +44,7 @@ class RoostProcess:
         self.http_port = 0  # the management API; a free port, never the default 15672
         self.stomp_port = 0  # STOMP over TCP; a free port, never the default 61613
         self.ws_port = 0  # STOMP over WebSocket; a free port, never the default 15674
+        self.python = sys.executable  # another venv's python runs its installed roost
         self.proc: subprocess.Popen[str] | None = None
         self.log_lines: list[str] = []
         self._ready = threading.Event()
@@ -68,7 +69,7 @@ class RoostProcess:
             self.ws_port = free_port()
             cluster = as_cluster_node(self.extra, self.data_dir)
             args = [
-                sys.executable,
+                self.python,
                 "-m",
                 "roost",
                 "server",

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roost import boot_definitions, logs, sdnotify
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.bind import host_port, listening_socket, on_each_address
 from roost.config import Config
@@ -39,6 +41,11 @@ class Server:
         self.disk, self.persistence, self.broker = open_storage(config)
         if config.users_file:
             load_users_file(self.broker, config.users_file)
+        if config.load_definitions:  # before any listener opens, as RabbitMQ's
+            boot_definitions.load(
+                self.broker.management, config.load_definitions, scratch=scratch_management
+            )
+            self.persistence.save()  # on disk before the first client can see it
         self.alarms = self.broker.alarms
         # a store write that fails for lack of space raises the disk alarm (store/hub.py)
         if self.disk is not None:
@@ -394,6 +401,11 @@ def _first_start(broker: Broker, persistence: Persistence) -> None:
     persistence.save()
 
 
+def scratch_management() -> Any:
+    """A broker with no definitions, in memory: where a definitions file is tried first."""
+    return Broker(BrokerSettings(), store=MemoryStore(), stream_storage=MemoryStreams()).management
+
+
 def broker_settings(config: Config) -> BrokerSettings:
     return BrokerSettings(
         loopback_users=frozenset(
@@ -423,15 +435,27 @@ def tune_gc() -> None:
 
 async def serve(config: Config) -> None:
     server = Server(config)
-    await server.start()
-    tune_gc()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # before the listeners open: a SIGTERM that comes as soon as a client can connect
+    # still gets the ordered shutdown (it used to end the process unsaved)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, _reopen_logs)
+    await server.start()
+    tune_gc()
+    # every listener is open: a Type=notify unit is now started (contrib/roost.service)
+    sdnotify.notify("READY=1", "STATUS=accepting connections", f"MAINPID={os.getpid()}")
     await stop.wait()
     log.info("shutting down")
+    sdnotify.notify("STOPPING=1", "STATUS=closing connections")
     await server.stop()
+
+
+def _reopen_logs() -> None:
+    """SIGHUP: reopen the log file (logrotate has moved it away)."""
+    count = logs.reopen()
+    log.info("SIGHUP: reopened %d log file(s)", count)
 
 
 def run(config: Config) -> int:
