@@ -15,6 +15,7 @@ from roost.http.api import (
     overview,
     permissions,
     policies,
+    profile,
     queues,
     topic_permissions,
     users,
@@ -41,6 +42,7 @@ MODULES = (
     definitions,
     whoami,
     health,
+    profile,
 )
 
 
