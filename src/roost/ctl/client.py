@@ -26,7 +26,8 @@ class ApiClient:
     def __init__(self, url: str, user: str, password: str, timeout: float = 30.0) -> None:
         self.base = url.rstrip("/")
         token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-        self.headers = {"Authorization": f"Basic {token}", "Accept": "application/json"}
+        # */* too: RabbitMQ answers 406 to a PUT /api/vhost-limits that accepts JSON only
+        self.headers = {"Authorization": f"Basic {token}", "Accept": "application/json, */*;q=0.1"}
         self.timeout = timeout
 
     def request(

@@ -104,9 +104,8 @@ LISTINGS: dict[str, Listing] = {
         "/api/operator-policies/{vhost}",
         ["vhost", "name", "pattern", "apply-to", "definition", "priority"],
     ),
-    "parameters": Listing(
-        "runtime parameters", "/api/parameters/{vhost}", ["component", "name", "value"]
-    ),
+    # /api/parameters/X is component X's: a vhost's parameters are filtered from all
+    "parameters": Listing("runtime parameters", "/api/parameters", ["component", "name", "value"]),
     "global_parameters": Listing(
         "global runtime parameters", "/api/global-parameters", ["name", "value"], per_vhost=False
     ),
@@ -115,6 +114,8 @@ LISTINGS: dict[str, Listing] = {
 
 def _rows(api: ApiClient, listing: Listing, vhost: str) -> list[dict[str, Any]]:
     rows = api.get(listing.path.format(vhost=seg(vhost)))
+    if listing.per_vhost and "{vhost}" not in listing.path:
+        rows = [row for row in rows if row.get("vhost") == vhost]
     return [{**listing.constants, **row} for row in rows]
 
 
