@@ -159,3 +159,57 @@ def test_policies(  # type: ignore[no-untyped-def]
     ).click()
     expect(page.get_by_test_id("policies-table")).not_to_contain_text("^jobs")
     assert http.get(f"/api/policies/{other}/cap").status_code == 404
+
+
+def test_operator_policies_and_parameters(  # type: ignore[no-untyped-def]
+    page, mgmt: RoostProcess, http: httpx.Client, other: str, shots: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(mgmt.http_url + "/#/admin/policies")
+    f = page.get_by_test_id("add-operator-policies")
+    f.locator("select[name=vhost]").select_option(other)
+    f.locator("input[name=name]").fill("ops-cap")
+    f.locator("input[name=definition]").fill('{"ha-mode": "all"}')
+    f.get_by_role("button", name="Add operator policy").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("are not recognised policy settings")
+    f.locator("input[name=definition]").fill('{"max-length": 100}')
+    f.get_by_role("button", name="Add operator policy").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("Operator policy ops-cap saved")
+    expect(page.get_by_test_id("operator-policies-table")).to_contain_text("ops-cap")
+    assert json_of(http.get(f"/api/operator-policies/{other}/ops-cap"))["definition"] == {
+        "max-length": 100
+    }
+    page.get_by_test_id("operator-policies-table").locator("tr", has_text="ops-cap").get_by_test_id(
+        "delete-operator-policies"
+    ).click()
+    expect(page.get_by_test_id("operator-policies-table")).not_to_contain_text("ops-cap")
+    assert http.get(f"/api/operator-policies/{other}/ops-cap").status_code == 404
+
+    page.goto(mgmt.http_url + "/#/admin/parameters")
+    p = page.get_by_test_id("set-parameter")
+    p.locator("select[name=vhost]").select_option(other)
+    p.locator("input[name=component]").fill("federation-upstream")
+    p.locator("input[name=name]").fill("origin")
+    p.locator("input[name=value]").fill('{"uri": "amqp://origin.example"}')
+    p.get_by_role("button", name="Set parameter").click()
+    expect(page.get_by_test_id("parameters-table")).to_contain_text("amqp://origin.example")
+    assert json_of(http.get(f"/api/parameters/federation-upstream/{other}/origin"))["value"] == {
+        "uri": "amqp://origin.example"
+    }
+    g = page.get_by_test_id("set-global-parameter")
+    g.locator("input[name=name]").fill(f"{other}-note")
+    g.locator("input[name=value]").fill('"blue"')
+    g.get_by_role("button", name="Set global parameter").click()
+    expect(page.get_by_test_id("global-parameters-table")).to_contain_text(f"{other}-note")
+    assert json_of(http.get(f"/api/global-parameters/{other}-note"))["value"] == "blue"
+    page.screenshot(path=str(shots / "admin-parameters.png"), full_page=True)
+    page.get_by_test_id("parameters-table").locator("tr", has_text="origin").get_by_test_id(
+        "delete-parameter"
+    ).click()
+    expect(page.get_by_test_id("parameters-table")).not_to_contain_text("origin")
+    page.get_by_test_id("global-parameters-table").locator(
+        "tr", has_text=f"{other}-note"
+    ).get_by_test_id("delete-global-parameter").click()
+    expect(page.get_by_test_id("global-parameters-table")).not_to_contain_text(f"{other}-note")
+    assert http.get(f"/api/global-parameters/{other}-note").status_code == 404

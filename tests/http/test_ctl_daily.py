@@ -176,6 +176,32 @@ def test_policies_and_operator_policies(mgmt: RoostProcess, http: httpx.Client) 
     )
     ctl(mgmt, "clear_policy", "daily")
     assert http.get("/api/policies/%2F/daily").status_code == 404
+    ctl(mgmt, "set_operator_policy", "ocap", "^d\\.", '{"max-length": 2}', "--priority", "3")
+    assert json_of(http.get("/api/operator-policies/%2F/ocap"))["priority"] == 3
+    assert ["/", "ocap", "^d\\.", "all", '{"max-length":2}', "3"] in rows(
+        ctl(mgmt, "list_operator_policies", "-q").stdout
+    )
+    refused = ctl(mgmt, "set_operator_policy", "bad", ".*", '{"ha-mode": "all"}', ok=False)
+    assert "not recognised policy settings" in refused.stderr
+    ctl(mgmt, "clear_operator_policy", "ocap")
+    assert http.get("/api/operator-policies/%2F/ocap").status_code == 404
+
+
+def test_parameters_and_global_parameters(mgmt: RoostProcess, http: httpx.Client) -> None:
+    ctl(mgmt, "set_parameter", "shovel", "daily", '{"src-queue": "a", "dest-queue": "b"}')
+    assert json_of(http.get("/api/parameters/shovel/%2F/daily"))["value"]["dest-queue"] == "b"
+    listed = rows(ctl(mgmt, "list_parameters", "-q").stdout)
+    assert ["shovel", "daily", '{"src-queue":"a","dest-queue":"b"}'] in listed
+    refused = ctl(mgmt, "set_parameter", "nope", "x", "{}", ok=False)
+    assert "component nope not found" in refused.stderr
+    ctl(mgmt, "clear_parameter", "shovel", "daily")
+    assert http.get("/api/parameters/shovel/%2F/daily").status_code == 404
+    ctl(mgmt, "set_global_parameter", "daily-note", '{"colour": "blue"}')
+    assert ["daily-note", '{"colour":"blue"}'] in rows(
+        ctl(mgmt, "list_global_parameters", "-q").stdout
+    )
+    ctl(mgmt, "clear_global_parameter", "daily-note")
+    assert http.get("/api/global-parameters/daily-note").status_code == 404
 
 
 def test_profile_writes_pstats(mgmt: RoostProcess, tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ from roost.core.events import (
 )
 from roost.core.features.settings import validate_policy_definition
 from roost.core.listeners import tell_all
+from roost.core.parameters import Parameters
 from roost.core.policy import Policy, effective_policy
 from roost.core.validation import (
     QUEUE_TYPES,
@@ -74,6 +75,8 @@ class Catalog:
         self.topic_permissions: dict[tuple[str, str, str], TopicPermission] = {}
         self.policies: dict[tuple[str, str], Policy] = {}
         self.user_limits: dict[str, dict[str, int]] = {}
+        # runtime and global parameters, operator policies (core/parameters.py)
+        self.parameters = Parameters(self, self._changed)
         # every change (core/events.py); the components that follow definitions listen
         self.on_change: list[Listener] = [self._refresh_access]
         self._streams = streams
@@ -134,6 +137,10 @@ class Catalog:
                     # put_user replaces the User object: read the tags from the new one
                     user = self.users.get(client.user.name, client.user)
                     client.access = self.access_for(user, client.vhost.name)
+
+    @property
+    def operator_policies(self) -> dict[tuple[str, str], Policy]:
+        return self.parameters.operator_policies
 
     def policy_definition(self, vhost: str, kind: str, name: str) -> dict[str, Any] | None:
         """The definition of the policy that applies to an object, read when needed (the
@@ -244,6 +251,7 @@ class Catalog:
             del self.topic_permissions[tkey]
         for pkey in [k for k in self.policies if k[0] == name]:
             del self.policies[pkey]
+        self.parameters.forget_vhost(name)
         self._changed(VHostDeleted(vhost))
 
     # -- permissions ----------------------------------------------------------------------

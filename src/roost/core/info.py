@@ -68,6 +68,20 @@ class PolicyInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ParameterInfo:
+    vhost: str
+    component: str
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalParameterInfo:
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
 class QueueInfo:
     vhost: str
     name: str
@@ -87,6 +101,9 @@ class QueueInfo:
     exclusive_consumer_tag: str | None = None
     policy: PolicyInfo | None = None
     state: str = "running"
+    operator_policy: PolicyInfo | None = None
+    # the policy's definition with the operator policy's limits over it, as applied
+    effective_definition: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from roost.core.info import (
     UserInfo,
     VHostInfo,
 )
-from roost.core.policy import Policy, effective_policy
+from roost.core.policy import Policy, effective_policy, merge_operator
 
 if TYPE_CHECKING:
     from roost.core.auth import User
@@ -81,6 +81,12 @@ class Queries:
         policy = effective_policy(matching, kind, name, qtype) if matching else None
         return None if policy is None else _policy_info(policy)
 
+    def _operator_policy_for(self, vhost: str, name: str, qtype: str) -> PolicyInfo | None:
+        operators = self._catalog.operator_policies
+        matching = [p for (v, _), p in operators.items() if v == vhost] if operators else None
+        policy = effective_policy(matching, "queue", name, qtype) if matching else None
+        return None if policy is None else _policy_info(policy)
+
     def list_policies(self, vhost: str | None = None) -> list[PolicyInfo]:
         if vhost is not None:
             self.vhost(vhost)
@@ -104,6 +110,8 @@ class Queries:
     def _queue_info(self, q: Queue) -> QueueInfo:
         exclusive_tag = next((c.tag for c in q.consumers if c.exclusive), None)
         owner = q.exclusive_owner
+        policy = self._policy_for(q.vhost.name, "queue", q.name, q.kind)
+        operator = self._operator_policy_for(q.vhost.name, q.name, q.kind)
         return QueueInfo(
             vhost=q.vhost.name,
             name=q.name,
@@ -121,7 +129,12 @@ class Queries:
             rates=self.sampler.rates(q),
             owner=None if owner is None else connection_ref(owner),
             exclusive_consumer_tag=exclusive_tag,
-            policy=self._policy_for(q.vhost.name, "queue", q.name, q.kind),
+            policy=policy,
+            operator_policy=operator,
+            effective_definition=merge_operator(
+                policy.definition if policy else None,
+                operator.definition if operator else {},
+            ),
             # RabbitMQ's "flow": the queue holds its publishers back (core/flow.py)
             state="flow" if getattr(getattr(q, "flow", None), "congested", False) else "running",
         )

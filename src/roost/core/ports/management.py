@@ -33,11 +33,13 @@ if TYPE_CHECKING:
         ConsumerInfo,
         ExchangeInfo,
         FetchedMessage,
+        GlobalParameterInfo,
         ImportReport,
         ListenerInfo,
         MutatorTotals,
         NodeInfo,
         OverviewInfo,
+        ParameterInfo,
         PermissionInfo,
         PolicyInfo,
         QueueInfo,
@@ -230,9 +232,39 @@ class ManagementOperations(Protocol):
     def aliveness_test(self, user: str, vhost: str) -> None: ...
 
 
+class ParametersAdmin(Protocol):
+    """Runtime and global parameters, operator policies (core/parameters.py)."""
+
+    def put_parameter(self, vhost: str, component: str, name: str, value: Any) -> bool: ...
+    def delete_parameter(self, vhost: str, component: str, name: str) -> None: ...
+    def list_parameters(
+        self, vhost: str | None = None, component: str | None = None
+    ) -> list[ParameterInfo]: ...
+    def parameter_info(self, vhost: str, component: str, name: str) -> ParameterInfo: ...
+    def put_global_parameter(self, name: str, value: Any) -> bool: ...
+    def delete_global_parameter(self, name: str) -> None: ...
+    def list_global_parameters(self) -> list[GlobalParameterInfo]: ...
+    def global_parameter_info(self, name: str) -> GlobalParameterInfo: ...
+    def put_operator_policy(
+        self,
+        vhost: str,
+        name: str,
+        *,
+        pattern: Any,
+        definition: Any,
+        priority: Any = 0,
+        apply_to: Any = "all",
+    ) -> bool: ...
+    def delete_operator_policy(self, vhost: str, name: str) -> None: ...
+    def list_operator_policies(self, vhost: str | None = None) -> list[PolicyInfo]: ...
+    def operator_policy_info(self, vhost: str, name: str) -> PolicyInfo: ...
+
+
 class ManagementPort(Protocol):
     @property
     def definitions(self) -> DefinitionsAdmin: ...
+    @property
+    def parameters(self) -> ParametersAdmin: ...
     @property
     def queries(self) -> DefinitionQueries: ...
     @property
