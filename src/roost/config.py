@@ -93,6 +93,17 @@ class Config:
         "guest", "comma-separated users who may connect only from loopback"
     )
     http_port: int = setting(15672, "management API, web UI and /metrics port; 0 disables it")
+    prometheus_port: int = setting(
+        15692,
+        "Prometheus port (/metrics, /metrics/per-object, /metrics/detailed, as RabbitMQ's "
+        "rabbitmq_prometheus); 0 disables it",
+    )
+    latency_sample: int = setting(
+        16,
+        "time one published message in N for the publish-to-deliver and publish-to-confirm "
+        "latency histograms (/metrics); 1 times every one, 0 none",
+        metavar="N",
+    )
     stats_interval: float = setting(
         5.0, "seconds between samples of message rates (management API, StatsD)"
     )
@@ -287,6 +298,10 @@ class Config:
             raise ValueError("tcp_keepalive_interval and tcp_keepalive_count must be >= 1")
         if not 0 <= self.http_port <= 65535:
             raise ValueError("http_port must be 0..65535")
+        if not 0 <= self.prometheus_port <= 65535:
+            raise ValueError("prometheus_port must be 0..65535")
+        if self.latency_sample < 0:
+            raise ValueError("latency_sample must be >= 0 (0 turns the histograms off)")
         if self.stats_interval <= 0:
             raise ValueError("stats_interval must be > 0")
         if self.statsd is not None and not self.statsd.rpartition(":")[2].isdigit():

@@ -63,6 +63,7 @@ class Server:
             log.info("traffic events go to stream '%s' in every vhost", config.events_stream)
         self.cluster = cluster_node(config) if config.cluster else None
         self._http_runner: Any = None
+        self._prometheus_runner: Any = None
         self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
@@ -118,6 +119,8 @@ class Server:
             )
         if cfg.http_port or (self.tls_context is not None and cfg.https_port):
             await self._start_http()
+        if cfg.prometheus_port:
+            await self._start_prometheus()
         await self._start_stomp()
         if self.cluster is not None:
             await self.cluster.publish_ports(self.ports.get("amqp", 0), self.ports.get("http", 0))
@@ -190,6 +193,17 @@ class Server:
         if self.tls_context is not None and cfg.https_port:
             assert runner.server is not None  # set by setup()
             await self._start_tls("https", "HTTPS management", runner.server, cfg.https_port)
+
+    async def _start_prometheus(self) -> None:
+        from roost.http.prometheus import create_prometheus_app
+
+        runner = self._web_runner(create_prometheus_app(self.broker.management))
+        await runner.setup()
+        self._prometheus_runner = runner
+        self.ports["prometheus"] = await self._listen(
+            runner.server, self.config.prometheus_port, "http/prometheus", "Prometheus metrics",
+            " (/metrics)",
+        )
 
     async def _start_stomp(self) -> None:
         """STOMP over TCP and over WebSocket (roost/stomp); both share the core."""
@@ -290,8 +304,9 @@ class Server:
             listener.close()
         for tls_listener in self._tls_listeners:
             tls_listener.close()
-        if self._http_runner is not None:  # requests are short: stop serving them first
-            await self._http_runner.cleanup()
+        for runner in (self._http_runner, self._prometheus_runner):
+            if runner is not None:  # requests are short: stop serving them first
+                await runner.cleanup()
         for conn in list(self.connections):
             conn.shutdown("shutdown")
         if getattr(self, "_ws_runner", None) is not None:
@@ -419,6 +434,7 @@ def broker_settings(config: Config) -> BrokerSettings:
         vm_memory_high_watermark=config.vm_memory_high_watermark,
         vm_memory_high_watermark_paging_ratio=config.vm_memory_high_watermark_paging_ratio,
         disk_free_limit=config.disk_free_limit,
+        latency_sample=config.latency_sample,
         # the disk alarm measures the working directory when there is no data directory
         data_dir="." if config.data_dir == NO_DATA_DIR else config.data_dir,
     )

@@ -54,6 +54,8 @@ def start_fails(data_dir: Path, *args: str) -> str:
             "0",
             "--ws-port",
             "0",
+            "--prometheus-port",
+            "0",
             *args,
         ],
         capture_output=True,

@@ -499,6 +499,7 @@ class AMQPChannel:
         confirm = partial(self._confirmed, seq) if seq else None
         routed = self.broker.publish(self.client, method.exchange, message, confirm, self.publisher)
         if not routed and method.mandatory:
+            self.client.counts.returned += 1
             self.output.send(
                 encode_basic_return(
                     self.id,
@@ -517,6 +518,8 @@ class AMQPChannel:
         if self.session.closed:
             return  # the channel is gone; its number may already belong to a new one
         self.confirms.settle(seq, ok)
+        if ok:
+            self.client.counts.confirmed += 1
         self.conn.confirms_pending(self)
 
     # -- transactions and confirms ----------------------------------------------------------

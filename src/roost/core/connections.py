@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from roost.core.client import ClientCounts, protocol_label
 from roost.core.errors import NotFound
 from roost.core.info import ConnectionInfo, ConnectionRef
 
@@ -63,6 +64,11 @@ class Connections:
         c.connection_closed += 1
         c.retired_recv_oct += client.traffic.recv_oct
         c.retired_send_oct += client.traffic.send_oct
+        label = protocol_label(client.protocol)
+        retired = c.retired_counts.get(label)
+        if retired is None:
+            retired = c.retired_counts[label] = ClientCounts()
+        retired.add(client.counts)
         return True
 
     def named(self, name: str) -> Client:

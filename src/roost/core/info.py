@@ -277,6 +277,46 @@ class Totals:
 
 
 @dataclass(frozen=True, slots=True)
+class ProtocolTotals:
+    """RabbitMQ's global counters for one protocol (rabbitmq_global_*): lifetime sums
+    over open and closed connections, and how many publish and consume now."""
+
+    protocol: str
+    received: int = 0
+    confirm_received: int = 0
+    unroutable: int = 0
+    returned: int = 0
+    confirmed: int = 0
+    consume_auto_ack: int = 0
+    consume_manual_ack: int = 0
+    get_auto_ack: int = 0
+    get_manual_ack: int = 0
+    get_empty: int = 0
+    publishers: int = 0
+    consumers: int = 0
+    sizes: tuple[int, ...] = ()  # received bodies per core.client.SIZE_BOUNDS bucket
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramInfo:
+    """Cumulative counts per upper bound (seconds), the count and the sum."""
+
+    bounds: tuple[float, ...]
+    buckets: tuple[int, ...]  # one more than bounds: the last holds the slower ones
+    count: int
+    total: float
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyInfo:
+    """The live latency histograms (core/latency.py): one message in ``every`` timed."""
+
+    every: int
+    deliver: HistogramInfo
+    confirm: HistogramInfo
+
+
+@dataclass(frozen=True, slots=True)
 class MutatorTotals:
     """What message mutators did, broker-wide (core/mutators)."""
 

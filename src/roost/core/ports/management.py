@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         FetchedMessage,
         GlobalParameterInfo,
         ImportReport,
+        LatencyInfo,
         ListenerInfo,
         MutatorTotals,
         NodeInfo,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         ParameterInfo,
         PermissionInfo,
         PolicyInfo,
+        ProtocolTotals,
         QueueInfo,
         StoreInfo,
         TopicPermissionInfo,
@@ -168,6 +170,8 @@ class ActivityQueries(Protocol):
     def set_disk_free_limit(self, spec: str) -> None: ...
     def alarms(self) -> list[str]: ...
     def mutator_totals(self) -> MutatorTotals: ...
+    def protocol_totals(self) -> list[ProtocolTotals]: ...
+    def latency(self) -> LatencyInfo | None: ...
 
 
 class ManagementOperations(Protocol):
