@@ -145,3 +145,54 @@ def test_config_file_table_and_sighup_reopen_with_logrotate(tmp_path: Path) -> N
     finally:
         server.kill()
     assert server.proc.returncode == 0 or server.proc.returncode == -signal.SIGKILL
+
+
+def test_connection_open_and_close_lines(tmp_path: Path) -> None:
+    """As RabbitMQ logs them: who (user), where (vhost), from where (peer) and which
+    client (its connection_name), on opening and on closing with the reason; as text
+    and, in the JSON file, as fields. The connection category's level applies to them."""
+    import stomp
+
+    log_file = tmp_path / "roost.log"
+    server = RoostProcess(
+        tmp_path / "data", "--log-file", str(log_file), "--log-file-format", "json"
+    ).start()
+    try:
+        params = pika.URLParameters(server.url)
+        params.client_properties = {"connection_name": "billing-worker"}
+        conn = pika.BlockingConnection(params)
+        port = conn._impl._transport._sock.getsockname()[1]  # type: ignore[union-attr]
+        conn.close()
+        s = stomp.Connection12([("127.0.0.1", server.stomp_port)])
+        s.connect("guest", "guest", wait=True)
+        s.disconnect()
+        server.wait_for_log("closing STOMP")
+    finally:
+        server.stop()
+    peer = f"127.0.0.1:{port}"
+    assert (
+        f"INFO roost.connection: AMQP 0-9-1 connection {peer} (billing-worker): user 'guest' "
+        "authenticated and granted access to vhost '/'" in server.log
+    )
+    assert (
+        f"closing AMQP 0-9-1 connection {peer} (billing-worker, vhost: '/', user: 'guest'): "
+        in server.log
+    )
+    lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+    opened = next(j for j in lines if j["logger"] == "roost.connection" and j["peer"] == peer)
+    assert (opened["user"], opened["vhost"], opened["client"], opened["protocol"]) == (
+        "guest",
+        "/",
+        "billing-worker",
+        "AMQP 0-9-1",
+    )
+    assert opened["client_product"] == "Pika Python Client Library"
+    closed = [j for j in lines if j["msg"].startswith("closing AMQP") and j["peer"] == peer]
+    assert closed and closed[0]["reason"]
+    assert any(j["msg"].startswith("closing STOMP") for j in lines)
+    quiet = RoostProcess(tmp_path / "data", "--log-categories", "connection=warning").start()
+    try:
+        pika.BlockingConnection(pika.URLParameters(quiet.url)).close()
+    finally:
+        quiet.stop()
+    assert "roost.connection" not in quiet.log

@@ -497,7 +497,9 @@ class AMQPChannel:
     def _route(self, method: m.BasicPublish, message: Message) -> None:
         seq = self.confirms.publish() if self.mode is Mode.CONFIRM else 0
         confirm = partial(self._confirmed, seq) if seq else None
-        routed = self.broker.publish(self.client, method.exchange, message, confirm, self.publisher)
+        routed = self.broker.publish(
+            self.client, method.exchange, message, confirm, self.publisher, channel=self.id
+        )
         if not routed and method.mandatory:
             self.client.counts.returned += 1
             self.output.send(

@@ -107,7 +107,9 @@ class Broker:
         self.connections = Connections(
             self.stats.counters, lambda client: connection_info(client, self.stats.sampler)
         )
-        self.catalog = Catalog(self.streams, self.pager, self.connections)
+        self.catalog = Catalog(
+            self.streams, self.pager, self.connections, node=settings.cluster_name
+        )
         self.catalog.on_change.append(self.stats.on_catalog_change)
         apply_policies(self.catalog)  # queue policies take effect now and on every change
         self.quotas = Quotas(settings, self.catalog, self.connections)

@@ -44,6 +44,7 @@ class Messaging:
         publisher: Publisher | None = None,
         *,
         refused: Callable[[str], None] | None = None,
+        channel: int = 0,
     ) -> int:
         """Route and enqueue; returns how many queues took the message.
 
@@ -52,7 +53,7 @@ class Messaging:
         ``refused(reason)`` is called first when a queue or exchange refused the message
         (overflow reject-publish, a mutator): ``confirm(False)`` follows at once.
         ``publisher`` (from ``new_publisher``) is held while a queue it reached is
-        congested."""
+        congested. ``channel``: the protocol's channel number, for the firehose."""
         if len(message.body) > self._quotas.max_message_size:  # inline: the hot path
             self._quotas.check_message_size(len(message.body))
         access = client.access
@@ -65,6 +66,9 @@ class Messaging:
                 access.check("read", "queue", target_stream(message))
         if message.properties.expiration is not None:
             parse_expiration(message.properties.expiration)  # refused before routing
+        tracer = client.vhost.tracer
+        if tracer is not None:  # the firehose is on: its copy names the publisher
+            tracer.publishing(client, channel, message)
         counts = client.counts
         counts.received += 1
         size = len(message.body)

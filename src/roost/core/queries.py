@@ -254,7 +254,7 @@ class Queries:
             description=getattr(vhost, "description", ""),
             tags=tuple(getattr(vhost, "tags", ())),
             default_queue_type=getattr(vhost, "default_queue_type", "classic"),
-            tracing=False,
+            tracing=vhost.tracer is not None,
             messages=message_counts(vhost.queues.values()),
             published=published,
             recv_oct=recv,

@@ -158,6 +158,9 @@ class Session:
             if timeouts is not None and (consumer.ack_timeout or message.properties.headers):
                 timeouts.delivered(self, tag, consumer.ack_timeout, message)
         self.sink.deliver(consumer.tag, tag, entry.redelivered, message)
+        tracer = queue.vhost.tracer
+        if tracer is not None:
+            tracer.delivered(queue, message, entry.redelivered, self.client, self.number)
         if message.published_at is not None and self.latency is not None:
             self.latency.delivered(message.published_at)
 
@@ -180,6 +183,9 @@ class Session:
         message = entry.message
         if message is not None and message.published_at is not None and self.latency:
             self.latency.delivered(message.published_at)
+        tracer = queue.vhost.tracer
+        if tracer is not None and message is not None:
+            tracer.delivered(queue, message, entry.redelivered, self.client, self.number)
         if no_ack:
             self.client.counts.get_auto_ack += 1
             queue.settle(entry)

@@ -77,6 +77,7 @@ class DefinitionsAdmin(Protocol):
         tags: Any = None,
         default_queue_type: str | None = None,
         creator: str | None = None,
+        tracing: bool | None = None,
     ) -> bool: ...
     def delete_vhost(self, name: str) -> None: ...
     def put_permission(
