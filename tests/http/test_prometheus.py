@@ -233,3 +233,48 @@ def test_listener_is_listed(traffic: RoostProcess) -> None:
     ports = {(li["protocol"], li["port"]) for li in overview["listeners"]}
     assert ("http/prometheus", traffic.prometheus_port) in ports
     eventually(lambda: "Prometheus metrics listening on" in traffic.log)
+
+
+def test_dead_lettered_and_stream_lag(traffic: RoostProcess) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(traffic.url))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("prom.dlq")
+        ch.queue_declare(
+            "prom.ttl",
+            arguments={"x-message-ttl": 1, "x-dead-letter-exchange": "",
+                       "x-dead-letter-routing-key": "prom.dlq"},
+        )  # fmt: skip
+        dlx = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "prom.dlq"}
+        ch.queue_declare("prom.short", arguments={"x-max-length": 1, **dlx})
+        for _ in range(3):
+            ch.basic_publish("", "prom.ttl", b"t")
+            ch.basic_publish("", "prom.short", b"s")
+        ch.queue_declare("prom.stream", durable=True, arguments={"x-queue-type": "stream"})
+        for i in range(5):
+            ch.basic_publish("", "prom.stream", str(i).encode())
+        reader = conn.channel()
+        reader.basic_qos(prefetch_count=1)
+        got: list[bytes] = []
+        reader.basic_consume("prom.stream", lambda c, m, p, b: got.append(b),
+                             arguments={"x-stream-offset": "first"})  # fmt: skip
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            conn.process_data_events(0.1)
+
+        def dead_lettered() -> dict[str, float]:
+            m = series(scrape(traffic))
+            labels = '{queue_type="rabbit_classic_queue",dead_letter_strategy="disabled"}'
+            expired = m[f"rabbitmq_global_messages_dead_lettered_expired_total{labels}"]
+            maxlen = m[f"rabbitmq_global_messages_dead_lettered_maxlen_total{labels}"]
+            return {"expired": expired, "maxlen": maxlen} if expired == 3 else {}
+
+        assert eventually(dead_lettered) == {"expired": 3, "maxlen": 2}
+        m = series(scrape(traffic, "/metrics/per-object"))
+        stream = '{vhost="/",queue="prom.stream"}'
+        assert m[f"roost_stream_next_offset{stream}"] == 5
+        assert m[f"roost_stream_first_offset{stream}"] == 0
+        assert m[f"rabbitmq_stream_consumer_max_offset_lag{stream}"] == 4  # 1 of 5 delivered
+        assert series(scrape(traffic))["rabbitmq_stream_consumer_max_offset_lag"] == 4
+    finally:
+        conn.close()

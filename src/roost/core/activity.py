@@ -346,6 +346,14 @@ class Activity:
             for label, c in sums.items()
         ]
 
+    def dead_lettered(self) -> dict[tuple[str, str], int]:
+        """Messages dead-lettered, by (queue kind, reason), over every vhost."""
+        out: dict[tuple[str, str], int] = {}
+        for vhost in self._catalog.vhosts.values():
+            for key, n in vhost.dead_lettered.items():
+                out[key] = out.get(key, 0) + n
+        return out
+
     def latency(self) -> LatencyInfo | None:
         """The publish-to-deliver and publish-to-confirm histograms; None when off."""
         latency = self._latency

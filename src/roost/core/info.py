@@ -102,6 +102,11 @@ class QueueInfo:
     policy: PolicyInfo | None = None
     state: str = "running"
     operator_policy: PolicyInfo | None = None
+    # a stream's offsets: the first kept, the next to be written, the furthest-behind
+    # consumer's distance from the end (zeros for other queues)
+    first_offset: int = 0
+    next_offset: int = 0
+    max_offset_lag: int = 0
     # the policy's definition with the operator policy's limits over it, as applied
     effective_definition: dict[str, Any] = field(default_factory=dict)
 

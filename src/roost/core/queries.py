@@ -31,6 +31,7 @@ from roost.core.info import (
     VHostInfo,
 )
 from roost.core.policy import Policy, effective_policy, merge_operator
+from roost.core.queues.stream import StreamQueue
 
 if TYPE_CHECKING:
     from roost.core.auth import User
@@ -137,6 +138,7 @@ class Queries:
             ),
             # RabbitMQ's "flow": the queue holds its publishers back (core/flow.py)
             state="flow" if getattr(getattr(q, "flow", None), "congested", False) else "running",
+            **_stream_offsets(q),
         )
 
     def list_queues(self, vhost: str | None = None) -> list[QueueInfo]:
@@ -336,6 +338,16 @@ def message_counts(queues: Iterable[Queue]) -> MessageCounts:
 
 def _user_info(user: User) -> UserInfo:
     return UserInfo(user.name, user.password_hash, user.hashing_algorithm, tuple(user.tags))
+
+
+def _stream_offsets(q: Queue) -> dict[str, int]:
+    if not isinstance(q, StreamQueue):
+        return {}
+    return {
+        "first_offset": q.log.first_offset,
+        "next_offset": q.log.next_offset,
+        "max_offset_lag": q.max_offset_lag(),
+    }
 
 
 def _policy_info(p: Policy) -> PolicyInfo:

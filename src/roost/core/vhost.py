@@ -108,6 +108,8 @@ class VHost:
         )
         # the firehose (core/tracing.py): None while this vhost does not trace
         self.tracer: Tracer | None = None
+        # messages dead-lettered from this vhost's queues, by (queue kind, reason)
+        self.dead_lettered: dict[tuple[str, str], int] = {}
         self.exchanges[OFFSETS_EXCHANGE] = OffsetsExchange(name, self.queues)
         self.exchanges[PRODUCERS_EXCHANGE] = ProducersExchange(name)
         # the ones above cannot be deleted; max-exchanges counts the others

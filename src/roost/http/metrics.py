@@ -64,7 +64,9 @@ def render(port: ManagementPort, *, per_object: bool) -> str:
     _queues(out, queues, per_object)
     _objects(out, overview, port, per_object)
     _global(out, activity.protocol_totals(), overview)
+    _dead_lettered(out, activity.dead_lettered())
     _raft(out, queues, port, per_object)
+    _streams(out, queues, per_object)
     _connections(out, port, overview, per_object)
     _node(out, overview)
     identity(out, overview, "per-object" if per_object else "default")
@@ -193,6 +195,46 @@ def _global(out: Exposition, protocols: list[ProtocolTotals], overview: Overview
         "Size of the messages received from publishers",
         [({"protocol": t.protocol}, SIZE_LE, t.sizes, 0.0) for t in protocols if t.sizes],
     )
+
+
+DLX_REASONS = {"expired": "expired", "rejected": "rejected", "maxlen": "maxlen",
+               "delivery_limit": "delivery_limit"}  # fmt: skip
+
+
+def _dead_lettered(out: Exposition, counts: dict[tuple[str, str], int]) -> None:
+    """RabbitMQ's labels: a classic queue's dead-lettering has no strategy ("disabled"),
+    a quorum queue's is at-most-once (Roost's single-node quorum queues are)."""
+    kinds = (("classic", "rabbit_classic_queue", "disabled"),
+             ("quorum", "rabbit_quorum_queue", "at_most_once"))  # fmt: skip
+    for reason in DLX_REASONS:
+        samples = []
+        for kind, queue_type, strategy in kinds:
+            n = sum(v for (k, r), v in counts.items() if r == reason and
+                    (k == kind or (kind == "classic" and k != "quorum")))  # fmt: skip
+            samples.append(({"queue_type": queue_type, "dead_letter_strategy": strategy}, n))
+        out.metric(f"rabbitmq_global_messages_dead_lettered_{reason}_total", "counter",
+                   f"Messages dead-lettered ({reason.replace('_', ' ')})", samples)  # fmt: skip
+    out.metric("rabbitmq_global_messages_dead_lettered_confirmed_total", "counter",
+               "Messages dead-lettered at least once and confirmed by their target queues",
+               [({"queue_type": "rabbit_quorum_queue", "dead_letter_strategy": "at_least_once"},
+                 0)])  # fmt: skip
+
+
+def _streams(out: Exposition, queues: list[QueueInfo], per_object: bool) -> None:
+    """Consumer lag (RabbitMQ's stream_consumer_max_offset_lag: the furthest-behind
+    consumer of each stream) and, per stream, its first and next offsets."""
+    streams = [q for q in queues if q.type == "stream"]
+    if per_object:
+        rows = [({"vhost": q.vhost, "queue": q.name}, q) for q in streams]
+        out.metric("rabbitmq_stream_consumer_max_offset_lag", "gauge",
+                   "Highest consumer offset lag", [(lb, q.max_offset_lag) for lb, q in rows])
+        out.metric("roost_stream_first_offset", "gauge", "First offset the stream keeps",
+                   [(lb, q.first_offset) for lb, q in rows])
+        out.metric("roost_stream_next_offset", "gauge", "Offset the next message gets",
+                   [(lb, q.next_offset) for lb, q in rows])  # fmt: skip
+    else:
+        out.one("rabbitmq_stream_consumer_max_offset_lag", "gauge", "Highest consumer offset lag",
+                max((q.max_offset_lag for q in streams), default=0))  # fmt: skip
 
 
 def _raft(
