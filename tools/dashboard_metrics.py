@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """List the metric names RabbitMQ's Grafana dashboards query, for
-``docs/metrics/rabbitmq-dashboards.txt`` (tests/http/test_dashboards.py holds Roost's
+``docs/metrics/rabbitmq-dashboards.txt`` (tests/http/test_prometheus.py holds Roost's
 /metrics to it).
 
     python tools/dashboard_metrics.py --label 3.10.8 DIR [--label main DIR2 …] > FILE

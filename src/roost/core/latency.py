@@ -8,7 +8,7 @@ asked for, records the time to the confirm (at once for a transient message, aft
 group commit's fsync for a persistent one in a durable queue). The others cost one
 decrement and one comparison; an untimed delivery, one attribute test. A sample of the
 traffic, not every message: what a latency histogram needs, at a cost the broker does
-not notice (bench/latency_cost.py measures it).
+not notice (bench/ops_cost.py measures it).
 
 Messages recovered from disk, or made inside the broker (dead-lettered copies), are not
 timed: their publish is not now.

@@ -10,7 +10,7 @@ RabbitMQ's headers (``exchange_name``, ``routing_keys``, ``properties``, ``node`
 Copies of copies are never made. As in RabbitMQ, tracing is not kept across a restart.
 
 Off, it costs one attribute test per publish and per delivery (``vhost.tracer is
-None``): bench/tracing_cost.py measures both states.
+None``): bench/ops_cost.py measures both states.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ counters), as RabbitMQ's default registry; ``/metrics/per-object`` labels queue,
 connection and channel series with ``vhost``/``queue``/``connection``/``channel``, as
 RabbitMQ's per-object registry. Keeping the two apart means a ``sum()`` never adds a
 total to its own parts. Every series RabbitMQ's Grafana dashboards query is here
-(docs/metrics/rabbitmq-dashboards.txt; tests/http/test_dashboards.py holds us to it).
+(docs/metrics/rabbitmq-dashboards.txt; tests/http/test_prometheus.py holds us to it).
 What Roost does not have is exported as RabbitMQ exports an idle one: the stream
 protocol's error counters are zeros, and a single-node quorum queue's "Raft" log is its
 own command count (every enqueue and settlement is one entry, committed as it is
