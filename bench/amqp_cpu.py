@@ -47,6 +47,9 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
         cmd = [sys.executable, *cprofile, "-m", "roost", "server", "--amqp-port", str(port),
                "--http-port", "0", "--ws-port", "0", "--stomp-port", "0",
                "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning"]
+        tree = Path(src) if src else Path(__file__).resolve().parents[1] / "src"
+        if "prometheus_port" in (tree / "roost" / "config.py").read_text():
+            cmd += ["--prometheus-port", "0"]  # a tree from before it has no such flag
         env = {**os.environ, "PYTHONPATH": src} if src else None
         log = Path(tmp) / "server.log"
         with open(log, "wb") as out:

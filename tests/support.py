@@ -44,6 +44,8 @@ class RoostProcess:
         self.http_port = 0  # the management API; a free port, never the default 15672
         self.stomp_port = 0  # STOMP over TCP; a free port, never the default 61613
         self.ws_port = 0  # STOMP over WebSocket; a free port, never the default 15674
+        self.prometheus_port = 0  # a free port, never the default 15692
+        self.python = sys.executable  # another venv's python runs its installed roost
         self.proc: subprocess.Popen[str] | None = None
         self.log_lines: list[str] = []
         self._ready = threading.Event()
@@ -66,9 +68,10 @@ class RoostProcess:
             self.http_port = free_port()
             self.stomp_port = free_port()
             self.ws_port = free_port()
+            self.prometheus_port = free_port()
             cluster = as_cluster_node(self.extra, self.data_dir)
             args = [
-                sys.executable,
+                self.python,
                 "-m",
                 "roost",
                 "server",
@@ -82,6 +85,8 @@ class RoostProcess:
                 str(self.stomp_port),
                 "--ws-port",
                 str(self.ws_port),
+                "--prometheus-port",
+                str(self.prometheus_port),
                 *self.extra,
                 *cluster,
             ]

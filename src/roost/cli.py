@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import logging
 import sys
 
-from roost import __version__, config
+from roost import __version__, config, logs
 
 
 def _server(args: argparse.Namespace) -> int:
@@ -18,10 +17,20 @@ def _server(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"roost: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=cfg.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    try:
+        logs.configure(
+            level_name=cfg.log_level,
+            console=cfg.log_console,
+            console_level=cfg.log_console_level,
+            console_format=cfg.log_format,
+            file=cfg.log_file,
+            file_level=cfg.log_file_level,
+            file_format=cfg.log_file_format,
+            categories=cfg.log_categories,
+        )
+    except OSError as exc:
+        print(f"roost: cannot open the log file: {exc}", file=sys.stderr)
+        return 2
     from roost.cluster.errors import ClusterError
 
     try:

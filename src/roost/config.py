@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost import logs
 from roost.core.alarms import disk_limit, memory_limit
 
 
@@ -37,6 +38,35 @@ class Config:
         "./data", "directory for durable data ('none': keep everything in memory)"
     )
     log_level: str = setting("info", "log level: debug, info, warning or error")
+    log_console: bool = setting(True, "log to stderr (journald and containers collect it)")
+    log_console_level: str | None = setting(
+        None, "level of the console output (default: log_level)", metavar="LEVEL"
+    )
+    log_format: str = setting("text", "format of the console output: text or json")
+    log_file: str | None = setting(
+        None,
+        "also log to this file; SIGHUP reopens it (logrotate, contrib/logrotate)",
+        metavar="FILE",
+    )
+    log_file_level: str | None = setting(
+        None, "level of the file output (default: log_level)", metavar="LEVEL"
+    )
+    log_file_format: str | None = setting(
+        None, "format of the file output: text or json (default: log_format)", metavar="FORMAT"
+    )
+    log_categories: str | None = setting(
+        None,
+        "levels per category, e.g. connection=debug,queue=warning (categories: connection, "
+        "channel, queue, stream, store, http, definitions, alarms, federation, shovel, "
+        "cluster, tracing, events, default); a TOML table in the config file",
+        metavar="CAT=LEVEL,…",
+    )
+    load_definitions: str | None = setting(
+        None,
+        "definitions file (RabbitMQ's JSON, as exported) or a directory of them, applied "
+        "at every start before any listener opens; a bad file stops the start",
+        metavar="PATH",
+    )
     users_file: str | None = setting(None, "TOML file of users, vhosts and permissions")
     frame_max: int = setting(131072, "largest AMQP frame offered to clients, in bytes")
     channel_max: int = setting(2047, "most channels per AMQP connection")
@@ -63,6 +93,17 @@ class Config:
         "guest", "comma-separated users who may connect only from loopback"
     )
     http_port: int = setting(15672, "management API, web UI and /metrics port; 0 disables it")
+    prometheus_port: int = setting(
+        15692,
+        "Prometheus port (/metrics, /metrics/per-object, /metrics/detailed, as RabbitMQ's "
+        "rabbitmq_prometheus); 0 disables it",
+    )
+    latency_sample: int = setting(
+        16,
+        "time one published message in N for the publish-to-deliver and publish-to-confirm "
+        "latency histograms (/metrics); 1 times every one, 0 none",
+        metavar="N",
+    )
     stats_interval: float = setting(
         5.0, "seconds between samples of message rates (management API, StatsD)"
     )
@@ -231,6 +272,14 @@ class Config:
     def validate(self) -> Config:
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
+        for name in ("log_console_level", "log_file_level"):
+            value = getattr(self, name)
+            if value is not None and value not in logs.LEVELS:
+                raise ValueError(f"{name} must be one of {', '.join(logs.LEVELS)}")
+        for name in ("log_format", "log_file_format"):
+            if getattr(self, name) not in (None, "text", "json"):
+                raise ValueError(f"{name} must be text or json")
+        logs.parse_categories(self.log_categories)
         if not self.bind_addresses:
             raise ValueError("bind needs at least one address")
         if not 0 <= self.amqp_port <= 65535:
@@ -249,6 +298,10 @@ class Config:
             raise ValueError("tcp_keepalive_interval and tcp_keepalive_count must be >= 1")
         if not 0 <= self.http_port <= 65535:
             raise ValueError("http_port must be 0..65535")
+        if not 0 <= self.prometheus_port <= 65535:
+            raise ValueError("prometheus_port must be 0..65535")
+        if self.latency_sample < 0:
+            raise ValueError("latency_sample must be >= 0 (0 turns the histograms off)")
         if self.stats_interval <= 0:
             raise ValueError("stats_interval must be > 0")
         if self.statsd is not None and not self.statsd.rpartition(":")[2].isdigit():
@@ -333,6 +386,8 @@ def _coerce(name: str, value: Any) -> Any:
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
     if name == "bind" and isinstance(value, list | tuple):  # repeated flag, TOML list
         return ",".join(str(v) for v in value)
+    if isinstance(value, Mapping):  # a TOML table, e.g. [log_categories]
+        return ",".join(f"{k}={v}" for k, v in value.items())
     if isinstance(default, int):
         return int(value)
     if isinstance(default, float):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roost import boot_definitions, logs, sdnotify
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.bind import host_port, listening_socket, on_each_address
 from roost.config import Config
@@ -39,6 +41,11 @@ class Server:
         self.disk, self.persistence, self.broker = open_storage(config)
         if config.users_file:
             load_users_file(self.broker, config.users_file)
+        if config.load_definitions:  # before any listener opens, as RabbitMQ's
+            boot_definitions.load(
+                self.broker.management, config.load_definitions, scratch=scratch_management
+            )
+            self.persistence.save()  # on disk before the first client can see it
         self.alarms = self.broker.alarms
         # a store write that fails for lack of space raises the disk alarm (store/hub.py)
         if self.disk is not None:
@@ -56,6 +63,7 @@ class Server:
             log.info("traffic events go to stream '%s' in every vhost", config.events_stream)
         self.cluster = cluster_node(config) if config.cluster else None
         self._http_runner: Any = None
+        self._prometheus_runner: Any = None
         self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
@@ -111,6 +119,8 @@ class Server:
             )
         if cfg.http_port or (self.tls_context is not None and cfg.https_port):
             await self._start_http()
+        if cfg.prometheus_port:
+            await self._start_prometheus()
         await self._start_stomp()
         if self.cluster is not None:
             await self.cluster.publish_ports(self.ports.get("amqp", 0), self.ports.get("http", 0))
@@ -183,6 +193,17 @@ class Server:
         if self.tls_context is not None and cfg.https_port:
             assert runner.server is not None  # set by setup()
             await self._start_tls("https", "HTTPS management", runner.server, cfg.https_port)
+
+    async def _start_prometheus(self) -> None:
+        from roost.http.prometheus import create_prometheus_app
+
+        runner = self._web_runner(create_prometheus_app(self.broker.management))
+        await runner.setup()
+        self._prometheus_runner = runner
+        self.ports["prometheus"] = await self._listen(
+            runner.server, self.config.prometheus_port, "http/prometheus", "Prometheus metrics",
+            " (/metrics)",
+        )
 
     async def _start_stomp(self) -> None:
         """STOMP over TCP and over WebSocket (roost/stomp); both share the core."""
@@ -283,8 +304,9 @@ class Server:
             listener.close()
         for tls_listener in self._tls_listeners:
             tls_listener.close()
-        if self._http_runner is not None:  # requests are short: stop serving them first
-            await self._http_runner.cleanup()
+        for runner in (self._http_runner, self._prometheus_runner):
+            if runner is not None:  # requests are short: stop serving them first
+                await runner.cleanup()
         for conn in list(self.connections):
             conn.shutdown("shutdown")
         if getattr(self, "_ws_runner", None) is not None:
@@ -394,6 +416,11 @@ def _first_start(broker: Broker, persistence: Persistence) -> None:
     persistence.save()
 
 
+def scratch_management() -> Any:
+    """A broker with no definitions, in memory: where a definitions file is tried first."""
+    return Broker(BrokerSettings(), store=MemoryStore(), stream_storage=MemoryStreams()).management
+
+
 def broker_settings(config: Config) -> BrokerSettings:
     return BrokerSettings(
         loopback_users=frozenset(
@@ -407,6 +434,7 @@ def broker_settings(config: Config) -> BrokerSettings:
         vm_memory_high_watermark=config.vm_memory_high_watermark,
         vm_memory_high_watermark_paging_ratio=config.vm_memory_high_watermark_paging_ratio,
         disk_free_limit=config.disk_free_limit,
+        latency_sample=config.latency_sample,
         # the disk alarm measures the working directory when there is no data directory
         data_dir="." if config.data_dir == NO_DATA_DIR else config.data_dir,
     )
@@ -423,15 +451,27 @@ def tune_gc() -> None:
 
 async def serve(config: Config) -> None:
     server = Server(config)
-    await server.start()
-    tune_gc()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # before the listeners open: a SIGTERM that comes as soon as a client can connect
+    # still gets the ordered shutdown (it used to end the process unsaved)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, _reopen_logs)
+    await server.start()
+    tune_gc()
+    # every listener is open: a Type=notify unit is now started (contrib/roost.service)
+    sdnotify.notify("READY=1", "STATUS=accepting connections", f"MAINPID={os.getpid()}")
     await stop.wait()
     log.info("shutting down")
+    sdnotify.notify("STOPPING=1", "STATUS=closing connections")
     await server.stop()
+
+
+def _reopen_logs() -> None:
+    """SIGHUP: reopen the log file (logrotate has moved it away)."""
+    count = logs.reopen()
+    log.info("SIGHUP: reopened %d log file(s)", count)
 
 
 def run(config: Config) -> int:

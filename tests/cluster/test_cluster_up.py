@@ -65,8 +65,8 @@ def test_two_nodes_share_the_ports(tmp_path: Path) -> None:
             ).close()
         opened = eventually(
             lambda: (
-                {ln.split("]")[0] + "]" for ln in lines if "connection opened" in ln}
-                if sum("connection opened" in ln for ln in lines) == 20
+                {ln.split("]")[0] + "]" for ln in lines if "authenticated and granted access" in ln}
+                if sum("authenticated and granted access" in ln for ln in lines) == 20
                 else None
             ),
             10,

@@ -3,8 +3,10 @@ authenticated HTTP client, pika connections, and users with each management tag.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote as _quote
 
@@ -86,3 +88,14 @@ def quote(segment: str) -> str:
 def json_of(response: httpx.Response) -> Any:
     assert response.status_code == 200, (response.status_code, response.text)
     return response.json()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where the browser tests' screenshots go: a temporary directory, or docs/screenshots/
+    with ROOST_UPDATE_SCREENSHOTS=1."""
+    if os.environ.get("ROOST_UPDATE_SCREENSHOTS") == "1":
+        docs = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+        docs.mkdir(parents=True, exist_ok=True)
+        return docs
+    return tmp_path

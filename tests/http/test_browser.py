@@ -5,7 +5,6 @@ docs/screenshots/ when ROOST_UPDATE_SCREENSHOTS=1."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,16 +13,6 @@ import pika
 import pytest
 
 from tests.support import RoostProcess, browser_page
-
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-
-@pytest.fixture
-def shots(tmp_path: Path) -> Path:
-    if os.environ.get("ROOST_UPDATE_SCREENSHOTS") == "1":
-        DOCS.mkdir(parents=True, exist_ok=True)
-        return DOCS
-    return tmp_path
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ def test_aggregated(mgmt: RoostProcess, amqp: pika.BlockingConnection, name: str
     m = parse(r.text)
     assert m["rabbitmq_queue_messages_ready"] >= 3
     assert m["rabbitmq_connections"] >= 1 and m["rabbitmq_channels"] >= 1
-    assert m["rabbitmq_global_messages_received_total"] >= 3
+    assert m['rabbitmq_global_messages_received_total{protocol="amqp091"}'] >= 3
     assert m["rabbitmq_connection_incoming_bytes_total"] > 0
     assert m["rabbitmq_process_resident_memory_bytes"] > 0
     assert not any("queue=" in k for k in m)  # aggregated: no per-object series

@@ -70,7 +70,8 @@ def test_schemathesis_finds_no_server_errors(tmp_path: Path) -> None:
                 "--workers",
                 "1",  # hypothesis lambda introspection is not thread-safe
                 "--exclude-path-regex",
-                "health/checks/(port|protocol)-listener",
+                # (/api/profile records for as many seconds as asked: tests/http/test_profile.py)
+                "health/checks/(port|protocol)-listener|/api/profile",
                 "--warnings",
                 "off",
             ],

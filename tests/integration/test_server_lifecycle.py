@@ -39,7 +39,7 @@ def test_graceful_shutdown_closes_clients_with_320(tmp_path: Path) -> None:
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as info:
         conn.process_data_events(time_limit=1)
     assert info.value.reply_code == 320
-    assert "connection closed" in server.log and "Roost stopped" in server.log
+    assert "closing AMQP 0-9-1 connection" in server.log and "Roost stopped" in server.log
 
 
 def test_a_second_server_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
@@ -66,9 +66,9 @@ def test_a_second_server_on_the_same_data_dir_is_refused(tmp_path: Path) -> None
 
 def test_connection_log_lines(fresh_roost: RoostProcess) -> None:
     conn = pika.BlockingConnection(pika.URLParameters(fresh_roost.url))
-    fresh_roost.wait_for_log("connection opened (user=guest vhost=/")
+    fresh_roost.wait_for_log("user 'guest' authenticated and granted access to vhost '/'")
     conn.close()
-    fresh_roost.wait_for_log("connection closed (user=guest vhost=/)")
+    fresh_roost.wait_for_log("(vhost: '/', user: 'guest'): ")
     assert "Message" not in fresh_roost.log  # nothing per message at info
 
 

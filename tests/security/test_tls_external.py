@@ -109,7 +109,7 @@ def test_pika_external_logs_in_as_the_certificate_cn(roost: TLSRoost, pki: PKI) 
         ]
     finally:
         conn.close()
-    assert "connection opened (user=alice" in roost.log
+    assert "user 'alice' authenticated and granted access" in roost.log
 
 
 def test_external_for_a_cn_that_is_no_user_is_refused_with_403(

@@ -497,8 +497,11 @@ class AMQPChannel:
     def _route(self, method: m.BasicPublish, message: Message) -> None:
         seq = self.confirms.publish() if self.mode is Mode.CONFIRM else 0
         confirm = partial(self._confirmed, seq) if seq else None
-        routed = self.broker.publish(self.client, method.exchange, message, confirm, self.publisher)
+        routed = self.broker.publish(
+            self.client, method.exchange, message, confirm, self.publisher, channel=self.id
+        )
         if not routed and method.mandatory:
+            self.client.counts.returned += 1
             self.output.send(
                 encode_basic_return(
                     self.id,
@@ -517,6 +520,8 @@ class AMQPChannel:
         if self.session.closed:
             return  # the channel is gone; its number may already belong to a new one
         self.confirms.settle(seq, ok)
+        if ok:
+            self.client.counts.confirmed += 1
         self.conn.confirms_pending(self)
 
     # -- transactions and confirms ----------------------------------------------------------

@@ -234,15 +234,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._flow_timer.cancel()
         self._release()
         self.registry.discard(self)
-        if self.client is not None:
-            log.info(
-                "%s: connection closed (user=%s vhost=%s): %s",
-                self.peer,
-                self.client.user.name,
-                self.client.vhost.name,
-                self.close_reason,
-            )
-        else:
+        if self.client is None:  # an open connection's close is logged by the core's registry
             log.info("%s: connection closed before open: %s", self.peer, self.close_reason)
 
     def pause_writing(self) -> None:
@@ -520,13 +512,6 @@ class AMQPServerProtocol(asyncio.Protocol):
         alarms = self.broker.alarms
         alarms.subscribe(self._alarms_changed)
         self._alarms_changed(alarms.active)
-        log.info(
-            "%s: connection opened (user=%s vhost=%s client=%s)",
-            self.peer,
-            self._user.name,
-            method.virtual_host,
-            self._client_properties.get("product", "?"),
-        )
 
     # -- errors and closing ----------------------------------------------------------------
 

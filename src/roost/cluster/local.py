@@ -42,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ws-port", type=int, default=15674)
     parser.add_argument("--http-port", type=int, default=15672)
     parser.add_argument(
+        "--prometheus-port",
+        type=int,
+        default=15692,
+        help="node K serves its own metrics on this port + K - 1 (0: none)",
+    )
+    parser.add_argument(
         "--cluster-port", type=int, default=5679, help="node K links on this port + K - 1"
     )
     parser.add_argument(
@@ -101,6 +107,9 @@ class LocalCluster:
                 "--stomp-port", str(self.args.stomp_port),
                 "--ws-port", str(self.args.ws_port),
                 "--http-port", str(self.args.http_port),
+                # metrics are one node's each: a port per node, not a shared one
+                "--prometheus-port",
+                str(self.args.prometheus_port + k - 1 if self.args.prometheus_port else 0),
                 "--reuse-port",
                 *extra,
             ]  # fmt: skip

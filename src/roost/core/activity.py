@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from roost import __version__
 from roost.core.alarms import DISK, MEMORY, ResourceAlarms, rss_bytes
 from roost.core.alarms import disk_free as disk_free_bytes
+from roost.core.client import ClientCounts, protocol_label
 from roost.core.connections import connection_info, connection_ref
 from roost.core.exchanges import EXCHANGE_TYPES
 from roost.core.info import (
@@ -24,14 +25,18 @@ from roost.core.info import (
     Churn,
     ConnectionInfo,
     ConsumerInfo,
+    HistogramInfo,
+    LatencyInfo,
     ListenerInfo,
     MessageCounts,
     MutatorTotals,
     NodeInfo,
     OverviewInfo,
+    ProtocolTotals,
     StoreInfo,
     Totals,
 )
+from roost.core.latency import BOUNDS, Histogram
 from roost.core.mutators import stats as mutator_stats
 from roost.core.queries import message_counts
 
@@ -83,6 +88,9 @@ def _fd_counts() -> tuple[int, int]:
     return used, soft if soft > 0 else 0
 
 
+PROTOCOLS = ("amqp091", "stomp", "stream")  # always listed, as RabbitMQ lists its enabled ones
+
+
 class Activity:
     def __init__(
         self,
@@ -97,6 +105,7 @@ class Activity:
         self._connections = connections
         self.counters = stats.counters
         self.sampler = stats.sampler
+        self._latency = stats.latency
         self.resource_alarms = alarms
         self.started_at = time.time()
         self.listeners: list[ListenerInfo] = []  # the server adds each as it opens
@@ -300,6 +309,61 @@ class Activity:
 
     def set_disk_free_limit(self, spec: str) -> None:
         self.resource_alarms.set_disk_free_limit(spec)
+
+    def protocol_totals(self) -> list[ProtocolTotals]:
+        """The global counters per protocol: AMQP 0-9-1 and STOMP, and the stream
+        protocol (which Roost does not serve yet: zeros, as RabbitMQ shows an idle one)."""
+        sums: dict[str, ClientCounts] = {p: ClientCounts() for p in PROTOCOLS}
+        publishers: dict[str, int] = dict.fromkeys(PROTOCOLS, 0)
+        consumers: dict[str, int] = dict.fromkeys(PROTOCOLS, 0)
+        for label, retired in self.counters.retired_counts.items():
+            sums.setdefault(label, ClientCounts()).add(retired)
+        for client in self._connections:
+            label = protocol_label(client.protocol)
+            sums.setdefault(label, ClientCounts()).add(client.counts)
+            if client.counts.received:
+                publishers[label] = publishers.get(label, 0) + 1
+            consumers[label] = consumers.get(label, 0) + sum(
+                len(s.consumers) for s in client.sessions
+            )
+        return [
+            ProtocolTotals(
+                label,
+                c.received,
+                c.confirm_received,
+                c.unroutable,
+                c.returned,
+                c.confirmed,
+                c.consume_auto_ack,
+                c.consume_manual_ack,
+                c.get_auto_ack,
+                c.get_manual_ack,
+                c.get_empty,
+                publishers.get(label, 0),
+                consumers.get(label, 0),
+                tuple(c.sizes),
+            )
+            for label, c in sums.items()
+        ]
+
+    def dead_lettered(self) -> dict[tuple[str, str], int]:
+        """Messages dead-lettered, by (queue kind, reason), over every vhost."""
+        out: dict[tuple[str, str], int] = {}
+        for vhost in self._catalog.vhosts.values():
+            for key, n in vhost.dead_lettered.items():
+                out[key] = out.get(key, 0) + n
+        return out
+
+    def latency(self) -> LatencyInfo | None:
+        """The publish-to-deliver and publish-to-confirm histograms; None when off."""
+        latency = self._latency
+        if latency is None:
+            return None
+
+        def snapshot(h: Histogram) -> HistogramInfo:
+            return HistogramInfo(BOUNDS, tuple(h.buckets), h.count, h.total)
+
+        return LatencyInfo(latency.every, snapshot(latency.deliver), snapshot(latency.confirm))
 
     def mutator_totals(self) -> MutatorTotals:
         s = mutator_stats

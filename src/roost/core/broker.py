@@ -103,11 +103,13 @@ class Broker:
         self.streams = Streams(stream_storage)
         # transient messages page out here under memory pressure (core.paging)
         self.pager = Pager(store, self.alarms)
-        self.stats = Stats()
+        self.stats = Stats(settings.latency_sample)
         self.connections = Connections(
             self.stats.counters, lambda client: connection_info(client, self.stats.sampler)
         )
-        self.catalog = Catalog(self.streams, self.pager, self.connections)
+        self.catalog = Catalog(
+            self.streams, self.pager, self.connections, node=settings.cluster_name
+        )
         self.catalog.on_change.append(self.stats.on_catalog_change)
         apply_policies(self.catalog)  # queue policies take effect now and on every change
         self.quotas = Quotas(settings, self.catalog, self.connections)
@@ -126,7 +128,7 @@ class Broker:
         self.unbind_queue = d.unbind_queue
         self.purge_queue = d.purge_queue
         self.delete_queue = d.delete_queue
-        m = self.messaging = Messaging(self.quotas, store)
+        m = self.messaging = Messaging(self.quotas, store, self.stats.latency)
         self.publish = m.publish
         self.check_publish = m.check_publish
         self.get = m.get
@@ -259,6 +261,7 @@ class Broker:
         session = Session(client, sink)
         session.number = number
         session.ack_timeouts = self.ack_timeouts
+        session.latency = self.stats.latency
         client.sessions.add(session)
         if registered:  # not the management API's short-lived sessions
             self.stats.counters.channel_created += 1

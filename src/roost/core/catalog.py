@@ -48,7 +48,9 @@ from roost.core.events import (
 )
 from roost.core.features.settings import validate_policy_definition
 from roost.core.listeners import tell_all
+from roost.core.parameters import Parameters
 from roost.core.policy import Policy, effective_policy
+from roost.core.tracing import Tracer
 from roost.core.validation import (
     QUEUE_TYPES,
     USER_LIMITS,
@@ -65,20 +67,26 @@ if TYPE_CHECKING:
     from roost.core.queues.streams import Streams
 
 log = logging.getLogger("roost.broker")
+log_trace = logging.getLogger("roost.trace")
 
 class Catalog:
-    def __init__(self, streams: Streams, pager: Pager, connections: Connections) -> None:
+    def __init__(
+        self, streams: Streams, pager: Pager, connections: Connections, node: str = "roost"
+    ) -> None:
         self.users: dict[str, User] = {}
         self.vhosts: dict[str, VHost] = {}
         self.permissions: dict[tuple[str, str], Permission] = {}
         self.topic_permissions: dict[tuple[str, str, str], TopicPermission] = {}
         self.policies: dict[tuple[str, str], Policy] = {}
         self.user_limits: dict[str, dict[str, int]] = {}
+        # runtime and global parameters, operator policies (core/parameters.py)
+        self.parameters = Parameters(self, self._changed)
         # every change (core/events.py); the components that follow definitions listen
         self.on_change: list[Listener] = [self._refresh_access]
         self._streams = streams
         self._pager = pager
         self._connections = connections
+        self._node = node  # named in the firehose's copies (core/tracing.py)
 
     def _changed(self, event: BrokerEvent) -> None:
         tell_all(self.on_change, event, log)
@@ -134,6 +142,10 @@ class Catalog:
                     # put_user replaces the User object: read the tags from the new one
                     user = self.users.get(client.user.name, client.user)
                     client.access = self.access_for(user, client.vhost.name)
+
+    @property
+    def operator_policies(self) -> dict[tuple[str, str], Policy]:
+        return self.parameters.operator_policies
 
     def policy_definition(self, vhost: str, kind: str, name: str) -> dict[str, Any] | None:
         """The definition of the policy that applies to an object, read when needed (the
@@ -205,6 +217,7 @@ class Catalog:
         tags: Any = None,
         default_queue_type: str | None = None,
         creator: str | None = None,
+        tracing: bool | None = None,
     ) -> bool:
         """Create a vhost or update its metadata; True when created. As in RabbitMQ, the
         user who creates a vhost gets full permissions in it."""
@@ -225,6 +238,12 @@ class Catalog:
             vhost.tags = parse_tags(tags)
         if default_queue_type is not None:
             vhost.default_queue_type = default_queue_type
+        if tracing is not None and tracing != (vhost.tracer is not None):
+            # the firehose, not a definition: nothing is journaled, as RabbitMQ keeps it
+            # only until a restart
+            vhost.tracer = Tracer(vhost, self._node) if tracing else None
+            log_trace.info("%s tracing for vhost '%s'", "Enabling" if tracing else "Disabling",
+                           name)  # fmt: skip
         self._changed(VHostChanged(vhost))
         if created and creator is not None and creator in self.users:
             self.set_permission(creator, name, Permission())
@@ -244,6 +263,7 @@ class Catalog:
             del self.topic_permissions[tkey]
         for pkey in [k for k in self.policies if k[0] == name]:
             del self.policies[pkey]
+        self.parameters.forget_vhost(name)
         self._changed(VHostDeleted(vhost))
 
     # -- permissions ----------------------------------------------------------------------

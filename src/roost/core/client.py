@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,67 @@ class Traffic:
         self.send_oct = 0
         self.recv_cnt = 0
         self.send_cnt = 0
+
+
+# message size histogram bounds, RabbitMQ's (rabbitmq_message_size_bytes); one more
+# bucket holds the larger ones
+SIZE_BOUNDS = (100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000)
+
+
+def size_bucket(size: int) -> int:
+    """The histogram bucket of a body this long (the publish path tests the two smallest
+    bounds inline: most messages are small)."""
+    return bisect_left(SIZE_BOUNDS, size)
+
+
+class ClientCounts:
+    """One connection's message counters (RabbitMQ's global counters, per protocol, are
+    the sums of these over open and closed connections: core/activity.py). The hot path
+    adds to them; nothing else happens per message."""
+
+    __slots__ = (
+        "confirm_received",
+        "confirmed",
+        "consume_auto_ack",
+        "consume_manual_ack",
+        "get_auto_ack",
+        "get_empty",
+        "get_manual_ack",
+        "received",
+        "returned",
+        "sizes",
+        "unroutable",
+    )
+
+    def __init__(self) -> None:
+        self.received = 0  # published by the client
+        self.confirm_received = 0  # of them, in confirm mode
+        self.unroutable = 0  # routed to no queue (returned or dropped)
+        self.returned = 0  # of them, returned to a mandatory publisher
+        self.confirmed = 0  # confirms sent (acks)
+        self.consume_auto_ack = 0
+        self.consume_manual_ack = 0
+        self.get_auto_ack = 0
+        self.get_manual_ack = 0
+        self.get_empty = 0
+        self.sizes = [0] * (len(SIZE_BOUNDS) + 1)  # received bodies by size_bucket
+
+    def add(self, other: ClientCounts) -> None:
+        for name in self.__slots__:
+            if name == "sizes":
+                self.sizes = [a + b for a, b in zip(self.sizes, other.sizes, strict=True)]
+            else:
+                setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def protocol_label(protocol: str) -> str:
+    """The ``protocol`` label of RabbitMQ's global counters for a connection's protocol
+    ("AMQP 0-9-1" is amqp091, every STOMP flavour stomp)."""
+    p = protocol.lower()
+    for label, marker in (("amqp091", "amqp"), ("stomp", "stomp"), ("mqtt", "mqtt")):
+        if marker in p:
+            return label
+    return p.split(" ")[0] or "unknown"
 
 
 class Client:
@@ -63,6 +125,7 @@ class Client:
         self.alarm_state = ""
         # bytes in and out, counted by the protocol adapter from the first byte on
         self.traffic = traffic if traffic is not None else Traffic()
+        self.counts = ClientCounts()
         # the user's compiled rights in this vhost (core/access.py); None for the broker's
         # own clients (definitions import), which may do anything
         self.access: Access | None = None

@@ -9,12 +9,14 @@ broker's lifetime totals so they never go down.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from roost.core.client import ClientCounts, protocol_label
 from roost.core.errors import NotFound
 from roost.core.info import ConnectionInfo, ConnectionRef
 
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.session import Session
     from roost.core.stats import Counters, RateSampler
+
+log = logging.getLogger("roost.connection")  # the "connection" log category
 
 CLOSED_KEPT = 100  # recently closed connections kept, with the reason each closed
 
@@ -46,6 +50,13 @@ class Connections:
     def add(self, client: Client) -> None:
         self.clients[client.id] = client
         self._counters.connection_created += 1
+        if log.isEnabledFor(logging.INFO):
+            fields = _fields(client)
+            log.info(
+                "%s connection %s%s: user '%s' authenticated and granted access to vhost '%s'",
+                client.protocol, client.peer, _named(fields), client.user.name,
+                client.vhost.name, extra=fields,
+            )  # fmt: skip
 
     def remove(self, client: Client, reason: str) -> bool:
         """Unregister; keep a snapshot with the reason. False if it was not registered."""
@@ -59,10 +70,22 @@ class Connections:
             channels=0,
         )
         self.closed.append(info)
+        if log.isEnabledFor(logging.INFO):
+            fields = _fields(client)
+            log.info(
+                "closing %s connection %s (%svhost: '%s', user: '%s'): %s",
+                client.protocol, client.peer, f"{fields['client']}, " if fields["client"] else "",
+                client.vhost.name, client.user.name, reason, extra={**fields, "reason": reason},
+            )  # fmt: skip
         c = self._counters
         c.connection_closed += 1
         c.retired_recv_oct += client.traffic.recv_oct
         c.retired_send_oct += client.traffic.send_oct
+        label = protocol_label(client.protocol)
+        retired = c.retired_counts.get(label)
+        if retired is None:
+            retired = c.retired_counts[label] = ClientCounts()
+        retired.add(client.counts)
         return True
 
     def named(self, name: str) -> Client:
@@ -81,6 +104,27 @@ class Connections:
         for client in self.clients.values():
             if vhost is None or client.vhost.name == vhost:
                 yield from client.sessions
+
+
+def _fields(client: Client) -> dict[str, str]:
+    """What a connection's log lines carry as fields (the JSON formatter writes them)."""
+    props = client.properties
+    given = props.get("connection_name")
+    product = props.get("product")
+    name = given if isinstance(given, str) and given else ""
+    return {
+        "protocol": client.protocol,
+        "peer": client.peer,
+        "user": client.user.name,
+        "vhost": client.vhost.name,
+        "client": name,
+        "client_product": product if isinstance(product, str) else "",
+    }
+
+
+def _named(fields: dict[str, str]) -> str:
+    """RabbitMQ adds the client-provided connection name: `` (peer - name)``."""
+    return f" ({fields['client']})" if fields["client"] else ""
 
 
 def split_peer(peer: str) -> tuple[str, int]:

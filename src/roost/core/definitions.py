@@ -18,6 +18,12 @@ from roost.core.errors import PreconditionFailed
 from roost.core.exchanges.base import Exchange
 from roost.core.features.settings import validate_policy_definition
 from roost.core.info import ImportReport
+from roost.core.parameters import (
+    COMPONENTS,
+    OPERATOR_POLICY,
+    VHOST_LIMITS,
+    check_operator_policy,
+)
 
 if TYPE_CHECKING:
     from roost.core.auth import Permission, TopicPermission
@@ -46,8 +52,9 @@ SCHEMA: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "permissions": (("user", "vhost", "configure", "write", "read"), {}),
     "topic_permissions": (("user", "vhost", "exchange", "write", "read"), {}),
-    # only RabbitMQ's "vhost-limits" component is applied; other parameters are skipped
+    # vhost limits, operator policies, shovels and federation upstreams (core/parameters.py)
     "parameters": (("vhost", "component", "name", "value"), {}),
+    "global_parameters": (("name", "value"), {}),
     "policies": (
         ("vhost", "name", "pattern", "definition"),
         {"priority": 0, "apply-to": "all"},
@@ -62,7 +69,7 @@ SCHEMA: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         {"routing_key": "", "arguments": {}},
     ),
 }
-GLOBAL_SECTIONS = ("vhosts", "users", "permissions", "topic_permissions")
+GLOBAL_SECTIONS = ("vhosts", "users", "permissions", "topic_permissions", "global_parameters")
 # the sections in import order (what each may refer to comes first)
 ORDER = (*GLOBAL_SECTIONS, "parameters", "policies", "exchanges", "queues", "bindings")
 BOOLEAN_KEYS = ("durable", "auto_delete", "internal")
@@ -110,6 +117,8 @@ def _validate(
                     raise PreconditionFailed(f"{section}[{i}].{key} must be an object")
             if section == "policies" and not _policy_ok(entry, i, recovering):
                 continue
+            if section == "parameters" and not _parameter_ok(entry, i):
+                continue
             if section == "bindings" and entry["destination_type"] not in ("queue", "exchange"):
                 raise PreconditionFailed(
                     f"{section}[{i}].destination_type must be queue or exchange"
@@ -129,6 +138,25 @@ def _policy_ok(entry: dict[str, Any], i: int, recovering: bool) -> bool:
             raise PreconditionFailed(f"policies[{i}]: {exc.text}") from None
         log.warning("definitions: policy '%s' skipped: %s", entry["name"], exc.text)
         return False
+    return True
+
+
+def _parameter_ok(entry: dict[str, Any], i: int) -> bool:
+    """A parameter of a component Roost keeps, checked before anything is applied; one of
+    another component (a plugin Roost does not have) is skipped with a warning."""
+    component, value = entry["component"], entry["value"]
+    if component not in COMPONENTS:
+        log.warning(
+            "definitions: parameter '%s' of component '%s' skipped", entry["name"], component
+        )
+        return False
+    if not isinstance(value, dict):
+        raise PreconditionFailed(f"parameters[{i}].value must be an object")
+    if component == OPERATOR_POLICY:
+        try:
+            check_operator_policy(value)
+        except PreconditionFailed as exc:
+            raise PreconditionFailed(f"parameters[{i}]: {exc.text}") from None
     return True
 
 
@@ -189,10 +217,16 @@ def import_definitions(
             write=entry["write"],
             read=entry["read"],
         )
+    for entry in sections.get("global_parameters", []):
+        catalog.parameters.put_global_parameter(entry["name"], entry["value"])
     for entry in sections.get("parameters", []):
-        if entry["component"] == "vhost-limits" and isinstance(entry["value"], dict):
+        if entry["component"] == VHOST_LIMITS:  # added to, as every import is additive
             for name, value in entry["value"].items():
                 catalog.put_vhost_limit(entry["vhost"], name, value)
+        else:
+            catalog.parameters.put_parameter(
+                entry["vhost"], entry["component"], entry["name"], entry["value"]
+            )
     for entry in sections.get("policies", []):
         catalog.put_policy(
             entry["vhost"],
@@ -272,8 +306,14 @@ def export_definitions(catalog: Catalog, vhost: str | None = None) -> dict[str, 
         out["topic_permissions"] = [
             topic_permission_item(u, v, p) for (u, v, _), p in catalog.topic_permissions.items()
         ]
-        out["global_parameters"] = []
-    out["parameters"] = [where(limits_item(v)) for v in vhosts if v.limits]
+        out["global_parameters"] = [
+            {"name": g.name, "value": g.value} for g in catalog.parameters.list_global_parameters()
+        ]
+    out["parameters"] = [
+        where({"value": p.value, "vhost": p.vhost, "component": p.component, "name": p.name})
+        for p in catalog.parameters.list_parameters()
+        if p.vhost in names
+    ]
     policies = catalog.policies.items()
     out["policies"] = [where(policy_item(p)) for (v, _), p in policies if v in names]
     out["queues"] = [

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from roost.core.auth import Permission, TopicPermission, User
@@ -100,6 +100,46 @@ class PolicyDeleted:
     policy: Policy
 
 
+@dataclass(frozen=True, slots=True)
+class OperatorPolicyChanged:
+    policy: Policy
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorPolicyDeleted:
+    policy: Policy
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterChanged:
+    """A runtime parameter (a shovel, a federation upstream, …) was set."""
+
+    vhost: str
+    component: str
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterDeleted:
+    vhost: str
+    component: str
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalParameterChanged:
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalParameterDeleted:
+    name: str
+    value: Any
+
+
 # -- one vhost's objects ----------------------------------------------------------------
 
 
@@ -146,6 +186,12 @@ BrokerEvent = (
     | TopicPermissionDeleted
     | PolicyChanged
     | PolicyDeleted
+    | OperatorPolicyChanged
+    | OperatorPolicyDeleted
+    | ParameterChanged
+    | ParameterDeleted
+    | GlobalParameterChanged
+    | GlobalParameterDeleted
 )
 VHostEvent = (
     ExchangeDeclared

@@ -68,6 +68,20 @@ class PolicyInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ParameterInfo:
+    vhost: str
+    component: str
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalParameterInfo:
+    name: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
 class QueueInfo:
     vhost: str
     name: str
@@ -87,6 +101,14 @@ class QueueInfo:
     exclusive_consumer_tag: str | None = None
     policy: PolicyInfo | None = None
     state: str = "running"
+    operator_policy: PolicyInfo | None = None
+    # a stream's offsets: the first kept, the next to be written, the furthest-behind
+    # consumer's distance from the end (zeros for other queues)
+    first_offset: int = 0
+    next_offset: int = 0
+    max_offset_lag: int = 0
+    # the policy's definition with the operator policy's limits over it, as applied
+    effective_definition: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +279,46 @@ class Totals:
     redelivered: int = 0
     recv_oct: int = 0
     send_oct: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolTotals:
+    """RabbitMQ's global counters for one protocol (rabbitmq_global_*): lifetime sums
+    over open and closed connections, and how many publish and consume now."""
+
+    protocol: str
+    received: int = 0
+    confirm_received: int = 0
+    unroutable: int = 0
+    returned: int = 0
+    confirmed: int = 0
+    consume_auto_ack: int = 0
+    consume_manual_ack: int = 0
+    get_auto_ack: int = 0
+    get_manual_ack: int = 0
+    get_empty: int = 0
+    publishers: int = 0
+    consumers: int = 0
+    sizes: tuple[int, ...] = ()  # received bodies per core.client.SIZE_BOUNDS bucket
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramInfo:
+    """Cumulative counts per upper bound (seconds), the count and the sum."""
+
+    bounds: tuple[float, ...]
+    buckets: tuple[int, ...]  # one more than bounds: the last holds the slower ones
+    count: int
+    total: float
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyInfo:
+    """The live latency histograms (core/latency.py): one message in ``every`` timed."""
+
+    every: int
+    deliver: HistogramInfo
+    confirm: HistogramInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,12 @@ from roost.core.events import (
     Event,
     ExchangeDeclared,
     ExchangeDeleted,
+    GlobalParameterChanged,
+    GlobalParameterDeleted,
+    OperatorPolicyChanged,
+    OperatorPolicyDeleted,
+    ParameterChanged,
+    ParameterDeleted,
     PermissionChanged,
     PermissionDeleted,
     PolicyChanged,
@@ -55,6 +61,7 @@ from roost.core.events import (
     VHostDeleted,
     VHostLimitsChanged,
 )
+from roost.core.parameters import operator_item
 
 if TYPE_CHECKING:
     from roost.core.catalog import Catalog
@@ -76,6 +83,7 @@ KEYS: dict[str, Callable[[Item], Key]] = {
     "permissions": lambda i: (i["user"], i["vhost"]),
     "topic_permissions": lambda i: (i["user"], i["vhost"], i["exchange"]),
     "parameters": lambda i: (i["vhost"], i["component"], i["name"]),
+    "global_parameters": lambda i: (i["name"],),
     "policies": lambda i: (i["vhost"], i["name"]),
     "exchanges": lambda i: (i["vhost"], i["name"]),
     "queues": lambda i: (i["vhost"], i["name"]),
@@ -200,6 +208,14 @@ class Changes:
                 return "topic_permissions", topic_permission_item(user, vhost, tp), gone
             case PolicyChanged(policy=p) | PolicyDeleted(policy=p):
                 return "policies", policy_item(p), isinstance(event, PolicyDeleted)
+            case OperatorPolicyChanged(policy=p) | OperatorPolicyDeleted(policy=p):
+                return "parameters", operator_item(p), isinstance(event, OperatorPolicyDeleted)
+            case ParameterChanged(v, c, n, value) | ParameterDeleted(v, c, n, value):
+                item = {"value": value, "vhost": v, "component": c, "name": n}
+                return "parameters", item, isinstance(event, ParameterDeleted)
+            case GlobalParameterChanged(n, value) | GlobalParameterDeleted(n, value):
+                gone = isinstance(event, GlobalParameterDeleted)
+                return "global_parameters", {"name": n, "value": value}, gone
         return None
 
     def _refresh(self, section: str, item: Item) -> Item | None:

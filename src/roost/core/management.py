@@ -46,6 +46,7 @@ class Management:
         go through it, as a protocol connection's would."""
         self._port = port
         self.definitions = catalog
+        self.parameters = catalog.parameters
         self.queries = Queries(catalog, connections, stats.sampler, port.authenticate)
         self.activity = Activity(settings, catalog, connections, stats, alarms, store)
         self.operations = Operations(port, catalog, connections, self.queries)

@@ -108,7 +108,14 @@ class Message:
     reads it, and it is dropped whenever properties change.
     """
 
-    __slots__ = ("body", "encoded_properties", "exchange", "properties", "routing_key")
+    __slots__ = (
+        "body",
+        "encoded_properties",
+        "exchange",
+        "properties",
+        "published_at",
+        "routing_key",
+    )
 
     def __init__(
         self,
@@ -123,6 +130,8 @@ class Message:
         self.properties = properties
         self.body = body
         self.encoded_properties = encoded_properties
+        # the monotonic time of its publish, for one message in N (core/latency.py)
+        self.published_at: float | None = None
 
     @property
     def persistent(self) -> bool:

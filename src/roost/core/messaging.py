@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from roost.core.client import size_bucket
 from roost.core.errors import NotImplementedFeature
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, target_stream
 from roost.core.exchanges.producers import PRODUCERS_EXCHANGE
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.consumer import Consumer
     from roost.core.durability import MessageStore
+    from roost.core.latency import Latency
     from roost.core.message import Message
     from roost.core.queues.entry import Entry
     from roost.core.quotas import Quotas
@@ -28,9 +30,10 @@ if TYPE_CHECKING:
 
 
 class Messaging:
-    def __init__(self, quotas: Quotas, store: MessageStore) -> None:
+    def __init__(self, quotas: Quotas, store: MessageStore, latency: Latency | None) -> None:
         self._quotas = quotas
         self._store = store
+        self._latency = latency
 
     def publish(
         self,
@@ -41,6 +44,7 @@ class Messaging:
         publisher: Publisher | None = None,
         *,
         refused: Callable[[str], None] | None = None,
+        channel: int = 0,
     ) -> int:
         """Route and enqueue; returns how many queues took the message.
 
@@ -49,7 +53,7 @@ class Messaging:
         ``refused(reason)`` is called first when a queue or exchange refused the message
         (overflow reject-publish, a mutator): ``confirm(False)`` follows at once.
         ``publisher`` (from ``new_publisher``) is held while a queue it reached is
-        congested."""
+        congested. ``channel``: the protocol's channel number, for the firehose."""
         if len(message.body) > self._quotas.max_message_size:  # inline: the hot path
             self._quotas.check_message_size(len(message.body))
         access = client.access
@@ -62,16 +66,33 @@ class Messaging:
                 access.check("read", "queue", target_stream(message))
         if message.properties.expiration is not None:
             parse_expiration(message.properties.expiration)  # refused before routing
+        tracer = client.vhost.tracer
+        if tracer is not None:  # the firehose is on: its copy names the publisher
+            tracer.publishing(client, channel, message)
+        counts = client.counts
+        counts.received += 1
+        size = len(message.body)
+        counts.sizes[0 if size <= 100 else 1 if size <= 1000 else size_bucket(size)] += 1
+        latency = self._latency
+        if latency is not None and (now := latency.stamp()) is not None:
+            message.published_at = now
+            if confirm is not None:
+                confirm = latency.timed_confirm(now, confirm)
         if confirm is None:
             routed, refusal = client.vhost.publish(exchange, message, publisher)
             if refusal and refused is not None:
                 refused(refusal)
+            if not routed:
+                counts.unroutable += 1
             return routed
+        counts.confirm_received += 1
         store = self._store
         # a persistent message to a durable queue, or any message to a stream, bumps
         # ``appends``: its confirm waits for the group commit's fsync
         before = store.appends
         routed, refusal = client.vhost.publish(exchange, message, publisher)
+        if not routed:
+            counts.unroutable += 1
         if refusal:  # a full queue with overflow reject-publish, a mutator: nack at once
             if refused is not None:
                 refused(refusal)
@@ -114,6 +135,7 @@ class Messaging:
         queue = session.client.vhost.queue(name, session.client)
         got = session.get(queue, no_ack)
         if got is None:
+            session.client.counts.get_empty += 1
             return None
         return got[0], got[1], queue.message_count
 

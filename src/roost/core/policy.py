@@ -52,6 +52,29 @@ class Policy:
         return ok and self._regex.search(name) is not None
 
 
+# what an operator policy may set (core/parameters.py), and how it meets a user policy's
+# value: the lower one applies (RabbitMQ's merge_policy_value)
+OPERATOR_KEYS = (
+    "expires",
+    "message-ttl",
+    "max-length",
+    "max-length-bytes",
+    "max-in-memory-length",
+    "max-in-memory-bytes",
+    "delivery-limit",
+)
+
+
+def merge_operator(user: dict[str, Any] | None, operator: dict[str, Any]) -> dict[str, Any]:
+    """A queue's effective definition: the user policy's, with each operator key at the
+    lower of the two values."""
+    merged = dict(user or {})
+    for key, value in operator.items():
+        mine = merged.get(key)
+        merged[key] = value if not isinstance(mine, int) else min(mine, value)
+    return merged
+
+
 def effective_policy(
     policies: list[Policy], kind: str, name: str, queue_type: str = "classic"
 ) -> Policy | None:

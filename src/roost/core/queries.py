@@ -30,7 +30,8 @@ from roost.core.info import (
     UserInfo,
     VHostInfo,
 )
-from roost.core.policy import Policy, effective_policy
+from roost.core.policy import Policy, effective_policy, merge_operator
+from roost.core.queues.stream import StreamQueue
 
 if TYPE_CHECKING:
     from roost.core.auth import User
@@ -81,6 +82,12 @@ class Queries:
         policy = effective_policy(matching, kind, name, qtype) if matching else None
         return None if policy is None else _policy_info(policy)
 
+    def _operator_policy_for(self, vhost: str, name: str, qtype: str) -> PolicyInfo | None:
+        operators = self._catalog.operator_policies
+        matching = [p for (v, _), p in operators.items() if v == vhost] if operators else None
+        policy = effective_policy(matching, "queue", name, qtype) if matching else None
+        return None if policy is None else _policy_info(policy)
+
     def list_policies(self, vhost: str | None = None) -> list[PolicyInfo]:
         if vhost is not None:
             self.vhost(vhost)
@@ -104,6 +111,8 @@ class Queries:
     def _queue_info(self, q: Queue) -> QueueInfo:
         exclusive_tag = next((c.tag for c in q.consumers if c.exclusive), None)
         owner = q.exclusive_owner
+        policy = self._policy_for(q.vhost.name, "queue", q.name, q.kind)
+        operator = self._operator_policy_for(q.vhost.name, q.name, q.kind)
         return QueueInfo(
             vhost=q.vhost.name,
             name=q.name,
@@ -121,9 +130,15 @@ class Queries:
             rates=self.sampler.rates(q),
             owner=None if owner is None else connection_ref(owner),
             exclusive_consumer_tag=exclusive_tag,
-            policy=self._policy_for(q.vhost.name, "queue", q.name, q.kind),
+            policy=policy,
+            operator_policy=operator,
+            effective_definition=merge_operator(
+                policy.definition if policy else None,
+                operator.definition if operator else {},
+            ),
             # RabbitMQ's "flow": the queue holds its publishers back (core/flow.py)
             state="flow" if getattr(getattr(q, "flow", None), "congested", False) else "running",
+            **_stream_offsets(q),
         )
 
     def list_queues(self, vhost: str | None = None) -> list[QueueInfo]:
@@ -241,7 +256,7 @@ class Queries:
             description=getattr(vhost, "description", ""),
             tags=tuple(getattr(vhost, "tags", ())),
             default_queue_type=getattr(vhost, "default_queue_type", "classic"),
-            tracing=False,
+            tracing=vhost.tracer is not None,
             messages=message_counts(vhost.queues.values()),
             published=published,
             recv_oct=recv,
@@ -323,6 +338,16 @@ def message_counts(queues: Iterable[Queue]) -> MessageCounts:
 
 def _user_info(user: User) -> UserInfo:
     return UserInfo(user.name, user.password_hash, user.hashing_algorithm, tuple(user.tags))
+
+
+def _stream_offsets(q: Queue) -> dict[str, int]:
+    if not isinstance(q, StreamQueue):
+        return {}
+    return {
+        "first_offset": q.log.first_offset,
+        "next_offset": q.log.next_offset,
+        "max_offset_lag": q.max_offset_lag(),
+    }
 
 
 def _policy_info(p: Policy) -> PolicyInfo:

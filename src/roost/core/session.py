@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.errors import BrokerError
     from roost.core.features.consumer_timeout import AckTimeouts
+    from roost.core.latency import Latency
     from roost.core.message import Message
     from roost.core.queues.base import Queue
     from roost.core.queues.entry import Entry
@@ -58,6 +59,8 @@ class Session:
         self._order: deque[int] = deque()  # tags in delivery order, acked ones skipped lazily
         # acknowledgement deadlines (core.features.consumer_timeout), set by the broker
         self.ack_timeouts: AckTimeouts | None = None
+        # the latency histograms, when they are on (core/latency.py), set by the broker
+        self.latency: Latency | None = None
         # tags whose own deadline passed: requeued, yet their consumer's credit stays
         # taken until the client settles them (that late ack or nack does nothing else)
         self._expired: dict[int, Consumer | None] = {}
@@ -143,8 +146,10 @@ class Session:
         if events is not None:
             events.delivered(queue, entry, consumer.tag, consumer.no_ack)
         if consumer.no_ack:
+            self.client.counts.consume_auto_ack += 1
             queue.settle(entry)
         else:
+            self.client.counts.consume_manual_ack += 1
             self._unacked[tag] = (queue, entry, consumer)
             self._order.append(tag)
             consumer.unacked += 1
@@ -153,6 +158,11 @@ class Session:
             if timeouts is not None and (consumer.ack_timeout or message.properties.headers):
                 timeouts.delivered(self, tag, consumer.ack_timeout, message)
         self.sink.deliver(consumer.tag, tag, entry.redelivered, message)
+        tracer = queue.vhost.tracer
+        if tracer is not None:
+            tracer.delivered(queue, message, entry.redelivered, self.client, self.number)
+        if message.published_at is not None and self.latency is not None:
+            self.latency.delivered(message.published_at)
 
     def deliver_direct(self, consumer_tag: str, message: Message) -> None:
         """A no-ack delivery that belongs to no queue (a direct reply-to reply)."""
@@ -170,13 +180,20 @@ class Session:
             events.delivered(queue, entry, None, no_ack)
         tag = self._next_tag
         self._next_tag = tag + 1
+        message = entry.message
+        if message is not None and message.published_at is not None and self.latency:
+            self.latency.delivered(message.published_at)
+        tracer = queue.vhost.tracer
+        if tracer is not None and message is not None:
+            tracer.delivered(queue, message, entry.redelivered, self.client, self.number)
         if no_ack:
+            self.client.counts.get_auto_ack += 1
             queue.settle(entry)
         else:
+            self.client.counts.get_manual_ack += 1
             self._unacked[tag] = (queue, entry, None)
             self._order.append(tag)
             self.unacked_count += 1
-            message = entry.message
             timeouts = self.ack_timeouts
             if timeouts is not None and message is not None and message.properties.headers:
                 timeouts.delivered(self, tag, 0.0, message)

@@ -36,4 +36,6 @@ class BrokerSettings:
     disk_free_limit: str = DEFAULT_DISK_FREE_LIMIT
     # where the server keeps its data (shown by the API; the core opens no files)
     data_dir: str = "."
+    # time one published message in this many for the latency histograms; 0 = none
+    latency_sample: int = 16
     cluster_name: str = field(default_factory=lambda: f"roost@{platform.node()}")

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING
 
 from roost.core.events import Event, ExchangeDeleted, QueueDeclared, QueueDeleted, VHostChanged
 from roost.core.info import NO_RATES, Rates, Sample
+from roost.core.latency import Latency
+
+if TYPE_CHECKING:
+    from roost.core.client import ClientCounts
 
 
 class Counters:
@@ -27,6 +32,7 @@ class Counters:
         "queue_declared",
         "queue_deleted",
         "retired_acked",
+        "retired_counts",
         "retired_delivered",
         "retired_published_in",
         "retired_published_out",
@@ -48,10 +54,12 @@ class Counters:
     retired_recv_oct: int
     retired_redelivered: int
     retired_send_oct: int
+    retired_counts: dict[str, ClientCounts]  # closed connections' counts, per protocol
 
     def __init__(self) -> None:
         for name in self.__slots__:
             setattr(self, name, 0)
+        self.retired_counts = {}
 
 
 class RateSampler:
@@ -124,9 +132,11 @@ class Stats:
     queue or exchange had counted is kept, so overview totals never go down. Sampling
     every live object into rates is the management side's job (core/activity.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, latency_sample: int = 0) -> None:
         self.counters = Counters()
         self.sampler = RateSampler()
+        # publish-to-deliver and publish-to-confirm histograms (core/latency.py)
+        self.latency = Latency(latency_sample) if latency_sample > 0 else None
 
     def on_catalog_change(self, event: Event) -> None:
         if isinstance(event, VHostChanged) and self._on_vhost_change not in event.vhost.on_change:

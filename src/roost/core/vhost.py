@@ -36,6 +36,7 @@ from roost.core.queues import quorum
 from roost.core.queues.base import Queue, add_refusal
 from roost.core.queues.kinds import queue_class
 from roost.core.queues.streams import Streams
+from roost.core.tracing import TRACE_EXCHANGE, Tracer
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -102,6 +103,13 @@ class VHost:
         self.exchanges: dict[str, Exchange] = {"": DefaultExchange(name, self.queues)}
         for ex_name, kind in PREDECLARED:
             self.exchanges[ex_name] = make_exchange(name, ex_name, kind, durable=True)
+        self.exchanges[TRACE_EXCHANGE] = make_exchange(
+            name, TRACE_EXCHANGE, "topic", durable=True, internal=True
+        )
+        # the firehose (core/tracing.py): None while this vhost does not trace
+        self.tracer: Tracer | None = None
+        # messages dead-lettered from this vhost's queues, by (queue kind, reason)
+        self.dead_lettered: dict[tuple[str, str], int] = {}
         self.exchanges[OFFSETS_EXCHANGE] = OffsetsExchange(name, self.queues)
         self.exchanges[PRODUCERS_EXCHANGE] = ProducersExchange(name)
         # the ones above cannot be deleted; max-exchanges counts the others
@@ -545,6 +553,8 @@ class VHost:
                 return (1 if self.replies.deliver(message) else 0), ""
             if events is not None:
                 events.published(ex.name, message, ())
+            if self.tracer is not None:
+                self.tracer.published(ex, message, [])
             return 0, ""
         headers = message.properties.headers
         if headers and "BCC" in headers:
@@ -569,6 +579,8 @@ class VHost:
             if publisher is not None and queue.flow.congested:
                 queue.flow.hold(publisher)
         ex.stat_out += 1
+        if self.tracer is not None:
+            self.tracer.published(ex, message, queues)
         return routed, refused
 
     # -- change notification --------------------------------------------------------------

@@ -26,7 +26,8 @@ class ApiClient:
     def __init__(self, url: str, user: str, password: str, timeout: float = 30.0) -> None:
         self.base = url.rstrip("/")
         token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-        self.headers = {"Authorization": f"Basic {token}", "Accept": "application/json"}
+        # */* too: RabbitMQ answers 406 to a PUT /api/vhost-limits that accepts JSON only
+        self.headers = {"Authorization": f"Basic {token}", "Accept": "application/json, */*;q=0.1"}
         self.timeout = timeout
 
     def request(
@@ -52,6 +53,29 @@ class ApiClient:
         except urllib.error.URLError as exc:
             raise CtlError(0, f"cannot reach {self.base}: {exc.reason}") from None
         return json.loads(raw) if raw.strip() else None
+
+    def download(self, method: str, path: str, query: dict[str, Any]) -> tuple[bytes, str]:
+        """A file the API answers with: its bytes and the name it suggests."""
+        url = self.base + path + f"?{urlencode(query)}"
+        req = urllib.request.Request(url, data=b"", method=method, headers=self.headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                disposition = resp.headers.get("Content-Disposition", "")
+                name = disposition.partition('filename="')[2].rstrip('"') or "download"
+                return resp.read(), name
+        except urllib.error.HTTPError as exc:
+            raise CtlError(exc.code, _reason(exc.read())) from None
+        except urllib.error.URLError as exc:
+            raise CtlError(0, f"cannot reach {self.base}: {exc.reason}") from None
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.get(path)
+        except CtlError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query or None)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.ctl.client import ApiClient, CtlError, seg
-from roost.ctl.output import Progress, dump, table
+from roost.ctl.output import Progress, dump, table, tsv
 
 # list KIND -> (path, per-vhost?, columns)
 LISTS: dict[str, tuple[str, bool, list[str]]] = {
@@ -310,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
         raw, rows, columns = result
     if args.json:
         dump(raw)
+    elif getattr(args, "tsv", False):  # rabbitmqctl's list_* output
+        tsv(rows, columns, headers=not getattr(args, "no_table_headers", False))
     else:
         table(rows, columns)
     return 0

@@ -41,6 +41,16 @@ def table(rows: list[dict[str, Any]], columns: list[str], out: TextIO = sys.stdo
         out.write("(none)\n")
 
 
+def tsv(
+    rows: list[dict[str, Any]], columns: list[str], *, headers: bool, out: TextIO = sys.stdout
+) -> None:
+    """rabbitmqctl's table: a header, then one tab-separated line per row."""
+    if headers:
+        out.write("\t".join(columns) + "\n")
+    for row in rows:
+        out.write("\t".join(cell(row[c] if c in row else lookup(row, c)) for c in columns) + "\n")
+
+
 def dump(value: Any, out: TextIO = sys.stdout) -> None:
     out.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from roost.ctl import commands as c
+from roost.ctl.daily_parser import add_daily_arguments
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +64,7 @@ def add_policies_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
-    sub = parser.add_subparsers(dest="ctl_command", required=True)
+    sub = parser.add_subparsers(dest="ctl_command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="list objects")
     p.add_argument("kind", choices=sorted(c.LISTS))
@@ -182,3 +183,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for sp in (ex, im):
         sp.add_argument("--only-vhost", action="store_true", help="just the -V vhost")
     p.set_defaults(ctl_func=c.cmd_definitions)
+    add_daily_arguments(sub)

@@ -28,7 +28,7 @@ from roost.core.errors import (
     NotFound,
 )
 from roost.core.ports.management import ManagementPort
-from roost.http import metrics, openapi
+from roost.http import metrics, metrics_detailed, openapi
 from roost.http.api import all_routes
 from roost.http.auth import REALM, authenticate, require
 from roost.http.keys import PORT, SETTINGS, USER_KEY, HttpSettings
@@ -168,6 +168,7 @@ def create_app(port: ManagementPort, settings: HttpSettings | None = None) -> we
     app.router.add_get("/api/openapi.json", openapi.handler(routes))
     app.router.add_get("/metrics", metrics.handler)
     app.router.add_get("/metrics/{kind:per-object}", metrics.handler)
+    app.router.add_get("/metrics/detailed", metrics_detailed.handler)
     app.router.add_get("/", index)
     app.router.add_static("/ui/", UI_DIR, append_version=False)
     app.cleanup_ctx.append(_sampler)

@@ -1,64 +1,46 @@
-"""Prometheus text exposition, named after RabbitMQ's ``rabbitmq_prometheus`` plugin.
+"""Prometheus metrics as RabbitMQ's ``rabbitmq_prometheus`` plugin serves them, on
+``--prometheus-port`` (15692) and, as before, on the management port.
 
-``/metrics`` is aggregated (one series per metric, as RabbitMQ's default endpoint);
-``/metrics/per-object`` labels queue and connection series with ``vhost``/``queue``/
-``connection``, as RabbitMQ's per-object endpoint does. Keeping the two apart means a
-``sum()`` never adds a total to its own parts. No authentication, as in RabbitMQ.
+``/metrics`` is aggregated: one series per metric (or per protocol, for the global
+counters), as RabbitMQ's default registry; ``/metrics/per-object`` labels queue,
+connection and channel series with ``vhost``/``queue``/``connection``/``channel``, as
+RabbitMQ's per-object registry. Keeping the two apart means a ``sum()`` never adds a
+total to its own parts. Every series RabbitMQ's Grafana dashboards query is here
+(docs/metrics/rabbitmq-dashboards.txt; tests/http/test_prometheus.py holds us to it).
+What Roost does not have is exported as RabbitMQ exports an idle one: the stream
+protocol's error counters are zeros, and a single-node quorum queue's "Raft" log is its
+own command count (every enqueue and settlement is one entry, committed as it is
+written). No authentication, as in RabbitMQ.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from aiohttp import web
 
 from roost import __version__
-from roost.core.info import MutatorTotals
+from roost.core.info import (
+    LatencyInfo,
+    MutatorTotals,
+    OverviewInfo,
+    ProtocolTotals,
+    QueueInfo,
+)
 from roost.core.ports.management import ManagementPort
+from roost.http.exposition import CONTENT_TYPE, Exposition, Labels
 from roost.http.keys import PORT
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(labels: dict[str, str]) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
-
-
-class Exposition:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def metric(
-        self,
-        name: str,
-        kind: str,
-        help_text: str,
-        samples: Iterable[tuple[dict[str, str], float]],
-    ) -> None:
-        self.lines.append(f"# HELP {name} {help_text}")
-        self.lines.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            self.lines.append(f"{name}{_labels(labels)} {_number(value)}")
-
-    def one(self, name: str, kind: str, help_text: str, value: float) -> None:
-        self.metric(name, kind, help_text, [({}, value)])
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
-
-
-def _number(value: float) -> str:
-    if isinstance(value, int) or float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
-
-
+# rabbitmq_message_size_bytes' bounds as RabbitMQ labels them (core.client.SIZE_BOUNDS)
+SIZE_LE = ("100.0", "1000.0", "10000.0", "100000.0", "1e+06", "1e+07", "5e+07", "1e+08")
+STREAM_ERRORS = (
+    "stream_does_not_exist", "subscription_id_already_exists",
+    "subscription_id_does_not_exist", "stream_already_exists", "stream_not_available",
+    "sasl_mechanism_not_supported", "authentication_failure", "sasl_error",
+    "sasl_challenge", "sasl_authentication_failure_loopback", "vhost_access_failure",
+    "unknown_frame", "frame_too_large", "internal_error", "access_refused",
+    "precondition_failed", "publisher_does_not_exist",
+)  # fmt: skip
 QUEUE_GAUGES = (
     ("rabbitmq_queue_messages_ready", "Messages ready to be delivered to consumers"),
     ("rabbitmq_queue_messages_unacked", "Messages delivered and not yet acknowledged"),
@@ -74,12 +56,28 @@ QUEUE_COUNTERS = (
 )
 
 
-def render(broker: ManagementPort, *, per_object: bool) -> str:
+def render(port: ManagementPort, *, per_object: bool) -> str:
     out = Exposition()
-    overview = broker.activity.overview()
-    queues = broker.queries.list_queues()
+    activity = port.activity
+    overview = activity.overview()
+    queues = port.queries.list_queues()
+    _queues(out, queues, per_object)
+    _objects(out, overview, port, per_object)
+    _global(out, activity.protocol_totals(), overview)
+    _dead_lettered(out, activity.dead_lettered())
+    _raft(out, queues, port, per_object)
+    _streams(out, queues, per_object)
+    _connections(out, port, overview, per_object)
+    _node(out, overview)
+    identity(out, overview, "per-object" if per_object else "default")
+    _store(out, port)
+    _latency(out, activity.latency())
+    _mutators(out, activity.mutator_totals())
+    return out.text()
 
-    def per_queue(values: Sequence[float]) -> list[tuple[dict[str, str], float]]:
+
+def _queues(out: Exposition, queues: list[QueueInfo], per_object: bool) -> None:
+    def per_queue(values: Sequence[float]) -> list[tuple[Labels, float]]:
         if per_object:
             return [
                 ({"vhost": q.vhost, "queue": q.name}, v)
@@ -105,11 +103,23 @@ def render(broker: ManagementPort, *, per_object: bool) -> str:
     for (name, help_text), values in zip(QUEUE_COUNTERS, counters, strict=True):
         out.metric(name, "counter", help_text, per_queue(values))
 
-    totals, churn, objects = overview.totals, overview.churn, overview.object_totals
+
+def _objects(
+    out: Exposition, overview: OverviewInfo, port: ManagementPort, per_object: bool
+) -> None:
+    churn, objects = overview.churn, overview.object_totals
     out.one("rabbitmq_queues", "gauge", "Queues", objects["queues"])
     out.one("rabbitmq_connections", "gauge", "Open connections", objects["connections"])
     out.one("rabbitmq_channels", "gauge", "Open channels", objects["channels"])
     out.one("rabbitmq_consumers", "gauge", "Consumers", objects["consumers"])
+    channels = port.activity.list_channels()
+    if per_object:
+        consumers = [
+            ({"channel": c.name, "vhost": c.vhost}, float(c.consumer_count)) for c in channels
+        ]
+    else:
+        consumers = [({}, float(sum(c.consumer_count for c in channels)))]
+    out.metric("rabbitmq_channel_consumers", "gauge", "Consumers on a channel", consumers)
     for name, help_text, value in (
         ("rabbitmq_connections_opened_total", "Connections opened", churn.connection_created),
         ("rabbitmq_connections_closed_total", "Connections closed", churn.connection_closed),
@@ -118,16 +128,158 @@ def render(broker: ManagementPort, *, per_object: bool) -> str:
         ("rabbitmq_queues_declared_total", "Queues declared", churn.queue_declared),
         ("rabbitmq_queues_created_total", "Queues created", churn.queue_created),
         ("rabbitmq_queues_deleted_total", "Queues deleted", churn.queue_deleted),
-        ("rabbitmq_global_messages_received_total", "Messages published", totals.published),
-        ("rabbitmq_global_messages_routed_total", "Messages routed to a queue", totals.routed),
-        ("rabbitmq_global_messages_delivered_total", "Messages delivered", totals.delivered),
-        ("rabbitmq_global_messages_acknowledged_total", "Messages acknowledged", totals.acked),
-        ("rabbitmq_global_messages_redelivered_total", "Messages redelivered", totals.redelivered),
     ):
         out.one(name, "counter", help_text, value)
 
-    connections = broker.activity.list_connections()
+
+GLOBAL_COUNTERS = (
+    ("received", "Messages received from publishers"),
+    ("received_confirm", "Messages received from publishers in confirm mode"),
+    ("routed", "Messages routed to at least one queue"),
+    ("unroutable_dropped", "Messages routed nowhere and dropped"),
+    ("unroutable_returned", "Messages routed nowhere and returned to a mandatory publisher"),
+    ("confirmed", "Messages confirmed to publishers"),
+    ("delivered", "Messages delivered to consumers or fetched"),
+    ("delivered_consume_auto_ack", "Messages delivered to consumers without acks"),
+    ("delivered_consume_manual_ack", "Messages delivered to consumers with acks"),
+    ("delivered_get_auto_ack", "Messages fetched with basic.get without acks"),
+    ("delivered_get_manual_ack", "Messages fetched with basic.get with acks"),
+    ("get_empty", "basic.get operations that found the queue empty"),
+)
+
+
+def _global_values(t: ProtocolTotals) -> dict[str, int]:
+    delivered = t.consume_auto_ack + t.consume_manual_ack + t.get_auto_ack + t.get_manual_ack
+    return {
+        "received": t.received,
+        "received_confirm": t.confirm_received,
+        "routed": t.received - t.unroutable,
+        "unroutable_dropped": t.unroutable - t.returned,
+        "unroutable_returned": t.returned,
+        "confirmed": t.confirmed,
+        "delivered": delivered,
+        "delivered_consume_auto_ack": t.consume_auto_ack,
+        "delivered_consume_manual_ack": t.consume_manual_ack,
+        "delivered_get_auto_ack": t.get_auto_ack,
+        "delivered_get_manual_ack": t.get_manual_ack,
+        "get_empty": t.get_empty,
+    }
+
+
+def _global(out: Exposition, protocols: list[ProtocolTotals], overview: OverviewInfo) -> None:
+    """RabbitMQ's global counters, one series per protocol (label ``protocol``)."""
+    values = {t.protocol: _global_values(t) for t in protocols}
+    for key, help_text in GLOBAL_COUNTERS:
+        out.metric(
+            f"rabbitmq_global_messages_{key}_total",
+            "counter",
+            help_text,
+            [({"protocol": p}, v[key]) for p, v in values.items()],
+        )
+    totals = overview.totals
+    # counted per queue (every protocol's): no protocol label
+    out.one("rabbitmq_global_messages_acknowledged_total", "counter", "Messages acknowledged",
+            totals.acked)  # fmt: skip
+    out.one("rabbitmq_global_messages_redelivered_total", "counter", "Messages redelivered",
+            totals.redelivered)  # fmt: skip
+    out.metric("rabbitmq_global_publishers", "gauge", "Connections that publish",
+               [({"protocol": t.protocol}, t.publishers) for t in protocols])  # fmt: skip
+    out.metric("rabbitmq_global_consumers", "gauge", "Consumers",
+               [({"protocol": t.protocol}, t.consumers) for t in protocols])  # fmt: skip
+    for error in STREAM_ERRORS:  # Roost serves no stream protocol yet: nothing failed
+        out.metric(f"rabbitmq_global_stream_error_{error}_total", "counter",
+                   f"Stream protocol errors: {error.replace('_', ' ')}",
+                   [({"protocol": "stream"}, 0)])  # fmt: skip
+    out.histogram(
+        "rabbitmq_message_size_bytes",
+        "Size of the messages received from publishers",
+        [({"protocol": t.protocol}, SIZE_LE, t.sizes, 0.0) for t in protocols if t.sizes],
+    )
+
+
+DLX_REASONS = {"expired": "expired", "rejected": "rejected", "maxlen": "maxlen",
+               "delivery_limit": "delivery_limit"}  # fmt: skip
+
+
+def _dead_lettered(out: Exposition, counts: dict[tuple[str, str], int]) -> None:
+    """RabbitMQ's labels: a classic queue's dead-lettering has no strategy ("disabled"),
+    a quorum queue's is at-most-once (Roost's single-node quorum queues are)."""
+    kinds = (("classic", "rabbit_classic_queue", "disabled"),
+             ("quorum", "rabbit_quorum_queue", "at_most_once"))  # fmt: skip
+    for reason in DLX_REASONS:
+        samples = []
+        for kind, queue_type, strategy in kinds:
+            n = sum(v for (k, r), v in counts.items() if r == reason and
+                    (k == kind or (kind == "classic" and k != "quorum")))  # fmt: skip
+            samples.append(({"queue_type": queue_type, "dead_letter_strategy": strategy}, n))
+        out.metric(f"rabbitmq_global_messages_dead_lettered_{reason}_total", "counter",
+                   f"Messages dead-lettered ({reason.replace('_', ' ')})", samples)  # fmt: skip
+    out.metric("rabbitmq_global_messages_dead_lettered_confirmed_total", "counter",
+               "Messages dead-lettered at least once and confirmed by their target queues",
+               [({"queue_type": "rabbit_quorum_queue", "dead_letter_strategy": "at_least_once"},
+                 0)])  # fmt: skip
+
+
+def _streams(out: Exposition, queues: list[QueueInfo], per_object: bool) -> None:
+    """Consumer lag (RabbitMQ's stream_consumer_max_offset_lag: the furthest-behind
+    consumer of each stream) and, per stream, its first and next offsets."""
+    streams = [q for q in queues if q.type == "stream"]
     if per_object:
+        rows = [({"vhost": q.vhost, "queue": q.name}, q) for q in streams]
+        out.metric("rabbitmq_stream_consumer_max_offset_lag", "gauge",
+                   "Highest consumer offset lag", [(lb, q.max_offset_lag) for lb, q in rows])
+        out.metric("roost_stream_first_offset", "gauge", "First offset the stream keeps",
+                   [(lb, q.first_offset) for lb, q in rows])
+        out.metric("roost_stream_next_offset", "gauge", "Offset the next message gets",
+                   [(lb, q.next_offset) for lb, q in rows])  # fmt: skip
+    else:
+        out.one("rabbitmq_stream_consumer_max_offset_lag", "gauge", "Highest consumer offset lag",
+                max((q.max_offset_lag for q in streams), default=0))  # fmt: skip
+
+
+def _raft(
+    out: Exposition, queues: list[QueueInfo], port: ManagementPort, per_object: bool
+) -> None:
+    """A single-node quorum queue as RabbitMQ's Raft metrics see one: term 1, every
+    enqueue and settlement an entry written and committed at once, no snapshot; the
+    commit latency is the store's mean fsync (quorum queues write before confirming)."""
+    quorum = [q for q in queues if q.type == "quorum"]
+    store = port.activity.store_info()
+    latency = store.fsync_seconds_sum / store.fsyncs if store and store.fsyncs else 0.0
+
+    def series(value: float | None = None) -> list[tuple[Labels, float]]:
+        rows = [
+            ({"vhost": q.vhost, "queue": q.name}, q.published + q.acked if value is None else value)
+            for q in quorum
+        ]
+        if per_object:
+            return rows
+        return [({}, sum(v for _, v in rows) if value is None else (value if quorum else 0))]
+
+    for name, kind, help_text, value in (
+        ("rabbitmq_raft_term_total", "counter", "Current Raft term number", 1.0),
+        ("rabbitmq_raft_term", "gauge", "Current Raft term number", 1.0),
+        ("rabbitmq_raft_log_snapshot_index", "gauge", "Raft log snapshot index", 0.0),
+        ("rabbitmq_raft_snapshot_index", "gauge", "Raft log snapshot index", 0.0),
+        ("rabbitmq_raft_log_last_applied_index", "gauge", "Raft log last applied index", None),
+        ("rabbitmq_raft_log_commit_index", "gauge", "Raft log commit index", None),
+        ("rabbitmq_raft_commit_index", "gauge", "Raft log commit index", None),
+        ("rabbitmq_raft_log_last_written_index", "gauge", "Raft log last written index", None),
+        ("rabbitmq_raft_last_written_index", "gauge", "Raft log last written index", None),
+        ("rabbitmq_raft_entry_commit_latency_seconds", "gauge",
+         "Time taken for a log entry to be committed", latency),
+        ("rabbitmq_raft_commit_latency_seconds", "gauge",
+         "Time taken for a log entry to be committed", latency),
+    ):  # fmt: skip
+        out.metric(name, kind, help_text, series(value))
+
+
+def _connections(
+    out: Exposition, port: ManagementPort, overview: OverviewInfo, per_object: bool
+) -> None:
+    totals = overview.totals
+    if per_object:
+        connections = port.activity.list_connections()
         in_bytes = [({"connection": c.name, "vhost": c.vhost}, c.recv_oct) for c in connections]
         out_bytes = [({"connection": c.name, "vhost": c.vhost}, c.send_oct) for c in connections]
     else:  # every byte since start, closed connections included: a true counter
@@ -135,30 +287,37 @@ def render(broker: ManagementPort, *, per_object: bool) -> str:
     out.metric("rabbitmq_connection_incoming_bytes_total", "counter", "Bytes received", in_bytes)
     out.metric("rabbitmq_connection_outgoing_bytes_total", "counter", "Bytes sent", out_bytes)
 
-    node = overview.node
+
+def _node(out: Exposition, overview: OverviewInfo) -> None:
+    node, objects = overview.node, overview.object_totals
     out.one("rabbitmq_process_resident_memory_bytes", "gauge", "Resident memory", node.mem_used)
     out.one("rabbitmq_process_open_fds", "gauge", "Open file descriptors", node.fd_used)
     out.one("rabbitmq_process_max_fds", "gauge", "File descriptor limit", node.fd_total)
+    # client sockets: each connection holds one; the limit is the descriptors'
+    out.one("rabbitmq_process_open_tcp_sockets", "gauge", "Open TCP sockets",
+            objects["connections"])  # fmt: skip
+    out.one("rabbitmq_process_max_tcp_sockets", "gauge", "TCP sockets limit", node.fd_total)
+    out.one("rabbitmq_erlang_uptime_seconds", "gauge", "Node uptime", node.uptime_ms / 1000)
     out.one("rabbitmq_disk_space_available_bytes", "gauge", "Free disk space", node.disk_free)
     out.one("rabbitmq_alarms_memory_used_watermark", "gauge", "Memory alarm on", node.mem_alarm)
-    out.one(
-        "rabbitmq_alarms_free_disk_space_watermark", "gauge", "Disk alarm on", node.disk_free_alarm
-    )
-    out.one(
-        "rabbitmq_resident_memory_limit_bytes", "gauge", "Memory high watermark", node.mem_limit
-    )
-    out.one(
-        "rabbitmq_disk_space_available_limit_bytes",
-        "gauge",
-        "Free disk space low watermark",
-        node.disk_free_limit,
-    )
-    out.metric(
-        "rabbitmq_identity_info",
-        "gauge",
-        "Node identity",
-        [({"rabbitmq_node": overview.cluster_name, "rabbitmq_cluster": overview.cluster_name}, 1)],
-    )
+    out.one("rabbitmq_alarms_free_disk_space_watermark", "gauge", "Disk alarm on",
+            node.disk_free_alarm)  # fmt: skip
+    out.one("rabbitmq_resident_memory_limit_bytes", "gauge", "Memory high watermark",
+            node.mem_limit)  # fmt: skip
+    out.one("rabbitmq_disk_space_available_limit_bytes", "gauge",
+            "Free disk space low watermark", node.disk_free_limit)  # fmt: skip
+
+
+def identity(out: Exposition, overview: OverviewInfo, endpoint: str) -> None:
+    """Every dashboard joins on these two (``group_left(rabbitmq_cluster, rabbitmq_node)``);
+    ``rabbitmq_endpoint`` names the registry, as RabbitMQ 4 adds it."""
+    labels = {
+        "rabbitmq_node": overview.node.name,
+        "rabbitmq_cluster": overview.cluster_name,
+        "rabbitmq_cluster_permanent_id": f"roost-{overview.cluster_name}",
+        "rabbitmq_endpoint": endpoint,
+    }
+    out.metric("rabbitmq_identity_info", "untyped", "Node and cluster identity", [(labels, 1)])
     out.metric(
         "rabbitmq_build_info",
         "untyped",
@@ -166,47 +325,60 @@ def render(broker: ManagementPort, *, per_object: bool) -> str:
         [
             (
                 {
+                    "rabbitmq_version": __version__,
                     "product": "Roost",
                     "product_version": __version__,
-                    "python_version": node.python_version,
+                    "erlang_version": "none",
+                    "python_version": overview.node.python_version,
                 },
                 1,
             )
         ],
     )
-    _store(out, broker)
-    _mutators(out, broker.activity.mutator_totals())
-    return out.text()
+
+
+def _latency(out: Exposition, latency: LatencyInfo | None) -> None:
+    if latency is None:
+        return  # --latency-sample 0
+    for name, h, what in (
+        ("roost_message_publish_to_deliver_seconds", latency.deliver, "to each delivery"),
+        ("roost_message_publish_to_confirm_seconds", latency.confirm, "to its confirm"),
+    ):
+        bounds = tuple(repr(b) for b in h.bounds)
+        out.histogram(
+            name,
+            f"Time from a message's publish {what}; one message in {latency.every} is timed",
+            [({}, bounds, h.buckets, h.total)],
+        )
 
 
 def _mutators(out: Exposition, mutators: MutatorTotals) -> None:
     out.one("roost_mutator_failures_total", "counter",
             "Messages refused because a message mutator raised an error",
-            mutators.failures)
+            mutators.failures)  # fmt: skip
     out.one("roost_mutator_rejected_total", "counter",
-            "Messages a message mutator rejected", mutators.rejected)
+            "Messages a message mutator rejected", mutators.rejected)  # fmt: skip
     out.one("roost_mutator_dropped_total", "counter",
-            "Messages a message mutator dropped", mutators.dropped)
+            "Messages a message mutator dropped", mutators.dropped)  # fmt: skip
 
 
-def _store(out: Exposition, broker: ManagementPort) -> None:
-    store = broker.activity.store_info()
+def _store(out: Exposition, port: ManagementPort) -> None:
+    store = port.activity.store_info()
     if store is None:
         return  # no durable store attached: nothing to report, rather than zeros
     out.one("roost_store_bytes", "gauge", "Bytes in the message store", store.bytes_on_disk)
     out.one("roost_store_segments", "gauge", "Segment files in the message store", store.segments)
     out.one("rabbitmq_io_sync_ops_total", "counter", "fsync calls", store.fsyncs)
-    out.one(
-        "rabbitmq_io_sync_time_seconds_total", "counter", "Time in fsync", store.fsync_seconds_sum
+    out.one("rabbitmq_io_sync_time_seconds_total", "counter", "Time in fsync",
+            store.fsync_seconds_sum)  # fmt: skip
+    bounds = tuple(f"{b:g}" for b, _ in store.fsync_buckets)
+    cumulative = [c for _, c in store.fsync_buckets]
+    counts = [b - a for a, b in zip([0, *cumulative], [*cumulative, store.fsyncs], strict=True)]
+    out.histogram(
+        "roost_store_fsync_seconds",
+        "fsync latency of the message store",
+        [({}, bounds, counts, store.fsync_seconds_sum)],
     )
-    name = "roost_store_fsync_seconds"
-    out.lines.append(f"# HELP {name} fsync latency of the message store")
-    out.lines.append(f"# TYPE {name} histogram")
-    for bound, count in store.fsync_buckets:
-        out.lines.append(f'{name}_bucket{{le="{bound:g}"}} {count}')
-    out.lines.append(f'{name}_bucket{{le="+Inf"}} {store.fsyncs}')
-    out.lines.append(f"{name}_sum {_number(store.fsync_seconds_sum)}")
-    out.lines.append(f"{name}_count {store.fsyncs}")
 
 
 async def handler(request: web.Request) -> web.Response:

@@ -373,14 +373,7 @@ class StompHandler:
             self._schedule(tick, self._send_heartbeat, tick)
         if expect_ms:
             self._schedule(expect_ms / 1000, self._check_heartbeat, expect_ms / 1000)
-        log.info(
-            "%s: %s connection opened (user=%s vhost=%s version=%s)",
-            self.transport.peer,
-            self.protocol,
-            user.name,
-            vhost,
-            self.version,
-        )
+        log.debug("%s: STOMP %s negotiated", self.transport.peer, self.version)
 
     def _negotiate_heartbeat(self, value: str) -> tuple[int, int]:
         """(server sends every, server expects every) in ms, as the spec computes them."""
@@ -845,14 +838,8 @@ class StompHandler:
         self.registry.discard(self)
         self.broker.alarms.unsubscribe(self._alarms_changed)
         if self.client is not None and self.broker.is_connected(self.client):
+            # the core's connection registry logs the close, with the reason
             self.broker.disconnect(self.client, self.close_reason)
-            log.info(
-                "%s: %s connection closed (user=%s): %s",
-                self.transport.peer,
-                self.protocol,
-                self.client.user.name,
-                self.close_reason or "closed",
-            )
 
     def _alarms_changed(self, active: frozenset[str]) -> None:
         self._alarms = active

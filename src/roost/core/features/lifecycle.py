@@ -265,6 +265,9 @@ class QueueFeatures:
         if s.dlx is None:
             return
         queue = self.queue
+        key = (queue.kind, reason)
+        counts = queue.vhost.dead_lettered
+        counts[key] = counts.get(key, 0) + 1
         try:
             out = dead_letter(message, queue.name, reason, s.dlx, s.dlx_routing_key)
             routed = publish_dead_letter(queue.vhost, out, reason)

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from roost.core.events import (
     Event,
     ExchangeDeclared,
+    OperatorPolicyChanged,
+    OperatorPolicyDeleted,
     PolicyChanged,
     PolicyDeleted,
     QueueDeclared,
@@ -23,7 +25,7 @@ from roost.core.events import (
 from roost.core.features.lifecycle import QueueFeatures
 from roost.core.features.settings import QueueSettings, resolve
 from roost.core.mutators import chain_for
-from roost.core.policy import effective_policy
+from roost.core.policy import effective_policy, merge_operator
 
 if TYPE_CHECKING:
     from roost.core.events import Listener
@@ -40,19 +42,28 @@ class Definitions(Protocol):
 
     policies: dict[tuple[str, str], Policy]
     vhosts: dict[str, VHost]
+
+    @property
+    def operator_policies(self) -> dict[tuple[str, str], Policy]: ...
     on_change: list[Listener]
 
     def policy_definition(self, vhost: str, kind: str, name: str) -> dict[str, Any] | None: ...
 
 
 def queue_policy(defs: Definitions, queue: Queue) -> dict[str, Any] | None:
-    """The definition of the policy in force for ``queue``, if any."""
+    """The definition in force for ``queue``: its policy's, with its operator policy's
+    limits over it (the lower value of each key both set), if either applies."""
     vhost = queue.vhost.name
     matching = [p for (v, _), p in defs.policies.items() if v == vhost]
-    if not matching:
-        return None
-    policy = effective_policy(matching, "queue", queue.name, queue.kind)
-    return None if policy is None else policy.definition
+    policy = effective_policy(matching, "queue", queue.name, queue.kind) if matching else None
+    definition = None if policy is None else policy.definition
+    operators = defs.operator_policies
+    if operators:
+        mine = [p for (v, _), p in operators.items() if v == vhost]
+        operator = effective_policy(mine, "queue", queue.name, queue.kind) if mine else None
+        if operator is not None:
+            return merge_operator(definition, operator.definition)
+    return definition
 
 
 def apply_to_queue(defs: Definitions, queue: Queue) -> None:
@@ -107,7 +118,9 @@ def apply_policies(defs: Definitions) -> None:
     def on_broker_change(event: Event) -> None:
         if isinstance(event, VHostChanged):
             watch(event.vhost)
-        elif isinstance(event, PolicyChanged | PolicyDeleted):
+        elif isinstance(
+            event, PolicyChanged | PolicyDeleted | OperatorPolicyChanged | OperatorPolicyDeleted
+        ):
             vhost = defs.vhosts.get(event.policy.vhost)
             if vhost is not None:
                 for queue in list(vhost.queues.values()):

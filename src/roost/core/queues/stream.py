@@ -417,6 +417,12 @@ class StreamQueue(Queue):
         super().add_consumer(consumer)
         self._cursors[consumer] = Cursor(self.log.reader(start), name, end, chunk)
 
+    def max_offset_lag(self) -> int:
+        """How far the furthest-behind consumer is from the end of the log (0 without
+        consumers): RabbitMQ's stream_consumer_max_offset_lag."""
+        end = self.log.next_offset
+        return max((end - c.reader.offset for c in self._cursors.values()), default=0)
+
     def remove_consumer(self, consumer: Consumer) -> None:
         cursor = self._cursors.pop(consumer, None)
         if cursor is not None:

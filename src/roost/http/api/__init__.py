@@ -13,8 +13,10 @@ from roost.http.api import (
     limits,
     nodes,
     overview,
+    parameters,
     permissions,
     policies,
+    profile,
     queues,
     topic_permissions,
     users,
@@ -38,9 +40,11 @@ MODULES = (
     topic_permissions,
     limits,
     policies,
+    parameters,
     definitions,
     whoami,
     health,
+    profile,
 )
 
 

@@ -13,8 +13,8 @@ from roost.http.api.connections import visible_connections
 from roost.http.auth import check_vhost, visible
 from roost.http.keys import management, user
 from roost.http.listing import listing
-from roost.http.routes import STR, TAGS, Route, obj
-from roost.http.util import ADMINISTRATOR, MANAGEMENT, access, created, read_json
+from roost.http.routes import BOOL, STR, TAGS, Route, obj
+from roost.http.util import ADMINISTRATOR, MANAGEMENT, access, bad_request, created, read_json
 
 
 @access(MANAGEMENT)
@@ -43,8 +43,17 @@ async def put_vhost(request: web.Request) -> web.Response:
         # RabbitMQ 3.10's API and UI name it defaultqueuetype; later ones default_queue_type
         default_queue_type=body.get("default_queue_type", body.get("defaultqueuetype")),
         creator=user(request).name,
+        tracing=_tracing(body),
     )
     return created(made)
+
+
+def _tracing(body: dict[str, Any]) -> bool | None:
+    """The firehose switch, as RabbitMQ's management API takes it."""
+    value = body.get("tracing")
+    if value is None or isinstance(value, bool):
+        return value
+    raise bad_request("tracing must be true or false")
 
 
 @access(ADMINISTRATOR)
@@ -83,7 +92,13 @@ async def vhost_channels(request: web.Request) -> web.Response:
 
 
 VHOST_BODY = obj(
-    {"description": STR, "tags": TAGS, "default_queue_type": STR, "defaultqueuetype": STR}
+    {
+        "description": STR,
+        "tags": TAGS,
+        "default_queue_type": STR,
+        "defaultqueuetype": STR,
+        "tracing": BOOL,
+    }
 )
 ROUTES = [
     Route("GET", "/api/vhosts", list_vhosts, "Virtual hosts the user can see", listing=True),

@@ -1,6 +1,10 @@
 // Routing, sign-in and the refresh timer. Pages live in views.js, objects.js, admin.js.
 import { ApiError, api, credentials, signIn, signOut } from "./api.js";
+import { permissionsPage } from "./access.js";
 import { admin } from "./admin.js";
+import { limitsPage } from "./limits.js";
+import { parametersPage } from "./parameters.js";
+import { policiesPage } from "./policies.js";
 import { exchangePage, queuePage } from "./objects.js";
 import { el } from "./table.js";
 import * as views from "./views.js";
@@ -16,6 +20,10 @@ const ROUTES = [
   [/^\/channels$/, views.channels],
   [/^\/consumers$/, views.consumers],
   [/^\/admin$/, admin],
+  [/^\/admin\/permissions$/, permissionsPage],
+  [/^\/admin\/limits$/, limitsPage],
+  [/^\/admin\/policies$/, policiesPage],
+  [/^\/admin\/parameters$/, parametersPage],
 ];
 const main = document.getElementById("main");
 let refresh = null;

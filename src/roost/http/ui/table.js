@@ -43,7 +43,7 @@ export class Table {
   set(rows) { this.rows = rows || []; this.render(); }
 
   render() {
-    let rows = this.rows.filter((r) => !this.filter || String(r.name ?? r.consumer_tag ?? "").toLowerCase().includes(this.filter));
+    let rows = this.rows.filter((r) => !this.filter || String(r.name ?? r.consumer_tag ?? r.user ?? r.vhost ?? "").toLowerCase().includes(this.filter));
     if (this.sort) {
       const key = this.sort, sign = this.desc ? -1 : 1;
       rows = [...rows].sort((a, b) => {

@@ -21,7 +21,7 @@ export async function overview(main) {
     { name: "messages_ready", label: "Ready" }, { name: "messages_unacknowledged", label: "Unacked" },
   ], "chart-depth");
   const listeners = new Table("listeners", [
-    { key: "protocol", label: "Protocol" }, { key: "ip_address", label: "Bound to" }, { key: "port", label: "Port", num: true },
+    { key: "protocol", label: "Protocol" }, { key: "ip_address", label: "Bound to" }, { key: "port", label: "Port", num: true, format: (v) => String(v) },  // a port, not "50,419"
   ]);
   main.replaceChildren(
     el("h1", {}, "Overview"),

@@ -37,3 +37,41 @@ export async function vhostSelect(name = "vhost") {
 
 export function field(label, input) { return el("label", {}, label, input); }
 
+
+export async function userSelect(name = "user") {
+  const users = await api("/api/users");
+  return el("select", { name }, users.map((u) => el("option", { value: u.name }, u.name)));
+}
+
+// A form whose submit calls submit(FormData); testid names it for the tests.
+export function form(testid, fields, label, submit) {
+  const node = el("form", { class: "inline", "data-testid": testid }, ...fields, el("button", { type: "submit" }, label));
+  node.addEventListener("submit", (ev) => { ev.preventDefault(); submit(new FormData(node)); });
+  return node;
+}
+
+export function section(title, ...children) { return el("section", { class: "card" }, el("h2", {}, title), ...children); }
+
+// A table column with a button per row (Clear, Delete), confirmed first.
+export function actionColumn(label, testid, question, action) {
+  return {
+    key: "_action", label: "",
+    format: (_, row) => el("button", {
+      type: "button", class: "danger small", "data-testid": testid,
+      onclick: () => { if (confirm(question(row))) action(row); },
+    }, label),
+  };
+}
+
+// The admin pages' sub-navigation, as RabbitMQ's admin tab has.
+export function adminNav(current) {
+  const pages = [["", "Users and vhosts"], ["/permissions", "Permissions"], ["/limits", "Limits"],
+    ["/policies", "Policies"], ["/parameters", "Parameters"]];
+  return el("nav", { class: "subnav", "data-testid": "admin-nav" }, pages.map(([path, label]) =>
+    el("a", { href: `#/admin${path}`, class: path === current ? "active" : undefined }, label)));
+}
+
+// JSON typed by a person: an error they can read instead of a stack trace.
+export function parseJSON(text, what) {
+  try { return JSON.parse(text); } catch { throw new Error(`${what} is not valid JSON: ${text}`); }
+}
