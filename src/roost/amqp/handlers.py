@@ -40,6 +40,7 @@ from roost.core.errors import (
 )
 
 if TYPE_CHECKING:
+    from roost.backpressure import ReadGate
     from roost.core.ports.adapter import AdapterPort, Client, Completion
 
 # core error -> (reply code, hard?)
@@ -134,12 +135,9 @@ class ConnectionContext(Protocol):
 
     def confirms_pending(self, channel: AMQPChannel) -> None: ...
 
-    # publisher flow control (protocol.py): a congested queue holds the channel
-    flow_paused: bool
-
-    def set_channel_held(self, channel: AMQPChannel, held: bool) -> None: ...
-
-    def update_flow(self) -> None: ...
+    # when the socket is read (roost/backpressure.py): a congested queue holds the
+    # channel's publisher, which may pause the connection
+    gate: ReadGate
 
     def channel_failed(self, channel: AMQPChannel, error: ChannelError) -> None:
         """Close the channel with an error the core raised outside any method."""
@@ -156,7 +154,7 @@ class AMQPChannel:
         self.confirms = ConfirmTracker()
         self.tx = TxBuffer()
         self.last_queue = ""  # the spec's "last queue declared on this channel"
-        self.publisher = self.broker.new_publisher(self._held_changed)
+        self.publisher = conn.gate.publisher(self.broker)
         self.properties_cache = PropertiesCache()
         # frames wait here behind a reply that waits for the disk (amqp/held.py)
         self.output = HeldOutput(conn.write)
@@ -232,12 +230,8 @@ class AMQPChannel:
         """The channel is gone (closed either way, or the connection died)."""
         self.tx.clear()
         self.output.clear()
-        self.publisher.close()
-        self.conn.set_channel_held(self, False)
+        self.conn.gate.drop_publisher(self.publisher)
         self.broker.close_session(self.session)
-
-    def _held_changed(self, held: bool) -> None:
-        self.conn.set_channel_held(self, held)
 
     def flush_confirms(self) -> None:
         if self.confirms.has_output:
@@ -262,8 +256,8 @@ class AMQPChannel:
                 self.conn.frame_max,
             )
         )
-        if self.conn.flow_paused:  # a delivery to be acked: the socket must be read again
-            self.conn.update_flow()
+        if self.conn.gate.flow_held:  # a delivery to be acked: the socket must be read again
+            self.conn.gate.update_congestion()
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
         if self.conn.cancel_notify:

@@ -64,7 +64,10 @@ class WebSocketTransport:
         self.queued = 0
         self.paused = False
         self.going_away = False
-        self.reading = asyncio.Event()  # cleared while a resource alarm blocks input
+        # cleared while the handler's ReadGate holds input (roost/backpressure.py): the
+        # next message stays in aiohttp's reader, which stops reading the socket once
+        # it holds 2 x 256 KiB (its WebSocketDataQueue limit), so TCP pushes back
+        self.reading = asyncio.Event()
         self.reading.set()
 
     def write(self, data: bytes) -> None:
