@@ -93,6 +93,32 @@ class GatedConnection(Protocol):
     def alarm_unblocked(self) -> None: ...
 
 
+class _Gone:
+    """The owner of a closed gate: nothing to pause, nothing owed (and no reference kept
+    to the connection, so it is freed at once instead of at the next full collection)."""
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def work(self) -> None:
+        pass
+
+    def owes_acks(self) -> bool:
+        return False
+
+    def alarm_blocked(self, alarms: frozenset[str]) -> None:
+        pass
+
+    def alarm_unblocked(self) -> None:
+        pass
+
+
+_GONE = _Gone()
+
+
 class ReadGate:
     __slots__ = (
         "_alarm_blocked",
@@ -309,3 +335,4 @@ class ReadGate:
         self.open = False
         self._reasons.clear()
         self.client = None
+        self._owner = _GONE

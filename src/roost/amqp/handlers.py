@@ -158,32 +158,6 @@ class AMQPChannel:
         self.properties_cache = PropertiesCache()
         # frames wait here behind a reply that waits for the disk (amqp/held.py)
         self.output = HeldOutput(conn.write)
-        self.handlers: dict[int, Callable[[Any], None]] = {
-            m.ChannelFlow.INDEX: self.on_flow,
-            m.AccessRequest.INDEX: self.on_access_request,
-            m.ExchangeDeclare.INDEX: self.on_exchange_declare,
-            m.ExchangeDelete.INDEX: self.on_exchange_delete,
-            m.ExchangeBind.INDEX: self.on_exchange_bind,
-            m.ExchangeUnbind.INDEX: self.on_exchange_unbind,
-            m.QueueDeclare.INDEX: self.on_queue_declare,
-            m.QueueBind.INDEX: self.on_queue_bind,
-            m.QueueUnbind.INDEX: self.on_queue_unbind,
-            m.QueuePurge.INDEX: self.on_queue_purge,
-            m.QueueDelete.INDEX: self.on_queue_delete,
-            m.BasicQos.INDEX: self.on_qos,
-            m.BasicConsume.INDEX: self.on_consume,
-            m.BasicCancel.INDEX: self.on_cancel,
-            m.BasicGet.INDEX: self.on_get,
-            m.BasicAck.INDEX: self.on_ack,
-            m.BasicNack.INDEX: self.on_nack,
-            m.BasicReject.INDEX: self.on_reject,
-            m.BasicRecover.INDEX: self.on_recover,
-            m.BasicRecoverAsync.INDEX: self.on_recover_async,
-            m.TxSelect.INDEX: self.on_tx_select,
-            m.TxCommit.INDEX: self.on_tx_commit,
-            m.TxRollback.INDEX: self.on_tx_rollback,
-            m.ConfirmSelect.INDEX: self.on_confirm_select,
-        }
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -213,7 +187,7 @@ class AMQPChannel:
 
     def handle(self, method: m.Method) -> None:
         """Run one method; core errors become AMQP errors carrying the method's ids."""
-        handler = self.handlers.get(method.INDEX)
+        handler = HANDLERS.get(method.INDEX)
         if handler is None:
             raise ConnectionError(
                 m.COMMAND_INVALID,
@@ -222,7 +196,7 @@ class AMQPChannel:
                 method.METHOD_ID,
             )
         try:
-            handler(method)
+            handler(self, method)
         except BrokerError as exc:
             raise to_amqp_error(exc, method) from None
 
@@ -547,3 +521,34 @@ class AMQPChannel:
         self.mode = Mode.CONFIRM
         if not method.nowait:
             self.reply(m.ConfirmSelectOk())
+
+
+# method index -> handler, one table for every channel (bound methods in a dict of each
+# channel's own made a channel <-> dict cycle: a closed connection then waited for a
+# full collection instead of going at once)
+HANDLERS: dict[int, Callable[[AMQPChannel, Any], None]] = {
+    m.ChannelFlow.INDEX: AMQPChannel.on_flow,
+    m.AccessRequest.INDEX: AMQPChannel.on_access_request,
+    m.ExchangeDeclare.INDEX: AMQPChannel.on_exchange_declare,
+    m.ExchangeDelete.INDEX: AMQPChannel.on_exchange_delete,
+    m.ExchangeBind.INDEX: AMQPChannel.on_exchange_bind,
+    m.ExchangeUnbind.INDEX: AMQPChannel.on_exchange_unbind,
+    m.QueueDeclare.INDEX: AMQPChannel.on_queue_declare,
+    m.QueueBind.INDEX: AMQPChannel.on_queue_bind,
+    m.QueueUnbind.INDEX: AMQPChannel.on_queue_unbind,
+    m.QueuePurge.INDEX: AMQPChannel.on_queue_purge,
+    m.QueueDelete.INDEX: AMQPChannel.on_queue_delete,
+    m.BasicQos.INDEX: AMQPChannel.on_qos,
+    m.BasicConsume.INDEX: AMQPChannel.on_consume,
+    m.BasicCancel.INDEX: AMQPChannel.on_cancel,
+    m.BasicGet.INDEX: AMQPChannel.on_get,
+    m.BasicAck.INDEX: AMQPChannel.on_ack,
+    m.BasicNack.INDEX: AMQPChannel.on_nack,
+    m.BasicReject.INDEX: AMQPChannel.on_reject,
+    m.BasicRecover.INDEX: AMQPChannel.on_recover,
+    m.BasicRecoverAsync.INDEX: AMQPChannel.on_recover_async,
+    m.TxSelect.INDEX: AMQPChannel.on_tx_select,
+    m.TxCommit.INDEX: AMQPChannel.on_tx_commit,
+    m.TxRollback.INDEX: AMQPChannel.on_tx_rollback,
+    m.ConfirmSelect.INDEX: AMQPChannel.on_confirm_select,
+}
