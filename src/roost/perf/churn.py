@@ -101,7 +101,9 @@ class _Stomp:
         while True:
             if self.ws is not None:
                 msg = await asyncio.wait_for(self.ws.receive(), 5)
-                data = msg.data if isinstance(msg.data, bytes) else str(msg.data).encode()
+                if not isinstance(msg.data, bytes | str):
+                    raise ConnectionError(f"WebSocket {msg.type.name}: {msg.extra}")
+                data = msg.data if isinstance(msg.data, bytes) else msg.data.encode()
             else:
                 assert self.reader is not None
                 data = await asyncio.wait_for(self.reader.read(65536), 5)
@@ -144,7 +146,8 @@ async def stomp_once(
             await asyncio.sleep(0.01)
         elif way != 2:
             await conn.send(b"DISCONNECT\nreceipt:bye\n\n\x00")
-            await conn.until(b"RECEIPT")
+            with contextlib.suppress(ConnectionError):  # RabbitMQ's Web-STOMP just closes
+                await conn.until(b"RECEIPT")
     finally:
         await conn.close(drop=way in (2, 3))
 
