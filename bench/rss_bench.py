@@ -6,6 +6,11 @@ non-durable queues, and with S STOMP subscriptions to distinct topics (``/topic/
 
     .venv/bin/python bench/rss_bench.py [--brokers roost,rabbitmq] [--connections 1000,5000]
         [--queues 100000] [--subscriptions 100000] [--sub-connections 250] [--repeat 1]
+    .venv/bin/python bench/rss_bench.py --churn [20000,5000,5000]
+
+``--churn AMQP,STOMP,WS``: memory under connection churn instead (bench/_churn_rss.py):
+short-lived connections of the three protocols, closed every way, RSS after every
+1,000, and what the management API still lists at the end.
 
 Every measurement starts a fresh broker (memory a broker freed is not always given back,
 so a second measurement on the same process would be skewed). The load comes from a
@@ -34,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 import _brokers  # sibling modules, not a package
+import _churn_rss
 from _measure import broker_pid, rss_mb
 
 SETTLE_S = 1.0
@@ -187,6 +193,10 @@ def main() -> int:
         _, _, port, n, s = sys.argv
         asyncio.run(_subscriber(int(port), int(n), int(s)))
         return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--churn-client":
+        url, stomp, ws, *counts = sys.argv[2:]
+        _churn_rss.client(url, int(stomp), int(ws), *map(int, counts))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brokers", default="roost,rabbitmq")
     ap.add_argument("--connections", default="1000,5000")
@@ -195,6 +205,8 @@ def main() -> int:
                     help="STOMP topic subscriptions (e.g. 100000); 0: none")
     ap.add_argument("--sub-connections", type=int, default=250)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--churn", nargs="?", const="20000,5000,5000", metavar="AMQP,STOMP,WS",
+                    help="connection churn instead (default 20000,5000,5000)")
     args = ap.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # brokers inherit it
@@ -202,6 +214,11 @@ def main() -> int:
     if "rabbitmq" in brokers and not _brokers.rabbitmq_installed():
         print("RabbitMQ is not installed: skipped", file=sys.stderr)
         brokers.remove("rabbitmq")
+    if args.churn:
+        a, s, w = (int(n) for n in args.churn.split(","))
+        results = {b: _churn_rss.measure(b, __file__, (a, s, w)) for b in brokers}
+        _churn_rss.report(results, (a, s, w))
+        return 0
     loads = [(int(n), 0, 0) for n in args.connections.split(",") if n]
     if args.queues:
         loads.append((0, args.queues, 0))

@@ -278,3 +278,23 @@ def test_any_split_into_reads_gives_the_same_frames(general_only: bool) -> None:
                     assert isinstance(frame, Frame)
                     frames.append(frame)
             assert frames == whole[0], (i, j)
+
+
+@pytest.mark.parametrize("chunk", [4096, 7777, 65536, 262144])
+def test_long_streams_in_reads_keep_every_body(chunk: int) -> None:
+    """Past 64 KiB of a buffer that grew across reads the parser drops what it has read;
+    a body taken after that (a plain frame whole in the grown buffer) was once cut to
+    nothing or to another frame's bytes: a producer's 1 KiB SENDs lost one body in ~250."""
+    sends = [
+        b"SEND\ndestination:/queue/q\n\n" + f"{n:08d}".encode().ljust(1024, b".") + b"\x00"
+        for n in range(600)
+    ]
+    stream = b"".join(sends)
+    parser = FrameParser()
+    bodies: list[bytes] = []
+    for start in range(0, len(stream), chunk):
+        parser.feed(stream[start : start + chunk])
+        while (frame := parser.next_frame()) is not NEED_DATA:
+            assert isinstance(frame, Frame)
+            bodies.append(frame.body)
+    assert bodies == [f"{n:08d}".encode().ljust(1024, b".") for n in range(600)]

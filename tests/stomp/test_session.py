@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from roost.backpressure import FRAMES_PER_TURN
+from roost.core.flow import HIGH_MESSAGES
 from roost.stomp.errors import StompError
 from roost.stomp.frames import NEED_DATA, Frame, FrameParser
 from roost.stomp.handler import StompHandler, StompSettings
@@ -59,6 +61,15 @@ class FakeClock:
             if not timer.cancelled():
                 callback(*args)
         self.now = end
+
+    def turn(self) -> None:
+        """One loop iteration: the callbacks due now, not those they schedule."""
+        due = []
+        while self._due and self._due[0][0] <= self.now:
+            due.append(heapq.heappop(self._due))
+        for _when, _, timer, callback, args in due:
+            if not timer.cancelled():
+                callback(*args)
 
 
 class FakeTransport:
@@ -163,3 +174,54 @@ def test_subscribe_send_ack_without_an_event_loop() -> None:
     assert message.command == "MESSAGE" and message.body == b"hello"
     handler.data_received(f"ACK\nid:{message.headers['ack']}\n\n\x00".encode())
     assert handler.broker.vhosts["/"].queues["q"].unacked == 0  # type: ignore[attr-defined]
+
+
+def test_a_read_is_handled_a_turn_at_a_time_on_the_clock() -> None:
+    # one socket read of 600 SENDs: a turn's worth now, the rest on the clock's next
+    # turns, and the socket is not read meanwhile (roost/backpressure.py)
+    handler, transport, clock = session()
+    handler.data_received(CONNECT)
+    send = b"SEND\ndestination:/queue/q\n\nx\x00"
+    handler.data_received(b"SEND\ndestination:/queue/q\n\nfirst\x00")  # declares q
+    queue = handler.broker.vhosts["/"].queues["q"]  # type: ignore[attr-defined]
+    handler.data_received(send * 600)
+    # CONNECT, "first" and 254 of them make one turn's share of frames
+    assert queue.message_count == FRAMES_PER_TURN - 1
+    assert not transport.reading
+    clock.turn()
+    assert queue.message_count == 2 * FRAMES_PER_TURN - 1
+    assert not transport.reading
+    clock.turn()
+    assert queue.message_count == 601
+    assert transport.reading
+
+
+def test_a_congested_queue_holds_the_producer_until_its_consumer_goes() -> None:
+    broker = memory_broker()
+    clock = FakeClock()
+    consumer_transport, producer_transport = FakeTransport(), FakeTransport()
+    consumer = StompHandler(broker, StompSettings(), consumer_transport, set(), clock=clock)
+    producer = StompHandler(broker, StompSettings(), producer_transport, set(), clock=clock)
+    consumer.data_received(CONNECT)
+    consumer.data_received(
+        b"SUBSCRIBE\nid:s\ndestination:/queue/q\nack:client-individual\nprefetch-count:1\n\n\x00"
+    )
+    clock.advance(0)
+    producer.data_received(CONNECT)
+    queue = broker.vhosts["/"].queues["q"]
+    sends = 0
+    while producer_transport.reading and sends < 2 * HIGH_MESSAGES:  # the socket is read
+        producer.data_received(b"SEND\ndestination:/queue/q\n\nx\x00" * FRAMES_PER_TURN)
+        sends += FRAMES_PER_TURN
+        clock.advance(0)
+    # held right after the SEND that filled the queue: the rest of the read waits
+    assert queue.flow.congested and producer.gate.flow_held
+    assert HIGH_MESSAGES <= queue.message_count < HIGH_MESSAGES + FRAMES_PER_TURN
+    held = queue.message_count
+    clock.advance(1.0)
+    assert queue.message_count == held and not producer_transport.reading  # still held
+    consumer.data_received(b"DISCONNECT\n\n\x00")  # a queue without consumers holds no one
+    clock.advance(0)
+    assert producer_transport.reading and not producer.gate.flow_held
+    clock.advance(0)
+    assert queue.message_count == sends  # every SEND read, none lost

@@ -40,6 +40,7 @@ from roost.core.errors import (
 )
 
 if TYPE_CHECKING:
+    from roost.backpressure import ReadGate
     from roost.core.ports.adapter import AdapterPort, Client, Completion
 
 # core error -> (reply code, hard?)
@@ -134,12 +135,9 @@ class ConnectionContext(Protocol):
 
     def confirms_pending(self, channel: AMQPChannel) -> None: ...
 
-    # publisher flow control (protocol.py): a congested queue holds the channel
-    flow_paused: bool
-
-    def set_channel_held(self, channel: AMQPChannel, held: bool) -> None: ...
-
-    def update_flow(self) -> None: ...
+    # when the socket is read (roost/backpressure.py): a congested queue holds the
+    # channel's publisher, which may pause the connection
+    gate: ReadGate
 
     def channel_failed(self, channel: AMQPChannel, error: ChannelError) -> None:
         """Close the channel with an error the core raised outside any method."""
@@ -156,36 +154,10 @@ class AMQPChannel:
         self.confirms = ConfirmTracker()
         self.tx = TxBuffer()
         self.last_queue = ""  # the spec's "last queue declared on this channel"
-        self.publisher = self.broker.new_publisher(self._held_changed)
+        self.publisher = conn.gate.publisher(self.broker)
         self.properties_cache = PropertiesCache()
         # frames wait here behind a reply that waits for the disk (amqp/held.py)
         self.output = HeldOutput(conn.write)
-        self.handlers: dict[int, Callable[[Any], None]] = {
-            m.ChannelFlow.INDEX: self.on_flow,
-            m.AccessRequest.INDEX: self.on_access_request,
-            m.ExchangeDeclare.INDEX: self.on_exchange_declare,
-            m.ExchangeDelete.INDEX: self.on_exchange_delete,
-            m.ExchangeBind.INDEX: self.on_exchange_bind,
-            m.ExchangeUnbind.INDEX: self.on_exchange_unbind,
-            m.QueueDeclare.INDEX: self.on_queue_declare,
-            m.QueueBind.INDEX: self.on_queue_bind,
-            m.QueueUnbind.INDEX: self.on_queue_unbind,
-            m.QueuePurge.INDEX: self.on_queue_purge,
-            m.QueueDelete.INDEX: self.on_queue_delete,
-            m.BasicQos.INDEX: self.on_qos,
-            m.BasicConsume.INDEX: self.on_consume,
-            m.BasicCancel.INDEX: self.on_cancel,
-            m.BasicGet.INDEX: self.on_get,
-            m.BasicAck.INDEX: self.on_ack,
-            m.BasicNack.INDEX: self.on_nack,
-            m.BasicReject.INDEX: self.on_reject,
-            m.BasicRecover.INDEX: self.on_recover,
-            m.BasicRecoverAsync.INDEX: self.on_recover_async,
-            m.TxSelect.INDEX: self.on_tx_select,
-            m.TxCommit.INDEX: self.on_tx_commit,
-            m.TxRollback.INDEX: self.on_tx_rollback,
-            m.ConfirmSelect.INDEX: self.on_confirm_select,
-        }
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -215,7 +187,7 @@ class AMQPChannel:
 
     def handle(self, method: m.Method) -> None:
         """Run one method; core errors become AMQP errors carrying the method's ids."""
-        handler = self.handlers.get(method.INDEX)
+        handler = HANDLERS.get(method.INDEX)
         if handler is None:
             raise ConnectionError(
                 m.COMMAND_INVALID,
@@ -224,7 +196,7 @@ class AMQPChannel:
                 method.METHOD_ID,
             )
         try:
-            handler(method)
+            handler(self, method)
         except BrokerError as exc:
             raise to_amqp_error(exc, method) from None
 
@@ -232,12 +204,8 @@ class AMQPChannel:
         """The channel is gone (closed either way, or the connection died)."""
         self.tx.clear()
         self.output.clear()
-        self.publisher.close()
-        self.conn.set_channel_held(self, False)
+        self.conn.gate.drop_publisher(self.publisher)
         self.broker.close_session(self.session)
-
-    def _held_changed(self, held: bool) -> None:
-        self.conn.set_channel_held(self, held)
 
     def flush_confirms(self) -> None:
         if self.confirms.has_output:
@@ -262,8 +230,8 @@ class AMQPChannel:
                 self.conn.frame_max,
             )
         )
-        if self.conn.flow_paused:  # a delivery to be acked: the socket must be read again
-            self.conn.update_flow()
+        if self.conn.gate.flow_held:  # a delivery to be acked: the socket must be read again
+            self.conn.gate.update_congestion()
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
         if self.conn.cancel_notify:
@@ -558,3 +526,34 @@ class AMQPChannel:
         self.mode = Mode.CONFIRM
         if not method.nowait:
             self.reply(m.ConfirmSelectOk())
+
+
+# method index -> handler, one table for every channel (bound methods in a dict of each
+# channel's own made a channel <-> dict cycle: a closed connection then waited for a
+# full collection instead of going at once)
+HANDLERS: dict[int, Callable[[AMQPChannel, Any], None]] = {
+    m.ChannelFlow.INDEX: AMQPChannel.on_flow,
+    m.AccessRequest.INDEX: AMQPChannel.on_access_request,
+    m.ExchangeDeclare.INDEX: AMQPChannel.on_exchange_declare,
+    m.ExchangeDelete.INDEX: AMQPChannel.on_exchange_delete,
+    m.ExchangeBind.INDEX: AMQPChannel.on_exchange_bind,
+    m.ExchangeUnbind.INDEX: AMQPChannel.on_exchange_unbind,
+    m.QueueDeclare.INDEX: AMQPChannel.on_queue_declare,
+    m.QueueBind.INDEX: AMQPChannel.on_queue_bind,
+    m.QueueUnbind.INDEX: AMQPChannel.on_queue_unbind,
+    m.QueuePurge.INDEX: AMQPChannel.on_queue_purge,
+    m.QueueDelete.INDEX: AMQPChannel.on_queue_delete,
+    m.BasicQos.INDEX: AMQPChannel.on_qos,
+    m.BasicConsume.INDEX: AMQPChannel.on_consume,
+    m.BasicCancel.INDEX: AMQPChannel.on_cancel,
+    m.BasicGet.INDEX: AMQPChannel.on_get,
+    m.BasicAck.INDEX: AMQPChannel.on_ack,
+    m.BasicNack.INDEX: AMQPChannel.on_nack,
+    m.BasicReject.INDEX: AMQPChannel.on_reject,
+    m.BasicRecover.INDEX: AMQPChannel.on_recover,
+    m.BasicRecoverAsync.INDEX: AMQPChannel.on_recover_async,
+    m.TxSelect.INDEX: AMQPChannel.on_tx_select,
+    m.TxCommit.INDEX: AMQPChannel.on_tx_commit,
+    m.TxRollback.INDEX: AMQPChannel.on_tx_rollback,
+    m.ConfirmSelect.INDEX: AMQPChannel.on_confirm_select,
+}

@@ -35,6 +35,7 @@ from roost.amqp.connection import (
 )
 from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, FrameError, reply_text
 from roost.amqp.handlers import AMQPChannel, ConnectionContext, to_amqp_error
+from roost.backpressure import ReadGate
 from roost.core import AdapterPort, Traffic
 from roost.core.errors import AccessRefused, BrokerError
 from roost.tls import certificate_user
@@ -60,11 +61,6 @@ CLOSE_TIMEOUT = 3.0  # seconds to wait for close-ok before dropping the socket
 # Pending output beyond this is written at once, so the transport's high-water mark can
 # pause deliveries (pause_writing) instead of a backlog piling up in our own list.
 FLUSH_AT = 256 * 1024
-# While a congested queue holds a channel, its queues are asked this often whether their
-# consumers still make progress (core/flow.py: a stalled queue lets its publishers go).
-FLOW_CHECK_INTERVAL = 1.0  # seconds
-CONGESTION = "queue-congested"  # a pause reason (see _pause_reasons)
-ALARM = "resource-alarm"  # a pause reason: a memory or disk alarm blocks this publisher
 # connection.blocked's reason, as RabbitMQ words it, by the alarm in effect
 BLOCKED_REASONS = (("memory", "low on memory"), ("disk", "low on disk"))
 
@@ -158,16 +154,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._heard = True
         self._wrote = False
         self._missed = 0
-        # Reading the socket is paused while this set is non-empty; each part of the broker
-        # that wants publishers to wait (queue congestion, resource alarms) adds its reason.
-        self._pause_reasons: set[str] = set()
-        self._held_channels: set[AMQPChannel] = set()
-        self.flow_paused = False  # paused for CONGESTION
-        self._flow_timer: asyncio.TimerHandle | None = None
-        # resource alarms (core/alarms.py): while one is in effect the connection is
-        # "blocking"; the next publish blocks it (connection.blocked, socket paused)
-        self._alarms: frozenset[str] = frozenset()
-        self._alarm_blocked = False
+        # when the socket is read: congested queues, resource alarms, a turn's worth of
+        # work done (roost/backpressure.py, shared by every protocol)
+        self.gate = ReadGate(self, self._loop)
         self._blocked_notify = False  # the client's connection.blocked capability
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -189,12 +178,21 @@ class AMQPServerProtocol(asyncio.Protocol):
         traffic = self.traffic
         traffic.recv_oct += len(data)
         traffic.recv_cnt += 1
+        self.reader.feed(data)
+        self.work()
+        self.gate.read_done(len(data))
+
+    def work(self) -> None:
+        """Handle the frames read so far while the gate is open, a turn's worth at most;
+        what is left waits in the reader (and the socket is not read) until it opens."""
+        if self._closing:
+            return
         reader = self.reader
-        reader.feed(data)
+        gate = self.gate
         self._in_receive = True
         frame: Any = None
         try:
-            while not self._closing:
+            while gate.open and not self._closing:
                 frame = reader.next_frame()
                 if frame is NEED_DATA:
                     break
@@ -204,6 +202,9 @@ class AMQPServerProtocol(asyncio.Protocol):
                         self._handle(event)
                 except ChannelError as exc:
                     self._channel_error(frame.channel, exc)
+                gate.left -= 1
+                if not gate.left:
+                    gate.end_turn()
         except FrameError as exc:
             self._protocol_error(exc, fatal=True)
         except ConnectionError as exc:
@@ -216,8 +217,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             )
         finally:
             self._in_receive = False
-            if self._held_channels:
-                self.update_flow()  # acks in this batch may have changed the answer
+            if gate.holding:
+                gate.update_congestion()  # acks in this batch may have changed the answer
             self._flush()
 
     def eof_received(self) -> bool:
@@ -230,9 +231,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._closing = True
         if self._timer is not None:
             self._timer.cancel()
-        if self._flow_timer is not None:
-            self._flow_timer.cancel()
+            self._timer = None
         self._release()
+        self.gate.close()
         self.registry.discard(self)
         if self.client is None:  # an open connection's close is logged by the core's registry
             log.info("%s: connection closed before open: %s", self.peer, self.close_reason)
@@ -245,96 +246,33 @@ class AMQPServerProtocol(asyncio.Protocol):
         for channel in list(self.channels.values()):
             channel.session.set_writable(True)
 
-    # -- input flow control ----------------------------------------------------------------
+    # -- input flow control (roost/backpressure.py) ---------------------------------------
 
-    def pause_for(self, reason: str) -> None:
-        """Stop reading the socket until every reason is withdrawn (``resume_for``)."""
-        if not self._pause_reasons:
-            transport = self._transport
-            if transport is not None and not transport.is_closing():
-                transport.pause_reading()
-        self._pause_reasons.add(reason)
+    def pause_reading(self) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.pause_reading()
 
-    def resume_for(self, reason: str) -> None:
-        if reason not in self._pause_reasons:
-            return
-        self._pause_reasons.discard(reason)
-        if not self._pause_reasons:
-            transport = self._transport
-            if transport is not None and not transport.is_closing():
-                transport.resume_reading()
+    def resume_reading(self) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
 
-    def set_channel_held(self, channel: AMQPChannel, held: bool) -> None:
-        if held:
-            self._held_channels.add(channel)
-        elif channel in self._held_channels:
-            self._held_channels.discard(channel)
-        else:
-            return
-        self.update_flow()
+    def owes_acks(self) -> bool:
+        """Deliveries await acks on this socket: congestion must not pause it."""
+        return any(ch.session.unacked_count for ch in self.channels.values())
 
-    def update_flow(self) -> None:
-        """Pause for congestion while a channel is held, unless the connection holds
-        deliveries it has yet to ack: their acks arrive on this socket, and without them
-        the queues (maybe the very queue that holds us) could never drain. A connection
-        that both publishes and consumes with manual acks is therefore never paused by
-        congestion while it has unacked messages; one with no-ack consumers may be."""
-        want = bool(self._held_channels) and not any(
-            ch.session.unacked_count for ch in self.channels.values()
-        )
-        if want == self.flow_paused:
-            return
-        self.flow_paused = want
-        if self.client is not None:
-            self.client.flow_held = want  # the management API's connection state
-        if want:
-            self.pause_for(CONGESTION)
-            if self._flow_timer is None:
-                self._flow_timer = self._loop.call_later(FLOW_CHECK_INTERVAL, self._flow_check)
-        else:
-            self.resume_for(CONGESTION)
-
-    def _flow_check(self) -> None:
-        self._flow_timer = None
-        if self._closing or not self._held_channels:
-            return
-        for channel in list(self._held_channels):
-            channel.publisher.check_progress()
-        if self._held_channels:
-            self._flow_timer = self._loop.call_later(FLOW_CHECK_INTERVAL, self._flow_check)
-
-    # -- resource alarms -------------------------------------------------------------------
-    #
-    # As in RabbitMQ, an alarm does not block a connection until it publishes: consumers
-    # (and idle connections) keep going. Unlike queue congestion above, a connection that
-    # owes acks is blocked too (RabbitMQ does the same): the node is short of memory or
-    # disk and reading more publishes is exactly what must stop. Its deliveries stay
-    # unacked until the alarm clears or the client gives up (pika's
-    # blocked_connection_timeout), which requeues them.
-
-    def _alarms_changed(self, active: frozenset[str]) -> None:
-        self._alarms = active
-        if self.client is not None:
-            self.client.alarm_state = (
-                "" if not active else "blocked" if self._alarm_blocked else "blocking"
-            )
-        if not active and self._alarm_blocked:
-            self._alarm_blocked = False
-            if self._blocked_notify and self.conn.state is State.OPEN:
-                self.write(encode_method_frame(0, m.ConnectionUnblocked()))
-            self.resume_for(ALARM)
-
-    def _block_for_alarm(self) -> None:
-        self._alarm_blocked = True
-        if self.client is not None:
-            self.client.alarm_state = "blocked"
+    def alarm_blocked(self, alarms: frozenset[str]) -> None:
         if self._blocked_notify:
             reason = next(
-                (text for name, text in BLOCKED_REASONS if name in self._alarms), "low on resources"
+                (text for name, text in BLOCKED_REASONS if name in alarms), "low on resources"
             )
             self.write(encode_method_frame(0, m.ConnectionBlocked(reason=reason)))
-        log.info("%s: blocked by resource alarm(s): %s", self.peer, ", ".join(sorted(self._alarms)))
-        self.pause_for(ALARM)
+        log.info("%s: blocked by resource alarm(s): %s", self.peer, ", ".join(sorted(alarms)))
+
+    def alarm_unblocked(self) -> None:
+        if self._blocked_notify and self.conn.state is State.OPEN:
+            self.write(encode_method_frame(0, m.ConnectionUnblocked()))
 
     # -- output ----------------------------------------------------------------------------
 
@@ -382,8 +320,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             channel = self.channels.get(event.channel)  # type: ignore[attr-defined]
             if channel is not None:  # None: released by an error or a close we sent
                 channel.publish(event.method, event.properties, event.body)  # type: ignore[attr-defined]
-            if self._alarms and not self._alarm_blocked:
-                self._block_for_alarm()
+            self.gate.published()  # a resource alarm in effect blocks us now
         elif cls is ChannelMethod:
             self._channel_method(event.channel, event.method)  # type: ignore[attr-defined]
         elif cls is ConnectionMethod:
@@ -509,9 +446,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._timer = None
         self.write(encode_method_frame(0, m.ConnectionOpenOk()))
         self._start_heartbeats()
-        alarms = self.broker.alarms
-        alarms.subscribe(self._alarms_changed)
-        self._alarms_changed(alarms.active)
+        self.gate.client = self.client
+        self.gate.watch_alarms(self.broker.alarms)
 
     # -- errors and closing ----------------------------------------------------------------
 
@@ -540,9 +476,7 @@ class AMQPServerProtocol(asyncio.Protocol):
     def _send_close(self, code: int, text: str, class_id: int = 0, method_id: int = 0) -> None:
         if self.conn.state in (State.CLOSING, State.CLOSED):
             return
-        self._release()
-        for reason in list(self._pause_reasons):  # whatever held us, close-ok must be read
-            self.resume_for(reason)
+        self._release()  # whatever held us, close-ok must be read (the gate reads on)
         self.write(self.conn.close_frame(code, text, class_id, method_id))
         if self._timer is not None:
             self._timer.cancel()
@@ -562,8 +496,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         reset: amqplib, whose publishes can follow its connection.close on the wire,
         then fails its writes with EPIPE and never sees the close complete."""
         self._closing = True  # data_received drops everything from now on
-        for reason in list(self._pause_reasons):  # unread bytes in the kernel: a reset
-            self.resume_for(reason)
+        self.gate.resume_all()  # unread bytes in the kernel: a reset
         self._flush()
         if self._timer is not None:
             self._timer.cancel()
@@ -583,8 +516,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         for channel in channels.values():
             channel.close()
         self._confirm_channels.clear()
-        self.broker.alarms.unsubscribe(self._alarms_changed)
-        self._alarms = frozenset()
+        self.gate.release()
         if self.client is not None and self.broker.is_connected(self.client):
             self.broker.disconnect(self.client, self.close_reason)
 
@@ -618,7 +550,7 @@ class AMQPServerProtocol(asyncio.Protocol):
     def _tick(self) -> None:
         if self._closing:
             return
-        if self._heard or self._pause_reasons:  # a paused socket's heartbeats wait unread
+        if self._heard or self.gate.paused:  # a paused socket's heartbeats wait unread
             self._heard = False
             self._missed = 0
         else:

@@ -246,6 +246,7 @@ class Broker:
             self.close_session(session)
         for queue in list(client.exclusive_queues):
             client.vhost.delete_queue(queue)
+        client.release()
         closed_reason = reason or "closed"
         if self.connections.remove(client, closed_reason):
             client.closed_reason = closed_reason

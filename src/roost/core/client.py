@@ -141,5 +141,10 @@ class Client:
         if self._closer is not None:
             self._closer(reason)
 
+    def release(self) -> None:
+        """Disconnected: drop the adapter's closer (it refers back to the adapter, which
+        refers to this client; without the cycle both go by reference counting)."""
+        self._closer = None
+
     def __repr__(self) -> str:
         return f"<Client {self.id} {self.protocol} {self.peer} user={self.user.name!r}>"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -51,18 +52,21 @@ class QueueFlow:
     __slots__ = (
         "_checked",
         "_mark",
+        "_queue",
         "congested",
         "high_bytes",
         "high_messages",
         "low_bytes",
         "low_messages",
         "publishers",
-        "queue",
         "stalled",
     )
 
     def __init__(self, queue: Queue) -> None:
-        self.queue = queue
+        # weak: a deleted queue is then freed by reference counting (a queue <-> flow
+        # cycle waited for a full collection, and exclusive queues come and go with
+        # their connections)
+        self._queue = weakref.ref(queue)
         self.congested = False
         self.stalled = False
         self.high_messages = HIGH_MESSAGES
@@ -74,6 +78,12 @@ class QueueFlow:
         self.publishers: set[Publisher] | None = None
         self._mark = -1
         self._checked = 0.0
+
+    @property
+    def queue(self) -> Queue:
+        queue = self._queue()
+        assert queue is not None  # only the queue itself calls in (or a publisher it holds)
+        return queue
 
     def after_push(self) -> None:
         """Called by the queue when a message joined its backlog."""

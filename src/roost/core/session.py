@@ -37,6 +37,23 @@ class DeliverySink(Protocol):
         """The broker ends the session with an error (a delivery not acked in time)."""
 
 
+class _ClosedSink:
+    """A closed session's sink: nothing reaches the adapter any more."""
+
+    def deliver(
+        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
+    ) -> None:
+        pass
+
+    def consumer_cancelled(self, consumer_tag: str) -> None:
+        pass
+
+    def close_with(self, error: BrokerError) -> None:
+        pass
+
+
+CLOSED_SINK: DeliverySink = _ClosedSink()
+
 # An unacknowledged delivery: (queue, entry, consumer or None for basic.get).
 Unacked = tuple["Queue", "Entry", "Consumer | None"]
 
@@ -370,3 +387,6 @@ class Session:
             self.consumers.pop(consumer.tag, None)
             consumer.queue.remove_consumer(consumer)
         self.recover()
+        # the adapter's sink refers to this session: without the cycle both are freed by
+        # reference counting when the connection goes, not at the next full collection
+        self.sink = CLOSED_SINK

@@ -194,10 +194,11 @@ class FrameParser:
             return self._general_frame()
         if end - pos > self.limits.max_frame_size:
             return self._general_frame()
+        body = bytes(buf[start:end])  # before a compaction moves the bytes
         self._pos = end + 1
         if end >= 65536:
             self._compact()
-        return Frame(command, headers, bytes(buf[start:end]))
+        return Frame(command, headers, body)
 
     def _general_frame(self) -> Frame | _NeedData:
         buf = self._buf

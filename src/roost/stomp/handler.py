@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from roost import __version__
+from roost.backpressure import ReadGate
 from roost.core import ACK_TIMEOUT, AdapterPort, Message, Traffic
 from roost.core.errors import (
     AccessRefused,
@@ -109,7 +110,7 @@ class StompTransport(Protocol):
     def abort(self) -> None: ...
 
     def pause_reading(self) -> None:
-        """Read no more input until ``resume_reading`` (a resource alarm)."""
+        """Read no more input until ``resume_reading`` (roost/backpressure.py)."""
 
     def resume_reading(self) -> None: ...
 
@@ -182,10 +183,11 @@ class StompHandler:
         self._silent_ticks = 0  # heart-beat ticks with nothing written (_send_heartbeat)
         self._timers: list[Timer] = []
         self._timers.append(self._clock.call_later(settings.connect_timeout, self._connect_timeout))
-        # resource alarms (core/alarms.py): the next SEND while one is in effect stops
-        # reading this connection until it clears; subscribers keep receiving
-        self._alarms: frozenset[str] = frozenset()
-        self._alarm_blocked = False
+        # when the socket is read: queues congested by our SENDs, resource alarms, a
+        # turn's worth of work done (roost/backpressure.py, shared by every protocol;
+        # sans-IO like this session: it pauses through the transport, times on the clock)
+        self.gate = ReadGate(self, clock)
+        self.publisher = self.gate.publisher(broker)
         self._going_away = False  # the server is stopping (shutdown)
         registry.add(self)
 
@@ -197,15 +199,25 @@ class StompHandler:
         self._heard = self._clock.time()
         self.traffic.recv_oct += len(data)
         self.traffic.recv_cnt += 1
+        self.parser.feed(data)
+        self.work()
+        self.gate.read_done(len(data))
+
+    def work(self) -> None:
+        """Handle the frames read so far while the gate is open, a turn's worth at most;
+        what is left waits in the parser (and the socket is not read) until it opens."""
         parser = self.parser
-        parser.feed(data)
+        gate = self.gate
         frame: Any = None
         try:
-            while not self.closed:
+            while gate.open and not self.closed:
                 frame = parser.next_frame()
                 if frame is NEED_DATA:
                     break
                 self._handle(frame)
+                gate.left -= 1
+                if not gate.left:
+                    gate.end_turn()
         except StompParseError as exc:
             self._error(exc.message, exc.detail)
         except StompError as exc:
@@ -217,6 +229,8 @@ class StompHandler:
         except Exception:
             log.exception("%s: internal error while handling %r", self.transport.peer, frame)
             self._error("internal_error", "internal error", frame)
+        if gate.holding and not self.closed:
+            gate.update_congestion()  # acks in this batch may have changed the answer
 
     def _handle(self, frame: Frame) -> None:
         command = frame.command
@@ -241,11 +255,8 @@ class StompHandler:
             work.append(lambda: handler(self, frame))
         else:
             handler(self, frame)
-        if self._alarms and command == "SEND" and not self._alarm_blocked:
-            self._alarm_blocked = True
-            self.client.alarm_state = "blocked"
-            log.info("%s: blocked by resource alarm(s)", self.transport.peer)
-            self.transport.pause_reading()
+        if command == "SEND":
+            self.gate.published()  # a resource alarm in effect blocks us now
         receipt = headers.get("receipt")
         if receipt is None or command in _OWN_RECEIPT or self.closed:
             return
@@ -352,9 +363,8 @@ class StompHandler:
         self.client.ssl = self.transport.tls
         self.client.auth_mechanism = "EXTERNAL" if login is None and cert_user else "PLAIN"
         self.session = self.broker.open_session(self.client, self)
-        alarms = self.broker.alarms
-        alarms.subscribe(self._alarms_changed)
-        self._alarms_changed(alarms.active)
+        self.gate.client = self.client
+        self.gate.watch_alarms(self.broker.alarms)
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
@@ -415,7 +425,7 @@ class StompHandler:
     def _check_heartbeat(self, interval: float) -> None:
         if self.closed:
             return
-        if self._alarm_blocked:  # its heart-beats wait unread in the socket
+        if self.gate.paused:  # its heart-beats wait unread in the socket
             self._heard = self._clock.time()
         silent = self._clock.time() - self._heard
         if silent > 2 * interval:  # the spec's "some tolerance": two whole intervals
@@ -465,7 +475,7 @@ class StompHandler:
         receipt = frame.headers.get("receipt")
         if receipt is None or "transaction" in frame.headers:
             # in a transaction the receipt went out when the SEND was buffered
-            self.broker.publish(self.client, exchange, message)
+            self.broker.publish(self.client, exchange, message, publisher=self.publisher)
             return
         # Like an AMQP confirm, the receipt waits for the store's group-commit fsync when
         # the message went to a durable queue; the dispatcher must not send it now.
@@ -475,6 +485,7 @@ class StompHandler:
             exchange,
             message,
             partial(self._stored, receipt),
+            self.publisher,
             refused=partial(self._refused, receipt),
         )
 
@@ -686,6 +697,8 @@ class StompHandler:
             self._max_tag = delivery_tag
             sub.outstanding[delivery_tag] = None
             self.tag_subscription[delivery_tag] = sub
+            if self.gate.flow_held:  # its ack must be read: the socket may not wait
+                self.gate.update_congestion()
         parts.append(property_lines(message.properties, self.version))
         body = message.body
         if body:  # the frame in one join: a 1 KiB body is copied once, not twice
@@ -836,21 +849,29 @@ class StompHandler:
             timer.cancel()
         self.transactions.clear()
         self.registry.discard(self)
-        self.broker.alarms.unsubscribe(self._alarms_changed)
+        self.gate.close()
         if self.client is not None and self.broker.is_connected(self.client):
             # the core's connection registry logs the close, with the reason
             self.broker.disconnect(self.client, self.close_reason)
 
-    def _alarms_changed(self, active: frozenset[str]) -> None:
-        self._alarms = active
-        if self.client is not None:
-            self.client.alarm_state = (
-                "" if not active else "blocked" if self._alarm_blocked else "blocking"
-            )
-        if not active and self._alarm_blocked:
-            self._alarm_blocked = False
-            if not self.closed:
-                self.transport.resume_reading()
+    # -- input flow control (roost/backpressure.py) -----------------------------------------
+
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.transport.resume_reading()
+
+    def owes_acks(self) -> bool:
+        """Deliveries await ACKs on this connection: congestion must not pause it."""
+        return self.session is not None and self.session.unacked_count > 0
+
+    def alarm_blocked(self, alarms: frozenset[str]) -> None:
+        log.info("%s: blocked by resource alarm(s): %s", self.transport.peer,
+                 ", ".join(sorted(alarms)))
+
+    def alarm_unblocked(self) -> None:
+        pass  # STOMP has no frame for it: the socket is simply read again
 
     def connection_lost(self) -> None:
         self.close_reason = self.close_reason or "client closed the socket"

@@ -58,10 +58,12 @@ class StompServerProtocol(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.handler is not None:
-            if exc is not None and not self.handler.close_reason:
-                self.handler.close_reason = f"connection lost ({exc})"
-            self.handler.connection_lost()
+        handler, self.handler = self.handler, None  # (it refers back to us)
+        if handler is not None:
+            if exc is not None and not handler.close_reason:
+                handler.close_reason = f"connection lost ({exc})"
+            handler.connection_lost()
+        self._transport = None
 
     def pause_writing(self) -> None:
         if self.handler is not None and self.handler.session is not None:

@@ -64,7 +64,10 @@ class WebSocketTransport:
         self.queued = 0
         self.paused = False
         self.going_away = False
-        self.reading = asyncio.Event()  # cleared while a resource alarm blocks input
+        # cleared while the handler's ReadGate holds input (roost/backpressure.py): the
+        # next message stays in aiohttp's reader, which stops reading the socket once
+        # it holds 2 x 256 KiB (its WebSocketDataQueue limit), so TCP pushes back
+        self.reading = asyncio.Event()
         self.reading.set()
 
     def write(self, data: bytes) -> None:
@@ -165,7 +168,17 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(writer, 2.0)
         writer.cancel()
+        transport.handler = None  # (it refers back to the transport)
+        _drop_tracebacks(ws.exception())  # a reset socket's: its frames refer back to ws
     return ws
+
+
+def _drop_tracebacks(error: BaseException | None) -> None:
+    """Forget the frames of an error and of those it came from: they hold the response
+    that holds the error, a cycle only a full collection would free."""
+    while error is not None and error.__traceback__ is not None:
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__
 
 
 def create_app(

@@ -1,0 +1,243 @@
+"""Publisher flow control on every protocol (issue 19): a publisher that never waits,
+sending to a queue whose one consumer acks slowly, is held by TCP back-pressure (its
+socket is not read, the management API shows its connection in state ``flow``), the
+queue's ready backlog stays within the flow watermark, and once the consumer speeds up
+every message arrives exactly once.
+
+The publishers are what users run: pika's ``basic_publish`` in a loop (AMQP); a raw
+socket writing many STOMP ``SEND``s per write without receipts (STOMP over TCP); a
+WebSocket client sending many ``SEND``s per WebSocket message (STOMP over WebSocket).
+The consumers are pika and stomp.py (over TCP and over WebSocket) with manual acks and
+a prefetch of 100. Bodies are 1 KiB so that 20 MB of publishes cannot all hide in the
+kernel's socket buffers.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pika
+import stomp
+import websocket
+
+from roost.core.flow import HIGH_MESSAGES
+from tests.support import RoostProcess
+
+TOTAL = 20_000
+SLOW_PHASE = 3.0  # seconds of a consumer acking one message every ~2 ms
+BATCH = 64  # STOMP frames a write
+
+
+def body(seq: int) -> bytes:
+    return f"{seq:08d}".encode().ljust(1024, b".")
+
+
+def seq_of(payload: bytes | str) -> int:
+    return int(payload[:8])
+
+
+def stomp_sends(qname: str, start: int) -> bytes:
+    """SENDs of messages ``start`` … ``start + BATCH - 1`` (up to TOTAL) in one write."""
+    head = b"SEND\ndestination:/queue/" + qname.encode() + b"\n\n"
+    return b"".join(head + body(s) + b"\x00" for s in range(start, min(start + BATCH, TOTAL)))
+
+
+CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nheart-beat:0,0\n\n\x00"
+
+
+@dataclass
+class Consumer:
+    """Deliveries as they came; ``ack`` settles one by its id (called from the test)."""
+
+    ack: Callable[[Any], None]
+    pending: queue.Queue[tuple[Any, int]] = field(default_factory=queue.Queue)
+    seqs: list[int] = field(default_factory=list)
+    # pika's BlockingConnection is single-threaded: its events are pumped from here
+    pump: Callable[[], None] = lambda: None
+
+    def delivered(self, ack_id: Any, seq: int) -> None:
+        self.seqs.append(seq)
+        self.pending.put((ack_id, seq))
+
+    def ack_one(self, wait: float) -> bool:
+        self.pump()
+        try:
+            ack_id, _ = self.pending.get(timeout=wait)
+        except queue.Empty:
+            return False
+        self.ack(ack_id)
+        return True
+
+
+def api(server: RoostProcess, path: str) -> Any:
+    reply = httpx.get(f"{server.http_url}/api/{path}", auth=("guest", "guest"), timeout=5)
+    reply.raise_for_status()
+    return reply.json()
+
+
+def check_held_then_all_arrive(
+    server: RoostProcess,
+    qname: str,
+    consumer: Consumer,
+    producer: threading.Thread,
+    producer_port: Callable[[], int],
+) -> None:
+    producer.start()
+    peak = 0
+    flow_seen = False
+    stop_at = time.monotonic() + SLOW_PHASE
+    next_look = 0.0
+    while time.monotonic() < stop_at:
+        consumer.ack_one(0.002)
+        time.sleep(0.002)
+        if time.monotonic() >= next_look:
+            next_look = time.monotonic() + 0.2
+            peak = max(peak, api(server, f"queues/%2F/{qname}")["messages_ready"])
+            port = producer_port()
+            flow_seen = flow_seen or any(
+                c["peer_port"] == port and c["state"] == "flow"
+                for c in api(server, "connections")
+            )
+    # held: the publisher's writes wait (its socket is not read), the backlog stops at
+    # the high watermark, the management API says "flow"
+    assert producer.is_alive(), "the publisher wrote everything: it was never held"
+    assert flow_seen, "the publisher's connection never showed state 'flow'"
+    assert HIGH_MESSAGES // 2 <= peak <= HIGH_MESSAGES, peak
+    taken = len(consumer.seqs) + api(server, f"queues/%2F/{qname}")["messages"]
+    assert taken < TOTAL * 3 // 4, taken
+    # the consumer speeds up: every message arrives, each once
+    deadline = time.monotonic() + 90
+    while len(consumer.seqs) < TOTAL:
+        assert time.monotonic() < deadline, f"{len(consumer.seqs)} of {TOTAL} arrived"
+        consumer.ack_one(0.5)
+    while consumer.ack_one(0.05):
+        pass
+    producer.join(30)
+    assert not producer.is_alive()
+    assert sorted(consumer.seqs) == list(range(TOTAL))
+    assert "stalled" not in server.log  # the slow consumer kept its queue moving
+
+
+# -- AMQP ---------------------------------------------------------------------------------
+
+
+def test_amqp_publisher_is_held_and_nothing_is_lost(fresh_roost: RoostProcess, qname: str) -> None:
+    params = pika.URLParameters(fresh_roost.url)
+    conn = pika.BlockingConnection(params)
+    channel = conn.channel()
+    channel.queue_declare(qname)
+    channel.basic_qos(prefetch_count=100)
+    consumer = Consumer(ack=lambda tag: channel.basic_ack(tag))
+    consumer.pump = lambda: conn.process_data_events(time_limit=0)
+    channel.basic_consume(
+        qname, lambda _ch, method, _props, data: consumer.delivered(method.delivery_tag,
+                                                                    seq_of(data))
+    )
+    ports: list[int] = []
+
+    def produce() -> None:
+        params = pika.URLParameters(fresh_roost.url)
+        params.heartbeat = 0
+        publisher = pika.BlockingConnection(params)
+        sock = publisher._impl._transport._sock  # its port, to find it in the API
+        ports.append(sock.getsockname()[1])
+        ch = publisher.channel()
+        for seq in range(TOTAL):
+            ch.basic_publish("", qname, body(seq))
+        publisher.close()
+
+    producer = threading.Thread(target=produce)
+    try:
+        check_held_then_all_arrive(
+            fresh_roost, qname, consumer, producer, lambda: ports[0] if ports else -1
+        )
+    finally:
+        conn.close()
+
+
+# -- STOMP over TCP -----------------------------------------------------------------------
+
+
+class StompInbox(stomp.ConnectionListener):
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+
+    def on_message(self, frame: Any) -> None:
+        self.consumer.delivered(frame.headers["ack"], seq_of(frame.body))
+
+
+def subscribe(conn: Any, qname: str) -> Consumer:
+    consumer = Consumer(ack=conn.ack)
+    conn.set_listener("inbox", StompInbox(consumer))
+    conn.connect("guest", "guest", wait=True)
+    conn.subscribe(
+        f"/queue/{qname}", id="slow", ack="client-individual",
+        headers={"prefetch-count": "100"},
+    )
+    return consumer
+
+
+def test_stomp_publisher_is_held_and_nothing_is_lost(
+    fresh_roost: RoostProcess, qname: str
+) -> None:
+    conn = stomp.Connection12([("127.0.0.1", fresh_roost.stomp_port)])
+    consumer = subscribe(conn, qname)
+    sock = socket.create_connection(("127.0.0.1", fresh_roost.stomp_port))
+    sock.sendall(CONNECT)
+    assert sock.recv(4096).startswith(b"CONNECTED")
+    time.sleep(0.2)  # the subscription declared the queue
+
+    def produce() -> None:
+        for start in range(0, TOTAL, BATCH):  # many frames per write, no receipts
+            sock.sendall(stomp_sends(qname, start))
+        sock.sendall(b"DISCONNECT\nreceipt:bye\n\n\x00")
+        assert b"RECEIPT" in sock.recv(4096)
+
+    producer = threading.Thread(target=produce)
+    try:
+        check_held_then_all_arrive(
+            fresh_roost, qname, consumer, producer, lambda: sock.getsockname()[1]
+        )
+    finally:
+        sock.close()
+        conn.disconnect()
+
+
+# -- STOMP over WebSocket -----------------------------------------------------------------
+
+
+def test_websocket_publisher_is_held_and_nothing_is_lost(
+    fresh_roost: RoostProcess, qname: str
+) -> None:
+    conn = stomp.WSConnection(
+        [("127.0.0.1", fresh_roost.ws_port)], ws_path="/ws"
+    )
+    consumer = subscribe(conn, qname)
+    ws = websocket.create_connection(
+        f"ws://127.0.0.1:{fresh_roost.ws_port}/ws", subprotocols=["v12.stomp"], timeout=60
+    )
+    ws.send_binary(CONNECT)
+    assert ws.recv().startswith("CONNECTED")
+    time.sleep(0.2)
+
+    def produce() -> None:
+        for start in range(0, TOTAL, BATCH):  # many frames per WebSocket message
+            ws.send_binary(stomp_sends(qname, start))
+        ws.send_binary(b"DISCONNECT\nreceipt:bye\n\n\x00")
+        assert "RECEIPT" in ws.recv()
+
+    producer = threading.Thread(target=produce)
+    try:
+        check_held_then_all_arrive(
+            fresh_roost, qname, consumer, producer, lambda: ws.sock.getsockname()[1]
+        )
+    finally:
+        ws.close()
+        conn.disconnect()
