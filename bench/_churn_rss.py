@@ -31,8 +31,8 @@ SETTLE_S = 1.0
 def client(url: str, stomp: int, ws: int, amqp_n: int, stomp_n: int, ws_n: int) -> None:
     """The load, in a process of its own: one round at a time, each after the parent
     answers the last round's line (it reads the broker's RSS in between)."""
+    from roost.client import parse_uri as parse_url
     from roost.perf import churn
-    from roost.perf.options import parse_url
 
     ep = parse_url(url)
     total = amqp_n + stomp_n + ws_n

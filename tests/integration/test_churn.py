@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
+from roost.client import parse_uri as parse_url
 from roost.perf import churn
-from roost.perf.options import parse_url
 from tests.support import RoostProcess
 
 TOLERANCE_MB = 8.0

@@ -26,8 +26,7 @@ from typing import Any
 
 from roost.amqp import codec
 from roost.amqp import codec_methods as m
-from roost.perf import client as perf_client
-from roost.perf.options import Endpoint
+from roost.client import Endpoint, Message, connect
 
 WAYS = 4
 STOMP_CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nheart-beat:0,0\n\n\x00"
@@ -35,24 +34,22 @@ STOMP_CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nhear
 
 async def amqp_once(ep: Endpoint, way: int, hold: Callable[[], Awaitable[None]]) -> None:
     """One AMQP connection: set up as ``way`` says, wait for ``hold``, then end."""
-    conn = await perf_client.connect(ep)
+    conn = await connect(ep, name="roost-churn")
     transport = conn.transport
     assert transport is not None
     if way in (1, 2):
-        ok = await conn.call(m.QueueDeclare(queue="", exclusive=True), m.QueueDeclareOk)
-        await conn.call(m.BasicQos(prefetch_count=10), m.BasicQosOk)
-        got: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        ch = await conn.channel()
+        ok = await ch.queue_declare("", exclusive=True)
+        await ch.qos(10)
+        got: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
 
-        def on_method(method: Any) -> None:
+        def on_message(message: Message) -> None:
             if not got.done():
-                got.set_result(method)
+                got.set_result(message)
 
-        conn.on_method = on_method
-        body = codec.encode_basic_publish(
-            1, "", ok.queue, False, False, b"\x00\x00", b"x" * 100, conn.frame_max
-        )
-        transport.write(body * 2)
-        await conn.call(m.BasicConsume(queue=ok.queue), m.BasicConsumeOk)
+        for _ in range(2):
+            ch.publish("", ok.queue, b"x" * 100)
+        await ch.consume(ok.queue, on_message)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(got, 5)  # a basic.deliver, never acked
     await hold()
