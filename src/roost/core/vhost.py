@@ -397,6 +397,12 @@ class VHost:
         self._changed(QueueDeclared(queue))
         return queue
 
+    def adopt_queue(self, queue: Queue) -> None:
+        """A queue made elsewhere joins this vhost and is announced (a cluster's stand-in
+        for a queue homed on another node, roost.cluster.remote)."""
+        self.queues[queue.name] = queue
+        self._changed(QueueDeclared(queue))
+
     def _check_queue_equivalence(
         self, q: Queue, durable: bool, exclusive: bool, auto_delete: bool, arguments: dict[str, Any]
     ) -> None:

@@ -1,0 +1,434 @@
+"""Any node serves any client: queues homed on other nodes, reached over the links.
+
+A queue lives on one node, its home (the node whose client declared it). Every other
+node holds a ``RemoteQueue`` for it, made from its etcd declaration, which routing and
+consumers use like any queue:
+
+- ``push`` (a publish routed to it here) sends a ``Publish`` to the home node and issues
+  a ``Pending`` operation: the publisher's confirm waits for the home node's
+  ``PublishResult`` (after its fsync for a persistent message to a durable queue), and a
+  home node out of reach nacks it;
+- the first consumer here subscribes at the home node (``Consume`` with a credit of
+  ``CREDIT`` messages); the home node delivers into this stand-in (``Deliver``), which
+  dispatches to its own consumers with their prefetch as any queue does, and their
+  acks, rejects and requeues go back as ``Settle``; when the last consumer here leaves,
+  the subscription is cancelled and what was not handed out goes back.
+
+The home node (``Home``) serves each peer through one core session per vhost, as a
+client of its own with the broker's rights: a remote subscription is a consumer of that
+session, so prefetch, requeue on loss and redelivery are the single node's. A link that
+goes down closes those sessions (their unacked messages are requeued at home) and nacks
+the publishes still waiting on it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from roost.amqp.codec import decode_properties, encode_properties
+from roost.cluster.link import frames as f
+from roost.core.auth import User
+from roost.core.client import Client
+from roost.core.errors import BrokerError, NotFound
+from roost.core.message import Message, Properties
+from roost.core.queues.base import Queue
+from roost.core.queues.entry import Entry
+
+if TYPE_CHECKING:
+    from roost.cluster.link.transport import Link
+    from roost.cluster.node import ClusterNode
+    from roost.core.broker import Broker
+    from roost.core.consumer import Consumer
+    from roost.core.session import Session
+    from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.cluster.remote")
+
+CREDIT = 256  # deliveries a home node sends ahead of the acks of one remote subscription
+
+
+class Unreachable(BrokerError):
+    pass
+
+
+def _properties(message: Message) -> bytes:
+    raw = message.encoded_properties
+    if raw is None:
+        raw = message.encoded_properties = encode_properties(message.properties)
+    return raw
+
+
+def _message(exchange: str, routing_key: str, raw: bytes, body: bytes) -> Message:
+    return Message(exchange, routing_key, Properties(*decode_properties(raw)), body, raw)
+
+
+class RemoteEntry(Entry):
+    """An entry the home node delivered: settling it settles ``delivery_id`` there."""
+
+    __slots__ = ("delivery_id",)
+
+    def __init__(self, seq: int, message: Message, delivery_id: int) -> None:
+        super().__init__(seq, message)
+        self.delivery_id = delivery_id
+
+
+class RemoteQueue(Queue):
+    """This node's stand-in for a queue homed on ``home``."""
+
+    remote = True
+
+    def __init__(self, plane: DataPlane, vhost: VHost, item: dict[str, Any], home: str) -> None:
+        super().__init__(
+            vhost,
+            item["name"],
+            durable=bool(item.get("durable")),
+            auto_delete=bool(item.get("auto_delete")),
+            arguments=dict(item.get("arguments") or {}),
+        )
+        self.plane = plane
+        self.home = home
+        self.consumer_id = 0  # our subscription at the home node; 0: none
+
+    # -- publishing: to the home node
+
+    def push(self, message: Message) -> bool:
+        return self.plane.forward(self, message)
+
+    # -- deliveries from the home node
+
+    def arrived(self, delivery_id: int, redelivered: bool, message: Message) -> None:
+        self._seq += 1
+        entry = RemoteEntry(self._seq, message, delivery_id)
+        entry.redelivered = redelivered
+        if self.ready or not self._offer(entry):
+            self._own_ready().append(entry)
+            self.ready_bytes += entry.size
+
+    def settle(self, entry: Entry) -> None:
+        self.unacked -= 1
+        self.stat_acked += 1
+        self.plane.settle(self, entry, f.SettleOp.ACK, requeue=False)
+
+    def discard(self, entry: Entry) -> None:
+        self.unacked -= 1
+        self.plane.settle(self, entry, f.SettleOp.REJECT, requeue=False)
+
+    def requeue(self, entries: Any) -> None:
+        for entry in entries:  # the home node puts them back in their place
+            self.unacked -= 1
+            self.plane.settle(self, entry, f.SettleOp.REJECT, requeue=True)
+
+    def purge(self) -> int:
+        count = len(self.ready)
+        self._give_back(requeue=False)
+        return count
+
+    def _give_back(self, *, requeue: bool) -> None:
+        for entry in self.ready:
+            self.plane.settle(self, entry, f.SettleOp.REJECT, requeue=requeue)
+        self.ready.clear()
+        self.ready_bytes = 0
+
+    def lost_home(self) -> None:
+        """The link to the home node went down: what it sent ahead is requeued there."""
+        self.consumer_id = 0
+        self.ready.clear()
+        self.ready_bytes = 0
+
+    # -- consumers
+
+    def check_consume(self, exclusive: bool) -> None:
+        if not self.plane.reachable(self.home):
+            raise NotFound(
+                f"home node '{self.home}' of queue '{self.name}' in vhost "
+                f"'{self.vhost.name}' is down or inaccessible"
+            )
+        super().check_consume(exclusive)
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        super().add_consumer(consumer)
+        if not self.consumer_id:
+            self.plane.subscribe(self)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """No auto-delete here: the home node counts this node as one consumer."""
+        if consumer not in self.consumers:
+            return
+        self.consumers.remove(consumer)
+        if not self.consumers and self.consumer_id:
+            self._give_back(requeue=True)
+            self.plane.unsubscribe(self)
+        elif self.consumers:
+            self.dispatch()
+
+
+class _Sink:
+    """The home node's side of one peer's sessions: deliveries become ``Deliver``."""
+
+    def __init__(self, home: Home, link: Link) -> None:
+        self.home = home
+        self.link = link
+        self.ids: dict[str, int] = {}  # consumer tag -> the peer's consumer id
+
+    def deliver(
+        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
+    ) -> None:
+        self.link.send(
+            f.Deliver(
+                self.ids.get(consumer_tag, 0),
+                delivery_tag,
+                f.DELIVER_REDELIVERED if redelivered else 0,
+                0,
+                message.exchange,
+                message.routing_key,
+                _properties(message),
+                message.body,
+            )
+        )
+
+    def consumer_cancelled(self, consumer_tag: str) -> None:
+        consumer_id = self.ids.pop(consumer_tag, 0)
+        if consumer_id:
+            self.link.send(f.Cancel(consumer_id, 404, "queue deleted"))
+
+    def close_with(self, error: BrokerError) -> None:
+        for tag in list(self.ids):
+            self.consumer_cancelled(tag)
+
+
+class Home:
+    """What this node does for its peers as the home of queues."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        # (peer, vhost) -> the session serving that peer's subscriptions there
+        self.sessions: dict[tuple[str, str], tuple[Session, _Sink]] = {}
+
+    def publish(self, link: Link, frame: f.Publish) -> None:
+        def answer(outcome: f.Outcome, text: str = "") -> None:
+            if frame.publish_id:
+                link.send(f.PublishResult(frame.publish_id, outcome, text))
+
+        vhost = self.broker.catalog.vhosts.get(frame.vhost)
+        message = _message(frame.exchange, frame.routing_key, frame.properties, frame.body)
+        store = self.broker.message_store
+        before = store.appends
+        taken = 0
+        for name in frame.queues:
+            queue = None if vhost is None else vhost.queues.get(name)
+            if queue is None or queue.remote or queue.deleted:
+                continue
+            if not queue.push(message):
+                answer(f.Outcome.NACKED, queue.refusal)
+                return
+            taken += 1
+        if not taken:
+            answer(f.Outcome.UNROUTABLE, "no such queue on its home node")
+        elif store.appends != before:
+            store.when_durable(
+                lambda ok: answer(f.Outcome.CONFIRMED if ok else f.Outcome.NACKED, "disk")
+            )
+        else:
+            answer(f.Outcome.CONFIRMED)
+
+    def _session(self, link: Link, vhost: VHost) -> tuple[Session, _Sink]:
+        key = (link.peer, vhost.name)
+        found = self.sessions.get(key)
+        if found is not None and found[1].link is link:
+            return found
+        client = Client(
+            protocol="cluster", peer=link.peer, user=User("rmq-internal", ""), vhost=vhost
+        )
+        sink = _Sink(self, link)
+        session = self.broker.open_session(client, sink)
+        session.set_qos(CREDIT, False)
+        self.sessions[key] = (session, sink)
+        return session, sink
+
+    def consume(self, link: Link, frame: f.Consume) -> None:
+        vhost = self.broker.catalog.vhosts.get(frame.vhost)
+        queue = None if vhost is None else vhost.queues.get(frame.queue)
+        if vhost is None or queue is None or queue.remote:
+            link.send(f.Cancel(frame.consumer_id, 404, f"no queue '{frame.queue}' here"))
+            return
+        session, sink = self._session(link, vhost)
+        tag = f"cluster-{link.peer}-{frame.consumer_id}"
+        try:
+            consumer = session.consume(queue, tag, no_ack=False, exclusive=False)
+        except BrokerError as exc:
+            link.send(f.Cancel(frame.consumer_id, 403, str(exc)))
+            return
+        sink.ids[tag] = frame.consumer_id
+        link.send(f.ConsumeOk(frame.consumer_id))
+        session.start(consumer)
+
+    def cancel(self, link: Link, frame: f.Cancel) -> None:
+        for session, sink in self._of(link):
+            tag = f"cluster-{link.peer}-{frame.consumer_id}"
+            if sink.ids.pop(tag, None) is not None:
+                session.cancel(tag)
+
+    def settle(self, link: Link, frame: f.Settle) -> None:
+        requeue = bool(frame.flags & f.SETTLE_REQUEUE)
+        for session, _sink in self._of(link):
+            if not session.is_unacked(frame.delivery_id):
+                continue
+            if frame.op == f.SettleOp.ACK:
+                session.ack(frame.delivery_id, False)
+            else:
+                session.nack(frame.delivery_id, False, requeue)
+            return
+
+    def _of(self, link: Link) -> list[tuple[Session, _Sink]]:
+        return [s for (peer, _), s in self.sessions.items() if peer == link.peer]
+
+    def link_down(self, peer: str) -> None:
+        """The peer's subscriptions end; what it had not acked is requeued here."""
+        for key in [k for k in self.sessions if k[0] == peer]:
+            session, _sink = self.sessions.pop(key)
+            self.broker.close_session(session)
+
+
+class DataPlane:
+    """Forwarding, remote subscriptions and the home side, over the node's links."""
+
+    def __init__(self, node: ClusterNode, broker: Broker) -> None:
+        self.node = node
+        self.broker = broker
+        self.home = Home(broker)
+        self._next_id = 0
+        # publish id -> (home node, Pending operation number)
+        self._forwarded: dict[int, tuple[str, int]] = {}
+        self._subscriptions: dict[int, RemoteQueue] = {}  # consumer id -> stand-in
+        node.frame_handlers.append(self.frame)
+        node.link_up.append(self._link_up)
+        node.link_down.append(self._link_down)
+        node.node_down.append(self._node_down)
+
+    def make_queue(self, vhost: VHost, item: dict[str, Any], home: str) -> Queue:
+        return RemoteQueue(self, vhost, item, home)
+
+    def reachable(self, node: str) -> bool:
+        return self.node.links.link(node) is not None
+
+    # -- the client's node
+
+    def forward(self, queue: RemoteQueue, message: Message) -> bool:
+        link = self.node.links.link(queue.home)
+        if link is None:
+            queue.refusal = (
+                f"home node '{queue.home}' of queue '{queue.name}' in vhost "
+                f"'{queue.vhost.name}' is down or inaccessible"
+            )
+            return False
+        self._next_id += 1
+        pid = self._next_id
+        self._forwarded[pid] = (queue.home, self.broker.pending.issue())
+        link.send(
+            f.Publish(
+                pid,
+                f.PUBLISH_CONFIRM,
+                queue.vhost.name,
+                [queue.name],
+                message.exchange,
+                message.routing_key,
+                _properties(message),
+                message.body,
+            )
+        )
+        queue.stat_published += 1
+        return True
+
+    def subscribe(self, queue: RemoteQueue) -> None:
+        link = self.node.links.link(queue.home)
+        if link is None:
+            return
+        self._next_id += 1
+        queue.consumer_id = self._next_id
+        self._subscriptions[queue.consumer_id] = queue
+        link.send(f.Consume(queue.consumer_id, queue.vhost.name, queue.name, "", CREDIT))
+
+    def unsubscribe(self, queue: RemoteQueue) -> None:
+        consumer_id, queue.consumer_id = queue.consumer_id, 0
+        self._subscriptions.pop(consumer_id, None)
+        link = self.node.links.link(queue.home)
+        if link is not None and consumer_id:
+            link.send(f.Cancel(consumer_id))
+
+    def settle(self, queue: RemoteQueue, entry: Entry, op: f.SettleOp, *, requeue: bool) -> None:
+        delivery_id = getattr(entry, "delivery_id", 0)
+        link = self.node.links.link(queue.home)
+        if link is None or not delivery_id:
+            return  # the home node requeued it when the link went down
+        flags = f.SETTLE_REQUEUE if requeue else 0
+        link.send(f.Settle(queue.consumer_id, op, flags, delivery_id))
+
+    # -- frames
+
+    def frame(self, link: Link, frame: f.Frame) -> None:
+        match frame:
+            case f.Publish():
+                self.home.publish(link, frame)
+            case f.PublishResult(publish_id=pid, outcome=outcome, text=text):
+                found = self._forwarded.pop(pid, None)
+                if found is not None:
+                    error = None if outcome == f.Outcome.CONFIRMED else Unreachable(text)
+                    self.broker.pending.finish(found[1], error)
+            case f.Deliver():
+                queue = self._subscriptions.get(frame.consumer_id)
+                if queue is None or queue.deleted:
+                    back = f.Settle(
+                        frame.consumer_id, f.SettleOp.REJECT, f.SETTLE_REQUEUE, frame.delivery_id
+                    )
+                    link.send(back)
+                    return
+                message = _message(frame.exchange, frame.routing_key, frame.properties, frame.body)
+                redelivered = bool(frame.flags & f.DELIVER_REDELIVERED)
+                queue.arrived(frame.delivery_id, redelivered, message)
+            case f.Settle():
+                self.home.settle(link, frame)
+            case f.Consume():
+                self.home.consume(link, frame)
+            case f.Cancel(consumer_id=cid):
+                queue = self._subscriptions.pop(cid, None)
+                if queue is not None:  # the home node ended it (queue deleted there)
+                    queue.consumer_id = 0
+                else:
+                    self.home.cancel(link, frame)
+            case _:
+                pass
+
+    def _link_up(self, link: Link) -> None:
+        for queue in self._stand_ins(link.peer):
+            if queue.consumers and not queue.consumer_id:
+                self.subscribe(queue)
+
+    def _link_down(self, link: Link, why: str) -> None:
+        peer = link.peer
+        self.home.link_down(peer)
+        for pid, (home, number) in list(self._forwarded.items()):
+            if home == peer:
+                del self._forwarded[pid]
+                self.broker.pending.finish(
+                    number, Unreachable(f"link to node '{peer}' lost: {why}")
+                )
+        for queue in self._stand_ins(peer):
+            self._subscriptions.pop(queue.consumer_id, None)
+            queue.lost_home()
+
+    def _node_down(self, peer: str) -> None:
+        """The home node is gone (its lease expired): consumers of its queues here are
+        cancelled (basic.cancel), as RabbitMQ does when a classic queue's node goes."""
+        for queue in self._stand_ins(peer):
+            for consumer in list(queue.consumers):
+                queue.consumers.remove(consumer)
+                consumer.session.consumer_gone(consumer)
+
+    def _stand_ins(self, peer: str) -> list[RemoteQueue]:
+        return [
+            q
+            for vhost in self.broker.catalog.vhosts.values()
+            for q in vhost.queues.values()
+            if isinstance(q, RemoteQueue) and q.home == peer
+        ]
