@@ -33,7 +33,12 @@ from urllib.parse import quote, unquote
 from roost.cluster.coordinator import Compare, Delete, Get, KeyValue, Put
 from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
-from roost.core.definitions import ORDER, export_definitions, import_definitions
+from roost.core.definitions import (
+    ORDER,
+    export_definitions,
+    import_definitions,
+    item_recreated,
+)
 from roost.core.errors import BrokerError, InternalError, NotFound, PreconditionFailed
 from roost.core.events import Event, VHostChanged
 from roost.core.journal import KEYS, Changes
@@ -103,10 +108,14 @@ class ClusterDefinitions:
 
     # -- start ------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, alone: bool = False, volatile: bool = False) -> None:
         """Apply what etcd holds, give etcd what only this node has (its first start, or
-        its durable queues), then follow changes and write this node's own."""
+        its durable queues), then follow changes and write this node's own. ``alone``:
+        no other node is running, so the cluster's transient exchanges went with the
+        last one (as in RabbitMQ); this node's own transient queues always did, and all
+        of its queues when it keeps nothing on disk (``volatile``: --data-dir none)."""
         kvs, revision = await self.coordinator.get_prefix(self.root)
+        kvs = await self._drop_transient(kvs, alone, volatile)
         held = {kv.key for kv in kvs}
         by_section: dict[str, list[KeyValue]] = {}
         for kv in kvs:
@@ -124,6 +133,45 @@ class ClusterDefinitions:
             loop.create_task(self._writer()),
             loop.create_task(self._watch(revision + 1)),
         ]
+
+    async def _drop_transient(
+        self, kvs: list[KeyValue], alone: bool, volatile: bool
+    ) -> list[KeyValue]:
+        """The keys of what did not survive this node's stop: its non-durable and
+        auto-delete queues, the bindings to them, and (``alone``) transient exchanges."""
+        gone: set[tuple[str, str, str]] = set()  # (section, vhost, name)
+        for kv in kvs:
+            section, _parts = self._parse(kv.key)
+            if section not in ("queues", "exchanges"):
+                continue
+            try:
+                envelope = json.loads(kv.value)
+                item = envelope["item"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if section == "queues" and envelope.get("node") == self.node:
+                if volatile or not item_recreated(item, "queues"):
+                    gone.add(("queues", item["vhost"], item["name"]))
+            elif section == "exchanges" and alone and not item_recreated(item, "exchanges"):
+                gone.add(("exchanges", item["vhost"], item["name"]))
+        if not gone:
+            return kvs
+        kept: list[KeyValue] = []
+        dropped: list[KeyValue] = []
+        for kv in kvs:
+            section, parts = self._parse(kv.key)
+            if section in ("queues", "exchanges"):
+                stale = (section, parts[0], parts[1]) in gone
+            elif section == "bindings" and len(parts) >= 4:
+                vhost, source, kind, dest = parts[:4]
+                stale = ("exchanges", vhost, source) in gone or (
+                    ("queues" if kind == "queue" else "exchanges", vhost, dest) in gone
+                )
+            else:
+                stale = False
+            (dropped if stale else kept).append(kv)
+        await self.coordinator.txn([], [Delete(kv.key) for kv in dropped])
+        return kept
 
     async def _seed(self, held: set[str]) -> None:
         doc = export_definitions(self.catalog)
@@ -404,7 +452,10 @@ class ClusterDefinitions:
                 for name in list(vhost.limits):
                     catalog.delete_vhost_limit(parts[0], name)
             elif section == "queues":
-                catalog.vhost(parts[0]).delete_queue_named(parts[1], client=None)
+                vhost = catalog.vhost(parts[0])
+                queue = vhost.queues.get(parts[1])
+                if queue is not None:  # even when its home node is down
+                    vhost.delete_queue(queue)
             elif section == "exchanges":
                 catalog.vhost(parts[0]).delete_exchange(parts[1])
             elif section == "bindings":

@@ -113,7 +113,11 @@ class ClusterNode:
         self.frame_handlers.append(defs.frame)
         self.link_up.append(defs.link_up)
         self.link_down.append(lambda link, why: defs.peer_gone(link.peer))
-        await defs.start()
+        running = [] if self.membership is None else self.membership.running()
+        await defs.start(
+            alone=all(r.name == self.name for r in running),
+            volatile=self.settings.data_dir is None,
+        )
         self.definitions = defs
         for peer in list(self.links.links):
             link = self.links.link(peer)

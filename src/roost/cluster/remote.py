@@ -138,13 +138,13 @@ class RemoteQueue(Queue):
 
     # -- consumers
 
-    def check_consume(self, exclusive: bool) -> None:
+    def check_available(self) -> None:
         if not self.plane.reachable(self.home):
+            kind = "durable queue" if self.durable else "queue"  # RabbitMQ's words
             raise NotFound(
-                f"home node '{self.home}' of queue '{self.name}' in vhost "
+                f"home node '{self.home}' of {kind} '{self.name}' in vhost "
                 f"'{self.vhost.name}' is down or inaccessible"
             )
-        super().check_consume(exclusive)
 
     def add_consumer(self, consumer: Consumer) -> None:
         super().add_consumer(consumer)

@@ -143,6 +143,8 @@ class VHost:
             raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
         if client is not None and q.exclusive_owner is not None and q.exclusive_owner is not client:
             raise self._locked(name)
+        if q.remote:
+            q.check_available()  # a cluster's queue whose home node is down: 404
         return q
 
     def _locked(self, name: str) -> ResourceLocked:

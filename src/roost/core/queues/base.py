@@ -450,6 +450,10 @@ class Queue:
 
     # -- consumers ----------------------------------------------------------------------
 
+    def check_available(self) -> None:
+        """NotFound when the queue cannot be reached (a cluster's queue whose home node is
+        down); a local queue always can."""
+
     def check_consume(self, exclusive: bool) -> None:
         # RabbitMQ refuses exclusive consumers on a single-active-consumer queue outright
         busy = self.consumers or self.single_active
