@@ -77,6 +77,13 @@ def test_a_declare_on_one_node_is_seen_by_the_other_when_declare_ok_arrives(
         assert queue_key in keys and f"{etcd_prefix}/defs/exchanges/%2F/ex" in keys
         assert keys[queue_key]["node"] == "n1"
         assert any(k.startswith(f"{etcd_prefix}/defs/bindings/%2F/ex/queue/q/") for k in keys)
+        # read-your-writes across nodes, many times over: each declare-ok waited for n2
+        for i in range(40):
+            ch1.queue_declare(f"ryw-{i}", auto_delete=False)
+            ch2.queue_declare(f"ryw-{i}", passive=True)
+            ch2.queue_delete(f"ryw-{i}")
+            assert refused(ch1.queue_declare, f"ryw-{i}", passive=True) == 404
+            ch1 = c1.channel()
         # a delete on n2 deletes it everywhere
         ch2.queue_delete("q")
         assert refused(ch1.queue_declare, "q", passive=True) == 404
