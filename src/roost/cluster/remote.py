@@ -31,6 +31,7 @@ from roost.cluster.link import frames as f
 from roost.core.auth import User
 from roost.core.client import Client
 from roost.core.errors import BrokerError, NotFound
+from roost.core.flow import Publisher, QueueFlow
 from roost.core.message import Message, Properties
 from roost.core.queues.base import Queue
 from roost.core.queues.entry import Entry
@@ -46,6 +47,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.cluster.remote")
 
 CREDIT = 256  # deliveries a home node sends ahead of the acks of one remote subscription
+# publishes forwarded to one home node and not yet answered: at HIGH the publishers
+# feeding its queues are held (as a congested local queue holds them), at LOW they go
+# on. Without a window a producer that never waits fills the link faster than the home
+# node reads it, and the acks that share the link queue behind seconds of publishes.
+WINDOW_HIGH = 2000
+WINDOW_LOW = 1000
 
 
 class Unreachable(BrokerError):
@@ -73,6 +80,27 @@ class RemoteEntry(Entry):
         self.delivery_id = delivery_id
 
 
+class RemoteFlow(QueueFlow):
+    """A stand-in is congested while its home node's publish window is full; its own
+    backlog (what the home node sent ahead) never holds anyone."""
+
+    __slots__ = ()
+
+    def after_push(self) -> None:
+        pass
+
+    def after_drain(self) -> None:
+        pass
+
+    def check_progress(self) -> None:
+        pass  # the window moves with the home node's answers, not with deliveries here
+
+    def set_congested(self, congested: bool) -> None:
+        self.congested = congested
+        if not congested:
+            self.release_all()
+
+
 class RemoteQueue(Queue):
     """This node's stand-in for a queue homed on ``home``."""
 
@@ -89,6 +117,8 @@ class RemoteQueue(Queue):
         self.plane = plane
         self.home = home
         self.consumer_id = 0  # our subscription at the home node; 0: none
+        self.window = RemoteFlow(self)
+        self.flow = self.window
 
     # -- publishing: to the home node
 
@@ -197,6 +227,52 @@ class _Sink:
             self.consumer_cancelled(tag)
 
 
+class _Peer:
+    """A peer as a publisher here: while a queue it feeds is congested, its answers wait,
+    so its publish window fills and it holds its own publishers."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.held = False
+        self.deferred: list[f.PublishResult] = []
+        self.publisher = Publisher(self._changed)
+        self._watchdog: Any = None
+
+    def answer(self, result: f.PublishResult) -> None:
+        if self.held:
+            self.deferred.append(result)
+        else:
+            self.link.send(result)
+
+    def _changed(self, held: bool) -> None:
+        self.held = held
+        if held:
+            self._watch()
+            return
+        deferred, self.deferred = self.deferred, []
+        for result in deferred:
+            self.link.send(result)
+
+    def _watch(self) -> None:
+        """While held, ask the holding queues about once a second whether they still move
+        (a consumer that stopped acking must not hold the peer for ever)."""
+        import asyncio
+
+        if self._watchdog is None and self.held:
+            self._watchdog = asyncio.get_running_loop().call_later(1.0, self._tick)
+
+    def _tick(self) -> None:
+        self._watchdog = None
+        if self.held:
+            self.publisher.check_progress()
+            self._watch()
+
+    def close(self) -> None:
+        self.publisher.close()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+
+
 class Home:
     """What this node does for its peers as the home of queues."""
 
@@ -204,11 +280,22 @@ class Home:
         self.broker = broker
         # (peer, vhost) -> the session serving that peer's subscriptions there
         self.sessions: dict[tuple[str, str], tuple[Session, _Sink]] = {}
+        self.peers: dict[str, _Peer] = {}
+
+    def _peer(self, link: Link) -> _Peer:
+        peer = self.peers.get(link.peer)
+        if peer is None or peer.link is not link:
+            if peer is not None:
+                peer.close()
+            peer = self.peers[link.peer] = _Peer(link)
+        return peer
 
     def publish(self, link: Link, frame: f.Publish) -> None:
+        peer = self._peer(link)
+
         def answer(outcome: f.Outcome, text: str = "") -> None:
             if frame.publish_id:
-                link.send(f.PublishResult(frame.publish_id, outcome, text))
+                peer.answer(f.PublishResult(frame.publish_id, outcome, text))
 
         vhost = self.broker.catalog.vhosts.get(frame.vhost)
         message = _message(frame.exchange, frame.routing_key, frame.properties, frame.body)
@@ -223,6 +310,8 @@ class Home:
                 answer(f.Outcome.NACKED, queue.refusal)
                 return
             taken += 1
+            if queue.flow.congested:
+                queue.flow.hold(peer.publisher)
         if not taken:
             answer(f.Outcome.UNROUTABLE, "no such queue on its home node")
         elif store.appends != before:
@@ -285,6 +374,9 @@ class Home:
 
     def link_down(self, peer: str) -> None:
         """The peer's subscriptions end; what it had not acked is requeued here."""
+        gone = self.peers.pop(peer, None)
+        if gone is not None:
+            gone.close()
         for key in [k for k in self.sessions if k[0] == peer]:
             session, _sink = self.sessions.pop(key)
             self.broker.close_session(session)
@@ -300,6 +392,8 @@ class DataPlane:
         self._next_id = 0
         # publish id -> (home node, Pending operation number)
         self._forwarded: dict[int, tuple[str, int]] = {}
+        self._in_flight: dict[str, int] = {}  # home node -> publishes not yet answered
+        self._full: set[str] = set()  # home nodes whose window is full
         self._subscriptions: dict[int, RemoteQueue] = {}  # consumer id -> stand-in
         node.frame_handlers.append(self.frame)
         node.link_up.append(self._link_up)
@@ -324,7 +418,13 @@ class DataPlane:
             return False
         self._next_id += 1
         pid = self._next_id
-        self._forwarded[pid] = (queue.home, self.broker.pending.issue())
+        home = queue.home
+        self._forwarded[pid] = (home, self.broker.pending.issue())
+        in_flight = self._in_flight[home] = self._in_flight.get(home, 0) + 1
+        if in_flight >= WINDOW_HIGH and home not in self._full:
+            self._full.add(home)
+            for stand_in in self._stand_ins(home):
+                stand_in.window.set_congested(True)
         link.send(
             f.Publish(
                 pid,
@@ -373,6 +473,7 @@ class DataPlane:
             case f.PublishResult(publish_id=pid, outcome=outcome, text=text):
                 found = self._forwarded.pop(pid, None)
                 if found is not None:
+                    self._answered(found[0])
                     error = None if outcome == f.Outcome.CONFIRMED else Unreachable(text)
                     self.broker.pending.finish(found[1], error)
             case f.Deliver():
@@ -399,6 +500,13 @@ class DataPlane:
             case _:
                 pass
 
+    def _answered(self, home: str, count: int = 1) -> None:
+        left = self._in_flight[home] = self._in_flight.get(home, count) - count
+        if left <= WINDOW_LOW and home in self._full:
+            self._full.discard(home)
+            for stand_in in self._stand_ins(home):
+                stand_in.window.set_congested(False)
+
     def _link_up(self, link: Link) -> None:
         for queue in self._stand_ins(link.peer):
             if queue.consumers and not queue.consumer_id:
@@ -413,6 +521,8 @@ class DataPlane:
                 self.broker.pending.finish(
                     number, Unreachable(f"link to node '{peer}' lost: {why}")
                 )
+        self._in_flight[peer] = 0
+        self._answered(peer, 0)
         for queue in self._stand_ins(peer):
             self._subscriptions.pop(queue.consumer_id, None)
             queue.lost_home()
