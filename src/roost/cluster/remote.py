@@ -14,11 +14,10 @@ consumers use like any queue:
   acks, rejects and requeues go back as ``Settle``; when the last consumer here leaves,
   the subscription is cancelled and what was not handed out goes back.
 
-The home node (``Home``) serves each peer through one core session per vhost, as a
-client of its own with the broker's rights: a remote subscription is a consumer of that
-session, so prefetch, requeue on loss and redelivery are the single node's. A link that
-goes down closes those sessions (their unacked messages are requeued at home) and nacks
-the publishes still waiting on it.
+The home node's side is ``roost.cluster.home``. A link that goes down closes the
+sessions the home node kept for that peer (their unacked messages are requeued there)
+and nacks the publishes still waiting on it; publishes in flight to one home node are
+bounded by a window (``WINDOW_HIGH``), whose fullness holds the publishers here.
 """
 
 from __future__ import annotations
@@ -26,13 +25,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from roost.amqp.codec import decode_properties, encode_properties
+from roost.cluster.home import CREDIT, Home
 from roost.cluster.link import frames as f
-from roost.core.auth import User
-from roost.core.client import Client
+from roost.cluster.wire import message_of, properties_of
 from roost.core.errors import BrokerError, NotFound
-from roost.core.flow import Publisher, QueueFlow
-from roost.core.message import Message, Properties
+from roost.core.flow import QueueFlow
 from roost.core.queues.base import Queue
 from roost.core.queues.entry import Entry
 
@@ -41,12 +38,11 @@ if TYPE_CHECKING:
     from roost.cluster.node import ClusterNode
     from roost.core.broker import Broker
     from roost.core.consumer import Consumer
-    from roost.core.session import Session
+    from roost.core.message import Message
     from roost.core.vhost import VHost
 
 log = logging.getLogger("roost.cluster.remote")
 
-CREDIT = 256  # deliveries a home node sends ahead of the acks of one remote subscription
 # publishes forwarded to one home node and not yet answered: at HIGH the publishers
 # feeding its queues are held (as a congested local queue holds them), at LOW they go
 # on. Without a window a producer that never waits fills the link faster than the home
@@ -57,17 +53,6 @@ WINDOW_LOW = 1000
 
 class Unreachable(BrokerError):
     pass
-
-
-def _properties(message: Message) -> bytes:
-    raw = message.encoded_properties
-    if raw is None:
-        raw = message.encoded_properties = encode_properties(message.properties)
-    return raw
-
-
-def _message(exchange: str, routing_key: str, raw: bytes, body: bytes) -> Message:
-    return Message(exchange, routing_key, Properties(*decode_properties(raw)), body, raw)
 
 
 class RemoteEntry(Entry):
@@ -193,195 +178,6 @@ class RemoteQueue(Queue):
             self.dispatch()
 
 
-class _Sink:
-    """The home node's side of one peer's sessions: deliveries become ``Deliver``."""
-
-    def __init__(self, home: Home, link: Link) -> None:
-        self.home = home
-        self.link = link
-        self.ids: dict[str, int] = {}  # consumer tag -> the peer's consumer id
-
-    def deliver(
-        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
-    ) -> None:
-        self.link.send(
-            f.Deliver(
-                self.ids.get(consumer_tag, 0),
-                delivery_tag,
-                f.DELIVER_REDELIVERED if redelivered else 0,
-                0,
-                message.exchange,
-                message.routing_key,
-                _properties(message),
-                message.body,
-            )
-        )
-
-    def consumer_cancelled(self, consumer_tag: str) -> None:
-        consumer_id = self.ids.pop(consumer_tag, 0)
-        if consumer_id:
-            self.link.send(f.Cancel(consumer_id, 404, "queue deleted"))
-
-    def close_with(self, error: BrokerError) -> None:
-        for tag in list(self.ids):
-            self.consumer_cancelled(tag)
-
-
-class _Peer:
-    """A peer as a publisher here: while a queue it feeds is congested, its answers wait,
-    so its publish window fills and it holds its own publishers."""
-
-    def __init__(self, link: Link) -> None:
-        self.link = link
-        self.held = False
-        self.deferred: list[f.PublishResult] = []
-        self.publisher = Publisher(self._changed)
-        self._watchdog: Any = None
-
-    def answer(self, result: f.PublishResult) -> None:
-        if self.held:
-            self.deferred.append(result)
-        else:
-            self.link.send(result)
-
-    def _changed(self, held: bool) -> None:
-        self.held = held
-        if held:
-            self._watch()
-            return
-        deferred, self.deferred = self.deferred, []
-        for result in deferred:
-            self.link.send(result)
-
-    def _watch(self) -> None:
-        """While held, ask the holding queues about once a second whether they still move
-        (a consumer that stopped acking must not hold the peer for ever)."""
-        import asyncio
-
-        if self._watchdog is None and self.held:
-            self._watchdog = asyncio.get_running_loop().call_later(1.0, self._tick)
-
-    def _tick(self) -> None:
-        self._watchdog = None
-        if self.held:
-            self.publisher.check_progress()
-            self._watch()
-
-    def close(self) -> None:
-        self.publisher.close()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-
-
-class Home:
-    """What this node does for its peers as the home of queues."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        # (peer, vhost) -> the session serving that peer's subscriptions there
-        self.sessions: dict[tuple[str, str], tuple[Session, _Sink]] = {}
-        self.peers: dict[str, _Peer] = {}
-
-    def _peer(self, link: Link) -> _Peer:
-        peer = self.peers.get(link.peer)
-        if peer is None or peer.link is not link:
-            if peer is not None:
-                peer.close()
-            peer = self.peers[link.peer] = _Peer(link)
-        return peer
-
-    def publish(self, link: Link, frame: f.Publish) -> None:
-        peer = self._peer(link)
-
-        def answer(outcome: f.Outcome, text: str = "") -> None:
-            if frame.publish_id:
-                peer.answer(f.PublishResult(frame.publish_id, outcome, text))
-
-        vhost = self.broker.catalog.vhosts.get(frame.vhost)
-        message = _message(frame.exchange, frame.routing_key, frame.properties, frame.body)
-        store = self.broker.message_store
-        before = store.appends
-        taken = 0
-        for name in frame.queues:
-            queue = None if vhost is None else vhost.queues.get(name)
-            if queue is None or queue.remote or queue.deleted:
-                continue
-            if not queue.push(message):
-                answer(f.Outcome.NACKED, queue.refusal)
-                return
-            taken += 1
-            if queue.flow.congested:
-                queue.flow.hold(peer.publisher)
-        if not taken:
-            answer(f.Outcome.UNROUTABLE, "no such queue on its home node")
-        elif store.appends != before:
-            store.when_durable(
-                lambda ok: answer(f.Outcome.CONFIRMED if ok else f.Outcome.NACKED, "disk")
-            )
-        else:
-            answer(f.Outcome.CONFIRMED)
-
-    def _session(self, link: Link, vhost: VHost) -> tuple[Session, _Sink]:
-        key = (link.peer, vhost.name)
-        found = self.sessions.get(key)
-        if found is not None and found[1].link is link:
-            return found
-        client = Client(
-            protocol="cluster", peer=link.peer, user=User("rmq-internal", ""), vhost=vhost
-        )
-        sink = _Sink(self, link)
-        session = self.broker.open_session(client, sink)
-        session.set_qos(CREDIT, False)
-        self.sessions[key] = (session, sink)
-        return session, sink
-
-    def consume(self, link: Link, frame: f.Consume) -> None:
-        vhost = self.broker.catalog.vhosts.get(frame.vhost)
-        queue = None if vhost is None else vhost.queues.get(frame.queue)
-        if vhost is None or queue is None or queue.remote:
-            link.send(f.Cancel(frame.consumer_id, 404, f"no queue '{frame.queue}' here"))
-            return
-        session, sink = self._session(link, vhost)
-        tag = f"cluster-{link.peer}-{frame.consumer_id}"
-        try:
-            consumer = session.consume(queue, tag, no_ack=False, exclusive=False)
-        except BrokerError as exc:
-            link.send(f.Cancel(frame.consumer_id, 403, str(exc)))
-            return
-        sink.ids[tag] = frame.consumer_id
-        link.send(f.ConsumeOk(frame.consumer_id))
-        session.start(consumer)
-
-    def cancel(self, link: Link, frame: f.Cancel) -> None:
-        for session, sink in self._of(link):
-            tag = f"cluster-{link.peer}-{frame.consumer_id}"
-            if sink.ids.pop(tag, None) is not None:
-                session.cancel(tag)
-
-    def settle(self, link: Link, frame: f.Settle) -> None:
-        requeue = bool(frame.flags & f.SETTLE_REQUEUE)
-        for session, _sink in self._of(link):
-            if not session.is_unacked(frame.delivery_id):
-                continue
-            if frame.op == f.SettleOp.ACK:
-                session.ack(frame.delivery_id, False)
-            else:
-                session.nack(frame.delivery_id, False, requeue)
-            return
-
-    def _of(self, link: Link) -> list[tuple[Session, _Sink]]:
-        return [s for (peer, _), s in self.sessions.items() if peer == link.peer]
-
-    def link_down(self, peer: str) -> None:
-        """The peer's subscriptions end; what it had not acked is requeued here."""
-        gone = self.peers.pop(peer, None)
-        if gone is not None:
-            gone.close()
-        for key in [k for k in self.sessions if k[0] == peer]:
-            session, _sink = self.sessions.pop(key)
-            self.broker.close_session(session)
-
-
 class DataPlane:
     """Forwarding, remote subscriptions and the home side, over the node's links."""
 
@@ -433,7 +229,7 @@ class DataPlane:
                 [queue.name],
                 message.exchange,
                 message.routing_key,
-                _properties(message),
+                properties_of(message),
                 message.body,
             )
         )
@@ -484,7 +280,9 @@ class DataPlane:
                     )
                     link.send(back)
                     return
-                message = _message(frame.exchange, frame.routing_key, frame.properties, frame.body)
+                message = message_of(
+                    frame.exchange, frame.routing_key, frame.properties, frame.body
+                )
                 redelivered = bool(frame.flags & f.DELIVER_REDELIVERED)
                 queue.arrived(frame.delivery_id, redelivered, message)
             case f.Settle():
