@@ -166,3 +166,34 @@ def test_two_nodes_racing_to_declare_a_queue_differently_get_one_406(
                 ch = conn.channel()
                 args = {"x-message-ttl": loser}
                 assert refused(ch.queue_declare, f"race-{i}", durable=True, arguments=args) == 406
+
+
+def test_a_declare_while_etcd_is_unreachable_fails_and_changes_nothing(
+    etcd: EtcdServer, tmp_path: Path
+) -> None:
+    n1 = node(etcd, tmp_path / "n1", "n1").start()
+    try:
+        conn, ch = channel(n1)
+        with conn:
+            ch.queue_declare("before", durable=True)
+            ch.confirm_delivery()
+            etcd.kill()
+            # a definition change cannot be recorded: the caller is told, nothing changes
+            try:
+                ch.queue_declare("during", durable=True)
+            except pika.exceptions.ChannelClosedByBroker as exc:
+                assert exc.reply_code == 541, exc
+            else:
+                raise AssertionError("a declare succeeded while etcd was down")
+            ch = conn.channel()
+            assert refused(ch.queue_declare, "during", passive=True) == 404
+            ch = conn.channel()
+            ch.confirm_delivery()
+            # messages keep flowing on the queues that exist
+            ch.basic_publish("", "before", b"kept", pika.BasicProperties(delivery_mode=2))
+            assert ch.queue_declare("before", passive=True).method.message_count == 1
+            etcd.start()
+            ch.queue_declare("during", durable=True)  # etcd back: it works again
+    finally:
+        n1.kill()
+    assert "Traceback" not in n1.log, n1.log
