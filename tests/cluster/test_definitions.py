@@ -84,6 +84,10 @@ def test_a_declare_on_one_node_is_seen_by_the_other_when_declare_ok_arrives(
             ch2.queue_delete(f"ryw-{i}")
             assert refused(ch1.queue_declare, f"ryw-{i}", passive=True) == 404
             ch1 = c1.channel()
+        # an exclusive queue and its bindings stay on their connection's node
+        excl = ch1.queue_declare("", exclusive=True).method.queue
+        ch1.queue_bind(excl, "ex", "x.#")
+        assert not [k for k in etcd_keys(shared_etcd, f"{etcd_prefix}/defs/") if excl in k]
         # a delete on n2 deletes it everywhere
         ch2.queue_delete("q")
         assert refused(ch1.queue_declare, "q", passive=True) == 404

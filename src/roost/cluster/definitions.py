@@ -40,7 +40,14 @@ from roost.core.definitions import (
     item_recreated,
 )
 from roost.core.errors import BrokerError, InternalError, NotFound, PreconditionFailed
-from roost.core.events import Event, VHostChanged
+from roost.core.events import (
+    BindingAdded,
+    BindingRemoved,
+    Event,
+    QueueDeclared,
+    QueueDeleted,
+    VHostChanged,
+)
 from roost.core.journal import KEYS, Changes
 
 if TYPE_CHECKING:
@@ -211,6 +218,8 @@ class ClusterDefinitions:
     def _changed(self, event: Event) -> None:
         if self._applying:
             return  # a change etcd told us of: already there
+        if _local_only(event):
+            return
         found = self._changes.describe(event)
         if found is None:
             return
@@ -473,6 +482,18 @@ class ClusterDefinitions:
     @staticmethod
     def _encode(item: Item, node: str) -> bytes:
         return json.dumps({"item": item, "node": node}, sort_keys=True, default=str).encode()
+
+
+def _local_only(event: Event) -> bool:
+    """An exclusive queue and its bindings live and die with their connection, on its
+    node: the cluster never hears of them (as RabbitMQ keeps them off other nodes)."""
+    match event:
+        case QueueDeclared(queue=q) | QueueDeleted(queue=q):
+            return q.exclusive_owner is not None
+        case BindingAdded(binding=b) | BindingRemoved(binding=b):
+            dest = b.destination
+            return not dest.is_exchange and dest.exclusive_owner is not None
+    return False
 
 
 class _Applying:
