@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pika
 
 from roost.cluster.etcd_server import EtcdServer
@@ -128,6 +129,9 @@ def test_kill_9_of_the_home_node(shared_etcd: EtcdServer, etcd_prefix: str, tmp_
         while not cancelled.is_set() and time.monotonic() < deadline:
             conn2.process_data_events(0.1)
         assert cancelled.is_set(), "no basic.cancel within 10 s of the home node's death"
+        # the management API still shows the queue, as down (RabbitMQ's state)
+        shown = httpx.get(f"{other.http_url}/api/queues/%2F/orders", auth=("guest", "guest"))
+        assert shown.status_code == 200 and shown.json()["state"] == "down", shown.text
         # its queue is unavailable: a 404 naming the home node, and publishes are nacked
         ch3 = conn2.channel()
         try:

@@ -123,14 +123,17 @@ class Queries:
             exclusive_consumer_tag=exclusive_tag,
             policy=self._policy_for(q.vhost.name, "queue", q.name, q.kind),
             # RabbitMQ's "flow": the queue holds its publishers back (core/flow.py)
-            state="flow" if getattr(getattr(q, "flow", None), "congested", False) else "running",
+            state=_state(q),
         )
 
     def list_queues(self, vhost: str | None = None) -> list[QueueInfo]:
         return [self._queue_info(q) for v in self._vhosts(vhost) for q in v.queues.values()]
 
     def queue_info(self, vhost: str, name: str) -> QueueInfo:
-        return self._queue_info(self.vhost(vhost).queue(name))
+        q = self.vhost(vhost).queues.get(name)  # shown even when its home node is down
+        if q is None:
+            raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
+        return self._queue_info(q)
 
     def _exchange_info(self, vhost: str, ex: Exchange) -> ExchangeInfo:
         return ExchangeInfo(
@@ -327,3 +330,14 @@ def _user_info(user: User) -> UserInfo:
 
 def _policy_info(p: Policy) -> PolicyInfo:
     return PolicyInfo(p.vhost, p.name, p.pattern, p.apply_to, dict(p.definition), p.priority)
+
+
+def _state(q: Queue) -> str:
+    """RabbitMQ's queue states: "down" when a cluster's queue has its home node down,
+    "flow" while it holds its publishers back (core/flow.py), else "running"."""
+    if q.remote:
+        try:
+            q.check_available()
+        except NotFound:
+            return "down"
+    return "flow" if getattr(getattr(q, "flow", None), "congested", False) else "running"
