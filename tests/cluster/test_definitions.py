@@ -15,7 +15,7 @@ import pytest
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
 from tests.cluster.test_nodes import etcd_keys
-from tests.support import RoostProcess
+from tests.support import RoostProcess, eventually
 
 
 @pytest.fixture
@@ -197,7 +197,16 @@ def test_a_declare_while_etcd_is_unreachable_fails_and_changes_nothing(
             ch.basic_publish("", "before", b"kept", pika.BasicProperties(delivery_mode=2))
             assert ch.queue_declare("before", passive=True).method.message_count == 1
             etcd.start()
-            ch.queue_declare("during", durable=True)  # etcd back: it works again
+
+            def declared() -> bool:  # etcd back: declares work again once it answers
+                try:
+                    conn.channel().queue_declare("during", durable=True)
+                except pika.exceptions.ChannelClosedByBroker as exc:
+                    assert exc.reply_code == 541
+                    return False
+                return True
+
+            eventually(declared, 15, "declares did not work again after etcd came back")
     finally:
         n1.kill()
     assert "Traceback" not in n1.log, n1.log

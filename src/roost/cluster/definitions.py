@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from roost.cluster.applied import Applied
 from roost.cluster.coordinator import Compare, Delete, Get, KeyValue, Put
 from roost.cluster.errors import ClusterError
-from roost.cluster.link import frames as f
+from roost.cluster.startup import survivors
 from roost.core.definitions import (
     ORDER,
     export_definitions,
     import_definitions,
-    item_recreated,
 )
 from roost.core.errors import BrokerError, InternalError, NotFound, PreconditionFailed
 from roost.core.events import (
@@ -59,9 +59,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("roost.cluster.definitions")
 
-# how long a reply waits for the other running nodes to apply a change before it goes
-# out anyway (a node that slow is about to lose its lease and be declared down)
-APPLY_WAIT = 2.0
 
 Item = dict[str, Any]
 # a queue homed elsewhere: (vhost, item, home node) -> its stand-in
@@ -86,10 +83,7 @@ class ClusterDefinitions:
         links: LinkManager | None = None,
     ) -> None:
         self.coordinator = coordinator
-        self.links = links
-        # the revision each peer said it has applied (``Applied`` frames)
-        self.peer_revision: dict[str, int] = {}
-        self._caught_up: list[tuple[int, asyncio.Future[None]]] = []
+        self.applied = Applied(links)  # what the other running nodes have applied
         self.root = f"{prefix}/defs/"
         self.node = node
         self.broker = broker
@@ -144,40 +138,10 @@ class ClusterDefinitions:
     async def _drop_transient(
         self, kvs: list[KeyValue], alone: bool, volatile: bool
     ) -> list[KeyValue]:
-        """The keys of what did not survive this node's stop: its non-durable and
-        auto-delete queues, the bindings to them, and (``alone``) transient exchanges."""
-        gone: set[tuple[str, str, str]] = set()  # (section, vhost, name)
-        for kv in kvs:
-            section, _parts = self._parse(kv.key)
-            if section not in ("queues", "exchanges"):
-                continue
-            try:
-                envelope = json.loads(kv.value)
-                item = envelope["item"]
-            except (ValueError, KeyError, TypeError):
-                continue
-            if section == "queues" and envelope.get("node") == self.node:
-                if volatile or not item_recreated(item, "queues"):
-                    gone.add(("queues", item["vhost"], item["name"]))
-            elif section == "exchanges" and alone and not item_recreated(item, "exchanges"):
-                gone.add(("exchanges", item["vhost"], item["name"]))
-        if not gone:
-            return kvs
-        kept: list[KeyValue] = []
-        dropped: list[KeyValue] = []
-        for kv in kvs:
-            section, parts = self._parse(kv.key)
-            if section in ("queues", "exchanges"):
-                stale = (section, parts[0], parts[1]) in gone
-            elif section == "bindings" and len(parts) >= 4:
-                vhost, source, kind, dest = parts[:4]
-                stale = ("exchanges", vhost, source) in gone or (
-                    ("queues" if kind == "queue" else "exchanges", vhost, dest) in gone
-                )
-            else:
-                stale = False
-            (dropped if stale else kept).append(kv)
-        await self.coordinator.txn([], [Delete(kv.key) for kv in dropped])
+        """Delete from etcd what did not survive this node's stop (``survivors``)."""
+        kept, dropped = survivors(kvs, self._parse, self.node, alone=alone, volatile=volatile)
+        if dropped:
+            await self.coordinator.txn([], [Delete(kv.key) for kv in dropped])
         return kept
 
     async def _seed(self, held: set[str]) -> None:
@@ -236,7 +200,7 @@ class ClusterDefinitions:
             try:
                 error = await self._write(write)
                 if error is None:
-                    await self._others_applied(self._own.get(write.key, 0))
+                    await self.applied.everywhere(self._own.get(write.key, 0))
             except ClusterError as exc:
                 log.warning("definition change not written to etcd: %s", exc)
                 error = InternalError(f"the cluster could not record the change: {exc}")
@@ -327,60 +291,8 @@ class ClusterDefinitions:
             else:
                 vhost.delete_exchange(item["name"])
 
-    # -- read-your-writes: the others applied it before the reply goes out --------------
-
-    async def _others_applied(self, revision: int) -> None:
-        links = self.links
-        if links is None or not revision:
-            return
-        behind = [p for p in links.links if links.link(p) is not None]
-        if all(self.peer_revision.get(p, 0) >= revision for p in behind):
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._caught_up.append((revision, future))
-        try:
-            await asyncio.wait_for(future, APPLY_WAIT)
-        except TimeoutError:
-            log.warning(
-                "a running node did not apply revision %d within %.0f s", revision, APPLY_WAIT
-            )
-        finally:
-            self._caught_up = [w for w in self._caught_up if w[1] is not future]
-
-    def applied_by(self, peer: str, revision: int) -> None:
-        """``peer`` applied every change up to ``revision`` (an ``Applied`` frame)."""
-        if revision > self.peer_revision.get(peer, 0):
-            self.peer_revision[peer] = revision
-        self._check_caught_up()
-
-    def peer_gone(self, peer: str) -> None:
-        self.peer_revision.pop(peer, None)
-        self._check_caught_up()
-
-    def _check_caught_up(self) -> None:
-        links = self.links
-        if not self._caught_up or links is None:
-            return
-        running = [p for p in links.links if links.link(p) is not None]
-        for revision, future in self._caught_up:
-            if not future.done() and all(self.peer_revision.get(p, 0) >= revision for p in running):
-                future.set_result(None)
-
-    def frame(self, link: Link, frame: f.Frame) -> None:
-        if isinstance(frame, f.Applied):
-            self.applied_by(link.peer, frame.revision)
-
     def link_up(self, link: Link) -> None:
-        link.send(f.Applied(self.revision))
-
-    def _tell_applied(self) -> None:
-        links = self.links
-        if links is None:
-            return
-        for peer in list(links.links):
-            link = links.link(peer)
-            if link is not None:
-                link.send(f.Applied(self.revision))
+        self.applied.tell(link, self.revision)
 
     # -- the others' changes ------------------------------------------------------------
 
@@ -396,7 +308,7 @@ class ClusterDefinitions:
                     self._apply_delete(section, parts)
                 else:
                     self._apply_put(section, change.value)
-            self._tell_applied()
+            self.applied.tell_all(self.revision)
 
     def _apply(self) -> contextlib.AbstractContextManager[None]:
         return _Applying(self)

@@ -110,9 +110,9 @@ class ClusterNode:
         plane = DataPlane(self, broker)
         defs = ClusterDefinitions(self.coordinator, self.prefix, self.name, broker, self.links)
         defs.remote_factory = plane.make_queue
-        self.frame_handlers.append(defs.frame)
+        self.frame_handlers.append(defs.applied.frame)
         self.link_up.append(defs.link_up)
-        self.link_down.append(lambda link, why: defs.peer_gone(link.peer))
+        self.link_down.append(lambda link, why: defs.applied.peer_gone(link.peer))
         running = [] if self.membership is None else self.membership.running()
         await defs.start(
             alone=all(r.name == self.name for r in running),
