@@ -4,8 +4,11 @@ cluster of ``--nodes`` nodes, and a RabbitMQ cluster of as many nodes, in the sa
 
 Queue ``i``'s producer and consumer both connect to node ``i mod nodes`` and declare the
 queue there (RabbitMQ's client-local placement; for Roost, the queue's home node), so no
-message crosses between nodes: this measures how a machine's cores are used, not the
-hop (``--placement`` will add the spread that SO_REUSEPORT gives once messages can cross).
+message crosses between nodes: this measures how a machine's cores are used. ``--hop``
+adds, for Roost and RabbitMQ clusters, runs where queue ``i`` is declared on node
+``i mod nodes`` but its producer and consumer use node ``i + 1 mod nodes``: every message
+crosses twice (the publish forwarded to the home node, the delivery relayed back), which
+prices the hop.
 
 Reported per configuration (medians over ``--repeat`` alternating runs): aggregate
 consumed msg/s, the brokers' CPU (cores, summed over nodes) and broker CPU per consumed
@@ -34,16 +37,30 @@ from _cluster import rabbitmq_cluster, roost_cluster
 from _measure import broker_pid, cpu_seconds
 
 Launcher = Callable[[], AbstractContextManager[list[str]]]
+REMOTE = ", clients on another node"
 
 
-def configurations(nodes: int, brokers: list[str]) -> dict[str, Launcher]:
+def configurations(nodes: int, brokers: list[str], hop: bool) -> dict[str, Launcher]:
     out: dict[str, Launcher] = {}
     if "roost" in brokers:
         out["Roost, 1 node"] = lambda: roost_cluster(1)
         out[f"Roost, {nodes} nodes"] = lambda: roost_cluster(nodes)
+        if hop:
+            out[f"Roost, {nodes} nodes{REMOTE}"] = lambda: roost_cluster(nodes)
     if "rabbitmq" in brokers:
         out[f"RabbitMQ, {nodes} nodes"] = lambda: rabbitmq_cluster(nodes)
+        if hop:
+            out[f"RabbitMQ, {nodes} nodes{REMOTE}"] = lambda: rabbitmq_cluster(nodes)
     return out
+
+
+def declare_homes(urls: list[str], queues: int) -> None:
+    """Queue ``i`` declared on node ``i mod nodes`` (its home), as ``roost perf`` would."""
+    import pika
+
+    for i in range(queues):
+        with pika.BlockingConnection(pika.URLParameters(urls[i % len(urls)])) as conn:
+            conn.channel().queue_declare(f"scale-{i}")
 
 
 def perf_command(url: str, queue: str, args: argparse.Namespace) -> list[str]:
@@ -53,13 +70,17 @@ def perf_command(url: str, queue: str, args: argparse.Namespace) -> list[str]:
             "--json"]  # fmt: skip
 
 
-def one_run(urls: list[str], args: argparse.Namespace) -> dict[str, float]:
+def one_run(urls: list[str], args: argparse.Namespace, remote: bool) -> dict[str, float]:
+    shift = 0
+    if remote and len(urls) > 1:
+        declare_homes(urls, args.queues)
+        shift = 1
     pids = [broker_pid(u) for u in urls]
     cpu_before = sum(cpu_seconds(p) for p in pids)
     started = time.monotonic()
     procs = [
         subprocess.Popen(
-            perf_command(urls[i % len(urls)], f"scale-{i}", args),
+            perf_command(urls[(i + shift) % len(urls)], f"scale-{i}", args),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -87,13 +108,13 @@ def one_run(urls: list[str], args: argparse.Namespace) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
-    configs = configurations(args.nodes, args.brokers)
+    configs = configurations(args.nodes, args.brokers, args.hop)
     results: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
     for attempt in range(args.repeat):
         order = list(configs) if attempt % 2 == 0 else list(reversed(configs))
         for name in order:
             with configs[name]() as urls:
-                result = one_run(urls, args)
+                result = one_run(urls, args, name.endswith(REMOTE))
             results[name].append(result)
             print(f"# run {attempt + 1} {name}: {json.dumps(result)}", file=sys.stderr)
     return results
@@ -118,6 +139,12 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         yield f"{many} / {one}: {med(many, 'consume_rate') / med(one, 'consume_rate'):.2f}x"
     if many in results and rabbit in results:
         yield f"{many} / {rabbit}: {med(many, 'consume_rate') / med(rabbit, 'consume_rate'):.2f}x"
+    for name in (many, rabbit):
+        far = name + REMOTE
+        if name in results and far in results:
+            hop = (med(far, "cpu_us_per_msg") - med(name, "cpu_us_per_msg")) / 2
+            yield (f"{far}: {med(far, 'consume_rate') / med(name, 'consume_rate'):.2f}x of "
+                   f"client-local; one crossing costs {hop:.1f} µs of broker CPU")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--prefetch", type=int, default=100)
     parser.add_argument("--brokers", default="roost,rabbitmq")
+    parser.add_argument("--hop", action="store_true", help="add runs with clients off-home")
     args = parser.parse_args(argv)
     args.brokers = args.brokers.split(",")
     if "rabbitmq" in args.brokers and not rabbitmq_installed():

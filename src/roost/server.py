@@ -103,6 +103,7 @@ class Server:
         self._check_alarms()  # before the first client: a full disk blocks from the start
         if self.cluster is not None:  # joined before any client can connect
             await self.cluster.join(amqp_port=cfg.amqp_port, http_port=cfg.http_port)
+            await self.cluster.serve(self.broker)  # definitions shared, queues reached
         if cfg.amqp_port:
             self.ports["amqp"] = await self._listen(
                 lambda: AMQPServerProtocol(self.broker, limits, self.connections),

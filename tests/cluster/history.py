@@ -72,8 +72,9 @@ class History:
             out.append(f"{len(unknown)} delivered message(s) never published: {unknown[:5]}")
         last: dict[tuple[str, str], int] = defaultdict(lambda: -1)
         seen: set[MessageId] = set()
-        for queue, (publisher, seq), _redelivered in self.deliveries:
-            if (publisher, seq) in seen:
+        for queue, (publisher, seq), redelivered in self.deliveries:
+            if (publisher, seq) in seen or redelivered:
+                seen.add((publisher, seq))
                 continue  # a redelivery may come out of order
             seen.add((publisher, seq))
             key = (publisher, queue)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from roost import __version__
 from roost.cluster.coordinator import Coordinator, Put
@@ -51,6 +52,10 @@ class ClusterNode:
         self.membership: Membership | None = None
         # the data plane's handlers, set by whoever carries messages between nodes
         self.frame_handlers: list[Callable[[Link, f.Frame], None]] = []
+        self.link_up: list[Callable[[Link], None]] = []
+        self.link_down: list[Callable[[Link, str], None]] = []
+        self.node_down: list[Callable[[str], None]] = []  # a peer's lease ended
+        self.definitions: Any = None  # roost.cluster.definitions, once serving
 
     @property
     def name(self) -> str:
@@ -96,8 +101,34 @@ class ClusterNode:
     def nodes(self) -> list[NodeStatus]:
         return [] if self.membership is None else self.membership.nodes()
 
+    async def serve(self, broker: Any) -> None:
+        """Share definitions through etcd and carry messages to and from the queues'
+        home nodes (after ``join``, before any client listener opens)."""
+        from roost.cluster.definitions import ClusterDefinitions
+        from roost.cluster.remote import DataPlane
+
+        plane = DataPlane(self, broker)
+        defs = ClusterDefinitions(self.coordinator, self.prefix, self.name, broker, self.links)
+        defs.remote_factory = plane.make_queue
+        self.frame_handlers.append(defs.applied.frame)
+        self.link_up.append(defs.link_up)
+        self.link_down.append(lambda link, why: defs.applied.peer_gone(link.peer))
+        running = [] if self.membership is None else self.membership.running()
+        await defs.start(
+            alone=all(r.name == self.name for r in running),
+            volatile=self.settings.data_dir is None,
+        )
+        self.definitions = defs
+        for peer in list(self.links.links):
+            link = self.links.link(peer)
+            if link is not None:
+                defs.link_up(link)
+
     def _membership_changed(self, record: NodeRecord, running: bool) -> None:
         self._dial_running()
+        if not running and record.name != self.name:
+            for listener in self.node_down:
+                listener(record.name)
 
     def _dial_running(self) -> None:
         if self.membership is None:
@@ -116,11 +147,17 @@ class ClusterNode:
 
     def _link_up(self, link: Link) -> None:
         log.debug("link with %s up", link.peer)
+        for listener in self.link_up:
+            listener(link)
 
     def _link_down(self, link: Link, why: str) -> None:
         log.debug("link with %s down: %s", link.peer, why)
+        for listener in self.link_down:
+            listener(link, why)
 
     async def leave(self) -> None:
+        if self.definitions is not None:
+            await self.definitions.stop()
         await self.links.close()
         if self.membership is not None:
             await self.membership.leave()

@@ -17,7 +17,7 @@ from roost.core.catalog import Catalog
 from roost.core.client import Client, Traffic
 from roost.core.connections import Connections, connection_info
 from roost.core.declarations import Declarations
-from roost.core.durability import Completion, MessageStore, StreamStorage
+from roost.core.durability import Completion, MessageStore, Pending, StreamStorage
 from roost.core.errors import AccessRefused, NotAllowed
 from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
 from roost.core.features.direct_reply import REPLY_TO
@@ -128,7 +128,9 @@ class Broker:
         self.unbind_queue = d.unbind_queue
         self.purge_queue = d.purge_queue
         self.delete_queue = d.delete_queue
-        m = self.messaging = Messaging(self.quotas, store, self.stats.latency)
+        # outcomes decided elsewhere (a cluster's etcd commits, home nodes' confirms)
+        self.pending = Pending()
+        m = self.messaging = Messaging(self.quotas, store, self.pending, self.stats.latency)
         self.publish = m.publish
         self.check_publish = m.check_publish
         self.get = m.get
@@ -277,7 +279,7 @@ class Broker:
     def durable_from_here(self) -> Completion:
         """The one durability wait: take it, run the operation, then ``then(done)``
         (core.durability.Completion)."""
-        return Completion(self.message_store)
+        return Completion(self.message_store, self.pending)
 
     def vhost(self, name: str) -> VHost:
         return self.catalog.vhost(name)

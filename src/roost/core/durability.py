@@ -246,24 +246,87 @@ class StreamStorage(Protocol):
 Done = Callable[["BrokerError | None"], None]
 
 
+class Pending:
+    """Operations whose outcome is decided elsewhere: a cluster's definition changes
+    (an etcd transaction) and messages forwarded to the node their queue lives on (the
+    home node's confirm). Each gets a number from ``issue`` and ends with ``finish``;
+    ``when_done`` waits for every operation issued in a range. On a single node nothing
+    is ever issued, so a ``Completion`` pays one integer comparison for it."""
+
+    __slots__ = ("_failed", "_unfinished", "_waiters", "issued")
+
+    def __init__(self) -> None:
+        self.issued = 0
+        self._unfinished: dict[int, None] = {}  # insertion order = number order
+        self._failed: dict[int, BrokerError] = {}  # the last few failures, by number
+        self._waiters: list[tuple[int, int, Done]] = []
+
+    def issue(self) -> int:
+        self.issued += 1
+        self._unfinished[self.issued] = None
+        return self.issued
+
+    def finish(self, number: int, error: BrokerError | None = None) -> None:
+        if number not in self._unfinished:
+            return  # finished twice (a link that went down after the answer): ignore
+        del self._unfinished[number]
+        if error is not None:
+            self._failed[number] = error
+            while len(self._failed) > 4096:
+                del self._failed[next(iter(self._failed))]
+        if self._waiters:
+            self._wake()
+
+    def when_done(self, after: int, upto: int, done: Done) -> None:
+        """``done`` once every operation numbered in (``after``, ``upto``] finished: with
+        the first failure among them, or None."""
+        self._waiters.append((after, upto, done))
+        self._wake()
+
+    def _wake(self) -> None:
+        lowest = next(iter(self._unfinished), self.issued + 1)
+        ready = [w for w in self._waiters if w[1] < lowest]
+        if not ready:
+            return
+        self._waiters = [w for w in self._waiters if w[1] >= lowest]
+        for after, upto, done in ready:
+            failed = [e for n, e in self._failed.items() if after < n <= upto]
+            done(failed[0] if failed else None)
+
+
 class Completion:
     """"Do this; tell me when it is durable (or that it failed)": the one way anything
     waits for the store. Take one before an operation (``Broker.durable_from_here``), run
     the operation, then ``then(done)``: ``done(None)`` once everything the operation
     changed durably (a journaled definition, a persistent message) is on disk, or
     ``done(error)`` when it could not be. A cluster's definitions authority completes the
-    same way once every live node applied the change, with the error a commit-time check
-    found (a 406 from a racing declare)."""
+    same way once etcd committed the change (``Pending``), with the error a commit-time
+    check found (a 406 from a racing declare)."""
 
-    __slots__ = ("_mark", "_store")
+    __slots__ = ("_mark", "_pending", "_pending_mark", "_store")
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        pending: Pending | None = None,
+        *,
+        marks: tuple[int, int] | None = None,
+    ) -> None:
+        """``marks``: (store appends, pending issued) taken earlier, for a caller that
+        learns only afterwards that it must wait (a publish that was forwarded)."""
         self._store = store
-        self._mark = store.appends
+        self._pending = pending
+        if marks is not None:
+            self._mark, self._pending_mark = marks
+        else:
+            self._mark = store.appends
+            self._pending_mark = 0 if pending is None else pending.issued
 
     @property
     def pending(self) -> bool:
         """Something durable changed since this was taken."""
+        if self._pending is not None and self._pending.issued != self._pending_mark:
+            return True
         return self._store.appends != self._mark
 
     def then(self, done: Done) -> bool:
@@ -271,10 +334,37 @@ class Completion:
         changed, ``done`` is not called and the caller replies at once (the synchronous
         path: a non-durable declare never waits)."""
         store = self._store
+        remote = self._pending
+        if remote is not None and remote.issued != self._pending_mark:
+            if store.appends == self._mark:
+                remote.when_done(self._pending_mark, remote.issued, done)
+            else:
+                both = _Both(done)
+                store.when_durable(partial(_completed, both.one))
+                remote.when_done(self._pending_mark, remote.issued, both.one)
+            return True
         if store.appends == self._mark:
             return False
         store.when_durable(partial(_completed, done))
         return True
+
+
+class _Both:
+    """Calls ``done`` once both halves answered, with the first error either gave."""
+
+    __slots__ = ("_done", "_error", "_left")
+
+    def __init__(self, done: Done) -> None:
+        self._done = done
+        self._left = 2
+        self._error: BrokerError | None = None
+
+    def one(self, error: BrokerError | None) -> None:
+        if error is not None and self._error is None:
+            self._error = error
+        self._left -= 1
+        if self._left == 0:
+            self._done(self._error)
 
 
 def _completed(done: Done, ok: bool) -> None:

@@ -119,7 +119,7 @@ class Changes:
         """Remember a change; True when it must be written (it touches what a restart
         recreates, or what the files hold)."""
         found = self._item(event)
-        if found is None:
+        if found is None or _remote(event):
             return False
         section, item, gone = found
         key = (section, KEYS[section](item))
@@ -171,6 +171,11 @@ class Changes:
         }
 
     # -- which object a change names --------------------------------------------------
+
+    def describe(self, event: Event) -> tuple[str, Item, bool] | None:
+        """(section, item, gone) of the object a change names, in the export's format; None
+        for what no definitions document holds (an exclusive queue, amq.* exchanges)."""
+        return self._item(event)
 
     def _item(self, event: Event) -> tuple[str, Item, bool] | None:
         """(section, item, gone) of the object a change names; None: nothing to write."""
@@ -244,6 +249,17 @@ class Changes:
         else:
             dest = vhost.queues.get(item["destination"])
         return dest is not None and recreated(dest)
+
+
+def _remote(event: Event) -> bool:
+    """A cluster's stand-in for a queue homed on another node (and its bindings): that
+    node journals it, not this one."""
+    match event:
+        case QueueDeclared(queue=q) | QueueDeleted(queue=q):
+            return q.remote
+        case BindingAdded(binding=b) | BindingRemoved(binding=b):
+            return not b.destination.is_exchange and bool(b.destination.remote)
+    return False
 
 
 def replay(base: dict[str, Any] | None, records: list[Item]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost.core.client import size_bucket
+from roost.core.durability import Completion
 from roost.core.errors import NotImplementedFeature
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, target_stream
 from roost.core.exchanges.producers import PRODUCERS_EXCHANGE
@@ -21,7 +22,7 @@ from roost.core.flow import Publisher
 if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.consumer import Consumer
-    from roost.core.durability import MessageStore
+    from roost.core.durability import MessageStore, Pending
     from roost.core.latency import Latency
     from roost.core.message import Message
     from roost.core.queues.entry import Entry
@@ -30,9 +31,12 @@ if TYPE_CHECKING:
 
 
 class Messaging:
-    def __init__(self, quotas: Quotas, store: MessageStore, latency: Latency | None) -> None:
+    def __init__(
+        self, quotas: Quotas, store: MessageStore, pending: Pending, latency: Latency | None
+    ) -> None:
         self._quotas = quotas
         self._store = store
+        self._pending = pending
         self._latency = latency
 
     def publish(
@@ -90,6 +94,8 @@ class Messaging:
         # a persistent message to a durable queue, or any message to a stream, bumps
         # ``appends``: its confirm waits for the group commit's fsync
         before = store.appends
+        pending = self._pending
+        forwarded = pending.issued  # a cluster's queues on other nodes confirm later
         routed, refusal = client.vhost.publish(exchange, message, publisher)
         if not routed:
             counts.unroutable += 1
@@ -97,6 +103,10 @@ class Messaging:
             if refused is not None:
                 refused(refusal)
             confirm(False)
+        elif pending.issued != forwarded:
+            Completion(store, pending, marks=(before, forwarded)).then(
+                lambda error: confirm(error is None)
+            )
         elif store.appends != before:
             store.when_durable(confirm)
         else:

@@ -50,7 +50,7 @@ STORE_MARK = "roost_store"  # a saved queue's note that it has a data directory
 
 def wants_store(queue: Queue) -> bool:
     """Streams keep their own log (core.queues.stream), so they get no message store."""
-    return recreated(queue) and queue.kind != "stream"
+    return recreated(queue) and queue.kind != "stream" and not queue.remote
 
 
 def persistable(data: dict[str, Any]) -> dict[str, Any]:

@@ -137,7 +137,7 @@ class Queries:
                 operator.definition if operator else {},
             ),
             # RabbitMQ's "flow": the queue holds its publishers back (core/flow.py)
-            state="flow" if getattr(getattr(q, "flow", None), "congested", False) else "running",
+            state=_state(q),
             **_stream_offsets(q),
         )
 
@@ -145,7 +145,10 @@ class Queries:
         return [self._queue_info(q) for v in self._vhosts(vhost) for q in v.queues.values()]
 
     def queue_info(self, vhost: str, name: str) -> QueueInfo:
-        return self._queue_info(self.vhost(vhost).queue(name))
+        q = self.vhost(vhost).queues.get(name)  # shown even when its home node is down
+        if q is None:
+            raise NotFound(f"no queue '{name}' in vhost '{vhost}'")
+        return self._queue_info(q)
 
     def _exchange_info(self, vhost: str, ex: Exchange) -> ExchangeInfo:
         return ExchangeInfo(
@@ -352,3 +355,14 @@ def _stream_offsets(q: Queue) -> dict[str, int]:
 
 def _policy_info(p: Policy) -> PolicyInfo:
     return PolicyInfo(p.vhost, p.name, p.pattern, p.apply_to, dict(p.definition), p.priority)
+
+
+def _state(q: Queue) -> str:
+    """RabbitMQ's queue states: "down" when a cluster's queue has its home node down,
+    "flow" while it holds its publishers back (core/flow.py), else "running"."""
+    if q.remote:
+        try:
+            q.check_available()
+        except NotFound:
+            return "down"
+    return "flow" if getattr(getattr(q, "flow", None), "congested", False) else "running"

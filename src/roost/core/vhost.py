@@ -151,6 +151,8 @@ class VHost:
             raise NotFound(f"no queue '{name}' in vhost '{self.name}'")
         if client is not None and q.exclusive_owner is not None and q.exclusive_owner is not client:
             raise self._locked(name)
+        if q.remote:
+            q.check_available()  # a cluster's queue whose home node is down: 404
         return q
 
     def _locked(self, name: str) -> ResourceLocked:
@@ -404,6 +406,12 @@ class VHost:
             owner.exclusive_queues.add(queue)
         self._changed(QueueDeclared(queue))
         return queue
+
+    def adopt_queue(self, queue: Queue) -> None:
+        """A queue made elsewhere joins this vhost and is announced (a cluster's stand-in
+        for a queue homed on another node, roost.cluster.remote)."""
+        self.queues[queue.name] = queue
+        self._changed(QueueDeclared(queue))
 
     def _check_queue_equivalence(
         self, q: Queue, durable: bool, exclusive: bool, auto_delete: bool, arguments: dict[str, Any]

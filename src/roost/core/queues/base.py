@@ -93,6 +93,7 @@ class Queue:
     stores_all = False  # a durable queue stores persistent messages only (quorum: all)
     counts_deliveries = False  # x-delivery-count without a delivery limit (quorum)
     entry_class = Entry  # a priority queue's entries also carry the message's priority
+    remote = False  # a cluster's stand-in for a queue homed on another node
 
     def __init__(
         self,
@@ -448,6 +449,10 @@ class Queue:
         return count
 
     # -- consumers ----------------------------------------------------------------------
+
+    def check_available(self) -> None:
+        """NotFound when the queue cannot be reached (a cluster's queue whose home node is
+        down); a local queue always can."""
 
     def check_consume(self, exclusive: bool) -> None:
         # RabbitMQ refuses exclusive consumers on a single-active-consumer queue outright

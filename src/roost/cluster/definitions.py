@@ -1,0 +1,421 @@
+"""Definitions live in etcd: every node's view of vhosts, users, permissions, policies,
+limits, exchanges, queues and bindings is the keys under ``PREFIX/defs/``.
+
+A change made on this node (a declare, a bind, an HTTP PUT) is applied locally first, as
+on a single node, and announced by its typed event (core/events.py); this module turns
+the event into one etcd transaction and hands the core a ``Pending`` operation, so the
+reply waits (``Completion``) until etcd committed it. Queues and exchanges are created
+with a compare-and-swap (the key must not exist yet): when two nodes race to declare the
+same queue with different arguments, one transaction wins and the other node replaces
+its local object with the winner's and fails its caller's reply with the 406 a single
+node gives. Everything else is last-writer-wins, as RabbitMQ's own definitions are.
+
+Every node follows the keys with one watch from the revision of its start-up snapshot
+and applies the others' changes to its in-memory view; a queue homed on another node
+becomes that node's stand-in (``roost.cluster.remote.RemoteQueue``).
+
+Writes go to etcd one at a time, in the order the changes were made, so a bind never
+reaches etcd before the declare of its queue. A watched change of a key this node is
+still writing, or has written at a later revision, is its own echo and is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from roost.cluster.applied import Applied
+from roost.cluster.coordinator import Compare, Delete, Get, KeyValue, Put
+from roost.cluster.errors import ClusterError
+from roost.cluster.startup import survivors
+from roost.core.definitions import (
+    ORDER,
+    export_definitions,
+    import_definitions,
+)
+from roost.core.errors import BrokerError, InternalError, NotFound, PreconditionFailed
+from roost.core.events import (
+    BindingAdded,
+    BindingRemoved,
+    Event,
+    QueueDeclared,
+    QueueDeleted,
+    VHostChanged,
+)
+from roost.core.journal import KEYS, Changes
+
+if TYPE_CHECKING:
+    from roost.cluster.coordinator import Coordinator
+    from roost.cluster.link.transport import Link, LinkManager
+    from roost.core.broker import Broker
+    from roost.core.queues.base import Queue
+    from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.cluster.definitions")
+
+
+Item = dict[str, Any]
+# a queue homed elsewhere: (vhost, item, home node) -> its stand-in
+RemoteFactory = Callable[["VHost", Item, str], "Queue"]
+
+
+@dataclass(slots=True)
+class Write:
+    number: int  # the Pending operation the caller's reply waits for
+    section: str
+    key: str
+    item: Item | None  # None: deleted
+
+
+class ClusterDefinitions:
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        prefix: str,
+        node: str,
+        broker: Broker,
+        links: LinkManager | None = None,
+    ) -> None:
+        self.coordinator = coordinator
+        self.applied = Applied(links)  # what the other running nodes have applied
+        self.root = f"{prefix}/defs/"
+        self.node = node
+        self.broker = broker
+        self.catalog = broker.catalog
+        self._changes = Changes(broker.catalog)
+        self._applying = 0
+        self._writes: asyncio.Queue[Write] = asyncio.Queue()
+        self._inflight: dict[str, int] = {}  # etcd key -> our writes not yet answered
+        self._own: dict[str, int] = {}  # etcd key -> revision of our last write to it
+        self._tasks: list[asyncio.Task[None]] = []
+        self.remote_factory: RemoteFactory | None = None
+        self.revision = 0  # the last revision applied
+
+    # -- keys -----------------------------------------------------------------------------
+
+    def key(self, section: str, item: Item) -> str:
+        parts = KEYS[section](item)
+        return self.root + section + "/" + "/".join(quote(str(p), safe="") for p in parts)
+
+    def _parse(self, key: str) -> tuple[str, list[str]]:
+        section, _, rest = key[len(self.root) :].partition("/")
+        return section, [unquote(p) for p in rest.split("/")]
+
+    # -- start ------------------------------------------------------------------------
+
+    async def start(self, *, alone: bool = False, volatile: bool = False) -> None:
+        """Apply what etcd holds, give etcd what only this node has (its first start, or
+        its durable queues), then follow changes and write this node's own. ``alone``:
+        no other node is running, so the cluster's transient exchanges went with the
+        last one (as in RabbitMQ); this node's own transient queues always did, and all
+        of its queues when it keeps nothing on disk (``volatile``: --data-dir none)."""
+        kvs, revision = await self.coordinator.get_prefix(self.root)
+        kvs = await self._drop_transient(kvs, alone, volatile)
+        held = {kv.key for kv in kvs}
+        by_section: dict[str, list[KeyValue]] = {}
+        for kv in kvs:
+            by_section.setdefault(self._parse(kv.key)[0], []).append(kv)
+        for section in ORDER:
+            for kv in by_section.get(section, []):
+                self._apply_put(section, kv.value)
+        self.revision = revision
+        self.catalog.on_change.append(self._broker_changed)
+        for vhost in self.catalog.vhosts.values():
+            self._follow_vhost(vhost)
+        await self._seed(held)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._writer()),
+            loop.create_task(self._watch(revision + 1)),
+        ]
+
+    async def _drop_transient(
+        self, kvs: list[KeyValue], alone: bool, volatile: bool
+    ) -> list[KeyValue]:
+        """Delete from etcd what did not survive this node's stop (``survivors``)."""
+        kept, dropped = survivors(kvs, self._parse, self.node, alone=alone, volatile=volatile)
+        if dropped:
+            await self.coordinator.txn([], [Delete(kv.key) for kv in dropped])
+        return kept
+
+    async def _seed(self, held: set[str]) -> None:
+        doc = export_definitions(self.catalog)
+        for section in ORDER:
+            for item in doc.get(section, []):
+                if not isinstance(item, dict):
+                    continue
+                if section == "queues":
+                    vhost = self.catalog.vhosts.get(item["vhost"])
+                    queue = None if vhost is None else vhost.queues.get(item["name"])
+                    if queue is None or queue.remote:
+                        continue
+                key = self.key(section, item)
+                if key in held:
+                    continue
+                raw = self._encode(item, self.node)
+                await self.coordinator.txn([Compare(key, "create", 0)], [Put(key, raw)])
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    # -- this node's changes ------------------------------------------------------------
+
+    def _broker_changed(self, event: Event) -> None:
+        if isinstance(event, VHostChanged):
+            self._follow_vhost(event.vhost)
+        self._changed(event)
+
+    def _follow_vhost(self, vhost: VHost) -> None:
+        if self._changed not in vhost.on_change:
+            vhost.on_change.append(self._changed)
+
+    def _changed(self, event: Event) -> None:
+        if self._applying:
+            return  # a change etcd told us of: already there
+        if _local_only(event):
+            return
+        found = self._changes.describe(event)
+        if found is None:
+            return
+        section, item, gone = found
+        key = self.key(section, item)
+        number = self.broker.pending.issue()
+        self._inflight[key] = self._inflight.get(key, 0) + 1
+        self._writes.put_nowait(Write(number, section, key, None if gone else item))
+
+    async def _writer(self) -> None:
+        while True:
+            write = await self._writes.get()
+            error: BrokerError | None = None
+            try:
+                error = await self._write(write)
+                if error is None:
+                    await self.applied.everywhere(self._own.get(write.key, 0))
+            except ClusterError as exc:
+                log.warning("definition change not written to etcd: %s", exc)
+                error = InternalError(f"the cluster could not record the change: {exc}")
+                self._undo(write)
+            except Exception:  # a bug must not stop every later write
+                log.exception("definition change %s", write.key)
+                error = InternalError("the cluster could not record the change")
+            finally:
+                left = self._inflight.get(write.key, 1) - 1
+                if left:
+                    self._inflight[write.key] = left
+                else:
+                    self._inflight.pop(write.key, None)
+            self.broker.pending.finish(write.number, error)
+
+    async def _write(self, write: Write) -> BrokerError | None:
+        key, item = write.key, write.item
+        if item is None:
+            result = await self.coordinator.txn([], [Delete(key)])
+            self._own[key] = result.revision
+            return None
+        raw = self._encode(item, self.node)
+        if write.section not in ("queues", "exchanges"):
+            result = await self.coordinator.txn([], [Put(key, raw)])
+            self._own[key] = result.revision
+            return None
+        # created only if absent: of two nodes racing, one wins
+        result = await self.coordinator.txn(
+            [Compare(key, "create", 0)], [Put(key, raw)], [Get(key)]
+        )
+        self._own[key] = result.revision
+        if result.succeeded:
+            return None
+        current = result.reads[0][0].value if result.reads and result.reads[0] else None
+        if current is None:  # deleted meanwhile: ours stands
+            await self.coordinator.txn([], [Put(key, raw)])
+            return None
+        theirs = json.loads(current)
+        if theirs["item"] == item and theirs["node"] == self.node:
+            return None  # ours already (seeded, or written before a restart)
+        return self._lost_race(write.section, item, current)
+
+    def _lost_race(self, section: str, ours: Item, winner: bytes) -> BrokerError | None:
+        """Another node declared it first: its declaration replaces ours here; our caller
+        gets the 406 an inequivalent redeclare gets (None when equivalent)."""
+        vhost = self.catalog.vhosts.get(ours["vhost"])
+        if vhost is None:
+            return None
+        with self._apply():
+            if section == "exchanges":
+                with contextlib.suppress(BrokerError):
+                    vhost.delete_exchange(ours["name"])
+            self._apply_put(section, winner)  # a queue: replaces ours with its stand-in
+            try:
+                if section == "queues":
+                    vhost.declare_queue(
+                        ours["name"],
+                        durable=ours["durable"],
+                        auto_delete=ours["auto_delete"],
+                        arguments=ours["arguments"],
+                        limited=False,
+                    )
+                else:
+                    vhost.declare_exchange(
+                        ours["name"],
+                        ours["type"],
+                        durable=ours["durable"],
+                        auto_delete=ours["auto_delete"],
+                        internal=ours["internal"],
+                        arguments=ours["arguments"],
+                        limited=False,
+                    )
+            except PreconditionFailed as exc:
+                return exc
+        return None
+
+    def _undo(self, write: Write) -> None:
+        """etcd did not take a new queue or exchange: it does not exist here either."""
+        item = write.item
+        if item is None or write.section not in ("queues", "exchanges"):
+            return
+        vhost = self.catalog.vhosts.get(item["vhost"])
+        if vhost is None:
+            return
+        with self._apply(), contextlib.suppress(BrokerError):
+            if write.section == "queues":
+                vhost.delete_queue_named(item["name"], client=None)
+            else:
+                vhost.delete_exchange(item["name"])
+
+    def link_up(self, link: Link) -> None:
+        self.applied.tell(link, self.revision)
+
+    # -- the others' changes ------------------------------------------------------------
+
+    async def _watch(self, revision: int) -> None:
+        async for batch in self.coordinator.watch(self.root, revision):
+            for change in batch:
+                key = change.key
+                self.revision = max(self.revision, change.revision)
+                if self._inflight.get(key) or change.revision <= self._own.get(key, 0):
+                    continue  # our own write's echo (or older than it)
+                section, parts = self._parse(key)
+                if change.value is None:
+                    self._apply_delete(section, parts)
+                else:
+                    self._apply_put(section, change.value)
+            self.applied.tell_all(self.revision)
+
+    def _apply(self) -> contextlib.AbstractContextManager[None]:
+        return _Applying(self)
+
+    def _apply_put(self, section: str, raw: bytes) -> None:
+        try:
+            envelope = json.loads(raw)
+            item, home = envelope["item"], envelope["node"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignored a malformed definition in etcd (%s)", section)
+            return
+        with self._apply():
+            try:
+                if section == "queues" and home != self.node:
+                    self._put_remote_queue(item, home)
+                else:
+                    doc = {section: [item]}
+                    import_definitions(self.catalog, self.broker, doc, recovering=True)
+            except BrokerError as exc:
+                log.warning("definition from the cluster not applied (%s): %s", section, exc)
+
+    def _put_remote_queue(self, item: Item, home: str) -> None:
+        vhost = self.catalog.vhosts.get(item["vhost"])
+        if vhost is None or self.remote_factory is None:
+            return
+        existing = vhost.queues.get(item["name"])
+        if existing is not None and existing.remote and getattr(existing, "home", None) == home:
+            return
+        remote = self.remote_factory(vhost, item, home)
+        if existing is None:
+            vhost.adopt_queue(remote)
+            return
+        # ours lost a race (or the cluster moved it): its bindings and the messages it
+        # took meanwhile go to the winner; its consumers are cancelled (basic.cancel)
+        bindings = [
+            (b.source.name, b.routing_key, dict(b.arguments))
+            for ex in vhost.exchanges.values()
+            for b in ex.bindings_to(existing)
+        ]
+        messages = [e.message for e in existing.ready if e.message is not None]
+        vhost.delete_queue(existing)
+        vhost.adopt_queue(remote)
+        for source, routing_key, arguments in bindings:
+            with contextlib.suppress(BrokerError):
+                vhost.bind(source, remote, routing_key, arguments)
+        for message in messages:
+            remote.push(message)
+
+    def _apply_delete(self, section: str, parts: list[str]) -> None:
+        catalog = self.catalog
+        with self._apply(), contextlib.suppress(BrokerError):
+            if section in ("vhosts", "users"):
+                (catalog.delete_vhost if section == "vhosts" else catalog.delete_user)(parts[0])
+            elif section == "permissions":
+                catalog.delete_permission(parts[0], parts[1])
+            elif section == "topic_permissions":
+                catalog.delete_topic_permission(parts[0], parts[1], parts[2])
+            elif section == "policies":
+                catalog.delete_policy(parts[0], parts[1])
+            elif section == "parameters":
+                vhost = catalog.vhost(parts[0])
+                for name in list(vhost.limits):
+                    catalog.delete_vhost_limit(parts[0], name)
+            elif section == "queues":
+                vhost = catalog.vhost(parts[0])
+                queue = vhost.queues.get(parts[1])
+                if queue is not None:  # even when its home node is down
+                    vhost.delete_queue(queue)
+            elif section == "exchanges":
+                catalog.vhost(parts[0]).delete_exchange(parts[1])
+            elif section == "bindings":
+                vhost = catalog.vhost(parts[0])
+                source, kind, dest_name, routing_key, args = parts[1:6]
+                dest: Any = (
+                    vhost.exchanges.get(dest_name)
+                    if kind == "exchange"
+                    else vhost.queues.get(dest_name)
+                )
+                if dest is None or source not in vhost.exchanges:
+                    raise NotFound("gone already")
+                vhost.unbind(source, dest, routing_key, json.loads(args))
+
+    @staticmethod
+    def _encode(item: Item, node: str) -> bytes:
+        return json.dumps({"item": item, "node": node}, sort_keys=True, default=str).encode()
+
+
+def _local_only(event: Event) -> bool:
+    """An exclusive queue and its bindings live and die with their connection, on its
+    node: the cluster never hears of them (as RabbitMQ keeps them off other nodes)."""
+    match event:
+        case QueueDeclared(queue=q) | QueueDeleted(queue=q):
+            return q.exclusive_owner is not None
+        case BindingAdded(binding=b) | BindingRemoved(binding=b):
+            dest = b.destination
+            return not dest.is_exchange and dest.exclusive_owner is not None
+    return False
+
+
+class _Applying:
+    """While applying what etcd says, this node's listener writes nothing back."""
+
+    def __init__(self, owner: ClusterDefinitions) -> None:
+        self.owner = owner
+
+    def __enter__(self) -> None:
+        self.owner._applying += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.owner._applying -= 1

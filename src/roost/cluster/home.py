@@ -1,0 +1,219 @@
+"""The home node's side of the data plane: what a node does for its peers as the home of
+queues (roost.cluster.remote is the other side).
+
+Each peer is served through one core session per vhost, as a client of its own with the
+broker's rights: a remote subscription is a consumer of that session, so prefetch,
+requeue on loss and redelivery are the single node's. A peer's forwarded publishes are
+pushed into the queues named; the answer (``PublishResult``) goes back at once, after the
+fsync for a persistent message to a durable queue, or later while a queue the peer feeds
+is congested (the peer is held as a publisher, so its publish window fills and it holds
+its own publishers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from roost.cluster.link import frames as f
+from roost.cluster.wire import message_of, properties_of
+from roost.core.auth import User
+from roost.core.client import Client
+from roost.core.errors import BrokerError
+from roost.core.flow import Publisher
+
+if TYPE_CHECKING:
+    from roost.cluster.link.transport import Link
+    from roost.core.broker import Broker
+    from roost.core.message import Message
+    from roost.core.session import Session
+    from roost.core.vhost import VHost
+
+CREDIT = 256  # deliveries a home node sends ahead of the acks of one remote subscription
+
+
+class _Sink:
+    """The home node's side of one peer's sessions: deliveries become ``Deliver``."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.ids: dict[str, int] = {}  # consumer tag -> the peer's consumer id
+
+    def deliver(
+        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
+    ) -> None:
+        self.link.send(
+            f.Deliver(
+                self.ids.get(consumer_tag, 0),
+                delivery_tag,
+                f.DELIVER_REDELIVERED if redelivered else 0,
+                0,
+                message.exchange,
+                message.routing_key,
+                properties_of(message),
+                message.body,
+            )
+        )
+
+    def consumer_cancelled(self, consumer_tag: str) -> None:
+        consumer_id = self.ids.pop(consumer_tag, 0)
+        if consumer_id:
+            self.link.send(f.Cancel(consumer_id, 404, "queue deleted"))
+
+    def close_with(self, error: BrokerError) -> None:
+        for tag in list(self.ids):
+            self.consumer_cancelled(tag)
+
+
+class _Peer:
+    """A peer as a publisher here: while a queue it feeds is congested, its answers wait,
+    so its publish window fills and it holds its own publishers."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.held = False
+        self.deferred: list[f.PublishResult] = []
+        self.publisher = Publisher(self._changed)
+        self._watchdog: Any = None
+
+    def answer(self, result: f.PublishResult) -> None:
+        if self.held:
+            self.deferred.append(result)
+        else:
+            self.link.send(result)
+
+    def _changed(self, held: bool) -> None:
+        self.held = held
+        if held:
+            self._watch()
+            return
+        deferred, self.deferred = self.deferred, []
+        for result in deferred:
+            self.link.send(result)
+
+    def _watch(self) -> None:
+        """While held, ask the holding queues about once a second whether they still move
+        (a consumer that stopped acking must not hold the peer for ever)."""
+
+        if self._watchdog is None and self.held:
+            self._watchdog = asyncio.get_running_loop().call_later(1.0, self._tick)
+
+    def _tick(self) -> None:
+        self._watchdog = None
+        if self.held:
+            self.publisher.check_progress()
+            self._watch()
+
+    def close(self) -> None:
+        self.publisher.close()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+
+
+class Home:
+    """What this node does for its peers as the home of queues."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        # (peer, vhost) -> the session serving that peer's subscriptions there
+        self.sessions: dict[tuple[str, str], tuple[Session, _Sink]] = {}
+        self.peers: dict[str, _Peer] = {}
+
+    def _peer(self, link: Link) -> _Peer:
+        peer = self.peers.get(link.peer)
+        if peer is None or peer.link is not link:
+            if peer is not None:
+                peer.close()
+            peer = self.peers[link.peer] = _Peer(link)
+        return peer
+
+    def publish(self, link: Link, frame: f.Publish) -> None:
+        peer = self._peer(link)
+
+        def answer(outcome: f.Outcome, text: str = "") -> None:
+            if frame.publish_id:
+                peer.answer(f.PublishResult(frame.publish_id, outcome, text))
+
+        vhost = self.broker.catalog.vhosts.get(frame.vhost)
+        message = message_of(frame.exchange, frame.routing_key, frame.properties, frame.body)
+        store = self.broker.message_store
+        before = store.appends
+        taken = 0
+        for name in frame.queues:
+            queue = None if vhost is None else vhost.queues.get(name)
+            if queue is None or queue.remote or queue.deleted:
+                continue
+            if not queue.push(message):
+                answer(f.Outcome.NACKED, queue.refusal)
+                return
+            taken += 1
+            if queue.flow.congested:
+                queue.flow.hold(peer.publisher)
+        if not taken:
+            answer(f.Outcome.UNROUTABLE, "no such queue on its home node")
+        elif store.appends != before:
+            store.when_durable(
+                lambda ok: answer(f.Outcome.CONFIRMED if ok else f.Outcome.NACKED, "disk")
+            )
+        else:
+            answer(f.Outcome.CONFIRMED)
+
+    def _session(self, link: Link, vhost: VHost) -> tuple[Session, _Sink]:
+        key = (link.peer, vhost.name)
+        found = self.sessions.get(key)
+        if found is not None and found[1].link is link:
+            return found
+        client = Client(
+            protocol="cluster", peer=link.peer, user=User("rmq-internal", ""), vhost=vhost
+        )
+        sink = _Sink(link)
+        session = self.broker.open_session(client, sink)
+        session.set_qos(CREDIT, False)
+        self.sessions[key] = (session, sink)
+        return session, sink
+
+    def consume(self, link: Link, frame: f.Consume) -> None:
+        vhost = self.broker.catalog.vhosts.get(frame.vhost)
+        queue = None if vhost is None else vhost.queues.get(frame.queue)
+        if vhost is None or queue is None or queue.remote:
+            link.send(f.Cancel(frame.consumer_id, 404, f"no queue '{frame.queue}' here"))
+            return
+        session, sink = self._session(link, vhost)
+        tag = f"cluster-{link.peer}-{frame.consumer_id}"
+        try:
+            consumer = session.consume(queue, tag, no_ack=False, exclusive=False)
+        except BrokerError as exc:
+            link.send(f.Cancel(frame.consumer_id, 403, str(exc)))
+            return
+        sink.ids[tag] = frame.consumer_id
+        link.send(f.ConsumeOk(frame.consumer_id))
+        session.start(consumer)
+
+    def cancel(self, link: Link, frame: f.Cancel) -> None:
+        for session, sink in self._of(link):
+            tag = f"cluster-{link.peer}-{frame.consumer_id}"
+            if sink.ids.pop(tag, None) is not None:
+                session.cancel(tag)
+
+    def settle(self, link: Link, frame: f.Settle) -> None:
+        requeue = bool(frame.flags & f.SETTLE_REQUEUE)
+        for session, _sink in self._of(link):
+            if not session.is_unacked(frame.delivery_id):
+                continue
+            if frame.op == f.SettleOp.ACK:
+                session.ack(frame.delivery_id, False)
+            else:
+                session.nack(frame.delivery_id, False, requeue)
+            return
+
+    def _of(self, link: Link) -> list[tuple[Session, _Sink]]:
+        return [s for (peer, _), s in self.sessions.items() if peer == link.peer]
+
+    def link_down(self, peer: str) -> None:
+        """The peer's subscriptions end; what it had not acked is requeued here."""
+        gone = self.peers.pop(peer, None)
+        if gone is not None:
+            gone.close()
+        for key in [k for k in self.sessions if k[0] == peer]:
+            session, _sink = self.sessions.pop(key)
+            self.broker.close_session(session)
