@@ -102,6 +102,14 @@ class Paho:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+        self._close_wakeup()
+
+    def _close_wakeup(self) -> None:
+        """paho keeps a socket pair to wake its loop until the client is collected."""
+        for name in ("_sockpairR", "_sockpairW"):
+            sock = getattr(self.client, name, None)
+            if sock is not None:
+                sock.close()
 
     def drop(self) -> None:
         """Close the socket without DISCONNECT (as a crash would)."""
@@ -110,6 +118,7 @@ class Paho:
         if sock is not None:
             sock.shutdown(socket.SHUT_RDWR)
             sock.close()
+        self._close_wakeup()
 
 
 class Raw:

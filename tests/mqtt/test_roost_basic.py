@@ -100,6 +100,7 @@ def test_bad_password_is_refused(roost: RoostProcess, version: int) -> None:
         assert str(rc) == "Bad user name or password"
     finally:
         client.client.loop_stop()
+        client._close_wakeup()
 
 
 def test_vhost_in_user_name(roost: RoostProcess) -> None:
@@ -112,6 +113,7 @@ def test_vhost_in_user_name(roost: RoostProcess) -> None:
         assert str(rc) == "Not authorized"  # 3.1.1 return code 5
     finally:
         missing.client.loop_stop()
+        missing._close_wakeup()
 
 
 def test_connection_listed_with_its_protocol(roost: RoostProcess) -> None:
