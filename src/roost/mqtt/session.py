@@ -28,6 +28,8 @@ from roost.mqtt import mapping
 from roost.mqtt.codec import NEED_DATA, PacketReader, encode
 from roost.mqtt.errors import MQTTError
 from roost.mqtt.packets import (
+    CONNACK,
+    DISCONNECT,
     MQTT_5,
     PUBLISH,
     ConnAck,
@@ -48,6 +50,7 @@ from roost.mqtt.packets import (
 )
 from roost.mqtt.reason_codes import (
     ADMINISTRATIVE_ACTION,
+    ALLOWED,
     BAD_AUTHENTICATION_METHOD,
     BAD_USER_NAME_OR_PASSWORD,
     CLIENT_IDENTIFIER_NOT_VALID,
@@ -58,6 +61,7 @@ from roost.mqtt.reason_codes import (
     NO_SUBSCRIPTION_EXISTED,
     NOT_AUTHORIZED,
     PACKET_IDENTIFIER_NOT_FOUND,
+    PROTOCOL_ERROR,
     SERVER_SHUTTING_DOWN,
     SERVER_UNAVAILABLE,
     SESSION_TAKEN_OVER,
@@ -242,6 +246,9 @@ class MQTTSession:
         log.warning("%s: MQTT error 0x%02X: %s", self.transport.peer, code, text)
         if self.closed:
             return
+        packet_type = CONNACK if self.client is None else DISCONNECT
+        if code not in ALLOWED[packet_type]:  # a code the packet cannot carry
+            code = PROTOCOL_ERROR if packet_type == DISCONNECT else UNSPECIFIED_ERROR
         if self.client is None:
             if self.level == MQTT_5:
                 self._send(ConnAck(code, properties=Properties(reason_string=text[:200])))
