@@ -170,6 +170,7 @@ class MQTTSession:
         self._qos2: set[int] = set()  # QoS 2 publishes answered PUBREC, awaiting PUBREL
         self._aliases: dict[int, str] = {}
         self._max_out = 0  # the client's maximum packet size (MQTT 5), 0 = none
+        self._prefetch = settings.prefetch
         self._in_publish = False
         self._sync_acks: list[tuple[int, int, bool]] = []
         registry.add(self)
@@ -318,6 +319,8 @@ class MQTTSession:
         if v5:
             self.persistent = bool(p.properties.session_expiry_interval)
             self._max_out = p.properties.maximum_packet_size or 0
+            # receive maximum: the client's bound on QoS 1 deliveries in flight
+            self._prefetch = min(self._prefetch, p.properties.receive_maximum or 65535)
         else:
             self.persistent = not p.clean_start
         present = self._resume_or_clean(client, p.clean_start)
@@ -540,7 +543,7 @@ class MQTTSession:
     def _consume(self, qos: int) -> None:
         assert self.session is not None
         session = self.session
-        session.prefetch_count = self.settings.prefetch if qos else 0
+        session.prefetch_count = self._prefetch if qos else 0
         try:
             consumer = self.port.consume(
                 session, subscription_queue(self.client_id, qos), QOS1 if qos else QOS0,
