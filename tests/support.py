@@ -24,6 +24,7 @@ READY_LINE = "Roost ready"
 ROOT = Path(__file__).resolve().parents[1]
 # the browser STOMP client that scripts/_stompjs.sh fetches from npm (never committed)
 STOMPJS = ROOT / ".cache" / "stompjs" / "7.5.0" / "stomp.umd.min.js"
+MQTTJS = ROOT / ".cache" / "mqttjs" / "5.16.0" / "mqtt.min.js"
 T = TypeVar("T")
 
 
