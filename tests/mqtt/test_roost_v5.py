@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 import uuid
 
+import requests
+
 from roost.mqtt.packets import (
     MQTT_5,
     ConnAck,
@@ -16,6 +18,7 @@ from roost.mqtt.packets import (
     SubAck,
     Subscribe,
     Subscription,
+    Will,
 )
 from tests.mqtt.clients import Paho, Raw, props
 from tests.support import RoostProcess
@@ -117,3 +120,67 @@ def test_deliveries_above_the_clients_maximum_packet_size_are_dropped(
     assert isinstance(got, Publish) and got.payload == b"small"
     raw.close()
     pub.close()
+
+
+def test_subscription_identifiers_name_every_matching_subscription(
+    roost: RoostProcess,
+) -> None:
+    topic = _id("subid")
+    raw = _connect(roost.mqtt_port)
+    raw.send(Subscribe(1, [Subscription(f"{topic}/#", 1)],
+                       Properties(subscription_identifiers=[7])))
+    assert isinstance(raw.recv(), SubAck)
+    raw.send(Subscribe(2, [Subscription(f"{topic}/b", 1)],
+                       Properties(subscription_identifiers=[9])))
+    assert isinstance(raw.recv(), SubAck)
+    pub = Paho(roost.mqtt_port, _id("pub"), version=MQTT_5)
+    pub.publish(f"{topic}/b", b"both", qos=1)
+    pub.publish(f"{topic}/c", b"one", qos=1)
+    got = [raw.recv(), raw.recv()]
+    assert [(p.payload, p.properties.subscription_identifiers)  # type: ignore[union-attr]
+            for p in got] == [(b"both", [7, 9]), (b"one", [7])]
+    raw.close()
+    pub.close()
+
+
+def test_will_delay_and_a_session_resumed_within_it(roost: RoostProcess) -> None:
+    topic = _id("willdelay")
+    watcher = Paho(roost.mqtt_port, _id("watch"))
+    watcher.subscribe(f"{topic}/#", 1)
+
+    def vanish(client_id: str, what: bytes) -> None:
+        raw = Raw(roost.mqtt_port, MQTT_5)
+        will = Will(f"{topic}/{client_id}", what, 1,
+                    properties=Properties(will_delay_interval=1))
+        raw.send(Connect(client_id, MQTT_5, will=will,
+                         properties=Properties(session_expiry_interval=60)))
+        assert isinstance(raw.recv(), ConnAck)
+        raw.close()  # no DISCONNECT
+
+    gone, back = _id("gone"), _id("back")
+    start = time.monotonic()
+    vanish(gone, b"gone for good")
+    vanish(back, b"never sent")
+    returning = Raw(roost.mqtt_port, MQTT_5)  # resumes within the delay: no will
+    returning.send(Connect(back, MQTT_5, clean_start=False,
+                           properties=Properties(session_expiry_interval=60)))
+    assert isinstance(returning.recv(), ConnAck)
+    msg = watcher.get()
+    assert (msg.topic, msg.payload) == (f"{topic}/{gone}", b"gone for good")
+    assert time.monotonic() - start >= 0.9
+    time.sleep(0.5)
+    assert watcher.messages.empty()
+    returning.close()
+    watcher.close()
+
+
+def test_session_expiry_becomes_the_queue_expiry(roost: RoostProcess) -> None:
+    cid = _id("expiry")
+    client = Paho(roost.mqtt_port, cid, version=MQTT_5, clean=False, session_expiry=30)
+    client.subscribe("expiry/x", 1)
+    client.close()
+    response = requests.get(f"{roost.http_url}/api/queues/%2F/mqtt-subscription-{cid}qos1",
+                            auth=("guest", "guest"), timeout=5)
+    queue = response.json()
+    assert queue["durable"] is True
+    assert queue["arguments"] == {"x-expires": 30_000}

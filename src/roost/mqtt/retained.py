@@ -57,6 +57,8 @@ class MQTTState:
     def __init__(self, port: AdapterPort) -> None:
         self.port = port
         self.sessions: dict[tuple[str, str], Any] = {}  # (vhost, client id) -> MQTTSession
+        # wills waiting out their MQTT 5 will delay, cancelled if the session resumes
+        self.pending_wills: dict[tuple[str, str], Any] = {}
         self._retained: dict[str, VhostRetained] = {}
 
     # -- retained messages ----------------------------------------------------------------

@@ -72,7 +72,12 @@ from roost.mqtt.reason_codes import (
 )
 from roost.mqtt.retained import MQTTState
 from roost.mqtt.states import State, advance
-from roost.mqtt.topics import split_shared, validate_topic_filter, validate_topic_name
+from roost.mqtt.topics import (
+    split_shared,
+    topic_matches,
+    validate_topic_filter,
+    validate_topic_name,
+)
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Client, Publisher, Session
@@ -171,6 +176,8 @@ class MQTTSession:
         self._aliases: dict[int, str] = {}
         self._max_out = 0  # the client's maximum packet size (MQTT 5), 0 = none
         self._prefetch = settings.prefetch
+        self._queue_arguments: dict[str, Any] = {}
+        self._subscription_ids: dict[str, int] = {}  # topic filter -> MQTT 5 identifier
         self._in_publish = False
         self._sync_acks: list[tuple[int, int, bool]] = []
         registry.add(self)
@@ -313,11 +320,19 @@ class MQTTSession:
         if old is not None and old is not self:
             old.taken_over()
         self.shared.sessions[self.key] = self
+        pending = self.shared.pending_wills.pop(self.key, None)
+        if pending is not None:  # the session resumed within the will delay: no will
+            pending.cancel()
         self.session = self.port.open_session(client, self)
         self.publisher = self.port.new_publisher(self._held)
         self.will = p.will
         if v5:
-            self.persistent = bool(p.properties.session_expiry_interval)
+            expiry = p.properties.session_expiry_interval or 0
+            self.persistent = bool(expiry)
+            # the session's queues go that long after its last connection, as RabbitMQ 3.13
+            # does it (0xFFFFFFFF: never)
+            if 0 < expiry < 0xFFFFFFFF:
+                self._queue_arguments = {"x-expires": expiry * 1000}
             self._max_out = p.properties.maximum_packet_size or 0
             # receive maximum: the client's bound on QoS 1 deliveries in flight
             self._prefetch = min(self._prefetch, p.properties.receive_maximum or 65535)
@@ -340,7 +355,7 @@ class MQTTSession:
             props.maximum_packet_size = self.settings.max_packet_size
             props.retain_available = 1
             props.shared_subscription_available = 0
-            props.subscription_identifier_available = 0
+            props.subscription_identifier_available = 1
             props.maximum_qos = 1
         self._send(ConnAck(0, present, props))
         log.info(
@@ -367,7 +382,20 @@ class MQTTSession:
 
     def _held(self, held: bool) -> None:
         """A queue this connection published to is congested: stop reading it."""
-        self._pause("flow") if held else self._resume("flow")
+        if held:
+            self._pause("flow")
+            self._timers.append(self._clock.call_later(1.0, self._check_progress))
+        else:
+            self._resume("flow")
+
+    def _check_progress(self) -> None:
+        """About once a second while held: a queue whose consumers stopped lets go
+        (core/flow.py's stall rule), so a publisher never waits on a dead consumer."""
+        if self.closed or self.publisher is None or not self.publisher.held:
+            return
+        self.publisher.check_progress()
+        if self.publisher.held:
+            self._timers.append(self._clock.call_later(1.0, self._check_progress))
 
     def _pause(self, why: str) -> None:
         if not self._paused:
@@ -491,6 +519,11 @@ class MQTTSession:
                 codes.append(NOT_AUTHORIZED)
                 continue
             codes.append(qos)
+            sub_id = p.properties.subscription_identifiers
+            if sub_id:
+                self._subscription_ids[sub.topic_filter] = sub_id[0]
+            else:
+                self._subscription_ids.pop(sub.topic_filter, None)
             if sub.retain_handling != 2:
                 granted.append((sub.topic_filter, qos))
         done = partial(self._subscribed, p.packet_id, codes, granted)
@@ -523,7 +556,8 @@ class MQTTSession:
         name = subscription_queue(self.client_id, qos)
         if qos not in self._consuming:
             self.port.declare_queue(
-                self.client, name, durable=self.persistent, auto_delete=not self.persistent
+                self.client, name, durable=self.persistent, auto_delete=not self.persistent,
+                arguments=self._queue_arguments,
             )
         self.port.bind_queue(self.client, name, mapping.EXCHANGE, key, {})
         other = subscription_queue(self.client_id, 1 - qos)
@@ -560,6 +594,7 @@ class MQTTSession:
             key = mapping.routing_key(topic_filter)
             found = [self._unbind(subscription_queue(self.client_id, q), key) for q in (0, 1)]
             codes.append(0 if any(found) else NO_SUBSCRIPTION_EXISTED)
+            self._subscription_ids.pop(topic_filter, None)
         self._send(UnsubAck(p.packet_id, codes if self.level == MQTT_5 else []))
 
     # -- delivering (core DeliverySink) ---------------------------------------------------
@@ -573,6 +608,8 @@ class MQTTSession:
         packet = Publish(mapping.topic(message.routing_key), message.body, qos, dup=redelivered)
         if self.level == MQTT_5:
             packet.properties = mapping.properties_for_v5(message)
+            if self._subscription_ids:
+                packet.properties.subscription_identifiers = self._matching_ids(packet.topic)
         if qos:
             packet.packet_id = self._packet_id()
             self._inflight[packet.packet_id] = delivery_tag
@@ -587,11 +624,19 @@ class MQTTSession:
         if consumer_tag == QOS1 and not qos and self.session is not None:
             self.session.ack(delivery_tag, False)
 
+    def _matching_ids(self, topic: str) -> list[int]:
+        """The identifiers of this connection's subscriptions that match ``topic``."""
+        return sorted(
+            {i for f, i in self._subscription_ids.items() if topic_matches(f, topic)}
+        )
+
     def _deliver_retained(self, topic: str, message: Message, sub_qos: int) -> None:
         qos = min(mapping.published_qos(message), sub_qos)
         packet = Publish(topic, message.body, qos, retain=True)
         if self.level == MQTT_5:
             packet.properties = mapping.properties_for_v5(message)
+            if self._subscription_ids:
+                packet.properties.subscription_identifiers = self._matching_ids(topic)
         if qos:
             packet.packet_id = self._packet_id()
             self._inflight[packet.packet_id] = 0
@@ -656,7 +701,15 @@ class MQTTSession:
             return
         self.port.alarms.unsubscribe(self._alarms_changed)
         if self.will is not None and self.port.is_connected(client):
-            self._publish_will(client)
+            delay = self.will.properties.will_delay_interval if self.level == MQTT_5 else 0
+            if delay:
+                key = self.key
+                self.shared.pending_wills[key] = self._clock.call_later(
+                    delay, self._delayed_will, client, self.will
+                )
+                self.will = None
+            else:
+                self._publish_will(client)
         if self.publisher is not None:
             self.publisher.close()
         if self.port.is_connected(client):
@@ -665,6 +718,13 @@ class MQTTSession:
                 "%s: MQTT connection closed (client id=%s): %s",
                 self.transport.peer, self.client_id, self.close_reason or "closed",
             )
+
+    def _delayed_will(self, client: Client, will: Any) -> None:
+        """The will delay passed and no connection resumed the session: publish it."""
+        if self.shared.pending_wills.get(self.key) is not None:
+            del self.shared.pending_wills[self.key]
+        self.will = will
+        self._publish_will(client)
 
     def _publish_will(self, client: Client) -> None:
         will = self.will
