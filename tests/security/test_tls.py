@@ -327,7 +327,7 @@ def test_tls_settings_from_the_config_file(pki: PKI, tmp_path: Path) -> None:
     toml.write_text(
         f'tls_cert = "{pki.server_cert}"\ntls_key = "{pki.server_key}"\n'
         f'tls_ca = "{pki.ca_file}"\ntls_verify = "require"\n'
-        "stomps_port = 0\nwss_port = 0\nhttps_port = 0\n"
+        "stomps_port = 0\nwss_port = 0\nhttps_port = 0\nmqtts_port = 0\n"
     )
     # the other TLS ports come from the file (0: off), the AMQPS port from the flag
     server = TLSRoost(tmp_path / "data", "--config", str(toml), tls_ports=("amqps",)).start()
@@ -352,6 +352,8 @@ def test_no_tls_listener_without_a_certificate(tmp_path: Path) -> None:
             "http",
             "stomp",
             "http/web-stomp",
+            "mqtt",
+            "http/web-mqtt",
         }
     finally:
         server.kill()

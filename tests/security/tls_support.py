@@ -71,7 +71,7 @@ class PKI:
         return args
 
 
-TLS_PORTS = ("amqps", "stomps", "wss", "https")
+TLS_PORTS = ("amqps", "stomps", "wss", "https", "mqtts")
 
 
 class TLSRoost(RoostProcess):
@@ -85,6 +85,7 @@ class TLSRoost(RoostProcess):
         self._base_extra = list(extra)
         self._tls_ports = tls_ports
         self.amqps_port = self.stomps_port = self.wss_port = self.https_port = 0
+        self.mqtts_port = 0
 
     def start(self, timeout: float = 20.0) -> TLSRoost:
         for attempt in range(3):

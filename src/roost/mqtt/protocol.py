@@ -9,6 +9,7 @@ from typing import Any
 from roost.core import AdapterPort
 from roost.mqtt.retained import MQTTState
 from roost.mqtt.session import MQTTSession, MQTTSettings
+from roost.tls import certificate_user
 
 FLUSH_AT = 256 * 1024  # as the other adapters: a big backlog goes out at once
 
@@ -23,6 +24,7 @@ class MQTTServerProtocol(asyncio.Protocol):
         self.registry = registry
         self.peer = "?"
         self.tls = False
+        self.cert_user: str | None = None
         self.session: MQTTSession | None = None
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_event_loop()
@@ -36,6 +38,7 @@ class MQTTServerProtocol(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.tls = transport.get_extra_info("ssl_object") is not None
+        self.cert_user = certificate_user(transport) if self.tls else None
         self.session = MQTTSession(
             self.port, self.settings, self, self.state, self.registry, clock=self._loop
         )

@@ -105,6 +105,9 @@ class Clock(Protocol):
 class MQTTTransport(Protocol):
     peer: str
     tls: bool
+    # CN of the verified TLS client certificate, if any: a CONNECT without a user name
+    # logs in as that user (RabbitMQ's mqtt.ssl_cert_login)
+    cert_user: str | None
 
     def write(self, data: bytes) -> None: ...
 
@@ -287,6 +290,7 @@ class MQTTSession:
             client_id = assigned = f"roost-{os.urandom(12).hex()}"
         username = p.username
         password = (p.password or b"").decode("utf-8", "replace")
+        cert_user = self.transport.cert_user if username is None else None
         if username is None:
             username, password = self.settings.default_user, self.settings.default_password
         vhost = self.settings.default_vhost
@@ -294,10 +298,13 @@ class MQTTSession:
             vhost, username = username.split(":", 1)
         host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
         try:
-            user = self.port.authenticate(
-                username, password, peer_host=host, protocol=self.protocol,
-                peer=self.transport.peer,
-            )
+            if cert_user is not None:
+                user = self.port.authenticate_external(cert_user, peer_host=host)
+            else:
+                user = self.port.authenticate(
+                    username, password, peer_host=host, protocol=self.protocol,
+                    peer=self.transport.peer,
+                )
         except AccessRefused as exc:
             raise MQTTError(BAD_USER_NAME_OR_PASSWORD, exc.text) from exc
         if not self.port.has_vhost(vhost):
@@ -313,6 +320,7 @@ class MQTTSession:
         except BrokerError as exc:
             raise MQTTError(SERVER_UNAVAILABLE, exc.text) from exc
         client.ssl = self.transport.tls
+        client.auth_mechanism = "EXTERNAL" if cert_user is not None else "PLAIN"
         self.client = client
         self.client_id = client_id
         self.key = (vhost, client_id)

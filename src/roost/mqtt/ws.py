@@ -24,10 +24,13 @@ PAUSE_AT = 1024 * 1024  # queued output that pauses deliveries until the socket 
 
 
 class WebSocketTransport:
-    def __init__(self, ws: web.WebSocketResponse, peer: str, tls: bool) -> None:
+    def __init__(
+        self, ws: web.WebSocketResponse, peer: str, tls: bool, cert_user: str | None = None
+    ) -> None:
         self.ws = ws
         self.peer = peer
         self.tls = tls
+        self.cert_user = cert_user
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.session: MQTTSession | None = None
         self.queued = 0
