@@ -167,9 +167,11 @@ class MQTTSession:
         self._clock = clock
         self._heard = clock.time()
         self._keep_alive = 0.0
-        self._timers: list[Timer] = [
-            clock.call_later(settings.connect_timeout, self._connect_timeout)
-        ]
+        # one timer per purpose (CONNECT deadline, keepalive check, flow progress check),
+        # each replaced when it fires: a long-lived connection keeps no fired ones
+        self._timers: dict[str, Timer] = {
+            "connect": clock.call_later(settings.connect_timeout, self._connect_timeout)
+        }
         self._paused: set[str] = set()  # why reading is paused: flow, alarm, definition
         self._alarms: frozenset[str] = frozenset()
         self._consuming: set[int] = set()  # the QoS of the subscription queues consumed
@@ -347,9 +349,7 @@ class MQTTSession:
         else:
             self.persistent = not p.clean_start
         present = self._resume_or_clean(client, p.clean_start)
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
+        self._timers.pop("connect").cancel()
         if p.keep_alive:
             self._keep_alive = p.keep_alive * 1.5  # the spec's "one and a half times"
             self._schedule(p.keep_alive / 2)
@@ -392,7 +392,9 @@ class MQTTSession:
         """A queue this connection published to is congested: stop reading it."""
         if held:
             self._pause("flow")
-            self._timers.append(self._clock.call_later(1.0, self._check_progress))
+            if "progress" in self._timers:
+                self._timers["progress"].cancel()
+            self._timers["progress"] = self._clock.call_later(1.0, self._check_progress)
         else:
             self._resume("flow")
 
@@ -403,7 +405,7 @@ class MQTTSession:
             return
         self.publisher.check_progress()
         if self.publisher.held:
-            self._timers.append(self._clock.call_later(1.0, self._check_progress))
+            self._timers["progress"] = self._clock.call_later(1.0, self._check_progress)
 
     def _pause(self, why: str) -> None:
         if not self._paused:
@@ -425,8 +427,7 @@ class MQTTSession:
     # -- keepalive and timers -------------------------------------------------------------
 
     def _schedule(self, delay: float) -> None:
-        self._timers = [t for t in self._timers if not getattr(t, "cancelled", lambda: False)()]
-        self._timers.append(self._clock.call_later(delay, self._check_keep_alive, delay))
+        self._timers["keepalive"] = self._clock.call_later(delay, self._check_keep_alive, delay)
 
     def _check_keep_alive(self, delay: float) -> None:
         if self.closed:
@@ -698,7 +699,7 @@ class MQTTSession:
             return
         self.closed = True
         self.state = State.CLOSED
-        for timer in self._timers:
+        for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
         self.registry.discard(self)
