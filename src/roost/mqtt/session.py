@@ -352,7 +352,7 @@ class MQTTSession:
         self._timers.pop("connect").cancel()
         if p.keep_alive:
             self._keep_alive = p.keep_alive * 1.5  # the spec's "one and a half times"
-            self._schedule(p.keep_alive / 2)
+            self._schedule(self._keep_alive + 0.01)
         alarms = self.port.alarms
         alarms.subscribe(self._alarms_changed)
         self._alarms = alarms.active
@@ -427,9 +427,11 @@ class MQTTSession:
     # -- keepalive and timers -------------------------------------------------------------
 
     def _schedule(self, delay: float) -> None:
-        self._timers["keepalive"] = self._clock.call_later(delay, self._check_keep_alive, delay)
+        self._timers["keepalive"] = self._clock.call_later(delay, self._check_keep_alive)
 
-    def _check_keep_alive(self, delay: float) -> None:
+    def _check_keep_alive(self) -> None:
+        """Runs when the keepalive deadline (1.5 x the keepalive after the last packet
+        heard) would pass, and closes the connection if nothing came meanwhile."""
         if self.closed:
             return
         if self._paused:  # its packets wait unread in the socket
@@ -438,7 +440,7 @@ class MQTTSession:
         if silent > self._keep_alive:
             self._fail(KEEP_ALIVE_TIMEOUT, f"no packet for {silent:.1f}s")
             return
-        self._schedule(delay)
+        self._schedule(self._keep_alive - silent + 0.01)
 
     def _connect_timeout(self) -> None:
         if self.client is None and not self.closed:
