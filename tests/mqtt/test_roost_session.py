@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import requests
 
 from roost.mqtt.packets import (
     MQTT_5,
@@ -166,3 +167,27 @@ def test_subscribe_answered_in_order_with_later_packets(roost: RoostProcess) -> 
     assert isinstance(raw.recv(), SubAck)
     assert isinstance(raw.recv(), PingResp)
     raw.close()
+
+
+def test_a_user_without_rights_on_the_retained_queue_still_subscribes_and_publishes(
+    fresh_roost: RoostProcess,
+) -> None:
+    """Retained messages live in the vhost's 'mqtt-retained-messages' queue: a user whose
+    permissions do not cover it keeps working, only without retained messages."""
+    api = f"{fresh_roost.http_url}/api"
+    auth = ("guest", "guest")
+    assert requests.put(f"{api}/users/sensor", json={"password": "pw", "tags": ""},
+                        auth=auth, timeout=5).status_code in (201, 204)
+    assert requests.put(f"{api}/permissions/%2F/sensor",
+                        json={"configure": "^mqtt-subscription-", "write": ".*",
+                              "read": ".*"},
+                        auth=auth, timeout=5).status_code in (201, 204)
+    client = Paho(fresh_roost.mqtt_port, _id("limited"), username="sensor", password="pw")
+    try:
+        assert client.subscribe("limited/#", 1)[0] == 1
+        client.publish("limited/x", b"kept anyway?", qos=1, retain=True)
+        msg = client.get()
+        assert (msg.topic, msg.payload) == ("limited/x", b"kept anyway?")
+    finally:
+        client.close()
+    assert "not retained" in fresh_roost.log

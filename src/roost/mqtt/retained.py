@@ -91,8 +91,10 @@ class MQTTState:
             return vhost
         vhost = VhostRetained()
         self.port.declare_queue(client, QUEUE, durable=True)
-        self._retained[name] = vhost
+        # loaded only once read back whole: a client without the rights to read it
+        # (AccessRefused) leaves the next one to load it
         self._compact(client, vhost, read=True)
+        self._retained[name] = vhost
         return vhost
 
     def _compact(self, client: Client, vhost: VhostRetained, *, read: bool = False) -> None:

@@ -467,7 +467,7 @@ class MQTTSession:
         qos = min(p.qos, 1)
         message = mapping.message_from_publish(topic, p.payload, qos, props)
         if p.retain:
-            self.shared.retain(self.client, topic, message)
+            self._retain(topic, message)
         if p.qos == 2 and p.packet_id in self._qos2:  # a resent QoS 2 PUBLISH: once only
             self._send(PubRec(p.packet_id or 0))
             return
@@ -488,6 +488,16 @@ class MQTTSession:
                 self._ack_publish(pid_, qos_, ok, nobody=routed == 0)
         if self._alarms:
             self._pause("alarm")
+
+    def _retain(self, topic: str, message: Message, client: Client | None = None) -> None:
+        """Keep a retained message; a user who may not use the vhost's retained-message
+        queue (mqtt/retained.py) still publishes, the message is just not retained."""
+        client = client or self.client
+        assert client is not None
+        try:
+            self.shared.retain(client, topic, message)
+        except AccessRefused as exc:
+            log.warning("%s: message not retained: %s", self.transport.peer, exc.text)
 
     def _confirmed(self, packet_id: int, qos: int, ok: bool) -> None:
         if self._in_publish:  # confirmed at once: answered with publish's routed count
@@ -555,7 +565,12 @@ class MQTTSession:
         self._send(SubAck(packet_id, codes))
         assert self.client is not None
         for topic_filter, qos in granted:
-            for retained in self.shared.matching(self.client, topic_filter):
+            try:
+                matching = self.shared.matching(self.client, topic_filter)
+            except AccessRefused as exc:
+                log.warning("%s: no retained messages: %s", self.transport.peer, exc.text)
+                matching = []
+            for retained in matching:
                 self._deliver_retained(retained.topic, retained.message, qos)
         if "definition" in self._paused:
             self._resume("definition")
@@ -746,7 +761,7 @@ class MQTTSession:
             qos = min(will.qos, 1)
             message = mapping.message_from_publish(will.topic, will.payload, qos, props)
             if will.retain:
-                self.shared.retain(client, will.topic, message)
+                self._retain(will.topic, message, client)
             self.port.publish(client, mapping.EXCHANGE, message)
         except (MQTTError, BrokerError) as exc:
             log.warning("%s: will not published: %s", self.transport.peer, exc)
