@@ -466,28 +466,39 @@ class MQTTSession:
         props = p.properties if self.level == MQTT_5 else None
         qos = min(p.qos, 1)
         message = mapping.message_from_publish(topic, p.payload, qos, props)
-        if p.retain:
-            self._retain(topic, message)
         if p.qos == 2 and p.packet_id in self._qos2:  # a resent QoS 2 PUBLISH: once only
             self._send(PubRec(p.packet_id or 0))
             return
-        if p.qos == 0:
-            self.port.publish(self.client, mapping.EXCHANGE, message, publisher=self.publisher)
-        else:
-            pid = p.packet_id or 0
-            self._in_publish = True
-            try:
-                routed = self.port.publish(
-                    self.client, mapping.EXCHANGE, message,
-                    partial(self._confirmed, pid, p.qos), self.publisher,
-                )
-            finally:
-                self._in_publish = False
-            early, self._sync_acks = self._sync_acks, []
-            for pid_, qos_, ok in early:
-                self._ack_publish(pid_, qos_, ok, nobody=routed == 0)
+        try:
+            self._publish(p, message)
+        except AccessRefused:
+            if self.level != MQTT_5 or not p.qos:
+                raise  # 3.x has no way to say it: the connection closes, as in RabbitMQ
+            ack = PubRec if p.qos == 2 else PubAck
+            self._send(ack(p.packet_id or 0, NOT_AUTHORIZED))
+            return
+        if p.retain:  # after the publish, whose permission check it shares
+            self._retain(topic, message)
         if self._alarms:
             self._pause("alarm")
+
+    def _publish(self, p: Publish, message: Message) -> None:
+        assert self.client is not None
+        if p.qos == 0:
+            self.port.publish(self.client, mapping.EXCHANGE, message, publisher=self.publisher)
+            return
+        pid = p.packet_id or 0
+        self._in_publish = True
+        try:
+            routed = self.port.publish(
+                self.client, mapping.EXCHANGE, message,
+                partial(self._confirmed, pid, p.qos), self.publisher,
+            )
+        finally:
+            self._in_publish = False
+        early, self._sync_acks = self._sync_acks, []
+        for pid_, qos_, ok in early:
+            self._ack_publish(pid_, qos_, ok, nobody=routed == 0)
 
     def _retain(self, topic: str, message: Message, client: Client | None = None) -> None:
         """Keep a retained message; a user who may not use the vhost's retained-message
