@@ -771,9 +771,9 @@ class MQTTSession:
             props = will.properties if self.level == MQTT_5 else None
             qos = min(will.qos, 1)
             message = mapping.message_from_publish(will.topic, will.payload, qos, props)
-            if will.retain:
-                self._retain(will.topic, message, client)
             self.port.publish(client, mapping.EXCHANGE, message)
+            if will.retain:  # after the publish, whose permission check it shares
+                self._retain(will.topic, message, client)
         except (MQTTError, BrokerError) as exc:
             log.warning("%s: will not published: %s", self.transport.peer, exc)
 
