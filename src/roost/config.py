@@ -97,6 +97,9 @@ class Config:
     mqtt_ws_port: int = setting(
         15675, "MQTT over WebSocket port (path /ws, subprotocol mqtt); 0 disables it"
     )
+    mqtt_wss_port: int = setting(
+        15676, "MQTT over secure WebSocket port, path /ws (with --tls-cert); 0 disables it"
+    )
     mqtt_vhost: str = setting(
         "/", "vhost of MQTT clients whose user name names none ('vhost:user' names one)"
     )
@@ -293,7 +296,7 @@ class Config:
             raise ValueError("http_max_body_size must be at least 1024")
         for name in (
             "amqps_port", "stomps_port", "wss_port", "https_port", "mqtt_port", "mqtts_port",
-            "mqtt_ws_port",
+            "mqtt_ws_port", "mqtt_wss_port",
         ):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{name} must be 0..65535")

@@ -269,16 +269,24 @@ class Server:
             self.ports["mqtt"] = await self._listen(factory, cfg.mqtt_port, "mqtt", "MQTT")
         if self.tls_context is not None and cfg.mqtts_port:
             await self._start_tls("mqtt/ssl", "MQTT over TLS", factory, cfg.mqtts_port)
-        if cfg.mqtt_ws_port:
+        wss = self.tls_context is not None and cfg.mqtt_wss_port
+        if cfg.mqtt_ws_port or wss:
             from roost.mqtt.ws import create_app
 
             runner = self._web_runner(create_app(self.broker, settings, state, self.connections))
             await runner.setup()
             self._mqtt_ws_runner = runner
-            self.ports["mqtt_ws"] = await self._listen(
-                runner.server, cfg.mqtt_ws_port, "http/web-mqtt", "MQTT over WebSocket",
-                " (path /ws)",
-            )
+            if cfg.mqtt_ws_port:
+                self.ports["mqtt_ws"] = await self._listen(
+                    runner.server, cfg.mqtt_ws_port, "http/web-mqtt", "MQTT over WebSocket",
+                    " (path /ws)",
+                )
+            if wss:
+                assert runner.server is not None
+                await self._start_tls(
+                    "https/web-mqtt", "MQTT over secure WebSocket (path /ws)", runner.server,
+                    cfg.mqtt_wss_port,
+                )
 
     async def _start_tls(
         self, protocol: str, what: str, factory: Callable[[], Any], port: int

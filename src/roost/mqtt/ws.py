@@ -14,6 +14,7 @@ from aiohttp import WSMsgType, web
 from roost.core import AdapterPort
 from roost.mqtt.retained import MQTTState
 from roost.mqtt.session import MQTTSession, MQTTSettings
+from roost.tls import certificate_user
 
 SUBPROTOCOLS = ("mqtt", "mqttv3.1")
 PORT_KEY: web.AppKey[AdapterPort] = web.AppKey("port", AdapterPort)
@@ -91,7 +92,10 @@ async def mqtt_websocket(request: web.Request) -> web.StreamResponse:
     )
     await ws.prepare(request)
     peer = request.transport.get_extra_info("peername") if request.transport else None
-    transport = WebSocketTransport(ws, f"{peer[0]}:{peer[1]}" if peer else "?", request.secure)
+    transport = WebSocketTransport(
+        ws, f"{peer[0]}:{peer[1]}" if peer else "?", request.secure,
+        certificate_user(request.transport) if request.secure else None,
+    )
     session = MQTTSession(
         request.app[PORT_KEY], settings, transport, request.app[STATE_KEY],
         request.app[REGISTRY_KEY], clock=asyncio.get_running_loop(), protocol="Web MQTT",
