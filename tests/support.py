@@ -24,6 +24,7 @@ READY_LINE = "Roost ready"
 ROOT = Path(__file__).resolve().parents[1]
 # the browser STOMP client that scripts/_stompjs.sh fetches from npm (never committed)
 STOMPJS = ROOT / ".cache" / "stompjs" / "7.5.0" / "stomp.umd.min.js"
+MQTTJS = ROOT / ".cache" / "mqttjs" / "5.16.0" / "mqtt.min.js"
 T = TypeVar("T")
 
 
@@ -46,6 +47,8 @@ class RoostProcess:
         self.ws_port = 0  # STOMP over WebSocket; a free port, never the default 15674
         self.prometheus_port = 0  # a free port, never the default 15692
         self.python = sys.executable  # another venv's python runs its installed roost
+        self.mqtt_port = 0  # MQTT; a free port, never the default 1883
+        self.mqtt_ws_port = 0  # MQTT over WebSocket; a free port, never the default 15675
         self.proc: subprocess.Popen[str] | None = None
         self.log_lines: list[str] = []
         self._ready = threading.Event()
@@ -69,6 +72,8 @@ class RoostProcess:
             self.stomp_port = free_port()
             self.ws_port = free_port()
             self.prometheus_port = free_port()
+            self.mqtt_port = free_port()
+            self.mqtt_ws_port = free_port()
             cluster = as_cluster_node(self.extra, self.data_dir)
             args = [
                 self.python,
@@ -87,6 +92,10 @@ class RoostProcess:
                 str(self.ws_port),
                 "--prometheus-port",
                 str(self.prometheus_port),
+                "--mqtt-port",
+                str(self.mqtt_port),
+                "--mqtt-ws-port",
+                str(self.mqtt_ws_port),
                 *self.extra,
                 *cluster,
             ]

@@ -133,6 +133,24 @@ class Config:
     stomp_heartbeat_ms: int = setting(
         1000, "smallest STOMP heart-beat interval the server agrees to, in ms"
     )
+    mqtt_port: int = setting(1883, "MQTT 3.1, 3.1.1 and 5.0 port; 0 disables the listener")
+    mqtts_port: int = setting(8883, "MQTT over TLS port (with --tls-cert); 0 disables it")
+    mqtt_ws_port: int = setting(
+        15675, "MQTT over WebSocket port (path /ws, subprotocol mqtt); 0 disables it"
+    )
+    mqtt_wss_port: int = setting(
+        15676, "MQTT over secure WebSocket port, path /ws (with --tls-cert); 0 disables it"
+    )
+    mqtt_vhost: str = setting(
+        "/", "vhost of MQTT clients whose user name names none ('vhost:user' names one)"
+    )
+    mqtt_prefetch: int = setting(
+        100, "most unacknowledged QoS 1 deliveries per MQTT connection (MQTT 5's receive "
+        "maximum lowers it)"
+    )
+    mqtt_max_packet_size: int = setting(
+        16 * 1024 * 1024, "largest MQTT packet a client may send, in bytes"
+    )
     ws_test_page: str | None = setting(
         None,
         "@stomp/stompjs's stomp.umd.min.js: with it the Web-STOMP listener serves a STOMP "
@@ -323,9 +341,16 @@ class Config:
         for name in ("max_connections", "consumer_max_per_channel", "max_failed_logins_per_minute"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if not 1 <= self.mqtt_prefetch <= 65535:
+            raise ValueError("mqtt_prefetch must be 1..65535")
+        if self.mqtt_max_packet_size < 1024:
+            raise ValueError("mqtt_max_packet_size must be at least 1024")
         if self.http_max_body_size < 1024:
             raise ValueError("http_max_body_size must be at least 1024")
-        for name in ("amqps_port", "stomps_port", "wss_port", "https_port"):
+        for name in (
+            "amqps_port", "stomps_port", "wss_port", "https_port", "mqtt_port", "mqtts_port",
+            "mqtt_ws_port", "mqtt_wss_port",
+        ):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{name} must be 0..65535")
         if (self.tls_cert is None) != (self.tls_key is None):

@@ -123,6 +123,7 @@ class Server:
         if cfg.prometheus_port:
             await self._start_prometheus()
         await self._start_stomp()
+        await self._start_mqtt()
         if self.cluster is not None:
             await self.cluster.publish_ports(self.ports.get("amqp", 0), self.ports.get("http", 0))
         if self.disk is None:
@@ -268,6 +269,47 @@ class Server:
                     cfg.wss_port,
                 )
 
+    async def _start_mqtt(self) -> None:
+        """MQTT over TCP, TLS and WebSocket (roost/mqtt), one more adapter on the core."""
+        from roost.mqtt.protocol import MQTTServerProtocol
+        from roost.mqtt.retained import MQTTState
+        from roost.mqtt.session import MQTTSettings
+
+        cfg = self.config
+        settings = MQTTSettings(
+            default_vhost=cfg.mqtt_vhost,
+            prefetch=cfg.mqtt_prefetch,
+            max_packet_size=cfg.mqtt_max_packet_size,
+            connect_timeout=cfg.handshake_timeout,
+        )
+        state = MQTTState(self.broker)
+
+        def factory() -> MQTTServerProtocol:
+            return MQTTServerProtocol(self.broker, settings, state, self.connections)
+
+        if cfg.mqtt_port:
+            self.ports["mqtt"] = await self._listen(factory, cfg.mqtt_port, "mqtt", "MQTT")
+        if self.tls_context is not None and cfg.mqtts_port:
+            await self._start_tls("mqtt/ssl", "MQTT over TLS", factory, cfg.mqtts_port)
+        wss = self.tls_context is not None and cfg.mqtt_wss_port
+        if cfg.mqtt_ws_port or wss:
+            from roost.mqtt.ws import create_app
+
+            runner = self._web_runner(create_app(self.broker, settings, state, self.connections))
+            await runner.setup()
+            self._mqtt_ws_runner = runner
+            if cfg.mqtt_ws_port:
+                self.ports["mqtt_ws"] = await self._listen(
+                    runner.server, cfg.mqtt_ws_port, "http/web-mqtt", "MQTT over WebSocket",
+                    " (path /ws)",
+                )
+            if wss:
+                assert runner.server is not None
+                await self._start_tls(
+                    "https/web-mqtt", "MQTT over secure WebSocket (path /ws)", runner.server,
+                    cfg.mqtt_wss_port,
+                )
+
     async def _start_tls(
         self, protocol: str, what: str, factory: Callable[[], Any], port: int
     ) -> None:
@@ -312,6 +354,8 @@ class Server:
             conn.shutdown("shutdown")
         if getattr(self, "_ws_runner", None) is not None:
             await self._ws_runner.cleanup()
+        if getattr(self, "_mqtt_ws_runner", None) is not None:
+            await self._mqtt_ws_runner.cleanup()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SHUTDOWN_GRACE
         while self.connections and loop.time() < deadline:

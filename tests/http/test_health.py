@@ -19,7 +19,9 @@ def test_checks(http: httpx.Client, mgmt: RoostProcess) -> None:
     assert r.status_code == 503 and r.json()["status"] == "failed"
     assert http.get("/api/health/checks/port-listener/abc").status_code == 400
     assert json_of(http.get("/api/health/checks/protocol-listener/amqp"))["status"] == "ok"
-    assert http.get("/api/health/checks/protocol-listener/mqtt").status_code == 503
+    assert json_of(http.get("/api/health/checks/protocol-listener/mqtt"))["status"] == "ok"
+    # no TLS settings here: no AMQPS listener
+    assert http.get("/api/health/checks/protocol-listener/amqps").status_code == 503
 
 
 def test_aliveness(http: httpx.Client) -> None:

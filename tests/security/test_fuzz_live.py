@@ -15,7 +15,9 @@ with bits flipped. Then the abuser closes its side. For every example:
 
 and at the end the bystander has not failed, waited more than a few seconds for any
 round trip, or lost a message it had confirmed. The same for STOMP: commands and headers
-drawn at random before and after CONNECT, unknown ack ids, junk after the NUL.
+drawn at random before and after CONNECT, unknown ack ids, junk after the NUL; and for
+MQTT (3.1, 3.1.1, 5.0): packets drawn from the codec with bad topics, filters and ids,
+garbage, truncation and bit flips after (usually) a good CONNECT.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ from roost.amqp.codec import (
     encode_method_frame,
 )
 from roost.amqp.errors import FrameError
+from roost.mqtt import packets as mqtt_pk
+from roost.mqtt.codec import PacketReader as MQTTReader
+from roost.mqtt.codec import encode as mqtt_encode
+from roost.mqtt.errors import MQTTError
 from roost.stomp.frames import NEED_DATA as STOMP_NEED_DATA
 from roost.stomp.frames import FrameParser
 from tests.codec.strategies import method_kwargs
@@ -273,6 +279,105 @@ def test_stomp_abusers(server: RoostProcess, bystander: GoodClient, script: byte
     reply, closed = exchange(server.stomp_port, script)
     assert closed, f"the server kept the socket open after our EOF; it sent {reply!r}"
     check_stomp_reply(reply)
+    clean_log(server)
+
+
+# -- MQTT --------------------------------------------------------------------------------------
+
+MQTT_TOPICS = st.one_of(
+    st.sampled_from(["fuzz/a", "fuzz/+/b", "fuzz/#", "#", "+", "a//b", "$SYS/x", "$share/g/t",
+                     "fuzz/#/x", "a+b", ""]),
+    st.text(max_size=8),
+)
+MQTT_IDS = st.integers(0, 65535)
+
+
+def _mqtt_packet(level: int) -> st.SearchStrategy[bytes]:
+    def enc(packet: Any) -> bytes:
+        try:
+            return mqtt_encode(packet, level)
+        except (ValueError, OverflowError, UnicodeEncodeError, MQTTError):
+            return b"\xe0\x00"  # a DISCONNECT
+    qos = st.integers(0, 2)
+    publish = st.builds(
+        lambda t, body, q, pid, retain: mqtt_pk.Publish(
+            t, body, q, retain, packet_id=(pid or 1) if q else None),
+        MQTT_TOPICS, st.binary(max_size=32), qos, MQTT_IDS, st.booleans())
+    subscribe = st.builds(
+        lambda pid, filters: mqtt_pk.Subscribe(pid or 1, [mqtt_pk.Subscription(f, q)
+                                                          for f, q in filters]),
+        MQTT_IDS, st.lists(st.tuples(MQTT_TOPICS, qos), min_size=1, max_size=3))
+    unsubscribe = st.builds(lambda pid, fs: mqtt_pk.Unsubscribe(pid or 1, fs), MQTT_IDS,
+                            st.lists(MQTT_TOPICS, min_size=1, max_size=3))
+    acks = st.builds(lambda cls, pid: cls(pid or 1),
+                     st.sampled_from([mqtt_pk.PubAck, mqtt_pk.PubRec, mqtt_pk.PubRel,
+                                      mqtt_pk.PubComp]), MQTT_IDS)
+    simple = st.sampled_from([mqtt_pk.PingReq(), mqtt_pk.Disconnect(),
+                              mqtt_pk.Connect("again", level)])
+    return st.one_of(publish, publish, subscribe, unsubscribe, acks, simple).map(enc)
+
+
+@st.composite
+def mqtt_scripts(draw: st.DrawFn) -> tuple[int, bytes]:
+    level = draw(st.sampled_from([3, 4, 5]))
+    prefix = b""
+    if draw(st.integers(0, 9)):
+        client_id = draw(st.sampled_from(["fuzz", "", "fuzz-2"]))
+        prefix = mqtt_encode(mqtt_pk.Connect(client_id, level, keep_alive=30,
+                                             username="guest", password=b"guest"), level)
+    pieces = draw(st.lists(st.one_of(_mqtt_packet(level), _mqtt_packet(level),
+                                     st.binary(min_size=1, max_size=24)),
+                           min_size=1, max_size=10))
+    body = b"".join(pieces)
+    how = draw(st.sampled_from(["as is", "truncated", "bit flips"]))
+    if how == "truncated" and body:
+        body = body[: draw(st.integers(0, len(body) - 1))]
+    elif how == "bit flips" and body:
+        flipped = bytearray(body)
+        for _ in range(draw(st.integers(1, 4))):
+            i = draw(st.integers(0, len(flipped) - 1))
+            flipped[i] ^= 1 << draw(st.integers(0, 7))
+        body = bytes(flipped)
+    return level, prefix + body
+
+
+SERVER_PACKETS = (mqtt_pk.ConnAck, mqtt_pk.Publish, mqtt_pk.PubAck, mqtt_pk.PubRec,
+                  mqtt_pk.PubComp, mqtt_pk.SubAck, mqtt_pk.UnsubAck, mqtt_pk.PingResp,
+                  mqtt_pk.Disconnect)
+
+
+def check_mqtt_reply(level: int, reply: bytes) -> None:
+    """Well-formed server packets at the client's level; a DISCONNECT comes last."""
+    packets: list[Any] = []
+    # a server that could not read the CONNECT (bit flips in its level) answers at its
+    # own idea of the level: the reply must read cleanly at one of them
+    attempts = list(dict.fromkeys((level, 4, 5, 3)))
+    for attempt in attempts:
+        reader = MQTTReader(role="client", protocol_level=attempt)
+        reader.feed(reply)
+        try:
+            packets = reader.packets()
+        except MQTTError:
+            if attempt == attempts[-1]:
+                raise
+            continue
+        break
+    for packet in packets:
+        assert isinstance(packet, SERVER_PACKETS), packet
+        event(type(packet).__name__)
+    if packets and isinstance(packets[-1], mqtt_pk.Disconnect):
+        event(f"DISCONNECT 0x{packets[-1].reason_code:02X}")
+    assert not any(isinstance(p, mqtt_pk.Disconnect) for p in packets[:-1]), packets
+
+
+@FUZZ
+@given(script=mqtt_scripts())
+def test_mqtt_abusers(server: RoostProcess, bystander: GoodClient,
+                      script: tuple[int, bytes]) -> None:
+    level, data = script
+    reply, closed = exchange(server.mqtt_port, data)
+    assert closed, f"the server kept the socket open after our EOF; it sent {reply!r}"
+    check_mqtt_reply(level, reply)
     clean_log(server)
 
 

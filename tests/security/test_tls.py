@@ -327,7 +327,7 @@ def test_tls_settings_from_the_config_file(pki: PKI, tmp_path: Path) -> None:
     toml.write_text(
         f'tls_cert = "{pki.server_cert}"\ntls_key = "{pki.server_key}"\n'
         f'tls_ca = "{pki.ca_file}"\ntls_verify = "require"\n'
-        "stomps_port = 0\nwss_port = 0\nhttps_port = 0\n"
+        "stomps_port = 0\nwss_port = 0\nhttps_port = 0\nmqtts_port = 0\nmqtt_wss_port = 0\n"
     )
     # the other TLS ports come from the file (0: off), the AMQPS port from the flag
     server = TLSRoost(tmp_path / "data", "--config", str(toml), tls_ports=("amqps",)).start()
@@ -352,6 +352,8 @@ def test_no_tls_listener_without_a_certificate(tmp_path: Path) -> None:
             "http",
             "stomp",
             "http/web-stomp",
+            "mqtt",
+            "http/web-mqtt",
         }
     finally:
         server.kill()
@@ -403,8 +405,8 @@ def test_tls_defaults() -> None:
 
 def test_a_client_silent_during_the_handshake_is_dropped(pki: PKI, tmp_path: Path) -> None:
     server = TLSRoost(
-        tmp_path, *pki.server_args(), "--handshake-timeout", "0.5", tls_ports=("amqps",)
-    ).start()
+        tmp_path, *pki.server_args(), "--handshake-timeout", "0.5"
+    ).start()  # every TLS port free (the defaults may be taken by another server)
     try:
         with socket.create_connection(("127.0.0.1", server.amqps_port), timeout=5) as sock:
             assert sock.recv(100) == b""  # closed by the server, long before our timeout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +30,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> PKI:
 def roost(pki: PKI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSRoost]:
     server = TLSRoost(
         tmp_path_factory.mktemp("roost-external"), *pki.server_args("peer"),
-        tls_ports=("amqps", "stomps", "wss", "https"),
+        tls_ports=("amqps", "stomps", "wss", "https", "mqtts", "mqtt_wss"),
     ).start()  # fmt: skip
     with httpx.Client(
         base_url=server.https_url, auth=("guest", "guest"), verify=pki.client_context()
@@ -211,3 +212,40 @@ def test_web_stomp_over_wss_logs_in_with_the_certificate(roost: TLSRoost, pki: P
             return connected
 
     assert asyncio.run(run()).startswith("CONNECTED\n")
+
+
+@pytest.mark.parametrize(("version", "transport"), [(4, "tcp"), (5, "tcp"), (4, "websockets")])
+def test_mqtt_over_tls_without_user_name_uses_the_certificate(
+    roost: TLSRoost, pki: PKI, version: int, transport: str
+) -> None:
+    """MQTT over TLS (8883) and over secure WebSocket (15676, /ws)."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    client = mqtt.Client(CallbackAPIVersion.VERSION2,
+                         client_id=f"mqtt-external-{version}-{transport}",
+                         protocol=mqtt.MQTTv5 if version == 5 else mqtt.MQTTv311,
+                         transport=transport)  # type: ignore[arg-type]
+    if transport == "websockets":
+        client.ws_set_options(path="/ws")
+    client.tls_set_context(pki.client_cert("alice").context(pki))
+    connected: list[Any] = []
+    client.on_connect = lambda _c, _u, _f, rc, _p: connected.append(rc)
+    client.connect("127.0.0.1", roost.mqtts_port if transport == "tcp" else roost.mqtt_wss_port)
+    client.loop_start()
+    try:
+        deadline = time.monotonic() + 10
+        while not connected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert connected and connected[0].value == 0
+        mqtt_users = {(c["user"], c["auth_mechanism"]) for c in connections(roost, pki)
+                      if "MQTT" in c["protocol"]}
+        assert ("alice", "EXTERNAL") in mqtt_users
+    finally:
+        client.disconnect()
+        client.loop_stop()
+        for name in ("_sockpairR", "_sockpairW"):
+            sock = getattr(client, name, None)
+            if sock is not None:
+                sock.close()
+

@@ -6,6 +6,7 @@ observed on RabbitMQ 3.10.8, with the permission named as current RabbitMQ does.
 from __future__ import annotations
 
 import os
+import queue
 
 import httpx
 import pytest
@@ -125,3 +126,43 @@ def test_deleting_the_topic_permission_lifts_it(
         assert admin.delete(f"/topic-permissions/%2F/{user}").status_code == 204
         ch.basic_publish("amq.topic", "x.y", b"now allowed")
         sync(ch)
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_mqtt_topic_permissions(roost: RoostProcess, user: str, version: int) -> None:
+    """MQTT topics are checked as their routing keys (a/x is a.x): a SUBSCRIBE outside the
+    read pattern fails for that filter; a PUBLISH outside the write pattern gets PUBACK
+    0x87 in MQTT 5 and closes a 3.1.1 connection (it has no other way to say it), and it
+    is not retained either."""
+    from roost.mqtt.packets import Connect as MQTTConnect
+    from roost.mqtt.packets import PubAck, Publish, SubAck, Subscribe, Subscription
+    from tests.mqtt.clients import Raw
+
+    raw = Raw(roost.mqtt_port, version)
+    raw.send(MQTTConnect(f"tp-{version}-{user}"[:60], version, username=user,
+                         password=b"pw"))
+    raw.recv()
+    raw.send(Subscribe(1, [Subscription("b/+", 1), Subscription("a/+", 1)]))
+    suback = raw.recv()
+    assert isinstance(suback, SubAck)
+    assert suback.reason_codes == [1, 0x87 if version == 5 else 0x80]
+    nobody = 0x10 if version == 5 else 0  # MQTT 5: "no matching subscribers" (a/+ failed)
+    raw.send(Publish("a/x", b"allowed", 1, packet_id=1))
+    assert raw.recv() == PubAck(1, nobody)
+    raw.send(Publish("b/x", b"refused", 1, retain=True, packet_id=2))
+    if version == 5:
+        assert raw.recv() == PubAck(2, 0x87)
+        raw.send(Publish("a/y", b"still connected", 1, packet_id=3))
+        assert raw.recv() == PubAck(3, nobody)
+    else:
+        assert raw.recv() is None  # closed
+    raw.close()
+    from tests.mqtt.clients import Paho
+
+    guest = Paho(roost.mqtt_port, f"tp-check-{version}")
+    try:
+        guest.subscribe("b/x", 1)
+        with pytest.raises(queue.Empty):  # the refused message was not retained
+            guest.get(timeout=0.5)
+    finally:
+        guest.close()

@@ -71,7 +71,7 @@ class PKI:
         return args
 
 
-TLS_PORTS = ("amqps", "stomps", "wss", "https")
+TLS_PORTS = ("amqps", "stomps", "wss", "https", "mqtts", "mqtt_wss")
 
 
 class TLSRoost(RoostProcess):
@@ -85,6 +85,7 @@ class TLSRoost(RoostProcess):
         self._base_extra = list(extra)
         self._tls_ports = tls_ports
         self.amqps_port = self.stomps_port = self.wss_port = self.https_port = 0
+        self.mqtts_port = self.mqtt_wss_port = 0
 
     def start(self, timeout: float = 20.0) -> TLSRoost:
         for attempt in range(3):
@@ -92,7 +93,7 @@ class TLSRoost(RoostProcess):
             for name in self._tls_ports:
                 port = free_port()
                 setattr(self, f"{name}_port", port)
-                self.extra += [f"--{name}-port", str(port)]
+                self.extra += [f"--{name.replace('_', '-')}-port", str(port)]
             try:
                 super().start(timeout)
                 return self

@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--amqp-port", type=int, default=5672)
     parser.add_argument("--stomp-port", type=int, default=61613)
     parser.add_argument("--ws-port", type=int, default=15674)
+    parser.add_argument("--mqtt-port", type=int, default=1883)
+    parser.add_argument("--mqtt-ws-port", type=int, default=15675)
     parser.add_argument("--http-port", type=int, default=15672)
     parser.add_argument(
         "--prometheus-port",
@@ -106,6 +108,8 @@ class LocalCluster:
                 "--amqp-port", str(self.args.amqp_port),
                 "--stomp-port", str(self.args.stomp_port),
                 "--ws-port", str(self.args.ws_port),
+                "--mqtt-port", str(self.args.mqtt_port),
+                "--mqtt-ws-port", str(self.args.mqtt_ws_port),
                 "--http-port", str(self.args.http_port),
                 # metrics are one node's each: a port per node, not a shared one
                 "--prometheus-port",
