@@ -352,6 +352,7 @@ def test_no_tls_listener_without_a_certificate(tmp_path: Path) -> None:
             "http",
             "stomp",
             "http/web-stomp",
+            "http/prometheus",
             "mqtt",
             "http/web-mqtt",
         }
