@@ -46,7 +46,8 @@ def roost_cluster(nodes: int, *extra: str, timeout: float = 30.0) -> Iterator[li
                     if etcd is not None else []
                 )  # fmt: skip
                 cmd = [*_roost_command(), "server", "--amqp-port", str(port), "--http-port", "0",
-                       "--stomp-port", "0", "--ws-port", "0", "--log-level", "warning",
+                       "--stomp-port", "0", "--ws-port", "0", "--stream-port", "0",
+                       "--log-level", "warning",
                        "--data-dir", str(base / f"node{k}"), *cluster, *extra]  # fmt: skip
                 with open(log, "wb") as out:
                     procs.append(

@@ -45,7 +45,7 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
     with tempfile.TemporaryDirectory(prefix="bench-roost-amqp-cpu-") as tmp:
         cprofile = ["-m", "cProfile", "-o", profile] if profile else []
         cmd = [sys.executable, *cprofile, "-m", "roost", "server", "--amqp-port", str(port),
-               "--http-port", "0", "--ws-port", "0", "--stomp-port", "0",
+               "--http-port", "0", "--ws-port", "0", "--stream-port", "0", "--stomp-port", "0",
                "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning"]
         env = {**os.environ, "PYTHONPATH": src} if src else None
         log = Path(tmp) / "server.log"

@@ -250,7 +250,8 @@ def _launcher(
 ) -> contextlib.AbstractContextManager[object] | None:
     if name == "roost":
         return _brokers.roost(
-            "--stomp-port", str(port), "--ws-port", str(ws_port), "--http-port", "0"
+            "--stomp-port", str(port), "--ws-port", str(ws_port), "--http-port", "0",
+            "--stream-port", "0",
         )
     if name == "rabbitmq":
         if not _brokers.rabbitmq_installed():

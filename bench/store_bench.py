@@ -49,7 +49,8 @@ def publish_rates(url: str, repeat: int, duration: float, log: object) -> str:
 def _start(data: Path, port: int, log: Path, timeout: float = 120) -> subprocess.Popen[bytes]:
     # STOMP and Web-STOMP on free ports too: their defaults may be taken
     cmd = [sys.executable, "-m", "roost", "server", "--amqp-port", str(port),
-           "--http-port", "0", "--stomp-port", "0", "--ws-port", "0", "--data-dir", str(data)]
+           "--http-port", "0", "--stomp-port", "0", "--ws-port", "0", "--stream-port", "0",
+           "--data-dir", str(data)]
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -44,6 +44,7 @@ class RoostProcess:
         self.http_port = 0  # the management API; a free port, never the default 15672
         self.stomp_port = 0  # STOMP over TCP; a free port, never the default 61613
         self.ws_port = 0  # STOMP over WebSocket; a free port, never the default 15674
+        self.stream_port = 0  # the stream protocol; a free port, never the default 5552
         self.proc: subprocess.Popen[str] | None = None
         self.log_lines: list[str] = []
         self._ready = threading.Event()
@@ -66,6 +67,7 @@ class RoostProcess:
             self.http_port = free_port()
             self.stomp_port = free_port()
             self.ws_port = free_port()
+            self.stream_port = free_port()
             cluster = as_cluster_node(self.extra, self.data_dir)
             args = [
                 sys.executable,
@@ -82,6 +84,8 @@ class RoostProcess:
                 str(self.stomp_port),
                 "--ws-port",
                 str(self.ws_port),
+                "--stream-port",
+                str(self.stream_port),
                 *self.extra,
                 *cluster,
             ]

@@ -41,6 +41,7 @@ def test_two_nodes_share_the_ports(tmp_path: Path) -> None:
             "--etcd-port", str(free_port()),
             "--amqp-port", str(amqp), "--http-port", str(http),
             "--stomp-port", str(free_port()), "--ws-port", str(free_port()),
+            "--stream-port", str(free_port()),
             "--cluster-port", str(free_pair()),
         ],
         stdout=subprocess.PIPE,

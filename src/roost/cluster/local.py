@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--amqp-port", type=int, default=5672)
     parser.add_argument("--stomp-port", type=int, default=61613)
     parser.add_argument("--ws-port", type=int, default=15674)
+    parser.add_argument("--stream-port", type=int, default=5552)
     parser.add_argument("--http-port", type=int, default=15672)
     parser.add_argument(
         "--cluster-port", type=int, default=5679, help="node K links on this port + K - 1"
@@ -100,6 +101,7 @@ class LocalCluster:
                 "--amqp-port", str(self.args.amqp_port),
                 "--stomp-port", str(self.args.stomp_port),
                 "--ws-port", str(self.args.ws_port),
+                "--stream-port", str(self.args.stream_port),
                 "--http-port", str(self.args.http_port),
                 "--reuse-port",
                 *extra,
