@@ -6,6 +6,7 @@ its own connection with the protocol's response code."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 import time
@@ -311,10 +312,8 @@ class _RawClient:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with contextlib.suppress(ConnectionError):
             await self.writer.wait_closed()
-        except ConnectionError:
-            pass
 
 
 async def _raw_session(port: int) -> _RawClient:
