@@ -13,7 +13,7 @@ import roost.stream_protocol
 
 # the codec's modules; the adapter (session.py, commands.py, consumers.py, publishers.py,
 # on the core's port) and its asyncio plumbing (protocol.py) are not sans-IO in this sense
-ADAPTER = {"session", "protocol", "commands", "consumers", "publishers"}
+ADAPTER = {"session", "protocol", "commands", "consumers", "publishers", "single_active"}
 MODULES = [
     f"roost.stream_protocol.{m.name}"
     for m in pkgutil.iter_modules(roost.stream_protocol.__path__)

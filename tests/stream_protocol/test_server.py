@@ -395,3 +395,72 @@ def test_a_frame_before_authentication_and_bad_credentials(roost: RoostProcess) 
     auth = next(f for f in frames if type(f).__name__ == "SaslAuthenticateResponse")
     assert auth.response_code == c.AUTHENTICATION_FAILURE
     assert isinstance(frames[-1], Close) and frames[-1].code == c.AUTHENTICATION_FAILURE
+
+
+def test_single_active_consumer_fails_over_to_the_waiting_one(
+    roost: RoostProcess, qname: str
+) -> None:
+    """Two subscriptions named alike with single-active-consumer: only the first reads;
+    when its connection closes, the second is told (ConsumerUpdate), answers with its
+    offset (here: next) and reads from there."""
+    from rstream import OffsetSpecification
+
+    async def main() -> tuple[Got, Got, list[bool]]:
+        first: Got = []
+        second: Got = []
+        updates: list[bool] = []
+
+        async def listener(active: bool, ctx: Any) -> OffsetSpecification:
+            updates.append(active)
+            return OffsetSpecification(OffsetType.NEXT, 0)
+
+        sac = {"single-active-consumer": "true", "name": "grp"}
+        async with _producer(roost) as producer:
+            await producer.create_stream(qname)
+            one, two = _consumer(roost), _consumer(roost)
+            await one.start()
+            await two.start()
+            await one.subscribe(qname, lambda m, ctx: first.append((ctx.offset, m)),
+                                properties=sac, subscriber_name="grp",
+                                offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST))
+            await two.subscribe(qname, lambda m, ctx: second.append((ctx.offset, m)),
+                                properties=sac, subscriber_name="grp",
+                                consumer_update_listener=listener)
+            await producer.send_batch(qname, [b"a", b"b"])
+            await _until(lambda: len(first) == 2, "the active consumer's messages")
+            await asyncio.sleep(0.1)
+            assert second == [] and updates == []
+            await one.close()
+            await _until(lambda: updates == [True], "the second one made active")
+            await asyncio.sleep(0.05)
+            await producer.send_batch(qname, [b"c"])
+            await _until(lambda: len(second) == 1, "the new active consumer's message")
+            await two.close()
+        return first, second, updates
+
+    first, second, updates = _run(main())
+    assert first == [(0, b"a"), (1, b"b")]
+    assert second == [(2, b"c")]
+    assert updates == [True]
+
+
+def test_deleting_a_stream_tells_its_consumers(roost: RoostProcess, qname: str) -> None:
+    """MetadataUpdate (stream not available) reaches a subscriber of a deleted stream."""
+
+    async def main() -> list[Any]:
+        raw = await _raw_session(roost.stream_port)
+        async with _producer(roost) as producer:
+            await producer.create_stream(qname)
+            from roost.stream_protocol.frames import OffsetSpec, Subscribe
+
+            await raw.send(Subscribe(5, 1, qname, OffsetSpec(c.OFFSET_FIRST), 10))
+            first = await raw.next()
+            await producer.delete_stream(qname)
+            second = await raw.next()
+        await raw.close()
+        return [first, second]
+
+    subscribed, update = _run(main())
+    assert subscribed.response_code == c.OK
+    assert type(update).__name__ == "MetadataUpdate"
+    assert (update.code, update.stream) == (c.STREAM_NOT_AVAILABLE, qname)

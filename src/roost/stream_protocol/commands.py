@@ -29,9 +29,12 @@ from roost.core import (
     ResourceLocked,
 )
 from roost.stream_protocol import constants as c
+from roost.stream_protocol import single_active
 from roost.stream_protocol.consumers import PREFETCH, Subscription, offset_arguments
 from roost.stream_protocol.frames import (
     Broker,
+    ConsumerUpdate,
+    ConsumerUpdateResponse,
     Create,
     CreateSuperStream,
     Credit,
@@ -44,6 +47,7 @@ from roost.stream_protocol.frames import (
     Metadata,
     MetadataResponse,
     MetadataUpdate,
+    OffsetSpec,
     Partitions,
     PartitionsResponse,
     Publish,
@@ -98,6 +102,9 @@ class Commands:
         self._flush_due = False
         self._waking: set[Subscription] = set()
         self._held_publisher = self.port.new_publisher(self._congestion)
+        self._groups = single_active.groups_of(self.port)
+        self._updates: dict[int, Subscription] = {}  # ConsumerUpdate sent, not answered
+        self._next_update = 0
 
     @property
     def client(self) -> Client:
@@ -367,6 +374,11 @@ class Commands:
         if not self.port.is_stream(self.client, f.stream):
             self._reply(c.SUBSCRIBE, f.correlation_id, c.STREAM_DOES_NOT_EXIST)
             return
+        single = f.properties.get("single-active-consumer", "").lower() == "true"
+        name = f.properties.get("name", "")
+        if single and not name:  # RabbitMQ: a single active consumer needs a name
+            self._reply(c.SUBSCRIBE, f.correlation_id, c.PRECONDITION_FAILED)
+            return
         sub = Subscription(
             f.subscription_id,
             f.stream,
@@ -377,27 +389,77 @@ class Commands:
             gone=self._gone,
             fail=lambda error: self.s.close_with(code_for(error), error.text),
         )
-        spec = f.offset_spec
+        sub.spec = f.offset_spec
+        if not single:
+            try:
+                self._start(sub, f.offset_spec)
+            except BrokerError as exc:
+                self._reply(c.SUBSCRIBE, f.correlation_id, code_for(exc))
+                return
+            self.subscriptions[f.subscription_id] = sub
+            self._reply(c.SUBSCRIBE, f.correlation_id, c.OK)
+            self._begin(sub)
+            return
+        sub.group = (self.client.vhost.name, f.stream, name)
+        sub.active = False
+        self.subscriptions[f.subscription_id] = sub
+        self._reply(c.SUBSCRIBE, f.correlation_id, c.OK)
+        if single_active.join(self._groups, sub.group, (self, sub)):
+            self._activate(sub)
+
+    def _start(self, sub: Subscription, spec: OffsetSpec) -> None:
+        """The core consumer of a subscription, from ``spec``; deliveries begin with
+        ``_begin`` (after the Subscribe response is written)."""
         try:
-            session = self.port.open_session(self.client, sub, number=f.subscription_id)
+            session = self.port.open_session(self.client, sub, number=sub.id)
             sub.session = session
             session.set_qos(PREFETCH, False)
             sub.consumer = self.port.consume(
                 session,
-                f.stream,
-                f"stream-{f.subscription_id}",
+                sub.stream,
+                f"stream-{sub.id}",
                 no_ack=False,
                 exclusive=False,
                 arguments=offset_arguments(spec.type, spec.value),
             )
-        except BrokerError as exc:
+        except BrokerError:
             if sub.session is not None:
                 self.port.close_session(sub.session)
-            self._reply(c.SUBSCRIBE, f.correlation_id, code_for(exc))
+                sub.session = None
+            raise
+
+    def _begin(self, sub: Subscription) -> None:
+        if sub.session is not None and sub.consumer is not None:
+            sub.session.start(sub.consumer)
+
+    # -- single active consumer -----------------------------------------------------------
+
+    def _activate(self, sub: Subscription) -> None:
+        """Tell the client this subscription is now the active one; it answers with
+        the offset to start from (ConsumerUpdateResponse)."""
+        self._next_update += 1
+        self._updates[self._next_update] = sub
+        self.s.send(ConsumerUpdate(self._next_update, sub.id, True))
+
+    def _consumer_update_response(self, f: ConsumerUpdateResponse) -> None:
+        sub = self._updates.pop(f.correlation_id, None)
+        if sub is None or self.subscriptions.get(sub.id) is not sub or sub.session is not None:
             return
-        self.subscriptions[f.subscription_id] = sub
-        self._reply(c.SUBSCRIBE, f.correlation_id, c.OK)
-        session.start(sub.consumer)
+        spec = f.offset_spec if f.offset_spec.type != c.OFFSET_NONE else sub.spec
+        sub.active = True
+        try:
+            self._start(sub, spec)
+        except BrokerError as exc:
+            self.s.close_with(code_for(exc), exc.text)
+            return
+        self._begin(sub)
+
+    def _leave(self, sub: Subscription) -> None:
+        if sub.group is not None:
+            group, sub.group = sub.group, None
+            single_active.leave(
+                self._groups, group, (self, sub), lambda member: member[0]._activate(member[1])
+            )
 
     def _wake(self, sub: Subscription) -> None:
         if sub.credit > 0:
@@ -408,10 +470,15 @@ class Commands:
         """The stream was deleted: RabbitMQ tells with MetadataUpdate, then the client
         resubscribes or not."""
         if self.subscriptions.pop(sub.id, None) is not None:
-            sub.drop_pending()
-            if sub.session is not None:
-                self.port.close_session(sub.session)
+            self._stop(sub)
             self.s.send(MetadataUpdate(c.STREAM_NOT_AVAILABLE, sub.stream))
+
+    def _stop(self, sub: Subscription) -> None:
+        sub.drop_pending()
+        if sub.session is not None:
+            self.port.close_session(sub.session)
+            sub.session = None
+        self._leave(sub)
 
     def _credit(self, f: Credit) -> None:
         sub = self.subscriptions.get(f.subscription_id)
@@ -426,9 +493,7 @@ class Commands:
         if sub is None:
             self._reply(c.UNSUBSCRIBE, f.correlation_id, c.SUBSCRIPTION_ID_DOES_NOT_EXIST)
             return
-        sub.drop_pending()
-        if sub.session is not None:
-            self.port.close_session(sub.session)
+        self._stop(sub)
         self._reply(c.UNSUBSCRIBE, f.correlation_id, c.OK)
 
     def _store_offset(self, f: StoreOffset) -> None:
@@ -470,9 +535,13 @@ class Commands:
             self.s.resume("unconfirmed")
 
     def release(self) -> None:
-        for sub in self.subscriptions.values():
-            sub.drop_pending()
+        """The connection is gone: its subscriptions leave their groups (the next
+        member of a single-active group becomes active); the core frees the rest."""
+        subscriptions = list(self.subscriptions.values())
         self.subscriptions.clear()
+        for sub in subscriptions:
+            sub.drop_pending()
+            self._leave(sub)
         self.publishers.clear()
 
     _handlers: dict[type, Callable[[Commands, Any], None]] = {
@@ -489,6 +558,7 @@ class Commands:
         QueryPublisherSequence: _query_publisher_sequence,
         DeletePublisher: _delete_publisher,
         Subscribe: _subscribe,
+        ConsumerUpdateResponse: _consumer_update_response,
         Credit: _credit,
         Unsubscribe: _unsubscribe,
         StoreOffset: _store_offset,

@@ -85,6 +85,8 @@ class Subscription:
         self.session: Session | None = None
         self.consumer: Consumer | None = None
         self.active = True  # single active consumer: False while another one reads
+        self.spec: Any = None  # the Subscribe's offset specification
+        self.group: tuple[str, str, str] | None = None  # (vhost, stream, name) when single
         # (offset, timestamp ms, payload, delivery tag), consecutive offsets in order
         self.pending: list[tuple[int, int, bytes, int]] = []
         self.pending_bytes = 0
