@@ -47,6 +47,7 @@ def broker(name: str) -> Iterator[tuple[int, int]]:
         with _brokers.roost(
             "--stream-port", str(port), "--stream-advertised-host", "127.0.0.1"
         ) as url:
+            wait_for(port)  # the AMQP port is up; the stream one opens a moment later
             yield port, broker_pid(url)
         return
     conf = (
@@ -55,12 +56,17 @@ def broker(name: str) -> Iterator[tuple[int, int]]:
         f"stream.advertised_port = {port}\n"
     )
     with _brokers.rabbitmq(plugins=("rabbitmq_stream",), extra_conf=conf) as url:
-        deadline = time.monotonic() + 90  # the plugin's listener starts after the node
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            time.sleep(0.2)
+        wait_for(port)  # the plugin's listener starts after the node
         yield port, broker_pid(url)
+
+
+def wait_for(port: int, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
 
 
 async def publish(port: int, stream: str, count: int, payload: bytes) -> float:
