@@ -119,6 +119,7 @@ class StreamSession:
         self.commands = Commands(self)
         self._properties: dict[str, str] = {}
         self._received = True  # something arrived since the last heartbeat check
+        self._missed = False  # the last interval was silent
         self._timers: list[Timer] = []
         self._held: deque[Frame] = deque()  # frames behind a pending completion
         self._waiting = 0  # completions pending
@@ -310,7 +311,7 @@ class StreamSession:
         """Every heartbeat interval: send one, and close after two silent intervals."""
         if self.state == CLOSED:
             return
-        if not self._received and getattr(self, "_missed", False):
+        if not self._received and self._missed:
             self.close_reason = "missed heartbeats from the client"
             self._finish()
             return
