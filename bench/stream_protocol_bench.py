@@ -165,7 +165,8 @@ def main() -> None:
     for size in sizes:
         for key, label in rows:
             values = [results[n][size][key] for n in names]
-            line = f"{size:>6} {label:<26}" + "".join(f"{v:>12.1f}" for v in values)
+            digits = 3 if key.endswith("_cpu") else 1  # CPU: clock ticks of 10 ms
+            line = f"{size:>6} {label:<26}" + "".join(f"{v:>12.{digits}f}" for v in values)
             if len(values) == 2 and values[1]:
                 line += f"{values[0] / values[1]:>7.2f}x"
             print(line)
