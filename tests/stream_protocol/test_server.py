@@ -1,7 +1,8 @@
 """rstream 1.1 against a real Roost on free ports, over the stream protocol: publish
 with confirms, consume from every offset specification, deduplication, stored offsets,
 stream figures, and interop with AMQP 0-9-1 (pika) both ways. A bad frame closes only
-its own connection with the protocol's response code."""
+its own connection with the protocol's response code. STOMP reads what a stream client
+wrote and the reverse."""
 
 from __future__ import annotations
 
@@ -464,3 +465,47 @@ def test_deleting_a_stream_tells_its_consumers(roost: RoostProcess, qname: str) 
     assert subscribed.response_code == c.OK
     assert type(update).__name__ == "MetadataUpdate"
     assert (update.code, update.stream) == (c.STREAM_NOT_AVAILABLE, qname)
+
+
+def test_stomp_reads_what_the_stream_protocol_wrote_and_the_reverse(
+    roost: RoostProcess, qname: str
+) -> None:
+    import threading
+
+    import stomp
+
+    async def publish() -> None:
+        async with _producer(roost) as producer:
+            await producer.create_stream(qname)
+            await producer.send_wait(
+                qname,
+                AMQPMessage(body=b"from rstream", application_properties={"k": "v"}),
+            )
+
+    _run(publish())
+    frames: list[Any] = []
+    arrived = threading.Event()
+
+    class Collect(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: Any) -> None:
+            frames.append(frame)
+            arrived.set()
+
+    conn = stomp.Connection12([("127.0.0.1", roost.stomp_port)], heartbeats=(0, 0))
+    conn.set_listener("collect", Collect())
+    conn.connect("guest", "guest", wait=True)
+    try:
+        conn.subscribe(f"/amq/queue/{qname}", id="s", ack="client-individual",
+                       headers={"prefetch-count": "10", "x-stream-offset": "first"})
+        assert arrived.wait(10)
+        conn.send(f"/amq/queue/{qname}", "from stomp", headers={"h": "1"})
+        deadline = time.monotonic() + 10
+        while len(frames) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        conn.disconnect()
+    assert frames[0].body == "from rstream" and frames[0].headers["k"] == "v"
+    got = _run(_read(roost, qname, ConsumerOffsetSpecification(OffsetType.FIRST), 2))
+    second = amqp_decoder(got[1][1])
+    assert second.body == b"from stomp"
+    assert second.application_properties[b"h"] == b"1"
