@@ -26,6 +26,7 @@ from roost.stream_protocol.frames import (
     Response,
     SaslAuthenticate,
     SaslHandshake,
+    StreamStats,
     Subscribe,
     Tune,
 )
@@ -130,4 +131,25 @@ def test_create_twice_answers_stream_already_exists() -> None:
     assert transport.frames() == [
         Response(c.CREATE, 5, c.OK),
         Response(c.CREATE, 6, c.STREAM_ALREADY_EXISTS),
+    ]
+
+
+def test_stream_stats_and_metadata() -> None:
+    session, transport, clock = opened()
+    session.data_received(
+        encode(Create(5, "s"))
+        + encode(StreamStats(6, "s"))
+        + encode(DeclarePublisher(7, 1, "", "s"))
+        + encode(Publish(1, [PublishedMessage(i, b"m") for i in range(3)]))
+        + encode(StreamStats(8, "s"))
+        + encode(StreamStats(9, "nope"))
+        + encode(Metadata(10, ["s", "nope"]))
+    )
+    clock.advance(0)
+    frames = {getattr(f, "correlation_id", None): f for f in transport.frames()}
+    assert frames[6].stats == {"first_chunk_id": -1, "committed_chunk_id": -1}
+    assert frames[8].stats == {"first_chunk_id": 0, "committed_chunk_id": 2}
+    assert frames[9].response_code == c.STREAM_DOES_NOT_EXIST
+    assert [(s.stream, s.response_code) for s in frames[10].streams] == [
+        ("s", c.OK), ("nope", c.STREAM_DOES_NOT_EXIST)
     ]
