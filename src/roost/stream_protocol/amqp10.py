@@ -165,6 +165,9 @@ def decode_message(data: bytes) -> AmqpMessage | None:
     """The message, or None when ``data`` is not a sequence of AMQP 1.0 sections."""
     if not data or data[0] != 0x00:
         return None
+    single = data_only(data)
+    if single is not None:
+        return AmqpMessage(single)
     out = AmqpMessage()
     body: list[bytes] = []
     pos = 0
@@ -188,6 +191,18 @@ def decode_message(data: bytes) -> AmqpMessage | None:
         return None
     out.body = b"".join(body)
     return out
+
+
+def data_only(data: bytes) -> bytes | None:
+    """The body of a message that is one data section and nothing else (what rstream's
+    ``AMQPMessage(body=...)`` sends), without the general decoder; None otherwise."""
+    if data[:3] != b"\x00Su" or len(data) < 5:
+        return None
+    if data[3] == 0xA0 and len(data) == 5 + data[4]:
+        return data[5:]
+    if data[3] == 0xB0 and len(data) >= 8 and len(data) == 8 + _U32.unpack_from(data, 4)[0]:
+        return data[8:]
+    return None
 
 
 _PROPERTY_NAMES = (
@@ -259,6 +274,13 @@ def _compound(small: int, big: int, items: list[Any]) -> bytes:
 
 def _section(descriptor: int, value: bytes) -> bytes:
     return bytes((0x00, 0x53, descriptor)) + value
+
+
+def encode_data(body: bytes) -> bytes:
+    """A message of one data section."""
+    if len(body) < 256:
+        return bytes((0x00, 0x53, DATA, 0xA0, len(body))) + body
+    return b"\x00\x53\x75\xb0" + _U32.pack(len(body)) + body
 
 
 def encode_message(

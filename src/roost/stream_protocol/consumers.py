@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core import BrokerError, Message
 from roost.stream_protocol import constants as c
-from roost.stream_protocol.amqp10 import encode_message
+from roost.stream_protocol.amqp10 import encode_data, encode_message
 from roost.stream_protocol.chunks import SimpleEntry, build_chunk
 from roost.stream_protocol.codec import encode_deliver_head
 
@@ -43,6 +43,10 @@ def payload(message: Message) -> bytes:
     headers = p.headers or {}
     if headers.get(RAW_HEADER) is True:
         return message.body
+    if len(headers) == 2 and p.message_id is None and p.correlation_id is None and (
+        p.content_type is None and p.type is None and p.reply_to is None
+    ) and p.timestamp is None and p.user_id is None and p.content_encoding is None:
+        return encode_data(message.body)  # only the offset and timestamp headers: the body
     props: dict[str, Any] = {}
     if p.message_id is not None:
         props["message_id"] = p.message_id
