@@ -45,6 +45,7 @@ class RoostProcess:
         self.stomp_port = 0  # STOMP over TCP; a free port, never the default 61613
         self.ws_port = 0  # STOMP over WebSocket; a free port, never the default 15674
         self.stream_port = 0  # the stream protocol; a free port, never the default 5552
+        self.streams_port = 0  # the stream protocol over TLS (with a certificate), never 5551
         self.proc: subprocess.Popen[str] | None = None
         self.log_lines: list[str] = []
         self._ready = threading.Event()
@@ -68,6 +69,7 @@ class RoostProcess:
             self.stomp_port = free_port()
             self.ws_port = free_port()
             self.stream_port = free_port()
+            self.streams_port = free_port()
             cluster = as_cluster_node(self.extra, self.data_dir)
             args = [
                 sys.executable,
@@ -86,6 +88,8 @@ class RoostProcess:
                 str(self.ws_port),
                 "--stream-port",
                 str(self.stream_port),
+                "--streams-port",
+                str(self.streams_port),
                 *self.extra,
                 *cluster,
             ]
