@@ -509,3 +509,20 @@ def test_stomp_reads_what_the_stream_protocol_wrote_and_the_reverse(
     second = amqp_decoder(got[1][1])
     assert second.body == b"from stomp"
     assert second.application_properties[b"h"] == b"1"
+
+
+def test_publish_v2_with_filter_values_is_accepted(roost: RoostProcess, qname: str) -> None:
+    """rstream sends Publish version 2 (a filter value per message) once the broker says
+    it speaks it (ExchangeCommandVersions); the messages are stored and confirmed."""
+
+    async def extract(message: Any) -> str:
+        return "eu"
+
+    async def main() -> Got:
+        async with _producer(roost, filter_value_extractor=extract) as producer:
+            await producer.create_stream(qname)
+            await producer.send_wait(qname, AMQPMessage(body=b"filtered"))
+        return await _read(roost, qname, ConsumerOffsetSpecification(OffsetType.FIRST), 1)
+
+    got = _run(main())
+    assert amqp_decoder(got[0][1]).body == b"filtered"
