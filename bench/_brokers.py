@@ -61,7 +61,7 @@ def roost(*extra: str, timeout: float = 30.0) -> Iterator[str]:
         # be taken (another broker, another bench run), which would stop the server at start.
         cmd = [*_roost_command(), "server", "--amqp-port", str(port), "--http-port", "0",
                "--stomp-port", "0", "--ws-port", "0", "--prometheus-port", "0",
-               "--mqtt-port", "0", "--mqtt-ws-port", "0",
+               "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
                "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning", *extra]
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)

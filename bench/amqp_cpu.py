@@ -46,7 +46,7 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
         cprofile = ["-m", "cProfile", "-o", profile] if profile else []
         cmd = [sys.executable, *cprofile, "-m", "roost", "server", "--amqp-port", str(port),
                "--http-port", "0", "--ws-port", "0", "--stomp-port", "0",
-               "--mqtt-port", "0", "--mqtt-ws-port", "0",
+               "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
                "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning"]
         tree = Path(src) if src else Path(__file__).resolve().parents[1] / "src"
         if "prometheus_port" in (tree / "roost" / "config.py").read_text():

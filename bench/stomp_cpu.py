@@ -45,7 +45,8 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
         cprofile = ["-m", "cProfile", "-o", profile] if profile else []
         cmd = [sys.executable, *cprofile, "-m", "roost", "server", "--amqp-port", "0",
                "--http-port", "0", "--ws-port", "0", "--prometheus-port", "0",
-               "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stomp-port", str(port),
+               "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
+               "--stomp-port", str(port),
                "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning"]
         env = {**os.environ, "PYTHONPATH": src} if src else None
         log = Path(tmp) / "server.log"

@@ -252,6 +252,7 @@ def _launcher(
         return _brokers.roost(
             "--stomp-port", str(port), "--ws-port", str(ws_port), "--http-port", "0",
             "--mqtt-port", "0", "--mqtt-ws-port", "0",
+            "--stream-port", "0",
         )
     if name == "rabbitmq":
         if not _brokers.rabbitmq_installed():

@@ -50,7 +50,8 @@ def _start(data: Path, port: int, log: Path, timeout: float = 120) -> subprocess
     # STOMP and Web-STOMP on free ports too: their defaults may be taken
     cmd = [sys.executable, "-m", "roost", "server", "--amqp-port", str(port),
            "--http-port", "0", "--stomp-port", "0", "--ws-port", "0", "--prometheus-port", "0",
-           "--mqtt-port", "0", "--mqtt-ws-port", "0", "--data-dir", str(data)]
+           "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
+           "--data-dir", str(data)]
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -49,6 +49,8 @@ class RoostProcess:
         self.python = sys.executable  # another venv's python runs its installed roost
         self.mqtt_port = 0  # MQTT; a free port, never the default 1883
         self.mqtt_ws_port = 0  # MQTT over WebSocket; a free port, never the default 15675
+        self.stream_port = 0  # the stream protocol; a free port, never the default 5552
+        self.streams_port = 0  # the stream protocol over TLS (with a certificate), never 5551
         self.proc: subprocess.Popen[str] | None = None
         self.log_lines: list[str] = []
         self._ready = threading.Event()
@@ -74,6 +76,8 @@ class RoostProcess:
             self.prometheus_port = free_port()
             self.mqtt_port = free_port()
             self.mqtt_ws_port = free_port()
+            self.stream_port = free_port()
+            self.streams_port = free_port()
             cluster = as_cluster_node(self.extra, self.data_dir)
             args = [
                 self.python,
@@ -96,6 +100,10 @@ class RoostProcess:
                 str(self.mqtt_port),
                 "--mqtt-ws-port",
                 str(self.mqtt_ws_port),
+                "--stream-port",
+                str(self.stream_port),
+                "--streams-port",
+                str(self.streams_port),
                 *self.extra,
                 *cluster,
             ]

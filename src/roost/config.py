@@ -126,6 +126,15 @@ class Config:
         30.0, "a store file not read or written for this long (up to twice it) is closed"
     )
     stomp_port: int = setting(61613, "STOMP port; 0 disables the listener")
+    stream_port: int = setting(5552, "RabbitMQ stream protocol port; 0 disables the listener")
+    stream_advertised_host: str | None = setting(
+        None, "host the stream protocol's Open and Metadata advertise (default: the bind address)"
+    )
+    stream_advertised_port: int = setting(
+        0, "port the stream protocol advertises (default: the listener's own)"
+    )
+    stream_frame_max: int = setting(1_048_576, "largest stream-protocol frame, in bytes")
+    stream_heartbeat: int = setting(60, "stream-protocol heartbeat offered, in seconds; 0: none")
     ws_port: int = setting(15674, "STOMP over WebSocket port (path /ws); 0 disables it")
     stomp_max_frame_size: int = setting(4 * 1024 * 1024, "largest STOMP frame, in bytes")
     stomp_max_headers: int = setting(1000, "most headers in one STOMP frame")
@@ -196,6 +205,9 @@ class Config:
     )
     amqps_port: int = setting(5671, "AMQP 0-9-1 over TLS port (with --tls-cert); 0 disables it")
     stomps_port: int = setting(61614, "STOMP over TLS port (with --tls-cert); 0 disables it")
+    streams_port: int = setting(
+        5551, "RabbitMQ stream protocol over TLS port (with --tls-cert); 0 disables it"
+    )
     wss_port: int = setting(
         15673, "STOMP over secure WebSocket port, path /ws (with --tls-cert); 0 disables it"
     )
@@ -349,7 +361,8 @@ class Config:
             raise ValueError("http_max_body_size must be at least 1024")
         for name in (
             "amqps_port", "stomps_port", "wss_port", "https_port", "mqtt_port", "mqtts_port",
-            "mqtt_ws_port", "mqtt_wss_port",
+            "mqtt_ws_port", "mqtt_wss_port", "stream_port", "streams_port",
+            "stream_advertised_port",
         ):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{name} must be 0..65535")

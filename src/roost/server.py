@@ -124,6 +124,7 @@ class Server:
             await self._start_prometheus()
         await self._start_stomp()
         await self._start_mqtt()
+        await self._start_streams()
         if self.cluster is not None:
             await self.cluster.publish_ports(self.ports.get("amqp", 0), self.ports.get("http", 0))
         if self.disk is None:
@@ -309,6 +310,41 @@ class Server:
                     "https/web-mqtt", "MQTT over secure WebSocket (path /ws)", runner.server,
                     cfg.mqtt_wss_port,
                 )
+
+    async def _start_streams(self) -> None:
+        """The RabbitMQ stream protocol (roost/stream_protocol) over TCP and TLS."""
+        from roost.stream_protocol.protocol import StreamServerProtocol
+        from roost.stream_protocol.session import StreamSettings
+
+        cfg = self.config
+
+        def settings(port: int) -> StreamSettings:
+            first = cfg.bind_addresses[0]
+            wildcard = first in ("0.0.0.0", "::", "")
+            host = cfg.stream_advertised_host or ("localhost" if wildcard else first)
+            return StreamSettings(
+                frame_max=cfg.stream_frame_max,
+                heartbeat=cfg.stream_heartbeat,
+                advertised_host=host,
+                advertised_port=cfg.stream_advertised_port or port,
+            )
+
+        if cfg.stream_port:
+            plain = settings(cfg.stream_port)
+            self.ports["stream"] = await self._listen(
+                lambda: StreamServerProtocol(self.broker, plain, self.connections),
+                cfg.stream_port,
+                "stream",
+                "RabbitMQ stream protocol",
+            )
+        if self.tls_context is not None and cfg.streams_port:
+            tls_settings = settings(cfg.streams_port)
+            await self._start_tls(
+                "stream/ssl",
+                "RabbitMQ stream protocol over TLS",
+                lambda: StreamServerProtocol(self.broker, tls_settings, self.connections),
+                cfg.streams_port,
+            )
 
     async def _start_tls(
         self, protocol: str, what: str, factory: Callable[[], Any], port: int

@@ -42,6 +42,7 @@ def test_two_nodes_share_the_ports(tmp_path: Path) -> None:
             "--amqp-port", str(amqp), "--http-port", str(http),
             "--stomp-port", str(free_port()), "--ws-port", str(free_port()),
             "--mqtt-port", "0", "--mqtt-ws-port", "0",
+            "--stream-port", str(free_port()),
             "--cluster-port", str(free_pair()),
         ],
         stdout=subprocess.PIPE,

@@ -73,7 +73,7 @@ def test_three_nodes_join_and_a_killed_one_is_seen_down(etcd: EtcdServer, tmp_pa
 def run_server(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "roost", "server", "--stomp-port", "0", "--ws-port", "0",
-         "--mqtt-port", "0", "--mqtt-ws-port", "0", *args],
+         "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

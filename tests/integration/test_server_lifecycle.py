@@ -54,7 +54,8 @@ def test_a_second_server_on_the_same_data_dir_is_refused(tmp_path: Path) -> None
             ch.basic_publish("", "kept", b"safe", pika.BasicProperties(delivery_mode=2))
         listeners_off = ("--amqp-port", "0", "--http-port", "0", "--stomp-port", "0")
         out = roost_cmd("server", "--data-dir", str(tmp_path / "data"), *listeners_off,
-                        "--ws-port", "0", "--mqtt-port", "0", "--mqtt-ws-port", "0")
+                        "--ws-port", "0", "--mqtt-port", "0", "--mqtt-ws-port", "0",
+                        "--stream-port", "0")
         assert out.returncode == 2
         assert f"in use by another roost server (pid {first.proc.pid})" in out.stderr
         assert [body for _, _, body in drain(first, "kept")] == [b"safe"]

@@ -289,6 +289,8 @@ def test_bad_limits_stop_the_server_with_a_clear_message(tmp_path: Path) -> None
             "server",
             "--data-dir",
             str(tmp_path),
+            "--stream-port",
+            "0",
             "--vm-memory-high-watermark",
             "plenty",
         ],

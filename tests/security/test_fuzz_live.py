@@ -18,6 +18,7 @@ round trip, or lost a message it had confirmed. The same for STOMP: commands and
 drawn at random before and after CONNECT, unknown ack ids, junk after the NUL; and for
 MQTT (3.1, 3.1.1, 5.0): packets drawn from the codec with bad topics, filters and ids,
 garbage, truncation and bit flips after (usually) a good CONNECT.
+the stream protocol: every client frame, unknown keys, flipped bits, truncation.
 """
 
 from __future__ import annotations
@@ -47,8 +48,13 @@ from roost.mqtt.codec import encode as mqtt_encode
 from roost.mqtt.errors import MQTTError
 from roost.stomp.frames import NEED_DATA as STOMP_NEED_DATA
 from roost.stomp.frames import FrameParser
+from roost.stream_protocol import constants as stream_constants
+from roost.stream_protocol import frames as sf
+from roost.stream_protocol.codec import FrameReader as StreamFrameReader
+from roost.stream_protocol.codec import encode as stream_encode
 from tests.codec.strategies import method_kwargs
 from tests.security.abusers import GoodClient
+from tests.stream_protocol.samples import FROM_CLIENT as STREAM_FROM_CLIENT
 from tests.support import RoostProcess, running
 
 DEADLINE = 5.0  # seconds the server may take to close after the abuser closed its side
@@ -378,6 +384,61 @@ def test_mqtt_abusers(server: RoostProcess, bystander: GoodClient,
     reply, closed = exchange(server.mqtt_port, data)
     assert closed, f"the server kept the socket open after our EOF; it sent {reply!r}"
     check_mqtt_reply(level, reply)
+
+
+# -- the stream protocol ------------------------------------------------------------------------
+
+STREAM_HANDSHAKE = b"".join(
+    stream_encode(f)
+    for f in (
+        sf.PeerProperties(1, {"product": "fuzz"}),
+        sf.SaslHandshake(2),
+        sf.SaslAuthenticate(3, "PLAIN", b"\x00guest\x00guest"),
+        sf.Tune(1_048_576, 0, response=True),
+        sf.Open(4, "/"),
+    )
+)
+
+
+@st.composite
+def stream_scripts(draw: st.DrawFn) -> bytes:
+    """Every frame a client may send (the codec's samples, on the fuzz stream names),
+    in any order, before or after the handshake; unknown keys, flipped bits, junk."""
+    prefix = STREAM_HANDSHAKE if draw(st.integers(0, 4)) else b""
+    frames = st.sampled_from([stream_encode(f) for f in STREAM_FROM_CLIENT])
+    unknown = st.builds(
+        lambda key, body: struct.pack(">IHH", 4 + len(body), key, 1) + body,
+        st.integers(0, 0xFFFF), st.binary(max_size=16),
+    )
+    pieces = draw(st.lists(st.one_of(frames, frames, unknown, st.binary(min_size=1, max_size=24)),
+                           min_size=1, max_size=10))
+    body = bytearray(b"".join(pieces))
+    if draw(st.booleans()) and body:
+        i = draw(st.integers(0, len(body) - 1))
+        body[i] ^= 1 << draw(st.integers(0, 7))
+    if draw(st.booleans()) and body:
+        body = body[: draw(st.integers(0, len(body) - 1))]  # truncated
+    return prefix + bytes(body)
+
+
+def check_stream_reply(reply: bytes) -> None:
+    """Well-formed server frames; each Close carries a response code of the protocol."""
+    reader = StreamFrameReader(role="client")
+    reader.feed(reply)
+    for got in reader.frames():
+        if isinstance(got, sf.Close):
+            assert got.code in stream_constants.RESPONSE_NAMES, got
+            event(f"Close {stream_constants.response_name(got.code)}")
+
+
+@FUZZ
+@given(script=stream_scripts())
+def test_stream_protocol_abusers(
+    server: RoostProcess, bystander: GoodClient, script: bytes
+) -> None:
+    reply, closed = exchange(server.stream_port, script)
+    assert closed, f"the server kept the socket open after our EOF; it sent {reply!r}"
+    check_stream_reply(reply)
     clean_log(server)
 
 

@@ -355,6 +355,7 @@ def test_no_tls_listener_without_a_certificate(tmp_path: Path) -> None:
             "http/prometheus",
             "mqtt",
             "http/web-mqtt",
+            "stream",
         }
     finally:
         server.kill()
@@ -442,3 +443,28 @@ def test_certificate_user_is_the_first_common_name(
     cert: dict[str, Any] | None, user: str | None
 ) -> None:
     assert certificate_user(FakeTLSTransport(cert)) == user
+
+
+def test_stream_protocol_over_tls_with_plain_and_external(roost: TLSRoost, pki: PKI) -> None:
+    """rstream on --streams-port: PLAIN inside TLS, then EXTERNAL with the client
+    certificate's user (the SaslHandshake offers it only on a certificate connection)."""
+    from rstream import Producer, SlasMechanism
+
+    ctx = pki.client_cert("guest").context(pki)
+
+    async def main() -> None:
+        async with Producer("127.0.0.1", roost.streams_port, username="guest",
+                            password="guest", ssl_context=ctx) as producer:
+            await producer.create_stream("tls-stream", exists_ok=True)
+            await producer.send_wait("tls-stream", b"plain")
+        async with Producer("127.0.0.1", roost.streams_port, username="", password="",
+                            ssl_context=ctx,
+                            sasl_configuration_mechanism=SlasMechanism.MechanismExternal
+                            ) as producer:
+            await producer.send_wait("tls-stream", b"external")
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    with pika.BlockingConnection(pika.URLParameters(roost.url)) as conn:
+        ch = conn.channel()
+        ok = ch.queue_declare("tls-stream", passive=True)
+        assert ok.method.message_count == 2

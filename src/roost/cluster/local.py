@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ws-port", type=int, default=15674)
     parser.add_argument("--mqtt-port", type=int, default=1883)
     parser.add_argument("--mqtt-ws-port", type=int, default=15675)
+    parser.add_argument("--stream-port", type=int, default=5552)
     parser.add_argument("--http-port", type=int, default=15672)
     parser.add_argument(
         "--prometheus-port",
@@ -110,6 +111,7 @@ class LocalCluster:
                 "--ws-port", str(self.args.ws_port),
                 "--mqtt-port", str(self.args.mqtt_port),
                 "--mqtt-ws-port", str(self.args.mqtt_ws_port),
+                "--stream-port", str(self.args.stream_port),
                 "--http-port", str(self.args.http_port),
                 # metrics are one node's each: a port per node, not a shared one
                 "--prometheus-port",

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from roost.core import stream_queries
 from roost.core.alarms import ResourceAlarms
 from roost.core.auth import Permission, User, hash_password
 from roost.core.catalog import Catalog
@@ -137,6 +138,13 @@ class Broker:
         self.consume = m.consume
         self.direct_reply_request = m.direct_reply_request
         self.new_publisher = m.new_publisher
+        self.is_stream = stream_queries.is_stream
+        self.stream_sequence = stream_queries.stream_sequence
+        self.stream_offset = stream_queries.stream_offset
+        self.store_stream_offset = stream_queries.store_stream_offset
+        self.stream_stats = stream_queries.stream_stats
+        self.super_stream_partitions = stream_queries.super_stream_partitions
+        self.super_stream_route = stream_queries.super_stream_route
         self.management = Management(
             settings,
             self.catalog,

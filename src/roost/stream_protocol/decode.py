@@ -123,6 +123,17 @@ def _offset_spec(r: Reader, allow_none: bool = False) -> OffsetSpec:
     raise StreamProtocolError(UNKNOWN_FRAME, f"offset specification type {kind}")
 
 
+def _consumer_update_response(r: Reader) -> ConsumerUpdateResponse:
+    """rstream (1.1) sends a u64 offset after every offset type, even those without a
+    value (first, last, next, none): read and dropped, as RabbitMQ accepts it."""
+    frame = ConsumerUpdateResponse(
+        _corr(r), r.u16("response code"), _offset_spec(r, allow_none=True)
+    )
+    if frame.offset_spec.value is None and r.remaining() == 8:
+        r.u64("unused offset")
+    return frame
+
+
 def _optional_map(r: Reader, what: str) -> dict[str, str]:
     return r.string_map(what) if r.remaining() else {}
 
@@ -243,9 +254,7 @@ FROM_CLIENT: Final[dict[tuple[int, int], _Decoder]] = {
     (0x17, 1): lambda r: Heartbeat(),
     (0x18, 1): lambda r: Route(_corr(r), r.string("routing key"), r.string("super stream")),
     (0x19, 1): lambda r: Partitions(_corr(r), r.string("super stream")),
-    (0x1A | R, 1): lambda r: ConsumerUpdateResponse(
-        _corr(r), r.u16("response code"), _offset_spec(r, allow_none=True)
-    ),
+    (0x1A | R, 1): lambda r: _consumer_update_response(r),
     (0x1B, 1): lambda r: ExchangeCommandVersions(_corr(r), _command_versions(r)),
     (0x1C, 1): lambda r: StreamStats(_corr(r), r.string("stream")),
     (0x1D, 1): lambda r: CreateSuperStream(

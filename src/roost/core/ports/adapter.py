@@ -34,6 +34,11 @@ What each call promises:
   while a queue it reached is congested: the adapter stops reading that socket.
 - Deliveries reach the session's ``DeliverySink`` synchronously; the session's prefetch
   (``set_qos``) bounds them, and settling (``ack``/``nack``/``reject``) frees credit.
+- Streams (``is_stream`` … ``super_stream_route``): a producer's last publishing id, a
+  consumer's stored offset (stored as given, also backwards), a stream's first and last
+  offsets, a super stream's partitions (the streams bound to its exchange, in
+  ``x-stream-partition-order``) and the partitions bound with one routing key; rights as
+  RabbitMQ's stream plugin checks them (read on the stream or the exchange).
 - ``alarms``: subscribe to learn of memory and disk alarms (block publishers).
 """
 
@@ -156,6 +161,19 @@ class AdapterPort(Protocol):
         exclusive: bool,
         arguments: dict[str, Any] | None = None,
     ) -> Consumer: ...
+
+    # -- streams: what the stream protocol asks beyond publish and consume (stream_queries.py)
+    # NotFound: no such stream or exchange; PreconditionFailed: a queue that is not a stream
+
+    def is_stream(self, client: Client, name: str) -> bool: ...
+    def stream_sequence(self, client: Client, stream: str, reference: str) -> int | None: ...
+    def stream_offset(self, client: Client, stream: str, reference: str) -> int | None: ...
+    def store_stream_offset(
+        self, client: Client, stream: str, reference: str, offset: int
+    ) -> None: ...
+    def stream_stats(self, client: Client, stream: str) -> dict[str, int]: ...
+    def super_stream_partitions(self, client: Client, name: str) -> list[str]: ...
+    def super_stream_route(self, client: Client, name: str, routing_key: str) -> list[str]: ...
 
     # -- the one durability wait ------------------------------------------------------------
 

@@ -1,0 +1,98 @@
+"""What the stream protocol asks of a stream beyond publish and consume: a producer's
+last publishing id, a consumer's stored offset (read and write), a stream's figures, and
+a super stream's partitions and routes. Each call checks the client's rights as
+RabbitMQ's stream plugin does (read on the stream for the queries and for storing an
+offset; read on the super stream's exchange for Route and Partitions), then answers from
+the live objects. Half of the adapter port (core/ports/adapter.py), wired by the broker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from roost.core.errors import NotFound, PreconditionFailed
+from roost.core.queues.stream import StreamQueue
+
+if TYPE_CHECKING:
+    from roost.core.client import Client
+    from roost.core.exchanges.base import Exchange
+
+# the binding argument RabbitMQ puts on a super stream's partition bindings
+PARTITION_ORDER = "x-stream-partition-order"
+
+
+def _stream(client: Client, name: str) -> StreamQueue:
+    if client.access is not None:
+        client.access.check("read", "queue", name)
+    queue = client.vhost.queues.get(name)
+    if queue is None or queue.deleted:
+        raise NotFound(f"no queue '{name}' in vhost '{client.vhost.name}'")
+    if not isinstance(queue, StreamQueue):
+        raise PreconditionFailed(f"queue '{name}' in vhost '{client.vhost.name}' is not a stream")
+    return queue
+
+
+def stream_sequence(client: Client, stream: str, reference: str) -> int | None:
+    """The last publishing id ``stream`` stored for the producer ``reference``."""
+    return _stream(client, stream).last_publishing_id(reference)
+
+
+def stream_offset(client: Client, stream: str, reference: str) -> int | None:
+    """The offset stored for the consumer ``reference`` (None: none stored)."""
+    return _stream(client, stream).log.stored_offset(reference)
+
+
+def store_stream_offset(client: Client, stream: str, reference: str, offset: int) -> None:
+    """Store a consumer's offset as it says (also backwards, as RabbitMQ does)."""
+    _stream(client, stream).commit_offset(reference, offset)
+
+
+def stream_stats(client: Client, stream: str) -> dict[str, int]:
+    """RabbitMQ's StreamStats figures; with one message per chunk id as Roost numbers
+    them, the first and committed chunk ids are the first and last offsets (-1: empty)."""
+    log = _stream(client, stream).log
+    last = log.next_offset - 1
+    empty = log.next_offset <= log.first_offset
+    return {
+        "first_chunk_id": -1 if empty else log.first_offset,
+        "committed_chunk_id": -1 if empty else last,
+    }
+
+
+def is_stream(client: Client, name: str) -> bool:
+    """Whether ``name`` is a live stream of the client's vhost (no rights needed: the
+    stream protocol's Metadata answers it for any stream, as RabbitMQ does)."""
+    queue = client.vhost.queues.get(name)
+    return isinstance(queue, StreamQueue) and not queue.deleted
+
+
+def _super_stream(client: Client, name: str) -> Exchange:
+    if client.access is not None:
+        client.access.check("read", "exchange", name)
+    exchange = client.vhost.exchanges.get(name)
+    if exchange is None or exchange.deleted:
+        raise NotFound(f"no exchange '{name}' in vhost '{client.vhost.name}'")
+    return exchange
+
+
+def super_stream_partitions(client: Client, name: str) -> list[str]:
+    """The streams bound to the super stream's exchange, in their partition order."""
+    found: dict[str, int] = {}
+    for binding in _super_stream(client, name).bindings.values():
+        destination = binding.destination
+        if isinstance(destination, StreamQueue):
+            order = binding.arguments.get(PARTITION_ORDER, len(found))
+            found.setdefault(destination.name, order if isinstance(order, int) else 0)
+    return sorted(found, key=lambda stream: (found[stream], stream))
+
+
+def super_stream_route(client: Client, name: str, routing_key: str) -> list[str]:
+    """The streams whose binding key equals ``routing_key`` (RabbitMQ's Route on a
+    super stream's direct exchange), in partition order."""
+    exchange = _super_stream(client, name)
+    keyed = {
+        b.destination.name
+        for b in exchange.bindings.values()
+        if b.routing_key == routing_key and isinstance(b.destination, StreamQueue)
+    }
+    return [s for s in super_stream_partitions(client, name) if s in keyed]

@@ -1,0 +1,165 @@
+"""A stream-protocol subscription on the core: one core session per subscription (so a
+multiple ack settles only its own deliveries), fed one message at a time by the stream
+queue, sent to the client as chunks.
+
+The stream queue delivers up to ``PREFETCH`` messages ahead; they wait in ``pending``
+until the subscription has credit (the client's unit of flow control is a chunk). Each
+Deliver carries the pending run of consecutive offsets (at most ``CHUNK_MESSAGES``
+messages and the connection's frame size), and sending it acks them at once: for a
+stream an ack only returns credit, so the core delivers the next ones. A client that
+gives no credit therefore holds at most ``PREFETCH`` messages of the broker's memory.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from roost.core import BrokerError, Message
+from roost.stream_protocol import constants as c
+from roost.stream_protocol.amqp10 import encode_data, encode_message
+from roost.stream_protocol.chunks import SimpleEntry, build_chunk
+from roost.stream_protocol.codec import encode_deliver_head
+
+if TYPE_CHECKING:
+    from roost.core.ports.adapter import Consumer, Session
+
+PREFETCH = 4000
+CHUNK_MESSAGES = 1000
+# headers the broker keeps for itself: a stream client reads them from the chunk instead
+INTERNAL_HEADERS = frozenset(
+    {"x-stream-offset", "x-stream-timestamp", "x-stream-producer-name", "x-publishing-id"}
+)
+# Roost's marker for a payload kept exactly as a stream client sent it (not AMQP 1.0)
+RAW_HEADER = "x-roost-stream-raw"
+_MAX_CHUNK_OVERHEAD = 64  # frame head, Deliver head and chunk header, with room
+
+
+def payload(message: Message) -> bytes:
+    """What a stream client reads for a stored message: the bytes it was published with,
+    or the message as AMQP 1.0 (from AMQP 0-9-1, STOMP or an AMQP 1.0 stream client)."""
+    p = message.properties
+    headers = p.headers or {}
+    if headers.get(RAW_HEADER) is True:
+        return message.body
+    if len(headers) == 2 and p.message_id is None and p.correlation_id is None and (
+        p.content_type is None and p.type is None and p.reply_to is None
+    ) and p.timestamp is None and p.user_id is None and p.content_encoding is None:
+        return encode_data(message.body)  # only the offset and timestamp headers: the body
+    props: dict[str, Any] = {}
+    if p.message_id is not None:
+        props["message_id"] = p.message_id
+    if p.user_id is not None:
+        props["user_id"] = p.user_id.encode()
+    if p.type is not None:
+        props["subject"] = p.type
+    if p.reply_to is not None:
+        props["reply_to"] = p.reply_to
+    if p.correlation_id is not None:
+        props["correlation_id"] = p.correlation_id
+    if p.content_type is not None:
+        props["content_type"] = p.content_type
+    if p.content_encoding is not None:
+        props["content_encoding"] = p.content_encoding
+    if p.timestamp is not None:
+        props["creation_time"] = datetime.datetime.fromtimestamp(p.timestamp, datetime.UTC)
+    app = {k: v for k, v in headers.items() if k not in INTERNAL_HEADERS}
+    return encode_message(message.body, props, app)
+
+
+class Subscription:
+    """One Subscribe: the core's ``DeliverySink`` for its own session."""
+
+    def __init__(
+        self,
+        subscription_id: int,
+        stream: str,
+        credit: int,
+        *,
+        frame_max: int,
+        write: Callable[[bytes], None],
+        wake: Callable[[Subscription], None],
+        gone: Callable[[Subscription], None],
+        fail: Callable[[BrokerError], None],
+    ) -> None:
+        self.id = subscription_id
+        self.stream = stream
+        self.credit = credit
+        self.session: Session | None = None
+        self.consumer: Consumer | None = None
+        self.active = True  # single active consumer: False while another one reads
+        self.spec: Any = None  # the Subscribe's offset specification
+        self.group: tuple[str, str, str] | None = None  # (vhost, stream, name) when single
+        # (offset, timestamp ms, payload, delivery tag), consecutive offsets in order
+        self.pending: list[tuple[int, int, bytes, int]] = []
+        self.pending_bytes = 0
+        self._chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
+        self._write = write
+        self._wake = wake
+        self._gone = gone
+        self._fail = fail
+
+    # -- DeliverySink -------------------------------------------------------------------
+
+    def deliver(
+        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
+    ) -> None:
+        headers = message.properties.headers or {}
+        offset = headers.get("x-stream-offset", 0)
+        timestamp = headers.get("x-stream-timestamp", 0)
+        data = payload(message)
+        self.pending.append((offset, timestamp, data, delivery_tag))
+        self.pending_bytes += len(data)
+        if len(self.pending) == 1:
+            self._wake(self)
+
+    def consumer_cancelled(self, consumer_tag: str) -> None:
+        self._gone(self)
+
+    def close_with(self, error: BrokerError) -> None:
+        self._fail(error)
+
+    # -- to the client ------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send what credit allows, one chunk per credit, acking what went out."""
+        while self.credit > 0 and self.pending and self.active and self.session is not None:
+            pending = self.pending
+            first_offset, first_ts = pending[0][0], pending[0][1]
+            size = 0
+            n = 0
+            limit = min(len(pending), CHUNK_MESSAGES)
+            while n < limit:
+                entry = pending[n]
+                too_big = size + len(entry[2]) + 4 > self._chunk_bytes
+                if n and (entry[0] != first_offset + n or too_big):
+                    break
+                size += len(entry[2]) + 4
+                n += 1
+            batch = pending[:n]
+            del pending[:n]
+            self.pending_bytes -= size - 4 * n
+            chunk = build_chunk(
+                [SimpleEntry(e[2]) for e in batch], chunk_id=first_offset, timestamp=first_ts
+            )
+            self._write(encode_deliver_head(self.id, len(chunk)) + chunk)
+            self.credit -= 1
+            self.session.ack(batch[-1][3], True)  # may deliver more into pending at once
+
+    def drop_pending(self) -> None:
+        self.pending.clear()
+        self.pending_bytes = 0
+
+
+def offset_arguments(spec_type: int, value: int | None) -> dict[str, Any]:
+    """The core's stream consumer arguments for a Subscribe's offset specification."""
+    if spec_type == c.OFFSET_FIRST:
+        return {"x-stream-offset": "first"}
+    if spec_type == c.OFFSET_LAST:
+        return {"x-stream-offset": "last"}
+    if spec_type == c.OFFSET_OFFSET:
+        return {"x-stream-offset": max(value or 0, 0)}
+    if spec_type == c.OFFSET_TIMESTAMP:
+        return {"x-roost-start-timestamp-ms": max(value or 0, 0)}
+    return {"x-stream-offset": "next"}

@@ -1,0 +1,79 @@
+"""A declared publisher, and a published stream message as a Roost message.
+
+An AMQP 1.0 message (``amqp10.py``) maps onto Roost's properties as RabbitMQ maps it
+for its AMQP 0-9-1 clients: message-id, correlation-id, reply-to, content-type,
+content-encoding, subject (as ``type``), creation-time (as ``timestamp``, in seconds)
+and the application properties as headers; the body is its data. Anything else (raw
+bytes, as rstream sends a plain ``bytes``) is kept exactly, marked with a header so a
+stream client reads back the same bytes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from roost.core import Message, Properties
+from roost.stream_protocol.amqp10 import Described, decode_message
+from roost.stream_protocol.consumers import RAW_HEADER
+
+PRODUCER_HEADER = "x-stream-producer-name"
+PUBLISHING_ID_HEADER = "x-publishing-id"
+
+
+@dataclass
+class Publisher:
+    id: int
+    reference: str  # "": no deduplication
+    stream: str
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _header_value(value: Any) -> Any:
+    if isinstance(value, uuid.UUID | Described):
+        return str(value)
+    if isinstance(value, list):
+        return [_header_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _header_value(v) for k, v in value.items()}
+    return value
+
+
+def to_message(stream: str, data: bytes, reference: str, publishing_id: int) -> Message:
+    decoded = decode_message(data)
+    headers: dict[str, Any]
+    if decoded is None:
+        headers = {RAW_HEADER: True}
+        props = Properties(delivery_mode=2, headers=headers)
+        body = data
+    else:
+        p = decoded.properties
+        headers = {k: _header_value(v) for k, v in decoded.application_properties.items()}
+        created = p.get("creation_time")
+        props = Properties(
+            content_type=_text(p.get("content_type")),
+            content_encoding=_text(p.get("content_encoding")),
+            headers=headers,
+            delivery_mode=2,
+            correlation_id=_text(p.get("correlation_id")),
+            reply_to=_text(p.get("reply_to")),
+            message_id=_text(p.get("message_id")),
+            timestamp=int(created.timestamp()) if isinstance(created, datetime.datetime) else None,
+            type=_text(p.get("subject")),
+        )
+        body = decoded.body
+    if reference:
+        headers[PRODUCER_HEADER] = reference
+        headers[PUBLISHING_ID_HEADER] = publishing_id
+    if not headers:
+        props.headers = None
+    return Message("", stream, props, body)

@@ -1,0 +1,368 @@
+"""The stream-protocol session: sans-IO, on the core's adapter port.
+
+Fed bytes (``data_received``), it reads frames with the codec, checks each against the
+state table (``STATES``: what a client may send before and after it is authenticated,
+tuned and opened), calls the port, and writes frames through its transport; time and
+timers come from the ``Clock`` the plumbing hands in (``protocol.py``). Publishing and
+the commands on streams are in ``commands.py``; subscriptions in ``consumers.py``.
+
+A frame the codec refuses, or one not allowed in the connection's state, ends that
+connection only, with the protocol's response code in a Close (UNKNOWN_FRAME,
+FRAME_TOO_LARGE), as RabbitMQ does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from roost.core import AccessRefused, AdapterPort, BrokerError, Traffic
+from roost.stream_protocol import constants as c
+from roost.stream_protocol.codec import FrameReader, _NeedData, encode
+from roost.stream_protocol.commands import Commands
+from roost.stream_protocol.errors import StreamProtocolError
+from roost.stream_protocol.frames import (
+    Close,
+    CommandVersion,
+    ExchangeCommandVersions,
+    ExchangeCommandVersionsResponse,
+    Frame,
+    Heartbeat,
+    Open,
+    OpenResponse,
+    PeerProperties,
+    PeerPropertiesResponse,
+    Response,
+    SaslAuthenticate,
+    SaslAuthenticateResponse,
+    SaslHandshake,
+    SaslHandshakeResponse,
+    Tune,
+)
+
+if TYPE_CHECKING:
+    from roost.core.ports.adapter import Client
+
+log = logging.getLogger("roost.stream_protocol")
+
+PROTOCOL = "RabbitMQ Stream"
+PEER, SASL, TUNING, OPENING, OPEN, CLOSED = (
+    "peer", "sasl", "tuning", "opening", "open", "closed"
+)
+_HANDSHAKE = (PeerProperties, SaslHandshake, SaslAuthenticate, Close, Heartbeat)
+# what each state accepts; anything else closes the connection with UNKNOWN_FRAME
+STATES: dict[str, tuple[type, ...]] = {
+    PEER: _HANDSHAKE,
+    SASL: _HANDSHAKE,
+    TUNING: (Tune, Close, Heartbeat),
+    OPENING: (Open, Tune, Close, Heartbeat),
+    OPEN: (object,),
+    CLOSED: (),
+}
+# the commands and versions Roost speaks, for ExchangeCommandVersions
+VERSIONS = [
+    CommandVersion(key, 1, 2 if key == c.PUBLISH else 1)
+    for key in sorted(c.COMMAND_NAMES)
+    if key not in (c.RESOLVE_OFFSET_SPEC,)
+]
+
+
+class Transport(Protocol):
+    peer: str
+    cert_user: str | None
+
+    def write(self, data: bytes) -> None: ...
+    def close(self) -> None: ...
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    def time(self) -> float: ...
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
+    def call_soon(self, callback: Callable[[], None]) -> Timer: ...
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    frame_max: int = c.DEFAULT_FRAME_MAX
+    heartbeat: int = c.DEFAULT_HEARTBEAT
+    advertised_host: str = "localhost"
+    advertised_port: int = 5552
+    max_unconfirmed: int = 10_000  # a publisher past this is read no further until confirms
+
+
+class StreamSession:
+    def __init__(
+        self, port: AdapterPort, settings: StreamSettings, transport: Transport, clock: Clock
+    ) -> None:
+        self.port = port
+        self.settings = settings
+        self.transport = transport
+        self.clock = clock
+        self.state = PEER
+        self.reader = FrameReader(role="server", frame_max=c.DEFAULT_INITIAL_FRAME_MAX)
+        self.client: Client | None = None
+        self.user: Any = None
+        self.mechanism = ""
+        self.frame_max = settings.frame_max
+        self.heartbeat = settings.heartbeat
+        self.close_reason = ""
+        self.traffic = Traffic()
+        self.commands = Commands(self)
+        self._properties: dict[str, str] = {}
+        self._received = True  # something arrived since the last heartbeat check
+        self._missed = False  # the last interval was silent
+        self._timers: list[Timer] = []
+        self._held: deque[Frame] = deque()  # frames behind a pending completion
+        self._waiting = 0  # completions pending
+        self._pauses: set[str] = set()
+
+    # -- input ----------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self.state == CLOSED:
+            return
+        self._received = True
+        self.traffic.recv_oct += len(data)
+        self.traffic.recv_cnt += 1
+        self.reader.feed(data)
+        try:
+            while self.state != CLOSED:
+                frame = self.reader.next_frame()
+                if isinstance(frame, _NeedData):
+                    return
+                if self._waiting or self._held:
+                    self._held.append(frame)
+                    continue
+                self._dispatch(frame)
+        except StreamProtocolError as exc:
+            log.warning("%s: stream protocol error: %s", self.transport.peer, exc)
+            self.close_with(exc.response_code, str(exc))
+
+    def _dispatch(self, frame: Frame) -> None:
+        allowed = STATES[self.state]
+        if object not in allowed and not isinstance(frame, allowed):
+            self.close_with(
+                c.UNKNOWN_FRAME, f"{type(frame).__name__} not allowed in state {self.state}"
+            )
+            return
+        handler = self._handlers.get(type(frame))
+        if handler is not None:
+            handler(self, frame)
+        else:
+            self.commands.handle(frame)
+
+    def hold_until(self, done: Callable[[], None]) -> Callable[[BaseException | None], None]:
+        """A completion's callback that runs ``done`` and then the frames held behind it
+        (a connection's operations keep their order while a change becomes durable)."""
+        self._waiting += 1
+        self.pause("completion")
+
+        def finished(_error: BaseException | None) -> None:
+            self._waiting -= 1
+            if self.state != CLOSED:
+                done()
+            if not self._waiting:
+                self.resume("completion")
+                while self._held and not self._waiting and self.state != CLOSED:
+                    self._dispatch(self._held.popleft())
+
+        return finished
+
+    def pause(self, why: str) -> None:
+        if not self._pauses:
+            self.transport.pause_reading()
+        self._pauses.add(why)
+
+    def resume(self, why: str) -> None:
+        if why in self._pauses:
+            self._pauses.discard(why)
+            if not self._pauses and self.state != CLOSED:
+                self.transport.resume_reading()
+
+    # -- output ---------------------------------------------------------------------------
+
+    def send(self, frame: Frame) -> None:
+        data = encode(frame)
+        self.write(data)
+
+    def write(self, data: bytes) -> None:
+        if self.state == CLOSED:
+            return
+        self.traffic.send_oct += len(data)
+        self.traffic.send_cnt += 1
+        self.transport.write(data)
+
+    # -- the handshake ----------------------------------------------------------------------
+
+    def _peer_properties(self, f: PeerProperties) -> None:
+        self._properties = dict(f.properties)
+        self.state = SASL
+        props = {"product": "Roost", "platform": "Python", "connection_name": "roost-stream"}
+        self.send(PeerPropertiesResponse(f.correlation_id, c.OK, props))
+
+    def _sasl_handshake(self, f: SaslHandshake) -> None:
+        mechanisms = ["PLAIN"] + (["EXTERNAL"] if self.transport.cert_user else [])
+        self.send(SaslHandshakeResponse(f.correlation_id, c.OK, mechanisms))
+
+    def _sasl_authenticate(self, f: SaslAuthenticate) -> None:
+        host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
+        try:
+            if f.mechanism == "PLAIN":
+                parts = f.data.split(b"\x00")
+                if len(parts) != 3:
+                    self.send(SaslAuthenticateResponse(f.correlation_id, c.SASL_ERROR))
+                    return
+                name, password = parts[1].decode(), parts[2].decode()
+                self.user = self.port.authenticate(
+                    name, password, peer_host=host, protocol=PROTOCOL, peer=self.transport.peer
+                )
+            elif f.mechanism == "EXTERNAL" and self.transport.cert_user:
+                self.user = self.port.authenticate_external(
+                    self.transport.cert_user, peer_host=host
+                )
+            else:
+                code = c.SASL_MECHANISM_NOT_SUPPORTED
+                self.send(SaslAuthenticateResponse(f.correlation_id, code))
+                return
+        except (AccessRefused, UnicodeDecodeError) as exc:
+            reason = exc.text if isinstance(exc, AccessRefused) else "bad credentials"
+            code = (
+                c.SASL_AUTHENTICATION_FAILURE_LOOPBACK
+                if "via localhost" in reason
+                else c.AUTHENTICATION_FAILURE
+            )
+            self.send(SaslAuthenticateResponse(f.correlation_id, code))
+            self.close_with(code, reason)
+            return
+        self.mechanism = f.mechanism
+        self.state = TUNING
+        self.send(SaslAuthenticateResponse(f.correlation_id, c.OK))
+        self.send(Tune(self.settings.frame_max, self.settings.heartbeat))
+
+    def _tune(self, f: Tune) -> None:
+        if self.state == TUNING:
+            # the smaller non-zero value of each side, as RabbitMQ negotiates
+            def least(ours: int, theirs: int) -> int:
+                return min(v for v in (ours, theirs) if v) if ours or theirs else 0
+
+            self.frame_max = least(self.settings.frame_max, f.frame_max)
+            self.heartbeat = least(self.settings.heartbeat, f.heartbeat)
+            self.reader.frame_max = self.frame_max
+            self.state = OPENING
+            if self.heartbeat:
+                self._timers.append(self.clock.call_later(self.heartbeat, self._beat))
+
+    def _open(self, f: Open) -> None:
+        vhost = f.virtual_host or "/"
+        try:
+            if not self.port.has_vhost(vhost):
+                raise AccessRefused(f"no vhost '{vhost}'")
+            self.client = self.port.connect(
+                self.user,
+                vhost,
+                protocol=f"{PROTOCOL} 1.0",
+                peer=self.transport.peer,
+                closer=self.force_close,
+                properties=dict(self._properties),
+                traffic=self.traffic,
+            )
+        except BrokerError as exc:
+            self.send(OpenResponse(f.correlation_id, c.VIRTUAL_HOST_ACCESS_FAILURE))
+            self.close_with(c.VIRTUAL_HOST_ACCESS_FAILURE, exc.text)
+            return
+        self.client.auth_mechanism = self.mechanism
+        self.state = OPEN
+        alarms = self.port.alarms
+        alarms.subscribe(self.commands.alarms_changed)
+        self.commands.alarms_changed(alarms.active)
+        advertised = {
+            "advertised_host": self.settings.advertised_host,
+            "advertised_port": str(self.settings.advertised_port),
+        }
+        self.send(OpenResponse(f.correlation_id, c.OK, advertised))
+        log.info(
+            "%s: stream connection opened (user=%s vhost=%s)",
+            self.transport.peer,
+            self.user.name,
+            vhost,
+        )
+
+    def _exchange_versions(self, f: ExchangeCommandVersions) -> None:
+        self.send(ExchangeCommandVersionsResponse(f.correlation_id, c.OK, list(VERSIONS)))
+
+    def _heartbeat(self, f: Heartbeat) -> None:
+        pass  # arriving is enough (self._received)
+
+    def _close(self, f: Close) -> None:
+        self.send(Response(c.CLOSE, f.correlation_id, c.OK))
+        self.close_reason = f"closed by the client ({f.reason})" if f.reason else "client closed"
+        self._finish()
+
+    def _beat(self) -> None:
+        """Every heartbeat interval: send one, and close after two silent intervals."""
+        if self.state == CLOSED:
+            return
+        if not self._received and self._missed:
+            self.close_reason = "missed heartbeats from the client"
+            self._finish()
+            return
+        self._missed = not self._received
+        self._received = False
+        self.send(Heartbeat())
+        self._timers.append(self.clock.call_later(self.heartbeat, self._beat))
+
+    _handlers: dict[type, Callable[[StreamSession, Any], None]] = {
+        PeerProperties: _peer_properties,
+        SaslHandshake: _sasl_handshake,
+        SaslAuthenticate: _sasl_authenticate,
+        Tune: _tune,
+        Open: _open,
+        ExchangeCommandVersions: _exchange_versions,
+        Heartbeat: _heartbeat,
+        Close: _close,
+    }
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def close_with(self, code: int, reason: str) -> None:
+        """End the connection from the server's side: Close with the code, then the socket."""
+        if self.state == CLOSED:
+            return
+        self.send(Close(1, code, reason[:200]))
+        self.close_reason = self.close_reason or f"{c.response_name(code)}: {reason}"
+        self._finish()
+
+    def force_close(self, reason: str) -> None:
+        """The broker closes us (management API, a deleted user or vhost, shutdown)."""
+        self.close_with(c.INTERNAL_ERROR if "shutdown" in reason else c.OK, reason)
+
+    def _finish(self) -> None:
+        self._release()
+        self.transport.close()
+
+    def connection_lost(self) -> None:
+        self.close_reason = self.close_reason or "client closed the socket"
+        self._release()
+
+    def _release(self) -> None:
+        if self.state == CLOSED:
+            return
+        self.state = CLOSED
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+        self._held.clear()
+        self.commands.release()
+        if self.client is not None:
+            self.port.alarms.unsubscribe(self.commands.alarms_changed)
+            self.port.disconnect(self.client, self.close_reason)
+            self.client = None

@@ -1,0 +1,155 @@
+"""The stream-protocol session driven without a socket or an event loop: a fake transport,
+the fake clock of the STOMP session's tests and an in-memory broker. The state table,
+the handshake, heartbeats on the clock's time, a publish confirmed and a subscription
+delivered as a chunk, and a pending Create holding the frames behind it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roost.stream_protocol import constants as c
+from roost.stream_protocol.chunks import chunk_records
+from roost.stream_protocol.codec import FrameReader, encode
+from roost.stream_protocol.frames import (
+    Close,
+    Create,
+    DeclarePublisher,
+    Deliver,
+    Heartbeat,
+    Metadata,
+    OffsetSpec,
+    Open,
+    PeerProperties,
+    Publish,
+    PublishConfirm,
+    PublishedMessage,
+    Response,
+    SaslAuthenticate,
+    SaslHandshake,
+    StreamStats,
+    Subscribe,
+    Tune,
+)
+from roost.stream_protocol.session import OPEN, PEER, STATES, StreamSession, StreamSettings
+from tests.brokers import memory_broker
+from tests.stomp.test_session import FakeClock
+
+
+class FakeTransport:
+    peer = "127.0.0.1:5000"
+    cert_user: str | None = None
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.closed = False
+        self.reading = True
+        self.reader = FrameReader(role="client")
+
+    def write(self, data: bytes) -> None:
+        self.reader.feed(data)
+
+    def frames(self) -> list[Any]:
+        return self.reader.frames()
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+
+def opened(heartbeat: int = 0) -> tuple[StreamSession, FakeTransport, FakeClock]:
+    transport, clock = FakeTransport(), FakeClock()
+    session = StreamSession(
+        memory_broker(), StreamSettings(heartbeat=heartbeat), transport, clock
+    )
+    for frame in (
+        PeerProperties(1, {}),
+        SaslHandshake(2),
+        SaslAuthenticate(3, "PLAIN", b"\x00guest\x00guest"),
+        Tune(1_048_576, heartbeat, response=True),
+        Open(4, "/"),
+    ):
+        session.data_received(encode(frame))
+    assert session.state == OPEN
+    transport.frames()  # the handshake's answers
+    return session, transport, clock
+
+
+def test_the_state_table_refuses_commands_before_open() -> None:
+    assert Metadata not in STATES[PEER]
+    transport, clock = FakeTransport(), FakeClock()
+    session = StreamSession(memory_broker(), StreamSettings(), transport, clock)
+    session.data_received(encode(Metadata(1, ["s"])))
+    [close] = transport.frames()
+    assert isinstance(close, Close) and close.code == c.UNKNOWN_FRAME
+    assert transport.closed
+
+
+def test_heartbeats_go_out_and_two_silent_intervals_close() -> None:
+    session, transport, clock = opened(heartbeat=5)
+    clock.advance(5)
+    assert [type(f) for f in transport.frames()] == [Heartbeat]
+    session.data_received(encode(Heartbeat()))
+    clock.advance(5)  # the client spoke in this interval: still open
+    assert not transport.closed
+    clock.advance(5)
+    assert not transport.closed  # one silent interval
+    clock.advance(5)
+    assert transport.closed  # two
+    assert "heartbeats" in session.close_reason
+
+
+def test_publish_is_confirmed_and_a_subscription_gets_one_chunk() -> None:
+    session, transport, clock = opened()
+    session.data_received(encode(Create(5, "s")))
+    clock.advance(0)
+    assert transport.frames() == [Response(c.CREATE, 5, c.OK)]
+    session.data_received(
+        encode(DeclarePublisher(6, 1, "", "s"))
+        + encode(Publish(1, [PublishedMessage(i, b"m%d" % i) for i in range(3)]))
+    )
+    clock.advance(0)
+    frames = transport.frames()
+    assert frames[0] == Response(c.DECLARE_PUBLISHER, 6, c.OK)
+    assert PublishConfirm(1, [0, 1, 2]) in frames
+    session.data_received(encode(Subscribe(7, 3, "s", OffsetSpec(c.OFFSET_FIRST), 1)))
+    clock.advance(0)
+    frames = transport.frames()
+    assert frames[0] == Response(c.SUBSCRIBE, 7, c.OK)
+    [deliver] = [f for f in frames if isinstance(f, Deliver)]
+    assert chunk_records(deliver.chunk) == [b"m0", b"m1", b"m2"]
+
+
+def test_create_twice_answers_stream_already_exists() -> None:
+    session, transport, clock = opened()
+    session.data_received(encode(Create(5, "s")) + encode(Create(6, "s")))
+    clock.advance(0)
+    assert transport.frames() == [
+        Response(c.CREATE, 5, c.OK),
+        Response(c.CREATE, 6, c.STREAM_ALREADY_EXISTS),
+    ]
+
+
+def test_stream_stats_and_metadata() -> None:
+    session, transport, clock = opened()
+    session.data_received(
+        encode(Create(5, "s"))
+        + encode(StreamStats(6, "s"))
+        + encode(DeclarePublisher(7, 1, "", "s"))
+        + encode(Publish(1, [PublishedMessage(i, b"m") for i in range(3)]))
+        + encode(StreamStats(8, "s"))
+        + encode(StreamStats(9, "nope"))
+        + encode(Metadata(10, ["s", "nope"]))
+    )
+    clock.advance(0)
+    frames = {getattr(f, "correlation_id", None): f for f in transport.frames()}
+    assert frames[6].stats == {"first_chunk_id": -1, "committed_chunk_id": -1}
+    assert frames[8].stats == {"first_chunk_id": 0, "committed_chunk_id": 2}
+    assert frames[9].response_code == c.STREAM_DOES_NOT_EXIST
+    assert [(s.stream, s.response_code) for s in frames[10].streams] == [
+        ("s", c.OK), ("nope", c.STREAM_DOES_NOT_EXIST)
+    ]
