@@ -34,8 +34,9 @@ The owner implements ``GatedConnection``: the socket's pause and resume, ``work`
 on with the frames already read while ``open``, spending ``left``), and whether it owes
 acks. This module knows no protocol and does no I/O: it pauses through its owner and takes its
 time and callbacks from the ``Clock`` the plumbing hands in (the asyncio loop, or a
-test's fake clock), so a sans-IO session (stomp/handler.py) may own one. It reaches the
-core only through the adapter port; the core calls it only through ``Publisher``.
+test's fake clock), so a sans-IO session (stomp/handler.py, mqtt/session.py) may own
+one. It reaches the core only through the adapter port; the core calls it only through
+``Publisher``.
 """
 
 from __future__ import annotations

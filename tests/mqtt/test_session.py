@@ -4,8 +4,11 @@ decides what each packet may do; keepalive and the CONNECT deadline run on the c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
+from roost.backpressure import FRAMES_PER_TURN
 from roost.mqtt.codec import PacketReader, encode
 from roost.mqtt.errors import MQTTError
 from roost.mqtt.packets import (
@@ -32,6 +35,9 @@ from roost.mqtt.session import MQTTSession, MQTTSettings
 from roost.mqtt.states import State, advance
 from tests.brokers import memory_broker
 from tests.stomp.test_session import FakeClock
+
+if TYPE_CHECKING:
+    from roost.core.ports.adapter import Queue
 
 
 class FakeTransport:
@@ -127,3 +133,48 @@ def test_no_connect_in_time_closes_on_the_clock() -> None:
     assert not transport.closed
     clock.advance(0.2)
     assert transport.closed and mqtt.close_reason == "no CONNECT in time"
+
+
+def bound_queue(mqtt: MQTTSession, topic_key: str) -> Queue:
+    """A queue bound to ``amq.topic``, declared through the port as the session's client."""
+    assert mqtt.client is not None
+    queue = mqtt.port.declare_queue(mqtt.client, "q")
+    mqtt.port.bind_queue(mqtt.client, "q", "amq.topic", topic_key, {})
+    return queue
+
+
+def test_a_read_is_handled_a_turn_at_a_time_on_the_clock() -> None:
+    # one socket read of 600 PUBLISHes: a turn's worth now, the rest on the clock's next
+    # turns, and the socket is not read meanwhile (roost/backpressure.py)
+    mqtt, transport, clock = session()
+    mqtt.data_received(encode(Connect("c1"), 4))
+    queue = bound_queue(mqtt, "a.b")
+    mqtt.data_received(encode(Publish("a/b", b"x"), 4) * 600)
+    # CONNECT and 255 of them make one turn's share of packets
+    assert queue.message_count == FRAMES_PER_TURN - 1
+    assert not transport.reading and mqtt.gate.paused
+    clock.turn()
+    assert queue.message_count == 2 * FRAMES_PER_TURN - 1
+    assert not transport.reading
+    clock.turn()
+    assert queue.message_count == 600
+    assert transport.reading and not mqtt.gate.paused
+
+
+def test_a_resource_alarm_blocks_a_publisher_until_it_clears() -> None:
+    mqtt, transport, clock = session()
+    mqtt.data_received(encode(Connect("c1", MQTT_5), MQTT_5))
+    queue = bound_queue(mqtt, "a.b")
+    alarms = mqtt.port.alarms
+    alarms.set_store_full(True)  # a disk alarm: connections that publish are blocked
+    assert transport.reading  # not before it publishes (as RabbitMQ)
+    mqtt.data_received(encode(Publish("a/b", b"x", 1, packet_id=1), MQTT_5) * 10)
+    # the PUBLISH that met the alarm went through; the rest of the read waits unread
+    assert queue.message_count == 1
+    assert not transport.reading and mqtt.gate.paused
+    clock.advance(5)
+    assert queue.message_count == 1
+    alarms.set_store_full(False)
+    clock.advance(0)
+    assert queue.message_count == 10 and transport.reading
+    assert len([p for p in transport.packets(MQTT_5) if isinstance(p, PubAck)]) == 10

@@ -2,7 +2,9 @@
 
 Bytes go in through ``data_received``; packets come out through ``MQTTTransport.write``;
 closing and pausing input are asked of the transport, and time and timers of the
-``Clock`` the plumbing hands in (mqtt/protocol.py, mqtt/ws.py). What a packet may do in
+``Clock`` the plumbing hands in (mqtt/protocol.py, mqtt/ws.py). When the socket is read
+is the ``ReadGate``'s (roost/backpressure.py, as for AMQP and STOMP): congested queues,
+resource alarms and a bounded turn of work per read. What a packet may do in
 each state is the table of mqtt/states.py. A connection is one core Client with one core
 Session (this object is its DeliverySink), reached only through the adapter port.
 
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
+from roost.backpressure import ReadGate
 from roost.core import AdapterPort, Message, Traffic
 from roost.core.errors import AccessRefused, BrokerError, NotFound
 from roost.mqtt import mapping
@@ -86,6 +89,9 @@ log = logging.getLogger("roost.mqtt")
 
 QOS0, QOS1 = "qos0", "qos1"  # consumer tags of the two subscription queues
 TOPIC_ALIAS_MAXIMUM: Final = 64  # client-to-server aliases a connection may set
+# a ReadGate reason of MQTT's own: packets after a SUBSCRIBE that declared a durable queue
+# wait (unread) for its SUBACK, which waits for the disk
+DEFINITION: Final = "definition"
 
 
 class Timer(Protocol):
@@ -167,13 +173,15 @@ class MQTTSession:
         self._clock = clock
         self._heard = clock.time()
         self._keep_alive = 0.0
-        # one timer per purpose (CONNECT deadline, keepalive check, flow progress check),
-        # each replaced when it fires: a long-lived connection keeps no fired ones
+        # one timer per purpose (CONNECT deadline, keepalive check), each replaced when it
+        # fires: a long-lived connection keeps no fired ones
         self._timers: dict[str, Timer] = {
             "connect": clock.call_later(settings.connect_timeout, self._connect_timeout)
         }
-        self._paused: set[str] = set()  # why reading is paused: flow, alarm, definition
-        self._alarms: frozenset[str] = frozenset()
+        # when the socket is read: queues congested by our PUBLISHes, resource alarms, a
+        # turn's worth of work done, a pending definition (sans-IO like this session: it
+        # pauses through the transport, times on the clock)
+        self.gate = ReadGate(self, clock)
         self._consuming: set[int] = set()  # the QoS of the subscription queues consumed
         self._inflight: dict[int, int] = {}  # packet id -> delivery tag (0: a retained copy)
         self._next_id = 0
@@ -196,17 +204,23 @@ class MQTTSession:
         self.traffic.recv_oct += len(data)
         self.traffic.recv_cnt += 1
         self.reader.feed(data)
-        self._drain()
+        self.work()
+        self.gate.read_done(len(data))
 
-    def _drain(self) -> None:
-        """Handle the buffered packets, unless a definition change is pending."""
+    def work(self) -> None:
+        """Handle the packets read so far while the gate is open, a turn's worth at most;
+        what is left waits in the reader (and the socket is not read) until it opens."""
         reader = self.reader
+        gate = self.gate
         try:
-            while not self.closed and "definition" not in self._paused:
+            while gate.open and not self.closed:
                 packet = reader.next_packet()
                 if packet is NEED_DATA:
                     break
                 self._handle(cast("Packet", packet))
+                gate.left -= 1
+                if not gate.left:
+                    gate.end_turn()
         except MQTTError as exc:
             self._fail(exc.reason_code, exc.text)
         except AccessRefused as exc:
@@ -216,6 +230,8 @@ class MQTTSession:
         except Exception:
             log.exception("%s: internal error", self.transport.peer)
             self._fail(IMPLEMENTATION_SPECIFIC_ERROR, "internal error")
+        if gate.holding and not self.closed:
+            gate.update_congestion()  # PUBACKs in this batch may have changed the answer
 
     def _handle(self, packet: Packet) -> None:
         self.state = advance(self.state, packet.packet_type)
@@ -334,7 +350,7 @@ class MQTTSession:
         if pending is not None:  # the session resumed within the will delay: no will
             pending.cancel()
         self.session = self.port.open_session(client, self)
-        self.publisher = self.port.new_publisher(self._held)
+        self.publisher = self.gate.publisher(self.port)
         self.will = p.will
         if v5:
             expiry = p.properties.session_expiry_interval or 0
@@ -353,9 +369,8 @@ class MQTTSession:
         if p.keep_alive:
             self._keep_alive = p.keep_alive * 1.5  # the spec's "one and a half times"
             self._schedule(self._keep_alive + 0.01)
-        alarms = self.port.alarms
-        alarms.subscribe(self._alarms_changed)
-        self._alarms = alarms.active
+        self.gate.client = client
+        self.gate.watch_alarms(self.port.alarms)
         props = Properties()
         if v5:
             props.assigned_client_identifier = assigned
@@ -388,41 +403,25 @@ class MQTTSession:
                 self._consume(qos)
         return present
 
-    def _held(self, held: bool) -> None:
-        """A queue this connection published to is congested: stop reading it."""
-        if held:
-            self._pause("flow")
-            if "progress" in self._timers:
-                self._timers["progress"].cancel()
-            self._timers["progress"] = self._clock.call_later(1.0, self._check_progress)
-        else:
-            self._resume("flow")
+    # -- input flow control (roost/backpressure.py) -----------------------------------------
 
-    def _check_progress(self) -> None:
-        """About once a second while held: a queue whose consumers stopped lets go
-        (core/flow.py's stall rule), so a publisher never waits on a dead consumer."""
-        if self.closed or self.publisher is None or not self.publisher.held:
-            return
-        self.publisher.check_progress()
-        if self.publisher.held:
-            self._timers["progress"] = self._clock.call_later(1.0, self._check_progress)
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
 
-    def _pause(self, why: str) -> None:
-        if not self._paused:
-            self.transport.pause_reading()
-        self._paused.add(why)
+    def resume_reading(self) -> None:
+        self.transport.resume_reading()
 
-    def _resume(self, why: str) -> None:
-        if why not in self._paused:
-            return
-        self._paused.discard(why)
-        if not self._paused and not self.closed:
-            self.transport.resume_reading()
+    def owes_acks(self) -> bool:
+        """QoS 1 deliveries await PUBACKs on this connection: congestion must not pause
+        it (its PUBACKs may be what drains the queue)."""
+        return self.session is not None and self.session.unacked_count > 0
 
-    def _alarms_changed(self, active: frozenset[str]) -> None:
-        self._alarms = active
-        if not active:
-            self._resume("alarm")
+    def alarm_blocked(self, alarms: frozenset[str]) -> None:
+        log.info("%s: blocked by resource alarm(s): %s", self.transport.peer,
+                 ", ".join(sorted(alarms)))
+
+    def alarm_unblocked(self) -> None:
+        pass  # MQTT has no packet for it: the socket is simply read again
 
     # -- keepalive and timers -------------------------------------------------------------
 
@@ -434,7 +433,7 @@ class MQTTSession:
         heard) would pass, and closes the connection if nothing came meanwhile."""
         if self.closed:
             return
-        if self._paused:  # its packets wait unread in the socket
+        if self.gate.paused:  # its packets wait unread in the socket
             self._heard = self._clock.time()
         silent = self._clock.time() - self._heard
         if silent > self._keep_alive:
@@ -479,8 +478,7 @@ class MQTTSession:
             return
         if p.retain:  # after the publish, whose permission check it shares
             self._retain(topic, message)
-        if self._alarms:
-            self._pause("alarm")
+        self.gate.published()  # a resource alarm in effect blocks us now
 
     def _publish(self, p: Publish, message: Message) -> None:
         assert self.client is not None
@@ -560,7 +558,7 @@ class MQTTSession:
                 granted.append((sub.topic_filter, qos))
         done = partial(self._subscribed, p.packet_id, codes, granted)
         if completion.then(done):
-            self._pause("definition")  # later packets wait for the SUBACK
+            self.gate.pause_for(DEFINITION)  # later packets wait for the SUBACK
         else:
             done(None)
 
@@ -583,9 +581,7 @@ class MQTTSession:
                 matching = []
             for retained in matching:
                 self._deliver_retained(retained.topic, retained.message, qos)
-        if "definition" in self._paused:
-            self._resume("definition")
-            self._drain()
+        self.gate.resume_for(DEFINITION)  # the packets after it, at the next loop turn
 
     def _bind(self, topic_filter: str, qos: int) -> None:
         assert self.client is not None
@@ -660,6 +656,8 @@ class MQTTSession:
             self.transport.write(data)
         if consumer_tag == QOS1 and not qos and self.session is not None:
             self.session.ack(delivery_tag, False)
+        elif qos and self.gate.flow_held:  # its PUBACK must be read: the socket may not wait
+            self.gate.update_congestion()
 
     def _matching_ids(self, topic: str) -> list[int]:
         """The identifiers of this connection's subscriptions that match ``topic``."""
@@ -731,12 +729,12 @@ class MQTTSession:
             timer.cancel()
         self._timers.clear()
         self.registry.discard(self)
+        self.gate.close()  # no queue or alarm holds it any more
         if self.shared.sessions.get(self.key) is self:
             del self.shared.sessions[self.key]
         client = self.client
         if client is None:
             return
-        self.port.alarms.unsubscribe(self._alarms_changed)
         if self.will is not None and self.port.is_connected(client):
             delay = self.will.properties.will_delay_interval if self.level == MQTT_5 else 0
             if delay:
@@ -747,8 +745,6 @@ class MQTTSession:
                 self.will = None
             else:
                 self._publish_will(client)
-        if self.publisher is not None:
-            self.publisher.close()
         if self.port.is_connected(client):
             self.port.disconnect(client, self.close_reason)
             log.info(

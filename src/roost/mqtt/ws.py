@@ -36,7 +36,10 @@ class WebSocketTransport:
         self.session: MQTTSession | None = None
         self.queued = 0
         self.paused = False
-        self.reading = asyncio.Event()  # cleared while the session holds input
+        # cleared while the session's ReadGate holds input (roost/backpressure.py): the
+        # next message stays in aiohttp's reader, which stops reading the socket once it
+        # holds 2 x 256 KiB, so TCP pushes back
+        self.reading = asyncio.Event()
         self.reading.set()
 
     def write(self, data: bytes) -> None:
