@@ -182,3 +182,26 @@ def test_a_read_of_many_publishes_is_handled_a_turn_at_a_time_on_the_clock() -> 
     confirms = [f for f in transport.frames() if isinstance(f, PublishConfirm)]
     confirmed = [i for f in confirms for i in f.publishing_ids]
     assert sorted(confirmed) == list(range(600))
+
+
+def test_an_alarm_blocks_the_connection_at_its_next_publish_until_it_clears() -> None:
+    # RabbitMQ's rule, through the ReadGate: an alarm does not stop a connection until it
+    # publishes; then the frames after that Publish wait unread until the alarm clears
+    session, transport, clock = opened()
+    session.data_received(encode(Create(5, "s")) + encode(DeclarePublisher(6, 1, "", "s")))
+    clock.advance(0)
+    stream = session.port.vhosts["/"].queues["s"]  # type: ignore[attr-defined]
+    alarms = session.port.alarms
+    alarms.set_store_full(True)
+    assert transport.reading  # declared a publisher, has not published yet
+    session.data_received(
+        encode(Publish(1, [PublishedMessage(0, b"a")]))
+        + encode(Publish(1, [PublishedMessage(1, b"b")]))
+    )
+    assert not transport.reading
+    clock.advance(1)
+    assert not transport.reading and stream.message_count == 1  # the second waits unread
+    alarms.set_store_full(False)
+    clock.advance(0)
+    assert transport.reading
+    assert stream.message_count == 2
