@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roost.backpressure import FRAMES_PER_TURN
 from roost.stream_protocol import constants as c
 from roost.stream_protocol.chunks import chunk_records
 from roost.stream_protocol.codec import FrameReader, encode
@@ -153,3 +154,54 @@ def test_stream_stats_and_metadata() -> None:
     assert [(s.stream, s.response_code) for s in frames[10].streams] == [
         ("s", c.OK), ("nope", c.STREAM_DOES_NOT_EXIST)
     ]
+
+
+def test_a_read_of_many_publishes_is_handled_a_turn_at_a_time_on_the_clock() -> None:
+    # one socket read of 600 Publish frames: a turn's worth now, the rest on the clock's
+    # next turns, and the socket is not read meanwhile (roost/backpressure.py)
+    session, transport, clock = opened()
+    session.data_received(encode(Create(5, "s")))
+    clock.advance(0)  # the Create is durable and its turn is over
+    assert transport.frames() == [Response(c.CREATE, 5, c.OK)]
+    assert transport.reading
+    stream = session.port.vhosts["/"].queues["s"]  # type: ignore[attr-defined]
+    publishes = b"".join(
+        encode(Publish(1, [PublishedMessage(i, b"m%d" % i)])) for i in range(600)
+    )
+    session.data_received(encode(DeclarePublisher(6, 1, "", "s")) + publishes)
+    # the DeclarePublisher and 255 Publishes make one turn's share of frames
+    assert stream.message_count == FRAMES_PER_TURN - 1
+    assert not transport.reading
+    clock.turn()
+    assert stream.message_count == 2 * FRAMES_PER_TURN - 1
+    assert not transport.reading
+    clock.turn()
+    assert stream.message_count == 600
+    assert transport.reading
+    clock.advance(0)
+    confirms = [f for f in transport.frames() if isinstance(f, PublishConfirm)]
+    confirmed = [i for f in confirms for i in f.publishing_ids]
+    assert sorted(confirmed) == list(range(600))
+
+
+def test_an_alarm_blocks_the_connection_at_its_next_publish_until_it_clears() -> None:
+    # RabbitMQ's rule, through the ReadGate: an alarm does not stop a connection until it
+    # publishes; then the frames after that Publish wait unread until the alarm clears
+    session, transport, clock = opened()
+    session.data_received(encode(Create(5, "s")) + encode(DeclarePublisher(6, 1, "", "s")))
+    clock.advance(0)
+    stream = session.port.vhosts["/"].queues["s"]  # type: ignore[attr-defined]
+    alarms = session.port.alarms
+    alarms.set_store_full(True)
+    assert transport.reading  # declared a publisher, has not published yet
+    session.data_received(
+        encode(Publish(1, [PublishedMessage(0, b"a")]))
+        + encode(Publish(1, [PublishedMessage(1, b"b")]))
+    )
+    assert not transport.reading
+    clock.advance(1)
+    assert not transport.reading and stream.message_count == 1  # the second waits unread
+    alarms.set_store_full(False)
+    clock.advance(0)
+    assert transport.reading
+    assert stream.message_count == 2

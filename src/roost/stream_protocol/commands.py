@@ -70,6 +70,9 @@ from roost.stream_protocol.frames import (
 )
 from roost.stream_protocol.publishers import Publisher, to_message
 
+# a reason for the gate to stay shut: more than max_unconfirmed publishes await confirms
+UNCONFIRMED = "unconfirmed"
+
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Client
     from roost.stream_protocol.session import StreamSession
@@ -101,7 +104,7 @@ class Commands:
         self._errors: dict[int, list[tuple[int, int]]] = {}
         self._flush_due = False
         self._waking: set[Subscription] = set()
-        self._held_publisher = self.port.new_publisher(self._congestion)
+        self._held_publisher = session.gate.publisher(self.port)  # congested queues hold it
         self._groups = single_active.groups_of(self.port)
         self._updates: dict[int, Subscription] = {}  # ConsumerUpdate sent, not answered
         self._next_update = 0
@@ -282,8 +285,9 @@ class Commands:
                 self._publish_batch(publisher, m)
             else:
                 self._publish_one(publisher, m.publishing_id, m.data, publisher.reference)
+        self.s.gate.published()  # a resource alarm in effect blocks us now
         if self._unconfirmed > self.s.settings.max_unconfirmed:
-            self.s.pause("unconfirmed")
+            self.s.gate.pause_for(UNCONFIRMED)
 
     def _publish_one(
         self, publisher: Publisher, publishing_id: int, data: bytes, reference: str
@@ -338,19 +342,6 @@ class Commands:
         else:
             self._errors.setdefault(pid, []).append((publishing_id, code or c.INTERNAL_ERROR))
         self._schedule()
-
-    def _congestion(self, held: bool) -> None:
-        if held:
-            self.s.pause("congested")
-        else:
-            self.s.resume("congested")
-
-    def alarms_changed(self, active: frozenset[str]) -> None:
-        """A memory or disk alarm blocks every connection that publishes (RabbitMQ's rule)."""
-        if active and self.publishers:
-            self.s.pause("alarm")
-        elif not active:
-            self.s.resume("alarm")
 
     def _query_publisher_sequence(self, f: QueryPublisherSequence) -> None:
         try:
@@ -462,6 +453,8 @@ class Commands:
             )
 
     def _wake(self, sub: Subscription) -> None:
+        if self.s.gate.flow_held:  # its Credit must be read: the socket may not wait
+            self.s.gate.update_congestion()
         if sub.credit > 0:
             self._waking.add(sub)
             self._schedule()
@@ -532,7 +525,7 @@ class Commands:
         for sub in waking:
             sub.flush()
         if self._unconfirmed <= self.s.settings.max_unconfirmed // 2:
-            self.s.resume("unconfirmed")
+            self.s.gate.resume_for(UNCONFIRMED)
 
     def release(self) -> None:
         """The connection is gone: its subscriptions leave their groups (the next

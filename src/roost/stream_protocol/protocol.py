@@ -1,7 +1,8 @@
 """asyncio plumbing for the stream protocol over TCP: owns the socket, batches writes
 per turn of the loop, hands the loop in as the session's clock, and pauses reading when
-the session asks (unconfirmed publishes, a congested queue, an alarm, a pending
-definition change). The protocol logic is ``StreamSession``."""
+the session's ``ReadGate`` asks (roost/backpressure.py: a congested queue, an alarm, a
+turn's share of work done, unconfirmed publishes, a pending definition change). The
+protocol logic is ``StreamSession``."""
 
 from __future__ import annotations
 

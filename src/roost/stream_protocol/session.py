@@ -6,6 +6,14 @@ tuned and opened), calls the port, and writes frames through its transport; time
 timers come from the ``Clock`` the plumbing hands in (``protocol.py``). Publishing and
 the commands on streams are in ``commands.py``; subscriptions in ``consumers.py``.
 
+When the socket is read is the ``ReadGate``'s (roost/backpressure.py, as for AMQP and
+STOMP): a congested queue, a resource alarm after a publish, and a bounded turn of work
+per read (``FRAMES_PER_TURN`` frames or one large read, then the next loop turn). Two
+more reasons of this protocol's own hold it too: ``UNCONFIRMED`` (more than
+``max_unconfirmed`` publishes await their confirms, read again at half of it) and
+``COMPLETION`` (a Create or Delete becomes durable: the frames behind it wait unread in
+the codec, so a connection's operations keep their order).
+
 A frame the codec refuses, or one not allowed in the connection's state, ends that
 connection only, with the protocol's response code in a Close (UNKNOWN_FRAME,
 FRAME_TOO_LARGE), as RabbitMQ does.
@@ -14,11 +22,11 @@ FRAME_TOO_LARGE), as RabbitMQ does.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from roost.backpressure import ReadGate
 from roost.core import AccessRefused, AdapterPort, BrokerError, Traffic
 from roost.stream_protocol import constants as c
 from roost.stream_protocol.codec import FrameReader, _NeedData, encode
@@ -49,6 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.stream_protocol")
 
 PROTOCOL = "RabbitMQ Stream"
+# a reason of the session's own for the gate to stay shut (commands.UNCONFIRMED another)
+COMPLETION = "completion"
 PEER, SASL, TUNING, OPENING, OPEN, CLOSED = (
     "peer", "sasl", "tuning", "opening", "open", "closed"
 )
@@ -86,8 +96,8 @@ class Timer(Protocol):
 
 class Clock(Protocol):
     def time(self) -> float: ...
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
-    def call_soon(self, callback: Callable[[], None]) -> Timer: ...
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer: ...
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -116,14 +126,14 @@ class StreamSession:
         self.heartbeat = settings.heartbeat
         self.close_reason = ""
         self.traffic = Traffic()
+        # when the socket is read (roost/backpressure.py); Commands' publisher is the gate's
+        self.gate = ReadGate(self, clock)
         self.commands = Commands(self)
         self._properties: dict[str, str] = {}
         self._received = True  # something arrived since the last heartbeat check
         self._missed = False  # the last interval was silent
         self._timers: list[Timer] = []
-        self._held: deque[Frame] = deque()  # frames behind a pending completion
         self._waiting = 0  # completions pending
-        self._pauses: set[str] = set()
 
     # -- input ----------------------------------------------------------------------------
 
@@ -134,18 +144,27 @@ class StreamSession:
         self.traffic.recv_oct += len(data)
         self.traffic.recv_cnt += 1
         self.reader.feed(data)
+        self.work()
+        self.gate.read_done(len(data))
+
+    def work(self) -> None:
+        """Handle the frames read so far while the gate is open, a turn's worth at most;
+        the rest wait in the codec (and the socket is not read) until it opens again."""
+        gate = self.gate
         try:
-            while self.state != CLOSED:
+            while gate.open and self.state != CLOSED:
                 frame = self.reader.next_frame()
                 if isinstance(frame, _NeedData):
-                    return
-                if self._waiting or self._held:
-                    self._held.append(frame)
-                    continue
+                    break
                 self._dispatch(frame)
+                gate.left -= 1
+                if not gate.left:
+                    gate.end_turn()
         except StreamProtocolError as exc:
             log.warning("%s: stream protocol error: %s", self.transport.peer, exc)
             self.close_with(exc.response_code, str(exc))
+        if gate.holding and self.state != CLOSED:
+            gate.update_congestion()  # credit in this batch may have changed the answer
 
     def _dispatch(self, frame: Frame) -> None:
         allowed = STATES[self.state]
@@ -161,32 +180,41 @@ class StreamSession:
             self.commands.handle(frame)
 
     def hold_until(self, done: Callable[[], None]) -> Callable[[BaseException | None], None]:
-        """A completion's callback that runs ``done`` and then the frames held behind it
-        (a connection's operations keep their order while a change becomes durable)."""
+        """A completion's callback that runs ``done``; until it does, the frames behind
+        this one wait unread (a connection's operations keep their order while a change
+        becomes durable), then they are handled on the loop's next turn."""
         self._waiting += 1
-        self.pause("completion")
+        self.gate.pause_for(COMPLETION)
 
         def finished(_error: BaseException | None) -> None:
             self._waiting -= 1
             if self.state != CLOSED:
                 done()
             if not self._waiting:
-                self.resume("completion")
-                while self._held and not self._waiting and self.state != CLOSED:
-                    self._dispatch(self._held.popleft())
+                self.gate.resume_for(COMPLETION)
 
         return finished
 
-    def pause(self, why: str) -> None:
-        if not self._pauses:
-            self.transport.pause_reading()
-        self._pauses.add(why)
+    # -- input flow control (roost/backpressure.py) -----------------------------------------
 
-    def resume(self, why: str) -> None:
-        if why in self._pauses:
-            self._pauses.discard(why)
-            if not self._pauses and self.state != CLOSED:
-                self.transport.resume_reading()
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.state != CLOSED:
+            self.transport.resume_reading()
+
+    def owes_acks(self) -> bool:
+        """A subscription's chunks wait for the client's Credit, which comes on this
+        socket (a stream's "ack"): congestion must not stop reading it."""
+        return any(sub.pending for sub in self.commands.subscriptions.values())
+
+    def alarm_blocked(self, alarms: frozenset[str]) -> None:
+        log.info("%s: blocked by resource alarm(s): %s", self.transport.peer,
+                 ", ".join(sorted(alarms)))
+
+    def alarm_unblocked(self) -> None:
+        pass  # the stream protocol has no frame for it: the socket is simply read again
 
     # -- output ---------------------------------------------------------------------------
 
@@ -281,9 +309,8 @@ class StreamSession:
             return
         self.client.auth_mechanism = self.mechanism
         self.state = OPEN
-        alarms = self.port.alarms
-        alarms.subscribe(self.commands.alarms_changed)
-        self.commands.alarms_changed(alarms.active)
+        self.gate.client = self.client
+        self.gate.watch_alarms(self.port.alarms)
         advertised = {
             "advertised_host": self.settings.advertised_host,
             "advertised_port": str(self.settings.advertised_port),
@@ -311,6 +338,8 @@ class StreamSession:
         """Every heartbeat interval: send one, and close after two silent intervals."""
         if self.state == CLOSED:
             return
+        if self.gate.paused:  # its heartbeats wait unread in the socket
+            self._received = True
         if not self._received and self._missed:
             self.close_reason = "missed heartbeats from the client"
             self._finish()
@@ -360,9 +389,8 @@ class StreamSession:
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
-        self._held.clear()
         self.commands.release()
+        self.gate.close()
         if self.client is not None:
-            self.port.alarms.unsubscribe(self.commands.alarms_changed)
             self.port.disconnect(self.client, self.close_reason)
             self.client = None
