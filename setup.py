@@ -71,7 +71,8 @@ def _extensions() -> dict[str, Any]:
 
     print(f"roost: compiling {len(COMPILED)} modules with mypyc", file=sys.stderr)
     try:
-        modules = mypycify(COMPILED, opt_level="3", debug_level="0")
+        # group_name: the one shared library of the compiled modules is roost__mypyc
+        modules = mypycify(COMPILED, opt_level="3", debug_level="0", group_name="roost")
     except (Exception, SystemExit) as exc:  # mypyc exits on a type error it cannot compile
         print(f"roost: mypyc refused the sources ({exc!r}); installing pure Python",
               file=sys.stderr)
