@@ -75,3 +75,29 @@ def test_codec_and_parser_tests_pass_on_the_pure_build() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert " passed" in proc.stdout
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_the_server_logs_which_build_runs(pure: bool, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != _build.PURE_ENV}
+    if pure:
+        env[_build.PURE_ENV] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roost", "server", "--amqp-port", "0", "--http-port", "0",
+         "--stomp-port", "0", "--ws-port", "0", "--data-dir", "none"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "Roost ready" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    built = [line for line in lines if "roost.server: build: " in line]
+    assert len(built) == 1, lines
+    expected = "pure Python (ROOST_PURE_PYTHON=1)" if pure else _build.describe()
+    assert built[0].rstrip().endswith(f"build: {expected}")
