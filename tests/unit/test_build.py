@@ -7,11 +7,13 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import setuptools
 
 from roost import _build
 from roost.amqp import codec
@@ -101,3 +103,22 @@ def test_the_server_logs_which_build_runs(pure: bool, tmp_path: Path) -> None:
     assert len(built) == 1, lines
     expected = "pure Python (ROOST_PURE_PYTHON=1)" if pure else _build.describe()
     assert built[0].rstrip().endswith(f"build: {expected}")
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [({"ROOST_PURE_PYTHON": "1"}, "ROOST_PURE_PYTHON=1"),
+     ({"CC": "/nonexistent/cc"}, "no C compiler")],
+)
+def test_setup_installs_pure_python_when_it_cannot_compile(
+    env: dict[str, str], why: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What setup.py hands setuptools: no extensions, and it says why on stderr."""
+    given: dict[str, object] = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: given.update(kwargs))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    runpy.run_path(str(ROOT / "setup.py"))
+    assert "ext_modules" not in given
+    assert f"roost: building pure Python ({why}" in capsys.readouterr().err
