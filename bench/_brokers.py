@@ -52,8 +52,8 @@ def _roost_command() -> list[str]:
 
 
 @contextlib.contextmanager
-def roost(*extra: str, timeout: float = 30.0) -> Iterator[str]:
-    """``roost server`` on a free port; yields its URL."""
+def roost(*extra: str, timeout: float = 30.0, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``roost server`` on a free port (``env`` added to its environment); yields its URL."""
     with tempfile.TemporaryDirectory(prefix="bench-roost-") as tmp:
         port = free_port()
         log = Path(tmp) / "server.log"
@@ -64,7 +64,8 @@ def roost(*extra: str, timeout: float = 30.0) -> Iterator[str]:
                "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
                "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning", *extra]
         with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=tmp,
+                                    env={**os.environ, **env} if env else None)
         try:
             _wait_for_port(port, proc, timeout, log)
             yield f"amqp://guest:guest@127.0.0.1:{port}/%2F"
@@ -164,5 +165,13 @@ def rabbitmq(
                 subprocess.run(["epmd", "-kill"], env=env, capture_output=True, check=False)
 
 
-LAUNCHERS = {"roost": roost, "rabbitmq": rabbitmq}
-TITLES = {"roost": "Roost", "rabbitmq": "RabbitMQ"}  # table headings
+@contextlib.contextmanager
+def roost_pure() -> Iterator[str]:
+    """Roost's pure-Python build beside the compiled one: the same checkout with
+    ``ROOST_PURE_PYTHON=1`` (docs/compiled.md); only the server runs pure."""
+    with roost(env={"ROOST_PURE_PYTHON": "1"}) as url:
+        yield url
+
+
+LAUNCHERS = {"roost": roost, "roost-pure": roost_pure, "rabbitmq": rabbitmq}
+TITLES = {"roost": "Roost", "roost-pure": "Roost (pure)", "rabbitmq": "RabbitMQ"}  # headings

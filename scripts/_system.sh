@@ -52,3 +52,13 @@ ensure_rabbitmq_server() {
         invoke-rc.d rabbitmq-server stop >&2 || true
     fi
 }
+
+# ensure_build_tools: a C compiler and the Python headers, so that installing Roost compiles
+# its hot-path modules with mypyc (setup.py, docs/compiled.md); without them the install
+# is pure Python. Called before the venv is made.
+ensure_build_tools() {
+    local python="${PYTHON:-python3}" include
+    ensure_command gcc gcc
+    include="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+    [ -f "$include/Python.h" ] || _apt python3-dev || true
+}

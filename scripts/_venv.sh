@@ -7,7 +7,10 @@ ensure_venv() {
         echo "roost: creating .venv with $($python --version)" >&2
         "$python" -m venv .venv
     fi
-    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    # setup.py compiles the hot path; an edited compiled module runs as pure Python until
+    # it is rebuilt (roost/_build.py), so a stale extension reinstalls too
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+        || ! .venv/bin/python -c 'import sys, roost._build as b; sys.exit(bool(b.stale_extensions()))' 2>/dev/null; then
         echo "roost: installing dependencies into .venv" >&2
         .venv/bin/python -m pip install --quiet --upgrade pip >&2
         .venv/bin/python -m pip install --quiet -e ".${extras:+[$extras]}" >&2

@@ -6,7 +6,7 @@ import argparse
 import getpass
 import sys
 
-from roost import __version__, config, logs
+from roost import __version__, _build, config, logs
 
 
 def _server(args: argparse.Namespace) -> int:
@@ -74,7 +74,9 @@ def _cluster_up(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="roost", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"roost {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"roost {__version__}, {_build.describe()}"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     server = sub.add_parser("server", help="run the broker", description="Run the broker.")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roost import boot_definitions, logs, sdnotify
+from roost import _build, boot_definitions, logs, sdnotify
 from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.bind import host_port, listening_socket, on_each_address
 from roost.config import Config
@@ -127,6 +127,7 @@ class Server:
         await self._start_streams()
         if self.cluster is not None:
             await self.cluster.publish_ports(self.ports.get("amqp", 0), self.ports.get("http", 0))
+        log.info("build: %s", _build.describe())
         if self.disk is None:
             log.info("Roost ready (no data directory: nothing survives a restart)")
         else:

@@ -67,6 +67,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from roost.amqp.errors import FrameError
+from roost.amqp.longint import Long as Long  # re-exported: handlers.py imports it here
 
 if TYPE_CHECKING:
     from roost.amqp.codec_methods import Method
@@ -610,12 +611,6 @@ def _encode_int(value: int) -> bytes:
     if _INT64_MIN <= value <= _INT64_MAX:
         return _TAGGED_INT64.pack(0x6C, value)  # 'l'
     raise ValueError(f"integer {value} does not fit a signed 64-bit field value")
-
-
-class Long(int):
-    """An integer sent as a 64-bit 'l' field whatever its size: RabbitMQ types the
-    counts it writes (x-death ``count``, ``x-delivery-count``) so, and typed clients
-    (Java's, .NET's) read them back as such."""
 
 
 def _encode_long(value: int) -> bytes:

@@ -1,0 +1,83 @@
+"""Build Roost: the hot-path modules compiled with mypyc where a C compiler and the Python
+headers are present, pure Python where they are not (docs/compiled.md).
+
+Everything else about the package is in pyproject.toml. ``ROOST_PURE_PYTHON=1`` skips the
+compilation. A compilation that fails (no compiler, a broken toolchain) installs the pure
+build with a warning instead of failing the install: the ``.py`` sources are always there.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+# Kept in step with roost/_build.py's COMPILED_MODULES (tests/unit/test_build.py checks).
+COMPILED = [
+    "src/roost/amqp/codec.py",
+    "src/roost/amqp/connection.py",
+    "src/roost/stomp/frames.py",
+]
+
+
+def _why_pure() -> str | None:
+    """Why this machine gets the pure build, or None when it can compile."""
+    if os.environ.get("ROOST_PURE_PYTHON", "") == "1":
+        return "ROOST_PURE_PYTHON=1"
+    if platform.python_implementation() != "CPython":
+        return f"mypyc compiles for CPython, not {platform.python_implementation()}"
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
+        return "no Python headers (Debian: python3-dev)"
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(os.environ.get("CC", compiler).split()[0]) is None:
+        return f"no C compiler ({compiler})"
+    try:
+        import mypyc.build  # noqa: F401
+    except ImportError:
+        return "mypyc is not installed in the build environment"
+    return None
+
+
+class _OptionalBuildExt(build_ext):
+    """Compile the extensions; when that fails, build none of them (the pure build)."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # a compiler error, a missing tool: the sources remain
+            for output in self.get_outputs():
+                Path(output).unlink(missing_ok=True)
+            self.extensions = []
+            print(f"roost: compiling with mypyc failed ({exc}); installing pure Python",
+                  file=sys.stderr)
+
+    def get_outputs(self) -> list[str]:
+        return super().get_outputs() if self.extensions else []
+
+
+def _extensions() -> dict[str, Any]:
+    why = _why_pure()
+    if why is not None:
+        print(f"roost: building pure Python ({why})", file=sys.stderr)
+        return {}
+    from mypyc.build import mypycify
+
+    print(f"roost: compiling {len(COMPILED)} modules with mypyc", file=sys.stderr)
+    try:
+        # group_name: the one shared library of the compiled modules is roost__mypyc
+        modules = mypycify(COMPILED, opt_level="3", debug_level="0", group_name="roost")
+    except (Exception, SystemExit) as exc:  # mypyc exits on a type error it cannot compile
+        print(f"roost: mypyc refused the sources ({exc!r}); installing pure Python",
+              file=sys.stderr)
+        return {}
+    return {"ext_modules": modules, "cmdclass": {"build_ext": _OptionalBuildExt}}
+
+
+setup(**_extensions())

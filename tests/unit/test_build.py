@@ -1,0 +1,124 @@
+"""Both builds (docs/compiled.md): the mypyc-compiled hot-path modules are what runs where
+they are built, and ROOST_PURE_PYTHON=1 runs the pure-Python sources, which pass the codec
+and parser tests too (the rest of the suite runs on whichever build is installed)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import setuptools
+
+from roost import _build
+from roost.amqp import codec
+from roost.stomp import frames
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUIRE = os.environ.get("ROOST_REQUIRE_TOOLS") == "1"
+
+
+def _run(code: str, **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k != _build.PURE_ENV}
+    return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, check=True,
+                          capture_output=True, text=True, timeout=60).stdout
+
+
+def test_setup_compiles_the_modules_build_names() -> None:
+    listed = re.findall(r'"src/(roost/[\w/]+)\.py"', (ROOT / "setup.py").read_text())
+    assert [p.replace("/", ".") for p in listed] == list(_build.COMPILED_MODULES)
+
+
+def test_the_compiled_modules_run_where_built() -> None:
+    """scripts/test installs a C compiler and Python's headers, so the suite's build is the
+    compiled one (ROOST_REQUIRE_TOOLS=1); elsewhere this holds only where it was built."""
+    if not REQUIRE and not _build.compiled_modules():
+        pytest.skip("the pure build is installed here (no C compiler or Python headers)")
+    assert not _build.stale_extensions(), "pip install -e . rebuilds the extensions"
+    for module in (codec, frames):
+        assert isinstance(module.__spec__.loader, importlib.machinery.ExtensionFileLoader)
+        assert module.__file__ is not None and not module.__file__.endswith(".py")
+    assert _build.compiled_modules() == list(_build.COMPILED_MODULES)
+    assert "compiled (mypyc" in _build.describe()
+    out = _run("from roost.cli import main; main(['--version'])")
+    assert out.startswith("roost ") and "compiled (mypyc: 3 hot-path modules)" in out
+
+
+def test_pure_python_runs_with_the_env_switch() -> None:
+    out = _run(
+        "import importlib.machinery as m\n"
+        "from roost import _build\n"
+        "from roost.amqp import codec, connection\n"
+        "from roost.stomp import frames\n"
+        "for mod in (codec, connection, frames):\n"
+        "    assert type(mod.__spec__.loader) is m.SourceFileLoader, mod\n"
+        "    assert mod.__file__.endswith('.py'), mod.__file__\n"
+        "raw = codec.encode_table({'a': 1, 'b': 'x'})\n"
+        "assert codec.decode_table(raw, 0)[0] == {'a': 1, 'b': 'x'}\n"
+        "print(_build.describe())\n",
+        ROOST_PURE_PYTHON="1",
+    )
+    assert out.strip() == "pure Python (ROOST_PURE_PYTHON=1)"
+
+
+@pytest.mark.slow
+def test_codec_and_parser_tests_pass_on_the_pure_build() -> None:
+    env = {k: v for k, v in os.environ.items() if k != _build.PURE_ENV}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/codec",
+         "tests/stomp/test_frames.py"],
+        cwd=ROOT, env={**env, _build.PURE_ENV: "1"}, capture_output=True, text=True,
+        timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert " passed" in proc.stdout
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_the_server_logs_which_build_runs(pure: bool, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != _build.PURE_ENV}
+    if pure:
+        env[_build.PURE_ENV] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roost", "server", "--amqp-port", "0", "--http-port", "0",
+         "--stomp-port", "0", "--ws-port", "0", "--data-dir", "none"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "Roost ready" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    built = [line for line in lines if "roost.server: build: " in line]
+    assert len(built) == 1, lines
+    expected = "pure Python (ROOST_PURE_PYTHON=1)" if pure else _build.describe()
+    assert built[0].rstrip().endswith(f"build: {expected}")
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [({"ROOST_PURE_PYTHON": "1"}, "ROOST_PURE_PYTHON=1"),
+     ({"CC": "/nonexistent/cc"}, "no C compiler")],
+)
+def test_setup_installs_pure_python_when_it_cannot_compile(
+    env: dict[str, str], why: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What setup.py hands setuptools: no extensions, and it says why on stderr."""
+    given: dict[str, object] = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: given.update(kwargs))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    runpy.run_path(str(ROOT / "setup.py"))
+    assert "ext_modules" not in given
+    assert f"roost: building pure Python ({why}" in capsys.readouterr().err
