@@ -159,7 +159,18 @@ def test_watch_resumes_after_etcd_restart(etcd: EtcdServer) -> None:
                 await c.put("/w/lost", b"x")
             await asyncio.to_thread(etcd.start)
             writer = coordinator(etcd)
-            await writer.put("/w/2", b"x")
+            # etcd answers its health check before its gRPC port takes every connection
+            # on a loaded box: the first write may be refused, so it is tried for 10 s
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while True:
+                try:
+                    await writer.put("/w/2", b"x")
+                    break
+                except CoordinatorUnavailable:
+                    if loop.time() > deadline:
+                        raise
+                    await asyncio.sleep(0.1)
             await writer.put("/w/3", b"x")
             await writer.close()
             await asyncio.wait_for(task, 15)
