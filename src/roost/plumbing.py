@@ -14,12 +14,16 @@ synchronously; this owns the socket.
   reason the session reports, unless it already has one.
 
 An adapter subclasses ``TcpPlumbing`` and says how its session is made (``start``) and
-where writability goes (``writable_changed``)."""
+where writability goes (``writable_changed``). ``WebSocketPlumbing`` is the same for a
+session over an aiohttp WebSocket: a writer task sends what gathered as one message."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Generic, Protocol, TypeVar
+
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from roost.tls import certificate_user
 
@@ -154,3 +158,162 @@ class TcpPlumbing(asyncio.Protocol, Generic[S]):
         if transport is not None and not self._reading and not transport.is_closing():
             self._reading = True
             transport.resume_reading()
+
+
+# -- WebSocket (aiohttp) ---------------------------------------------------------------
+
+# queued output that pauses deliveries until the socket drains, as pause_writing does
+PAUSE_AT = 1024 * 1024
+
+
+class _CoreSession(Protocol):
+    def set_writable(self, writable: bool) -> None: ...
+
+
+class WebSocketSession(SansIOSession, Protocol):
+    """A session served over a WebSocket also says whether it has closed and has the
+    core session that deliveries pause on."""
+
+    closed: bool
+
+    @property
+    def session(self) -> _CoreSession | None: ...
+
+
+W = TypeVar("W", bound=WebSocketSession)
+
+
+def _is_utf8(data: bytes) -> bool:
+    if data.isascii():  # one fast scan: most text protocols' traffic is ASCII
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class WebSocketPlumbing(Generic[W]):
+    """The transport of a session over an aiohttp WebSocket: the session writes
+    synchronously into a queue; a writer task sends what has gathered as one message.
+    Deliveries pause while more than PAUSE_AT bytes wait. With ``text`` (STOMP),
+    messages in may be text, and output goes as text when it is valid UTF-8, else as
+    binary; without (MQTT), a text message in is bad input and output is binary."""
+
+    def __init__(self, ws: web.WebSocketResponse, request: web.Request, *, text: bool) -> None:
+        self.ws = ws
+        self.text = text
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.tls = request.secure
+        self.cert_user = certificate_user(request.transport) if request.secure else None
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.session: W | None = None
+        self.queued = 0
+        self.paused = False
+        self.going_away = False
+        # cleared while the session's ReadGate holds input (roost/backpressure.py): the
+        # next message stays in aiohttp's reader, which stops reading the socket once
+        # it holds 2 x 256 KiB (its WebSocketDataQueue limit), so TCP pushes back
+        self.reading = asyncio.Event()
+        self.reading.set()
+
+    @property
+    def clock(self) -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    def write(self, data: bytes) -> None:
+        self.queue.put_nowait(data)
+        self.queued += len(data)
+        if not self.paused and self.queued > PAUSE_AT:
+            self._set_writable(False)
+
+    def _set_writable(self, writable: bool) -> None:
+        self.paused = not writable
+        session = self.session
+        if session is not None and session.session is not None and not session.closed:
+            session.session.set_writable(writable)
+
+    def close(self, *, going_away: bool = False) -> None:
+        """Send what is queued, then close: 1001 when the server is going away, else
+        1000."""
+        self.going_away = self.going_away or going_away
+        self.queue.put_nowait(None)
+        self.reading.set()
+
+    def abort(self) -> None:
+        self.queue.put_nowait(None)
+        self.reading.set()
+
+    def pause_reading(self) -> None:
+        self.reading.clear()
+
+    def resume_reading(self) -> None:
+        self.reading.set()
+
+    async def serve(self, session: W) -> None:
+        """Feed the WebSocket's messages to ``session`` until either side closes."""
+        self.session = session
+        ws = self.ws
+        writer = asyncio.create_task(self._run_writer())
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.BINARY:
+                    session.data_received(msg.data)
+                elif msg.type == WSMsgType.TEXT:
+                    if not self.text:
+                        session.close_reason = "text WebSocket message"
+                        break
+                    session.data_received(msg.data.encode("utf-8"))
+                elif msg.type == WSMsgType.ERROR:  # aiohttp has closed it (1009, 1002, …)
+                    session.close_reason = session.close_reason or f"WebSocket error: {msg.data}"
+                    break
+                if session.closed:
+                    break
+                if not self.reading.is_set():  # the next message waits in the socket
+                    await self.reading.wait()
+                    if session.closed:
+                        break
+        finally:
+            session.connection_lost()
+            self.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer, 2.0)
+            writer.cancel()
+            self.session = None  # (it refers back to the transport)
+            _drop_tracebacks(ws.exception())  # a reset socket's: its frames refer back to ws
+
+    async def _run_writer(self) -> None:
+        ws = self.ws
+        while True:
+            data = await self.queue.get()
+            if data is None:
+                break
+            # gather what is already queued into one WebSocket message
+            chunks = [data]
+            while not self.queue.empty():
+                more = self.queue.get_nowait()
+                if more is None:
+                    self.queue.put_nowait(None)
+                    break
+                chunks.append(more)
+            payload = b"".join(chunks)
+            self.queued -= len(payload)
+            try:
+                # text when it is UTF-8, sent as the bytes they are (send_str would
+                # decode and encode them again)
+                text = self.text and _is_utf8(payload)
+                await ws.send_frame(payload, WSMsgType.TEXT if text else WSMsgType.BINARY)
+            except ConnectionError:
+                break
+            if self.paused and self.queued <= PAUSE_AT // 4:
+                self._set_writable(True)
+        await ws.close(code=WSCloseCode.GOING_AWAY if self.going_away else WSCloseCode.OK)
+
+
+def _drop_tracebacks(error: BaseException | None) -> None:
+    """Forget the frames of an error and of those it came from: they hold the response
+    that holds the error, a cycle only a full collection would free."""
+    while error is not None and error.__traceback__ is not None:
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__
