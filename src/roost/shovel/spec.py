@@ -151,10 +151,9 @@ def local_endpoint(uri: str, port: int) -> Endpoint:
 
 
 def masked(uri: str) -> str:
-    """``uri`` without its password, for status rows and headers."""
+    """``uri`` without its user and password, for status rows and headers: RabbitMQ
+    3.10 shows ``amqp://guest:pw@host:5672`` as ``amqp://host:5672``."""
     scheme, sep, rest = uri.partition("://")
     authority, slash, tail = rest.partition("/")
-    userinfo, at, hostport = authority.rpartition("@")
-    if at:
-        userinfo = userinfo.split(":", 1)[0]
-    return f"{scheme}{sep}{userinfo}{at}{hostport}{slash}{tail}"
+    hostport = authority.rpartition("@")[2]
+    return f"{scheme}{sep}{hostport}{slash}{tail}"

@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from roost.amqp.codec_methods import BasicProperties
@@ -65,7 +65,7 @@ class Worker:
         spec, st = self.spec, self.status
         row: dict[str, Any] = {
             "node": self.node,
-            "timestamp": datetime.fromtimestamp(st.since, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            "timestamp": _timestamp(st.since),
             "name": self.name,
             "vhost": self.vhost,
             "type": "dynamic",
@@ -77,7 +77,6 @@ class Worker:
             row.update({
                 "src_uri": masked(self._connected[0]), "dest_uri": masked(self._connected[1]),
                 "src_protocol": "amqp091", "dest_protocol": "amqp091",
-                "blocked_status": "running",
             })
             row.update({k.replace("-", "_"): v for k, v in spec.source_endpoint_names().items()})
         return row
@@ -176,6 +175,12 @@ async def _ensure_queue(conn: Connection, queue: str) -> None:
         ch = await conn.channel()
         await ch.queue_declare(queue, durable=True)
     await ch.close()
+
+
+def _timestamp(when: float) -> str:
+    """RabbitMQ 3.10's form: local time, the hour not padded (``2026-11-27 8:50:09``)."""
+    t = datetime.fromtimestamp(when)
+    return f"{t.year}-{t.month:02}-{t.day:02} {t.hour}:{t.minute:02}:{t.second:02}"
 
 
 class _Mover:
