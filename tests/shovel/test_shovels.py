@@ -254,3 +254,41 @@ def test_on_confirm_survives_kill_9_of_the_destination(tmp_path: Path) -> None:
         a.kill()
         b.kill()
 
+
+
+def test_delete_after_a_count_to_an_exchange_with_a_key(pair: tuple[RoostProcess, RoostProcess],
+                                                        rabbit: RabbitMQ) -> None:
+    """src-delete-after as a number, from RabbitMQ to a Roost exchange with
+    dest-exchange-key (every message gets that key, whatever it came with)."""
+    _, b = pair
+    src, seen, name = unique("src"), unique("seen"), unique("sh")
+    with pika.BlockingConnection(pika.URLParameters(b.url)) as conn:
+        ch = conn.channel()
+        ch.queue_declare(seen, durable=True)
+        ch.queue_bind(seen, "amq.direct", "moved")
+    publish(rabbit.url, src, [f"c{i}".encode() for i in range(10)])
+    assert put_shovel(b, name, {
+        "src-uri": rabbit.url, "src-queue": src, "src-delete-after": 4,
+        "dest-uri": "amqp://", "dest-exchange": "amq.direct", "dest-exchange-key": "moved",
+    }).status_code == 201
+    eventually(lambda: name not in shovels(b) and depth(b.url, seen) == 4,
+               what=lambda: (shovels(b), depth(b.url, seen)))
+    assert [body for _, body in take(b.url, seen)] == [b"c0", b"c1", b"c2", b"c3"]
+    assert depth(rabbit.url, src) == 6  # the rest stays, the extra prefetched requeued
+
+
+def test_deleting_the_vhost_stops_its_shovels(pair: tuple[RoostProcess, RoostProcess]) -> None:
+    a, b = pair
+    vhost, name = unique("vh"), unique("sh")
+    with api(a) as c:
+        c.put(f"/vhosts/{vhost}").raise_for_status()
+        c.put(f"/permissions/{vhost}/guest",
+              json={"configure": ".*", "write": ".*", "read": ".*"}).raise_for_status()
+        c.put(f"/parameters/shovel/{vhost}/{name}", json={"value": {
+            "src-uri": f"amqp:///{vhost}", "src-queue": "q", "dest-uri": b.url,
+            "dest-queue": unique("d")}}).raise_for_status()
+        eventually(lambda: [r["state"] for r in c.get(f"/shovels/{vhost}").json()] == ["running"],
+                   what=lambda: c.get("/shovels").json())
+        c.delete(f"/vhosts/{vhost}").raise_for_status()
+        eventually(lambda: all(r["vhost"] != vhost for r in c.get("/shovels").json()),
+                   what=lambda: c.get("/shovels").json())
