@@ -4,6 +4,7 @@ are defined through /api/parameters and watched through /api/shovels."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import Iterator
@@ -110,6 +111,18 @@ def depth(url: str, queue: str) -> int:
             if exc.reply_code != 404:
                 raise
             return 0
+
+
+def every_body_arrives(server: RoostProcess, queue: str, bodies: list[bytes]) -> None:
+    """Take from ``queue`` until every body was seen at least once (duplicates are
+    allowed: at-least-once); fails after 30 s naming how many never came."""
+    arrived: set[bytes] = set()
+
+    def covered() -> bool:
+        arrived.update(body for _, body in take(server.url, queue))
+        return arrived >= set(bodies)
+
+    eventually(covered, timeout=30, what=lambda: f"{len(set(bodies) - arrived)} lost")
 
 
 def unique(what: str) -> str:
@@ -246,10 +259,9 @@ def test_on_confirm_survives_kill_9_of_the_destination(tmp_path: Path) -> None:
         assert row["reason"], row
         assert depth(a.url, src) > 0  # the rest waits in the source
         b = roost(tmp_path / "b", port)
-        eventually(lambda: depth(a.url, src) == 0, timeout=30, what=lambda: shovels(a))
-        assert state(a, name) == "running"
-        arrived = {body for _, body in take(b.url, dest)}
-        assert arrived == set(bodies), f"{len(set(bodies) - arrived)} lost"
+        every_body_arrives(b, dest, bodies)
+        eventually(lambda: depth(a.url, src) == 0 and state(a, name) == "running",
+                   what=lambda: (depth(a.url, src), shovels(a)))
     finally:
         a.kill()
         b.kill()
@@ -292,3 +304,43 @@ def test_deleting_the_vhost_stops_its_shovels(pair: tuple[RoostProcess, RoostPro
         c.delete(f"/vhosts/{vhost}").raise_for_status()
         eventually(lambda: all(r["vhost"] != vhost for r in c.get("/shovels").json()),
                    what=lambda: c.get("/shovels").json())
+
+
+async def _publish_confirmed(url: str, queue: str, bodies: list[bytes]) -> None:
+    from roost.amqp.codec_methods import BasicProperties
+    from roost.client import connect
+
+    conn = await connect(url)
+    ch = await conn.channel()
+    await ch.queue_declare(queue, durable=True)
+    await ch.confirm_select()
+    confirms = [ch.publish("", queue, body, BasicProperties(delivery_mode=2))
+                for body in bodies]
+    assert all([await c for c in confirms if c is not None])
+    await conn.close()
+
+
+def test_on_confirm_survives_kill_9_of_the_source(tmp_path: Path) -> None:
+    """The shovel runs on the destination; the source is killed (kill -9) mid-way and
+    started again on the same port: every confirmed message arrives at least once and
+    the source ends empty."""
+    port = free_port()
+    a = roost(tmp_path / "a", port)
+    b = roost(tmp_path / "b")
+    try:
+        src, dest, name = unique("src"), unique("dest"), unique("sh")
+        bodies = [f"s{i}".encode() * 8 for i in range(20_000)]
+        asyncio.run(_publish_confirmed(a.url, src, bodies))  # all confirmed: on disk
+        put_shovel(b, name, {"src-uri": a.url, "src-queue": src, "dest-uri": "amqp://",
+                             "dest-queue": dest, "reconnect-delay": 1,
+                             "src-prefetch-count": 200}).raise_for_status()
+        eventually(lambda: depth(b.url, dest) >= 2000, timeout=20)
+        a.kill()  # SIGKILL, mid-way
+        eventually(lambda: state(b, name) == "terminated", what=lambda: shovels(b))
+        a = roost(tmp_path / "a", port)
+        every_body_arrives(b, dest, bodies)
+        eventually(lambda: depth(a.url, src) == 0 and state(b, name) == "running",
+                   what=lambda: (depth(a.url, src), shovels(b)))
+    finally:
+        a.kill()
+        b.kill()
