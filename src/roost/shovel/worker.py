@@ -112,7 +112,9 @@ class Worker:
         picked = list(uris)
         random.shuffle(picked)  # as RabbitMQ: one of the URIs, at random
         endpoints: list[Endpoint] = [local_endpoint(u, self.local_port) for u in picked]
-        conn = await connect(endpoints, name=f"Shovel {self.name} ({side})")
+        # heartbeats as RabbitMQ's Erlang client asks (10 s) unless the URI says: a peer
+        # cut off without a reset is noticed, and the shovel starts again
+        conn = await connect(endpoints, name=f"Shovel {self.name} ({side})", heartbeat=10)
         return conn, picked[[str(e) for e in endpoints].index(str(conn.endpoint))]
 
     async def _once(self, conns: list[Connection]) -> bool:
