@@ -238,6 +238,23 @@ def test_bad_values_restart_and_terminated_reason(pair: tuple[RoostProcess, Roos
     eventually(lambda: name not in shovels(a))
 
 
+def test_a_missing_destination_exchange_terminates_it(
+        pair: tuple[RoostProcess, RoostProcess]) -> None:
+    """The destination closes the shovel's channel (404, no such exchange): the shovel
+    says so, and the message stays in the source."""
+    a, b = pair
+    src, name = unique("src"), unique("sh")
+    publish(a.url, src, [b"one"])
+    put_shovel(a, name, {"src-uri": "amqp://", "src-queue": src, "dest-uri": b.url,
+                         "dest-exchange": unique("nowhere"),
+                         "reconnect-delay": 30}).raise_for_status()
+    row = eventually(lambda: state(a, name) == "terminated" and shovels(a)[name],
+                     what=lambda: shovels(a))
+    assert "NOT_FOUND" in row["reason"], row
+    eventually(lambda: depth(a.url, src) == 1)
+    delete_shovel(a, name)
+
+
 def test_on_confirm_survives_kill_9_of_the_destination(tmp_path: Path) -> None:
     """The destination is killed (kill -9) mid-way and started again on the same port:
     every message published to the source arrives at least once, none stays behind,

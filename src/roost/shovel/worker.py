@@ -155,10 +155,14 @@ class Worker:
         self._set("running")
         log.info("shovel '%s' in vhost '%s' running", self.name, self.vhost)
         # the futures themselves, never a task awaiting them: cancelling such a task
-        # would cancel the connection's own ``closed``
-        await asyncio.wait([done, src.closed, dest.closed], return_when=asyncio.FIRST_COMPLETED)
+        # would cancel the connection's own ``closed``. The client offers no future for a
+        # channel the broker closed (a missing exchange, a refused ack): checked each second
+        ends = [done, src.closed, dest.closed]
+        while not any(f.done() for f in ends) and sch.error is None and dch.error is None:
+            await asyncio.wait(ends, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
         if not done.done():
-            raise ConnectionError(str(src.error or dest.error or "a connection closed"))
+            why = sch.error or dch.error or src.error or dest.error or "a connection closed"
+            raise ConnectionError(str(why))
         done.result()  # a failure the mover saw
         await src.close()  # gracefully: the last acks must reach the source
         await dest.close()
@@ -235,7 +239,9 @@ class _Mover:
     def _settled(self, tag: int, fut: asyncio.Future[bool]) -> None:
         self.pending -= 1
         if fut.cancelled() or fut.exception() is not None:
-            return  # the destination went away: the source redelivers it
+            # the destination's channel or connection ended: the source redelivers it
+            self.fail(f"the destination failed: {self.dch.error or fut.exception()}")
+            return
         if self.sch.error is not None:
             return
         if fut.result():
