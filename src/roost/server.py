@@ -64,6 +64,7 @@ class Server:
         self.cluster = cluster_node(config) if config.cluster else None
         self._http_runner: Any = None
         self._prometheus_runner: Any = None
+        self.shovels: Any = None  # roost.shovel.Shovels, once the AMQP listener is open
         self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
@@ -128,10 +129,24 @@ class Server:
         if self.cluster is not None:
             await self.cluster.publish_ports(self.ports.get("amqp", 0), self.ports.get("http", 0))
         log.info("build: %s", _build.describe())
+        self._start_shovels()
         if self.disk is None:
             log.info("Roost ready (no data directory: nothing survives a restart)")
         else:
             log.info("Roost ready (data in %s)", Path(cfg.data_dir).resolve())
+
+    def _start_shovels(self) -> None:
+        """Dynamic shovels (docs/shovels.md): AMQP clients that follow the ``shovel``
+        parameters; ``amqp://`` with no host is this node's own AMQP listener."""
+        from roost.shovel import Shovels
+
+        management = self.broker.management
+        self.shovels = Shovels(
+            management.parameters,
+            local_port=self.ports.get("amqp", 0),
+            node=management.activity.node_info().name,
+        )
+        self.shovels.start()
 
     def _listening(self, info: ListenerInfo) -> None:
         """Shown by the management API's overview and health checks."""
@@ -387,6 +402,8 @@ class Server:
         for runner in (self._http_runner, self._prometheus_runner):
             if runner is not None:  # requests are short: stop serving them first
                 await runner.cleanup()
+        if self.shovels is not None:  # their unacked messages go back to their sources
+            await self.shovels.stop()
         for conn in list(self.connections):
             conn.shutdown("shutdown")
         if getattr(self, "_ws_runner", None) is not None:

@@ -188,10 +188,13 @@ def test_policies_and_operator_policies(mgmt: RoostProcess, http: httpx.Client) 
 
 
 def test_parameters_and_global_parameters(mgmt: RoostProcess, http: httpx.Client) -> None:
-    ctl(mgmt, "set_parameter", "shovel", "daily", '{"src-queue": "a", "dest-queue": "b"}')
+    value = '{"src-uri":"amqp://","src-queue":"a","dest-uri":"amqp://","dest-queue":"b"}'
+    ctl(mgmt, "set_parameter", "shovel", "daily", value)
     assert json_of(http.get("/api/parameters/shovel/%2F/daily"))["value"]["dest-queue"] == "b"
     listed = rows(ctl(mgmt, "list_parameters", "-q").stdout)
-    assert ["shovel", "daily", '{"src-queue":"a","dest-queue":"b"}'] in listed
+    assert ["shovel", "daily", value] in listed
+    refused = ctl(mgmt, "set_parameter", "shovel", "bad", '{"src-queue": "a"}', ok=False)
+    assert "src-uri" in refused.stderr
     refused = ctl(mgmt, "set_parameter", "nope", "x", "{}", ok=False)
     assert "component nope not found" in refused.stderr
     ctl(mgmt, "clear_parameter", "shovel", "daily")

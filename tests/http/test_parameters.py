@@ -106,19 +106,21 @@ def test_operator_policy_caps_user_policy(
         ch.queue_delete(name)
 
 
+# a shovel within this broker (tests/shovel tests what shovels do)
+MOVE = {"src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b"}
+
+
 def test_restart_and_definitions_round_trip(tmp_path: Path) -> None:
     server = RoostProcess(tmp_path / "data").start()
     try:
         with httpx.Client(base_url=server.http_url, auth=("guest", "guest")) as http:
-            put(http, "/api/parameters/shovel/%2F/move", {"value": {"src-queue": "a"}})
+            put(http, "/api/parameters/shovel/%2F/move", {"value": MOVE})
             put(http, "/api/global-parameters/cluster_tag", {"value": "blue"})
             put(http, "/api/operator-policies/%2F/cap", {"pattern": ".*", "definition": {
                 "max-length-bytes": 1024}})  # fmt: skip
         server = restart(server, kill=True)  # the journal, not the snapshot at stop
         with httpx.Client(base_url=server.http_url, auth=("guest", "guest")) as http:
-            assert json_of(http.get("/api/parameters/shovel/%2F/move"))["value"] == {
-                "src-queue": "a"
-            }
+            assert json_of(http.get("/api/parameters/shovel/%2F/move"))["value"] == MOVE
             assert json_of(http.get("/api/global-parameters/cluster_tag"))["value"] == "blue"
             assert json_of(http.get("/api/operator-policies/%2F/cap"))["definition"] == {
                 "max-length-bytes": 1024

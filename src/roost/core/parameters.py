@@ -37,6 +37,7 @@ from roost.core.info import GlobalParameterInfo, ParameterInfo, PolicyInfo
 from roost.core.policy import OPERATOR_KEYS, Policy
 
 if TYPE_CHECKING:
+    from roost.core.ports.management import ParameterRuntime, ParameterWatcher
     from roost.core.vhost import VHost
 
 
@@ -114,6 +115,34 @@ class Parameters:
         self.values: dict[tuple[str, str, str], Any] = {}
         self.global_values: dict[str, Any] = {}
         self.operator_policies: dict[tuple[str, str], Policy] = {}
+        # what runs a component's parameters outside the core (roost.shovel)
+        self._watchers: dict[str, list[ParameterWatcher]] = {}
+        self._runtimes: dict[str, ParameterRuntime] = {}
+
+    # -- what runs parameters (the management port's contract) ------------------------
+
+    def watch(self, component: str, watcher: ParameterWatcher) -> None:
+        self._watchers.setdefault(component, []).append(watcher)
+
+    def attach_runtime(self, component: str, runtime: ParameterRuntime) -> None:
+        self._runtimes[component] = runtime
+
+    def runtime_status(self, component: str, vhost: str | None = None) -> list[dict[str, Any]]:
+        runtime = self._runtimes.get(component)
+        return [] if runtime is None else runtime.status(vhost)
+
+    def runtime_restart(self, component: str, vhost: str, name: str) -> None:
+        runtime = self._runtimes.get(component)
+        if runtime is None:
+            raise NotFound(f"nothing runs the component '{component}'")
+        try:
+            runtime.restart(vhost, name)
+        except LookupError as exc:
+            raise NotFound(str(exc)) from None
+
+    def _tell(self, vhost: str, component: str, name: str, value: Any) -> None:
+        for watcher in self._watchers.get(component, ()):
+            watcher(vhost, name, value)
 
     # -- runtime parameters -----------------------------------------------------------
 
@@ -139,9 +168,16 @@ class Parameters:
             )
         if not isinstance(value, dict):
             raise PreconditionFailed(f"Validation failed\n\n{_erlang(value)} is not a proplist\n")
+        runtime = self._runtimes.get(component)
+        if runtime is not None:
+            try:
+                runtime.validate(vhost, name, value)
+            except ValueError as exc:
+                raise PreconditionFailed(f"Validation failed\n\n{exc}\n") from None
         created = (vhost, component, name) not in self.values
         self.values[(vhost, component, name)] = value
         self._changed(ParameterChanged(vhost, component, name, value))
+        self._tell(vhost, component, name, value)
         return created
 
     def _put_limits(self, vhost: str, name: str, value: Any) -> bool:
@@ -170,6 +206,7 @@ class Parameters:
         if value is None:
             raise NotFound(f"no parameter '{name}' of component '{component}' in vhost '{vhost}'")
         self._changed(ParameterDeleted(vhost, component, name, value))
+        self._tell(vhost, component, name, None)
 
     def list_parameters(
         self, vhost: str | None = None, component: str | None = None
@@ -268,5 +305,6 @@ class Parameters:
         drops them with the vhost's record)."""
         for key in [k for k in self.values if k[0] == vhost]:
             del self.values[key]
+            self._tell(*key, None)
         for pkey in [k for k in self.operator_policies if k[0] == vhost]:
             del self.operator_policies[pkey]

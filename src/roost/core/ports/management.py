@@ -21,6 +21,7 @@ also means every live node applied the change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -238,8 +239,33 @@ class ManagementOperations(Protocol):
     def aliveness_test(self, user: str, vhost: str) -> None: ...
 
 
+# told (vhost, name, value) when a parameter of a watched component is set, and
+# (vhost, name, None) when it is cleared (or its vhost deleted)
+ParameterWatcher = Callable[[str, str, Any], None]
+
+
+class ParameterRuntime(Protocol):
+    """What runs a component's parameters outside the core (the shovels: roost.shovel)
+    offers the management API: a check of a value before it is stored, the status of
+    what runs (RabbitMQ's rows, e.g. ``/api/shovels``) and a restart."""
+
+    def validate(self, vhost: str, name: str, value: Any) -> None: ...  # ValueError
+    def status(self, vhost: str | None = None) -> list[dict[str, Any]]: ...
+    def restart(self, vhost: str, name: str) -> None: ...  # LookupError: no such one
+
+
 class ParametersAdmin(Protocol):
-    """Runtime and global parameters, operator policies (core/parameters.py)."""
+    """Runtime and global parameters, operator policies (core/parameters.py).
+
+    ``watch`` and ``attach_runtime`` are for what runs a component's parameters outside
+    the core (roost.shovel): ``watch`` tells it of every set and clear, ``attach_runtime``
+    lets ``put_parameter`` refuse a bad value (PreconditionFailed) and the HTTP API show
+    its ``runtime_status`` and ``runtime_restart`` it (NotFound when none is attached)."""
+
+    def watch(self, component: str, watcher: ParameterWatcher) -> None: ...
+    def attach_runtime(self, component: str, runtime: ParameterRuntime) -> None: ...
+    def runtime_status(self, component: str, vhost: str | None = None) -> list[dict[str, Any]]: ...
+    def runtime_restart(self, component: str, vhost: str, name: str) -> None: ...
 
     def put_parameter(self, vhost: str, component: str, name: str, value: Any) -> bool: ...
     def delete_parameter(self, vhost: str, component: str, name: str) -> None: ...

@@ -1,0 +1,88 @@
+"""Every shovel of this node, kept in step with the ``shovel`` runtime parameters
+through the management port: a parameter set starts (or restarts) its worker, a
+parameter cleared stops it. It is also the port's ``ParameterRuntime`` for the
+component: the check of a value before it is stored, ``/api/shovels`` and restart."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from roost.shovel.spec import parse_spec
+from roost.shovel.worker import Worker
+
+if TYPE_CHECKING:
+    from roost.core.ports.management import ParametersAdmin
+
+COMPONENT = "shovel"
+log = logging.getLogger("roost.shovel")
+
+
+class NoSuchShovel(LookupError):
+    pass
+
+
+class Shovels:
+    def __init__(self, parameters: ParametersAdmin, *, local_port: int, node: str) -> None:
+        """``local_port``: this node's AMQP listener, where ``amqp://`` with no host goes."""
+        self._parameters = parameters
+        self._local_port, self._node = local_port, node
+        self.workers: dict[tuple[str, str], Worker] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        """Run the shovels already defined (recovered, or imported at boot) and follow
+        every change from now on."""
+        for p in self._parameters.list_parameters(component=COMPONENT):
+            self._changed(p.vhost, p.name, p.value)
+        self._parameters.watch(COMPONENT, self._changed)
+        self._parameters.attach_runtime(COMPONENT, self)
+
+    async def stop(self) -> None:
+        workers, self.workers = list(self.workers.values()), {}
+        await asyncio.gather(*(w.stop() for w in workers), *self._stopping)
+
+    def _changed(self, vhost: str, name: str, value: Any) -> None:
+        old = self.workers.pop((vhost, name), None)
+        if old is not None:
+            self._later(old.stop())
+        if value is None:
+            return
+        try:
+            spec = parse_spec(value)
+        except ValueError as exc:  # stored before validation existed, or imported
+            log.warning("shovel '%s' in vhost '%s' not started: %s", name, vhost, exc)
+            return
+        worker = Worker(vhost, name, spec, local_port=self._local_port, node=self._node,
+                        finished=self._finished)
+        self.workers[(vhost, name)] = worker
+        worker.start()
+
+    def _later(self, stopping: Any) -> None:
+        task = asyncio.get_running_loop().create_task(stopping)
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    def _finished(self, vhost: str, name: str) -> None:
+        """src-delete-after reached: the shovel deletes itself, as RabbitMQ's does."""
+        log.info("shovel '%s' in vhost '%s' done: deleting it", name, vhost)
+        try:
+            self._parameters.delete_parameter(vhost, COMPONENT, name)
+        except Exception:  # already cleared meanwhile
+            log.debug("shovel '%s' in vhost '%s' was already cleared", name, vhost)
+
+    # -- the management port's ParameterRuntime -------------------------------------------
+
+    def validate(self, vhost: str, name: str, value: Any) -> None:
+        parse_spec(value)
+
+    def status(self, vhost: str | None = None) -> list[dict[str, Any]]:
+        return [w.row() for w in self.workers.values() if vhost is None or w.vhost == vhost]
+
+    def restart(self, vhost: str, name: str) -> None:
+        worker = self.workers.get((vhost, name))
+        if worker is None:
+            raise NoSuchShovel(f"no shovel '{name}' in vhost '{vhost}'")
+        self._changed(vhost, name, next(
+            p.value for p in self._parameters.list_parameters(vhost, COMPONENT) if p.name == name))
