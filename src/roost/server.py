@@ -65,6 +65,7 @@ class Server:
         self._http_runner: Any = None
         self._prometheus_runner: Any = None
         self.shovels: Any = None  # roost.shovel.Shovels, once the AMQP listener is open
+        self.federation: Any = None  # roost.federation.Federation, likewise
         self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
@@ -147,6 +148,13 @@ class Server:
             node=management.activity.node_info().name,
         )
         self.shovels.start()
+        from roost.federation import Federation  # docs/federation.md: links follow policies
+
+        self.federation = Federation(
+            management.parameters, management.queries, local_port=self.ports.get("amqp", 0),
+            node=management.activity.node_info().name,
+        )
+        self.federation.start()
 
     def _listening(self, info: ListenerInfo) -> None:
         """Shown by the management API's overview and health checks."""
@@ -404,6 +412,8 @@ class Server:
                 await runner.cleanup()
         if self.shovels is not None:  # their unacked messages go back to their sources
             await self.shovels.stop()
+        if self.federation is not None:
+            await self.federation.stop()
         for conn in list(self.connections):
             conn.shutdown("shutdown")
         if getattr(self, "_ws_runner", None) is not None:

@@ -166,7 +166,10 @@ class Parameters:
                 priority=value.get("priority", 0),
                 apply_to=value.get("apply-to", "all"),
             )
-        if not isinstance(value, dict):
+        # an upstream set is a list of upstreams, as RabbitMQ's federation takes it
+        if not isinstance(value, dict) and not (
+            component == "federation-upstream-set" and isinstance(value, list)
+        ):
             raise PreconditionFailed(f"Validation failed\n\n{_erlang(value)} is not a proplist\n")
         runtime = self._runtimes.get(component)
         if runtime is not None:

@@ -1,0 +1,303 @@
+"""Federation (issue 23 item 3) between real brokers: up to three Roost servers and a
+RabbitMQ 3.10 upstream on loopback ports. Upstreams and policies are set through the
+HTTP API, messages go in and come out with pika, links are watched through
+/api/federation-links."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pika
+import pytest
+
+from tests.rabbitmq import RabbitMQ
+from tests.support import RoostProcess, eventually
+
+
+@pytest.fixture(scope="module")
+def trio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RoostProcess]]:
+    servers = [RoostProcess(tmp_path_factory.mktemp(n)).start() for n in "abc"]
+    try:
+        yield servers
+    finally:
+        for s in servers:
+            s.kill()
+
+
+def api(server: RoostProcess) -> httpx.Client:
+    return httpx.Client(base_url=server.http_url + "/api", auth=("guest", "guest"), timeout=10)
+
+
+def federate(
+    down: RoostProcess,
+    upstream: str,
+    value: dict[str, Any],
+    pattern: str,
+    apply_to: str = "exchanges",
+) -> None:
+    """Upstream ``upstream`` and a policy federating what ``pattern`` matches from it."""
+    with api(down) as c:
+        c.put(
+            f"/parameters/federation-upstream/%2F/{upstream}", json={"value": value}
+        ).raise_for_status()
+        c.put(
+            f"/policies/%2F/fed-{upstream}",
+            json={
+                "pattern": pattern,
+                "apply-to": apply_to,
+                "definition": {"federation-upstream": upstream},
+            },
+        ).raise_for_status()
+
+
+def links(server: RoostProcess) -> list[dict[str, Any]]:
+    with api(server) as c:
+        rows: list[dict[str, Any]] = c.get("/federation-links").json()
+    return rows
+
+
+def running(server: RoostProcess, resource: str) -> dict[str, Any] | None:
+    for row in links(server):
+        if resource in (row.get("exchange"), row.get("queue")) and row["status"] == "running":
+            return row
+    return None
+
+
+def channel(url: str) -> tuple[pika.BlockingConnection, Any]:
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    return conn, conn.channel()
+
+
+def take(url: str, queue: str) -> list[tuple[Any, bytes]]:
+    got = []
+    conn, ch = channel(url)
+    with conn:
+        while True:
+            method, props, body = ch.basic_get(queue, auto_ack=True)
+            if method is None:
+                return got
+            got.append((props, body))
+
+
+def upstream_bindings(server: RoostProcess, exchange: str) -> set[str]:
+    with api(server) as c:
+        rows = c.get(f"/exchanges/%2F/{exchange}/bindings/source").json()
+    return {r["routing_key"] for r in rows if r["destination"].startswith("federation: ")}
+
+
+def unique(what: str) -> str:
+    return f"{what}-{uuid.uuid4().hex[:6]}"
+
+
+def test_exchange_federation_follows_bindings(trio: list[RoostProcess]) -> None:
+    """Roost A upstream, Roost B downstream: B's bindings appear (and disappear) on A's
+    federation queue; what A's exchange routes to them arrives in B's queue with
+    x-received-from; what no binding of B wants does not leave A."""
+    a, b, _ = trio
+    x, q = unique("fed.x"), unique("q")
+    for server in (a, b):
+        conn, ch = channel(server.url)
+        with conn:
+            ch.exchange_declare(x, "topic", durable=True)
+    conn, ch = channel(b.url)
+    with conn:
+        ch.queue_declare(q, durable=True)
+        ch.queue_bind(q, x, "orders.#")
+    federate(b, "a", {"uri": a.url}, f"^{x}$")
+    row = eventually(lambda: running(b, x), what=lambda: links(b))
+    assert row["type"] == "exchange" and row["upstream"] == "a"
+    assert row["upstream_exchange"] == x and row["vhost"] == "/"
+    assert "guest" not in row["uri"] and row["uri"].startswith("amqp://127.0.0.1:")
+    eventually(
+        lambda: upstream_bindings(a, x) == {"orders.#"}, what=lambda: upstream_bindings(a, x)
+    )
+
+    conn, ch = channel(a.url)
+    with conn:
+        ch.confirm_delivery()
+        ch.basic_publish(x, "orders.eu", b"one", pika.BasicProperties(delivery_mode=2))
+        ch.basic_publish(x, "stock.eu", b"not-bound", pika.BasicProperties(delivery_mode=2))
+    got = eventually(lambda: take(b.url, q))
+    assert [body for _, body in got] == [b"one"]
+    (entry,) = got[0][0].headers["x-received-from"]
+    assert entry["exchange"] == x and entry["redelivered"] is False
+    assert entry["uri"] == row["uri"]
+
+    conn, ch = channel(b.url)  # the bindings change downstream: upstream follows
+    with conn:
+        ch.queue_bind(q, x, "stock.#")
+        ch.queue_unbind(q, x, "orders.#")
+    eventually(lambda: upstream_bindings(a, x) == {"stock.#"}, what=lambda: upstream_bindings(a, x))
+    conn, ch = channel(a.url)
+    with conn:
+        ch.confirm_delivery()
+        ch.basic_publish(x, "orders.eu", b"now-unbound", pika.BasicProperties(delivery_mode=2))
+        ch.basic_publish(x, "stock.eu", b"two", pika.BasicProperties(delivery_mode=2))
+    got = eventually(lambda: take(b.url, q))
+    assert [body for _, body in got] == [b"two"]
+
+    with api(b) as c:  # the policy gone: the link stops
+        c.delete("/policies/%2F/fed-a").raise_for_status()
+    eventually(lambda: not [r for r in links(b) if r["exchange"] == x], what=lambda: links(b))
+
+
+def test_ring_with_max_hops_delivers_each_message_once(trio: list[RoostProcess]) -> None:
+    """A <- C, B <- A, C <- B (each federates from the one before), fanout exchanges
+    with a queue each. max-hops 2: a message published on any of them reaches every
+    broker exactly once, never going round again."""
+    x = unique("ring")
+    q = unique("ring-q")
+    for server in trio:
+        conn, ch = channel(server.url)
+        with conn:
+            ch.exchange_declare(x, "fanout", durable=True)
+            ch.queue_declare(q, durable=True)
+            ch.queue_bind(q, x)
+    for i, down in enumerate(trio):
+        up = trio[i - 1]
+        federate(down, f"ring{i}", {"uri": up.url, "max-hops": 2}, f"^{x}$")
+    for down in trio:
+        eventually(lambda: running(down, x), what=lambda: links(down))  # noqa: B023
+    for up in trio:  # each broker's federation queue is bound
+        eventually(
+            lambda up=up: upstream_bindings(up, x) == {q},
+            what=lambda up=up: (upstream_bindings(up, x), links(up)),
+        )
+    for i, server in enumerate(trio):
+        conn, ch = channel(server.url)
+        with conn:
+            ch.confirm_delivery()
+            ch.basic_publish(x, "", f"from-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    seen: list[list[bytes]] = [[], [], []]
+
+    def all_three() -> bool:
+        for i, server in enumerate(trio):
+            seen[i] += [body for _, body in take(server.url, q)]
+        return all(len(s) >= 3 for s in seen)
+
+    eventually(all_three, what=lambda: seen)
+    time.sleep(1.0)  # anything going round again would arrive within this
+    for i, server in enumerate(trio):
+        seen[i] += [body for _, body in take(server.url, q)]
+        assert sorted(seen[i]) == [b"from-0", b"from-1", b"from-2"], seen
+    for i in range(3):
+        with api(trio[i]) as c:
+            c.delete(f"/policies/%2F/fed-ring{i}").raise_for_status()
+
+
+def test_queue_federation_moves_messages_only_to_where_consumers_are(
+    trio: list[RoostProcess],
+) -> None:
+    """A's queue holds 60 messages; B and C federate their queue of the same name from
+    it. Without consumers nothing moves; a consumer on B gets all 60, C none."""
+    a, b, c = trio
+    q = unique("work")
+    conn, ch = channel(a.url)
+    with conn:
+        ch.queue_declare(q, durable=True)
+        ch.confirm_delivery()
+        for i in range(60):
+            ch.basic_publish("", q, f"w{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    for down in (b, c):
+        conn, ch = channel(down.url)
+        with conn:
+            ch.queue_declare(q, durable=True)
+        federate(down, "work", {"uri": a.url}, f"^{q}$", apply_to="queues")
+        row = eventually(lambda: running(down, q), what=lambda: links(down))  # noqa: B023
+        assert row["type"] == "queue" and row["upstream_queue"] == q
+    time.sleep(1.0)  # no consumer anywhere: a wrong link would move messages meanwhile
+    conn, ch = channel(a.url)
+    with conn:
+        assert ch.queue_declare(q, passive=True).method.message_count == 60
+    got: list[bytes] = []
+    conn, ch = channel(b.url)
+    with conn:
+        ch.basic_qos(prefetch_count=5)
+
+        def on_message(chan: Any, method: Any, props: Any, body: bytes) -> None:
+            got.append(body)
+            chan.basic_ack(method.delivery_tag)
+
+        ch.basic_consume(q, on_message)
+        deadline = time.monotonic() + 15
+        while len(got) < 60 and time.monotonic() < deadline:
+            conn.process_data_events(time_limit=0.1)
+    assert sorted(got) == sorted(f"w{i}".encode() for i in range(60))
+    assert take(c.url, q) == []
+    conn, ch = channel(a.url)
+    with conn:
+        assert ch.queue_declare(q, passive=True).method.message_count == 0
+    for down in (b, c):
+        with api(down) as cl:
+            cl.delete("/policies/%2F/fed-work").raise_for_status()
+
+
+def test_rabbitmq_upstream_to_roost_downstream(tmp_path: Path, trio: list[RoostProcess]) -> None:
+    """RabbitMQ 3.10 as the upstream of a Roost exchange: the binding reaches RabbitMQ
+    (its federation queue routes by it), messages arrive with x-received-from naming
+    RabbitMQ's cluster, and an unknown upstream exchange shows an error status."""
+    rabbit = RabbitMQ(tmp_path / "rabbit").start()
+    try:
+        b = trio[1]
+        x, q = unique("fed.rx"), unique("q")
+        conn, ch = channel(rabbit.url)
+        with conn:
+            ch.exchange_declare(x, "direct", durable=True)
+        conn, ch = channel(b.url)
+        with conn:
+            ch.exchange_declare(x, "direct", durable=True)
+            ch.queue_declare(q, durable=True)
+            ch.queue_bind(q, x, "eu")
+        federate(b, "rabbit", {"uri": rabbit.url, "expires": 60000}, f"^{x}$")
+        eventually(lambda: running(b, x), timeout=20, what=lambda: links(b))
+        listed = rabbit.ctl("list_bindings", "source_name", "destination_name", "routing_key")
+        assert any(
+            x in line and "federation: " in line and line.endswith("eu")
+            for line in listed.splitlines()
+        ), listed
+        conn, ch = channel(rabbit.url)
+        with conn:
+            ch.confirm_delivery()
+            ch.basic_publish(x, "eu", b"from-rabbit", pika.BasicProperties(delivery_mode=2))
+            ch.basic_publish(x, "us", b"unbound", pika.BasicProperties(delivery_mode=2))
+        got = eventually(lambda: take(b.url, q), timeout=20)
+        assert [body for _, body in got] == [b"from-rabbit"]
+        (entry,) = got[0][0].headers["x-received-from"]
+        assert entry["cluster-name"].startswith("rabbit@") or entry["cluster-name"]
+        with api(b) as c:
+            c.put(
+                "/parameters/federation-upstream/%2F/rabbit",
+                json={"value": {"uri": rabbit.url, "exchange": "no-such"}},
+            ).raise_for_status()
+        row = eventually(
+            lambda: next(
+                (r for r in links(b) if r.get("exchange") == x and r["status"] == "error"), None
+            ),
+            timeout=20,
+        )
+        assert "NOT_FOUND" in row["error"] or "404" in row["error"], row
+        with api(b) as c:
+            c.delete("/policies/%2F/fed-rabbit").raise_for_status()
+    finally:
+        rabbit.stop()
+
+
+def test_bad_upstream_values_are_refused(trio: list[RoostProcess]) -> None:
+    a = trio[0]
+    with api(a) as c:
+        bad = c.put("/parameters/federation-upstream/%2F/u", json={"value": {"uri": 5}})
+        assert bad.status_code == 400 and "uri" in bad.text
+        bad = c.put(
+            "/parameters/federation-upstream/%2F/u",
+            json={"value": {"uri": a.url, "ack-mode": "sometimes"}},
+        )
+        assert bad.status_code == 400
+        ok = c.put("/parameters/federation-upstream-set/%2F/s", json={"value": [{"upstream": "u"}]})
+        assert ok.status_code in (201, 204), ok.text
+        bad = c.put("/parameters/federation-upstream-set/%2F/s2", json={"value": [{"x": 1}]})
+        assert bad.status_code == 400
