@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -68,6 +69,12 @@ class Config:
         metavar="PATH",
     )
     users_file: str | None = setting(None, "TOML file of users, vhosts and permissions")
+    static_shovels: str | None = setting(
+        None,
+        "static shovels, a JSON object of name: shovel (the dynamic shovel's keys); in the "
+        "config file, [shovels.NAME] tables (docs/shovels.md#static-shovels)",
+        metavar="JSON",
+    )
     frame_max: int = setting(131072, "largest AMQP frame offered to clients, in bytes")
     channel_max: int = setting(2047, "most channels per AMQP connection")
     heartbeat: int = setting(60, "AMQP heartbeat offered to clients, in seconds (0 = off)")
@@ -404,7 +411,28 @@ class Config:
             raise ValueError("cluster_lease_ttl must be 2..300 seconds")
         if self.node_name is not None and not 0 < len(self.node_name.encode()) <= 255:
             raise ValueError("node_name must be 1-255 bytes")
+        self.static_shovel_values()  # raises ValueError naming the bad shovel
         return self
+
+
+    def static_shovel_values(self) -> dict[str, Any]:
+        """The static shovels (name: value), each checked as a dynamic one is."""
+        if self.static_shovels is None:
+            return {}
+        from roost.shovel.spec import parse_spec
+
+        try:
+            shovels = json.loads(self.static_shovels)
+        except ValueError as exc:
+            raise ValueError(f"static_shovels: not JSON: {exc}") from None
+        if not isinstance(shovels, dict):
+            raise ValueError("static_shovels must map names to shovels")
+        for name, value in shovels.items():
+            try:
+                parse_spec(value)
+            except ValueError as exc:
+                raise ValueError(f"static shovel '{name}': {exc}") from None
+        return shovels
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Config)}
@@ -463,7 +491,11 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> C
     if path:
         with Path(path).open("rb") as fh:
             data = tomllib.load(fh)
+        shovels = data.pop("shovels", None)  # [shovels.NAME] tables, beside [server] or not
         data = data.get("server", data)
+        shovels = data.pop("shovels", shovels)
+        if shovels is not None:
+            data["static_shovels"] = json.dumps(shovels)
         unknown = set(data) - set(FIELDS)
         if unknown:
             raise ValueError(f"unknown setting(s) in {path}: {', '.join(sorted(unknown))}")

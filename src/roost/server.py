@@ -146,6 +146,7 @@ class Server:
             management.parameters,
             local_port=self.ports.get("amqp", 0),
             node=management.activity.node_info().name,
+            static=self.config.static_shovel_values(),
         )
         self.shovels.start()
         from roost.federation import Federation  # docs/federation.md: links follow policies

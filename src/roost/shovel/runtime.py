@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from roost.core.ports.management import ParametersAdmin
 
 COMPONENT = "shovel"
+STATIC_VHOST = "/"
 log = logging.getLogger("roost.shovel")
 
 
@@ -24,9 +25,12 @@ class NoSuchShovel(LookupError):
 
 
 class Shovels:
-    def __init__(self, parameters: ParametersAdmin, *, local_port: int, node: str) -> None:
-        """``local_port``: this node's AMQP listener, where ``amqp://`` with no host goes."""
+    def __init__(self, parameters: ParametersAdmin, *, local_port: int, node: str,
+                 static: dict[str, Any] | None = None) -> None:
+        """``local_port``: this node's AMQP listener, where ``amqp://`` with no host goes;
+        ``static``: the config file's shovels (name: value), run in vhost ``/``."""
         self._parameters = parameters
+        self._static = {name: parse_spec(value) for name, value in (static or {}).items()}
         self._local_port, self._node = local_port, node
         self.workers: dict[tuple[str, str], Worker] = {}
         self._stopping: set[asyncio.Task[None]] = set()
@@ -38,6 +42,20 @@ class Shovels:
             self._changed(p.vhost, p.name, p.value)
         self._parameters.watch(COMPONENT, self._changed)
         self._parameters.attach_runtime(COMPONENT, self)
+        for name in self._static:
+            self._start_static(name)
+
+    def _start_static(self, name: str) -> None:
+        """A static shovel: as RabbitMQ's, it runs as long as the node and is not a
+        parameter (the API can restart it, not delete it). Keyed apart from dynamic
+        shovels (a NUL before its name), so a parameter of the same name is another one."""
+        worker = Worker(STATIC_VHOST, name, self._static[name], local_port=self._local_port,
+                        node=self._node, finished=self._static_done, kind="static")
+        self.workers[(STATIC_VHOST, f"\0{name}")] = worker
+        worker.start()
+
+    def _static_done(self, vhost: str, name: str) -> None:
+        log.info("static shovel '%s' done: src-delete-after reached", name)
 
     async def stop(self) -> None:
         workers, self.workers = list(self.workers.values()), {}
@@ -81,6 +99,11 @@ class Shovels:
         return [w.row() for w in self.workers.values() if vhost is None or w.vhost == vhost]
 
     def restart(self, vhost: str, name: str) -> None:
+        static = self.workers.get((vhost, f"\0{name}"))
+        if static is not None and self.workers.get((vhost, name)) is None:
+            self._later(static.stop())
+            self._start_static(name)
+            return
         worker = self.workers.get((vhost, name))
         if worker is None:
             raise NoSuchShovel(f"no shovel '{name}' in vhost '{vhost}'")

@@ -39,8 +39,9 @@ class Worker:
 
     def __init__(
         self, vhost: str, name: str, spec: ShovelSpec, *, local_port: int, node: str,
-        finished: Callable[[str, str], None],
+        finished: Callable[[str, str], None], kind: str = "dynamic",
     ) -> None:
+        self.kind = kind  # "static": from the config file, not a parameter
         self.vhost, self.name, self.spec = vhost, name, spec
         self.local_port, self.node, self._finished = local_port, node, finished
         self.status = Status(since=time.time())
@@ -68,7 +69,7 @@ class Worker:
             "timestamp": _timestamp(st.since),
             "name": self.name,
             "vhost": self.vhost,
-            "type": "dynamic",
+            "type": self.kind,
             "state": st.state,
         }
         if st.state == "terminated":
@@ -201,7 +202,7 @@ class _Mover:
         spec = worker.spec
         self.exchange = spec.dest_exchange if spec.dest_queue is None else ""
         self.headers: dict[str, Any] = {
-            "shovelled-by": worker.node, "shovel-type": "dynamic",
+            "shovelled-by": worker.node, "shovel-type": worker.kind,
             "shovel-name": worker.name, "shovel-vhost": worker.vhost,
             **spec.source_endpoint_names(),
         }
