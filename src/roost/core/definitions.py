@@ -113,6 +113,8 @@ def _validate(
                 if key in entry and not isinstance(entry[key], bool):
                     raise PreconditionFailed(f"{section}[{i}].{key} must be true or false")
             for key in MAP_KEYS:
+                if entry.get(key) == []:  # Erlang's empty proplist: rabbitmqctl writes
+                    entry[key] = {}  # a vhost's "limits": [] in export_definitions
                 if key in entry and not isinstance(entry[key], dict):
                     raise PreconditionFailed(f"{section}[{i}].{key} must be an object")
             if section == "policies" and not _policy_ok(entry, i, recovering):
@@ -150,9 +152,12 @@ def _parameter_ok(entry: dict[str, Any], i: int) -> bool:
             "definitions: parameter '%s' of component '%s' skipped", entry["name"], component
         )
         return False
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) and not (
+        component == "federation-upstream-set" and isinstance(value, list)
+    ):
         raise PreconditionFailed(f"parameters[{i}].value must be an object")
     if component == OPERATOR_POLICY:
+        assert isinstance(value, dict)  # only an upstream set's value is a list
         try:
             check_operator_policy(value)
         except PreconditionFailed as exc:
