@@ -5,6 +5,8 @@ HTTP API, messages go in and come out with pika, links are watched through
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -113,6 +115,12 @@ def test_exchange_federation_follows_bindings(trio: list[RoostProcess]) -> None:
     assert row["type"] == "exchange" and row["upstream"] == "a"
     assert row["upstream_exchange"] == x and row["vhost"] == "/"
     assert "guest" not in row["uri"] and row["uri"].startswith("amqp://127.0.0.1:")
+    shown = subprocess.run(
+        [sys.executable, "-m", "roost", "ctl", "--url", b.http_url, "federation_status", "-q",
+         "exchange", "upstream", "status"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout
+    assert f"{x}\ta\trunning" in shown.splitlines(), shown
     eventually(
         lambda: upstream_bindings(a, x) == {"orders.#"}, what=lambda: upstream_bindings(a, x)
     )

@@ -203,6 +203,14 @@ def test_operator_policies_and_parameters(  # type: ignore[no-untyped-def]
     g.get_by_role("button", name="Set global parameter").click()
     expect(page.get_by_test_id("global-parameters-table")).to_contain_text(f"{other}-note")
     assert json_of(http.get(f"/api/global-parameters/{other}-note"))["value"] == "blue"
+    # what runs the parameters: a shovel's status row, shown on the same page
+    http.put(f"/api/parameters/shovel/{other}/mover", json={"value": {
+        "src-uri": "amqp://", "src-queue": "a", "dest-uri": "amqp://", "dest-queue": "b",
+        "reconnect-delay": 30}}).raise_for_status()
+    page.reload()
+    expect(page.get_by_test_id("shovel-status-table")).to_contain_text("mover")
+    expect(page.get_by_test_id("shovel-status-table")).to_contain_text("dynamic")
+    expect(page.get_by_test_id("federation-status-table")).to_have_count(1)
     page.screenshot(path=str(shots / "admin-parameters.png"), full_page=True)
     page.get_by_test_id("parameters-table").locator("tr", has_text="origin").get_by_test_id(
         "delete-parameter"

@@ -61,6 +61,12 @@ def test_static_shovel_moves_messages_and_restarts(tmp_path: Path) -> None:
             row = eventually(lambda: next((r for r in api.get("/shovels").json()
                                            if r["state"] == "running"), None))
             assert row["name"] == "to-dest" and row["type"] == "static" and row["vhost"] == "/"
+            shown = subprocess.run(
+                [sys.executable, "-m", "roost", "ctl", "--url", src.http_url, "shovel_status",
+                 "-q", "--no-table-headers"],
+                capture_output=True, text=True, check=True, timeout=60,
+            ).stdout
+            assert shown.split("\t")[:4] == ["to-dest", "/", "static", "running"], shown
             with pika.BlockingConnection(pika.URLParameters(src.url)) as conn:
                 ch = conn.channel()
                 ch.confirm_delivery()

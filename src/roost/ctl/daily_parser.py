@@ -42,6 +42,12 @@ def add_daily_arguments(sub: Sub) -> None:
         p.add_argument("columns", nargs="*", help="columns to show")
         p.add_argument("-q", "--quiet", action="store_true", help="no 'Listing …' line")
         p.add_argument("--no-table-headers", action="store_true", help="no header line")
+    for name, kind in (("shovel_status", "shovels"), ("federation_status", "federation_links")):
+        p = command(sub, name, ls.listing_command(kind), f"the {kind.replace('_', ' ')}' status",
+                    tsv=True)
+        p.add_argument("columns", nargs="*", help="columns to show")
+        p.add_argument("-q", "--quiet", action="store_true", help="no 'Listing …' line")
+        p.add_argument("--no-table-headers", action="store_true", help="no header line")
     p = command(
         sub, "list_user_permissions", ls.list_user_permissions, "a user's permissions", tsv=True
     )

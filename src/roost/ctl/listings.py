@@ -109,6 +109,15 @@ LISTINGS: dict[str, Listing] = {
     "global_parameters": Listing(
         "global runtime parameters", "/api/global-parameters", ["name", "value"], per_vhost=False
     ),
+    # rabbitmqctl's shovel_status and federation_status (every vhost's, as theirs)
+    "shovels": Listing(
+        "shovels", "/api/shovels", ["name", "vhost", "type", "state", "timestamp"],
+        per_vhost=False,
+    ),
+    "federation_links": Listing(
+        "federation links", "/api/federation-links",
+        ["vhost", "type", "upstream", "id", "status", "timestamp"], per_vhost=False,
+    ),
 }
 
 

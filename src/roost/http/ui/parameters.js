@@ -1,6 +1,7 @@
 // Admin › Parameters: runtime parameters per vhost and component (shovels, federation
 // upstreams, …) and global parameters, as RabbitMQ's /api/parameters and
-// /api/global-parameters hold them.
+// /api/global-parameters hold them; and what runs them: the shovels' and federation
+// links' status (/api/shovels, /api/federation-links).
 import { api, seg } from "./api.js";
 import { Table, el } from "./table.js";
 import { actionColumn, adminNav, attempt, field, form, parseJSON, section, vhostSelect } from "./widgets.js";
@@ -24,9 +25,25 @@ export async function parametersPage(main) {
     { key: "name", label: "Name" }, { key: "value", label: "Value" },
     actionColumn("Delete", "delete-global-parameter", (r) => `Delete global parameter ${r.name}?`, removeGlobal),
   ]);
+  const shovels = new Table("shovel-status", [
+    { key: "vhost", label: "Virtual host" }, { key: "name", label: "Name" },
+    { key: "type", label: "Type" }, { key: "state", label: "State" },
+    { key: "src_uri", label: "Source" }, { key: "dest_uri", label: "Destination" },
+    { key: "reason", label: "Reason" }, { key: "timestamp", label: "Since" },
+  ]);
+  const links = new Table("federation-status", [
+    { key: "vhost", label: "Virtual host" }, { key: "type", label: "Type" },
+    { key: "exchange", label: "Exchange" }, { key: "queue", label: "Queue" },
+    { key: "upstream", label: "Upstream" }, { key: "uri", label: "URI" },
+    { key: "status", label: "Status" }, { key: "error", label: "Error" },
+    { key: "timestamp", label: "Since" },
+  ]);
   refresh = async () => {
-    const [p, g] = await Promise.all([api("/api/parameters"), api("/api/global-parameters")]);
-    parameters.set(p); globals.set(g);
+    const [p, g, s, f] = await Promise.all([
+      api("/api/parameters"), api("/api/global-parameters"),
+      api("/api/shovels"), api("/api/federation-links"),
+    ]);
+    parameters.set(p); globals.set(g); shovels.set(s); links.set(f);
   };
   const setParameter = form("set-parameter", [
     field("Virtual host", await vhostSelect()),
@@ -53,6 +70,8 @@ export async function parametersPage(main) {
     el("h1", {}, "Admin"), adminNav("/parameters"),
     el("h2", {}, "Runtime parameters"), parameters.node, section("Set a runtime parameter", setParameter),
     el("h2", {}, "Global parameters"), globals.node, section("Set a global parameter", setGlobal),
+    el("h2", {}, "Shovel status"), shovels.node,
+    el("h2", {}, "Federation status"), links.node,
   );
   return refresh;
 }
