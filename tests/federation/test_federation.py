@@ -87,9 +87,16 @@ def take(url: str, queue: str) -> list[tuple[Any, bytes]]:
 
 
 def upstream_bindings(server: RoostProcess, exchange: str) -> set[str]:
+    """The keys the upstream queue is bound with; it is named as RabbitMQ 3.10 names
+    it: ``federation: UPSTREAM-EXCHANGE -> CLUSTER-NAME:DOWNSTREAM-EXCHANGE``."""
     with api(server) as c:
         rows = c.get(f"/exchanges/%2F/{exchange}/bindings/source").json()
-    return {r["routing_key"] for r in rows if r["destination"].startswith("federation: ")}
+    return {
+        r["routing_key"]
+        for r in rows
+        if r["destination"].startswith(f"federation: {exchange} -> roost@")
+        and r["destination"].endswith(f":{exchange}")
+    }
 
 
 def unique(what: str) -> str:
@@ -218,6 +225,7 @@ def test_queue_federation_moves_messages_only_to_where_consumers_are(
         federate(down, "work", {"uri": a.url}, f"^{q}$", apply_to="queues")
         row = eventually(lambda: running(down, q), what=lambda: links(down))  # noqa: B023
         assert row["type"] == "queue" and row["upstream_queue"] == q
+        assert row["consumer_tag"] == "federation-link-work"  # RabbitMQ 3.10's
     time.sleep(1.0)  # no consumer anywhere: a wrong link would move messages meanwhile
     conn, ch = channel(a.url)
     with conn:

@@ -95,11 +95,16 @@ class Link:
         if self.kind == "exchange":
             row.update(exchange=self.resource, upstream_exchange=up.exchange or self.resource)
         else:
-            row.update(queue=self.resource, upstream_queue=up.queue or self.resource)
+            row.update(
+                queue=self.resource,
+                upstream_queue=up.queue or self.resource,
+                consumer_tag=self.consumer_tag(),
+            )
         if self.status == "running":
-            row.update(local_connection=self.local_name, uri=masked(self.uri))
+            row["local_connection"] = self.local_name
         if self.status == "error":
             row["error"] = self.error
+        row["uri"] = masked(self.uri or up.uris[0])  # RabbitMQ shows it in errors too
         return row
 
     async def _run(self) -> None:
@@ -144,6 +149,10 @@ class Link:
 
     async def _once(self, conns: list[Connection]) -> None:
         raise NotImplementedError
+
+    def consumer_tag(self) -> str:
+        """The link's consumer tag upstream: RabbitMQ's ``federation-link-UPSTREAM``."""
+        return self.upstream.consumer_tag or f"federation-link-{self.upstream.name}"
 
     async def _watch(self, chans: list[Channel], conns: list[Connection], each: Any) -> None:
         """Call ``each()`` every POLL seconds until a channel or connection ends."""
@@ -203,7 +212,9 @@ class ExchangeLink(Link):
     kind = "exchange"
 
     def queue_name(self) -> str:
-        return f"federation: {self.resource} -> {self.where.cluster} {self.upstream.name}"
+        """The upstream queue, named as RabbitMQ 3.10 names it."""
+        ux = self.upstream.exchange or self.resource
+        return f"federation: {ux} -> {self.where.cluster}:{self.resource}"
 
     async def _once(self, conns: list[Connection]) -> None:
         up, local = await self._connect(conns)
@@ -266,9 +277,7 @@ class ExchangeLink(Link):
             ]
             fwd.forward(msg, msg.routing_key, _with_headers(msg.properties, headers))
 
-        await uch.consume(
-            queue, on_message, no_ack=no_ack, consumer_tag=upstream.consumer_tag or ""
-        )
+        await uch.consume(queue, on_message, no_ack=no_ack, consumer_tag=self.consumer_tag())
         self._set("running")
         await self._watch([uch, lch], conns, follow_bindings)
 
@@ -305,7 +314,13 @@ class QueueLink(Link):
             hungry = info.consumers > 0 and info.messages.ready == 0
             if hungry and tag is None:
                 # below local consumers at the upstream (RabbitMQ's priority for it too)
-                tag = await uch.consume(uq, on_message, no_ack=no_ack, arguments={"x-priority": -1})
+                tag = await uch.consume(
+                    uq,
+                    on_message,
+                    no_ack=no_ack,
+                    arguments={"x-priority": -1},
+                    consumer_tag=self.consumer_tag(),
+                )
             elif not hungry and tag is not None:
                 await uch.cancel(tag)
                 tag = None
