@@ -284,7 +284,11 @@ def test_rabbitmq_upstream_to_roost_downstream(tmp_path: Path, trio: list[RoostP
         got = eventually(lambda: take(b.url, q), timeout=20)
         assert [body for _, body in got] == [b"from-rabbit"]
         (entry,) = got[0][0].headers["x-received-from"]
-        assert entry["cluster-name"].startswith("rabbit@") or entry["cluster-name"]
+        # RabbitMQ's cluster name, as it announced it (its node name, the host's name)
+        assert entry["cluster-name"].startswith(rabbit.node.split("@")[0] + "@")
+        args = rabbit.ctl("list_queues", "name", "arguments")  # expires: x-expires there
+        assert any(line.startswith("federation: ") and "x-expires" in line and "60000" in line
+                   for line in args.splitlines()), args
         with api(b) as c:
             c.put(
                 "/parameters/federation-upstream/%2F/rabbit",
