@@ -1,6 +1,6 @@
 """Every federation link of this node, kept in step with the policies, the
 ``federation-upstream`` and ``federation-upstream-set`` parameters and the exchanges and
-queues they match: a look every POLL seconds through the management port starts the
+queues they match: a look every 0.5 s through the management port starts the
 links that should run and stops the others (cheap when no policy federates anything).
 
 It is also the management port's ``ParameterRuntime`` for both components: a value is
@@ -73,7 +73,7 @@ class Federation:
                 raise
             except Exception:  # a vhost deleted under our feet: next look is fresh
                 log.exception("federation: following the policies failed")
-            await asyncio.sleep(POLL * 2)
+            await asyncio.sleep(POLL * 5)  # policies change rarely: every 0.5 s
 
     def _cluster_name(self) -> str:
         """RabbitMQ's: the ``cluster_name`` global parameter, else the node's name."""
