@@ -7,7 +7,8 @@ message in Roost is counted by its id: zero lost, zero duplicated, RabbitMQ empt
 
     .venv/bin/python bench/migrate_from_rabbitmq.py [--count 100000] [--queues 10]
 
-tests/shovel/test_migration.py runs the same steps with fewer messages.
+tests/shovel/test_shovels.py (``test_the_migration_guide_moves_every_message_once``)
+runs the same steps with fewer messages.
 """
 
 from __future__ import annotations
