@@ -156,6 +156,10 @@ def test_exchange_federation_follows_bindings(trio: list[RoostProcess]) -> None:
     got = eventually(lambda: take(b.url, q))
     assert [body for _, body in got] == [b"two"]
 
+    with api(b) as c:  # restart by id, as RabbitMQ's API does; an unknown id is 404
+        assert c.delete(f"/federation-links/vhost/%2F/{row['id']}/restart").status_code == 204
+        assert c.delete("/federation-links/vhost/%2F/nope/restart").status_code == 404
+    eventually(lambda: running(b, x), what=lambda: links(b))
     with api(b) as c:  # the policy gone: the link stops
         c.delete("/policies/%2F/fed-a").raise_for_status()
     eventually(lambda: not [r for r in links(b) if r["exchange"] == x], what=lambda: links(b))
