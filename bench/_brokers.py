@@ -126,16 +126,18 @@ def rabbitmq_env(
 
 @contextlib.contextmanager
 def rabbitmq(
-    timeout: float = 90.0, plugins: tuple[str, ...] = (), extra_conf: str = ""
+    timeout: float = 90.0, plugins: tuple[str, ...] = (), extra_conf: str = "",
+    name: str = "bench",
 ) -> Iterator[str]:
     """A throwaway RabbitMQ node (no plugins unless asked) on free ports; yields its URL.
-    ``extra_conf`` lines are appended to rabbitmq.conf (a plugin's listener port)."""
+    ``extra_conf`` lines are appended to rabbitmq.conf (a plugin's listener port);
+    ``name`` tells two nodes of one run apart."""
     if not rabbitmq_installed():
         raise RuntimeError("rabbitmq-server is not installed")
     with tempfile.TemporaryDirectory(prefix="bench-rabbitmq-") as tmp:
         base = Path(tmp)
         port, dist = free_port(), free_port()
-        node = f"bench-{os.getpid()}@localhost"
+        node = f"{name}-{os.getpid()}@localhost"
         env = rabbitmq_env(base, node, port, dist, extra_conf, plugins)
         epmd_was_running = _epmd_running()
         log = base / "server.log"
