@@ -18,7 +18,7 @@ import pika
 import pytest
 
 from tests.rabbitmq import RabbitMQ
-from tests.support import RoostProcess, eventually
+from tests.support import RoostProcess, eventually, free_port
 
 
 @pytest.fixture(scope="module")
@@ -325,3 +325,63 @@ def test_bad_upstream_values_are_refused(trio: list[RoostProcess]) -> None:
         assert ok.status_code in (201, 204), ok.text
         bad = c.put("/parameters/federation-upstream-set/%2F/s2", json={"value": [{"x": 1}]})
         assert bad.status_code == 400
+
+
+def fixed(base: Path, port: int) -> RoostProcess:
+    """A Roost on a fixed AMQP port, the same after a restart (the later flag wins)."""
+    server = RoostProcess(base, "--amqp-port", str(port)).start()
+    server.amqp_port = port
+    return server
+
+
+def test_on_confirm_link_survives_kill_9_of_the_downstream(tmp_path: Path) -> None:
+    """The downstream (where the link runs) is killed with SIGKILL mid-way through 15,000
+    persistent messages and started again on the same AMQP port: its link comes back by
+    itself (policy and upstream are journaled), every message arrives at least once, and
+    the upstream's federation queue ends empty."""
+    port = free_port()
+    a = RoostProcess(tmp_path / "a").start()
+    b = fixed(tmp_path / "b", port)
+    try:
+        x, q = unique("fed.k"), unique("q")
+        for server in (a, b):
+            conn, ch = channel(server.url)
+            with conn:
+                ch.exchange_declare(x, "fanout", durable=True)
+        conn, ch = channel(b.url)
+        with conn:
+            ch.queue_declare(q, durable=True)
+            ch.queue_bind(q, x, "")
+        federate(b, "k", {"uri": a.url, "reconnect-delay": 1, "prefetch-count": 200}, f"^{x}$")
+        eventually(lambda: upstream_bindings(a, x) == {""}, what=lambda: links(b))
+        bodies = [f"k{i}".encode() * 8 for i in range(15_000)]
+        conn, ch = channel(a.url)
+        with conn:
+            for body in bodies:
+                ch.basic_publish(x, "", body, pika.BasicProperties(delivery_mode=2))
+
+        def depth() -> int:
+            conn, ch = channel(b.url)
+            with conn:
+                return int(ch.queue_declare(q, passive=True).method.message_count)
+
+        def upstream_left() -> int:  # ready and unacked in A's federation queue
+            with api(a) as c:
+                rows = c.get("/queues/%2F").json()
+            return sum(r.get("messages", 0) for r in rows if r["name"].endswith(f":{x}"))
+
+        eventually(lambda: depth() >= 1500, timeout=20)
+        b.kill()  # SIGKILL, mid-way
+        assert eventually(upstream_left, what="A's federation queue was already empty")
+        b = fixed(tmp_path / "b", port)
+        arrived: set[bytes] = set()
+
+        def covered() -> bool:
+            arrived.update(body for _, body in take(b.url, q))
+            return arrived >= set(bodies)
+
+        eventually(covered, timeout=30, what=lambda: f"{len(set(bodies) - arrived)} lost")
+        eventually(lambda: upstream_left() == 0, what=upstream_left)
+    finally:
+        a.kill()
+        b.kill()
