@@ -579,6 +579,7 @@ class StompHandler:
         ack = frame.get("ack", "auto")
         if ack not in ACK_MODES:
             raise StompError("invalid ack mode", f"'{ack}' is not one of {', '.join(ACK_MODES)}")
+        ack = ACK_MODES[ACK_MODES.index(ack)]  # the shared string, not the frame's copy
         prefetch_text = frame.get("prefetch-count") or frame.get("prefetch") or "0"
         if not prefetch_text.isdigit():
             raise StompError("invalid prefetch-count", repr(prefetch_text))
@@ -629,7 +630,9 @@ class StompHandler:
             broker.declare_queue(client, name, durable=True)
         else:
             name = f"stomp-subscription-{os.urandom(12).hex()}"
-            broker.declare_queue(client, name, exclusive=True, auto_delete=True)
+            # its own queue, as RabbitMQ gives it, made in less memory: 100,000 topic
+            # subscriptions are common (core/queues/subscription.py)
+            broker.declare_queue(client, name, exclusive=True, auto_delete=True, subscription=True)
         binding_arguments = {PREFIX_ARGUMENT: True} if prefix else stomp_arguments.NONE
         broker.bind_queue(client, name, exchange, key, binding_arguments)
         if prefix and durable:  # bound with '#' by a Roost that filtered in deliver
