@@ -10,7 +10,9 @@ state at its first backlog:
 * a classic ``Queue`` is ~500 bytes before its first message (an instance dict of 27
   attributes, 312; a ``QueueFlow`` and its weak reference, 192); this one is ~200;
 * what such a queue never changes (not durable, auto-delete, no arguments, no store, no
-  policy features until a policy or a message TTL gives it some) is read from the class.
+  policy features until a policy or a message TTL gives it some) is read from the class;
+  what every such queue writes is a slot (tests/stomp/test_subscription_queue.py checks
+  that a delivery and an ack leave the instance dict empty).
 
 It is a ``Queue`` in every other respect (routing, dispatch, acks, requeues, flow
 control once it has a backlog, management listing and deletion), so nothing that
@@ -61,10 +63,12 @@ class SubscriptionQueue(Queue):
         "_had_consumer",
         "_rr",
         "_seq",
+        "chooser",
         "consumers",
         "deleted",
         "events",
         "exclusive_owner",
+        "mutators",
         "name",
         "ready",
         "ready_bytes",
@@ -80,10 +84,8 @@ class SubscriptionQueue(Queue):
     auto_delete = True
     arguments: dict[str, Any] = NO_ARGUMENTS
     single_active = False
-    chooser = None
     store = None
     features = None
-    mutators = None
     refusal = ""
     _plain_dispatch = True  # dispatch and _offer are Queue's
 
@@ -111,6 +113,8 @@ class SubscriptionQueue(Queue):
         self._rr = 0
         self._seq = 0
         self._flow: QueueFlow | None = None
+        self.chooser = None  # both written at every declare and consumer change
+        self.mutators = None
         self.stat_published = 0
         self.stat_delivered = 0
         self.stat_acked = 0
