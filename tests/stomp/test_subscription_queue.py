@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from roost.backpressure import FRAMES_PER_TURN
+from roost.core.exchanges.base import Exchange
 from roost.core.flow import HIGH_MESSAGES
 from roost.core.queues.base import Queue
 from roost.core.queues.subscription import IDLE_FLOW, SubscriptionQueue
@@ -187,3 +188,40 @@ def test_the_management_api_shows_a_topic_subscription_as_its_queue(
     listener.receipt()
     url = f"{roost.http_url}/api/queues/%2F/{name}"
     assert httpx.get(url, auth=("guest", "guest"), timeout=5).status_code == 404
+
+
+def test_ending_a_subscription_scans_no_other_binding(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each subscription knows its binding: ending one of 100,000 looked at every binding
+    # of every exchange (0.65 s to disconnect 400 subscriptions among 20,000)
+    handler, _transport, clock = session()
+    handler.data_received(CONNECT)
+    queues = [_subscribe(handler, clock, f"id:s{n}\ndestination:/topic/scan.{n}") for n in range(3)]
+    gone = [weakref.ref(q) for q in queues]
+    del queues
+
+    def scanned(*_args: object) -> None:
+        raise AssertionError("every binding scanned")
+
+    monkeypatch.setattr(Exchange, "bindings_to", scanned)
+    handler.data_received(b"UNSUBSCRIBE\nid:s0\n\n\x00DISCONNECT\n\n\x00")
+    clock.advance(0)
+    assert [ref() for ref in gone] == [None, None, None]
+    topic = handler.broker.vhosts["/"].exchange("amq.topic")  # type: ignore[attr-defined]
+    assert not [b for b in topic.bindings if b.routing_key.startswith("scan.")]
+
+
+def test_a_deleted_exchange_leaves_its_subscriptions_unbound() -> None:
+    handler, transport, clock = session()
+    handler.data_received(CONNECT)
+    broker, client = handler.broker, handler.client
+    assert client is not None
+    broker.declare_exchange(client, "news", "direct")
+    queue = _subscribe(handler, clock, "id:s\ndestination:/exchange/news/sport")
+    assert [b.routing_key for b in queue.bindings()] == ["sport"]
+    broker.delete_exchange(client, "news")
+    assert queue.bindings() == []
+    gone = weakref.ref(queue)
+    del queue
+    handler.data_received(b"UNSUBSCRIBE\nid:s\n\n\x00")
+    clock.advance(0)
+    assert gone() is None and transport.frames()[-1].command != "ERROR"

@@ -279,11 +279,17 @@ class VHost:
         ex.detach()
         for binding in list(ex.bindings.values()):
             ex.unbind(binding.destination, binding.routing_key, binding.arguments)
+            if type(binding.destination) is SubscriptionQueue:
+                binding.destination.unbound(binding)
         for binding in self._bindings_to(ex):
             self._unbind(binding.source, ex, binding.routing_key, binding.arguments)
         self._changed(ExchangeDeleted(ex))
 
     def _bindings_to(self, destination: Any) -> list[Any]:
+        if type(destination) is SubscriptionQueue:
+            # it knows its own: a scan of every binding made each of 100,000
+            # subscriptions' ends cost ~8 ms (3 s for a connection holding 400)
+            return destination.bindings()
         return [b for ex in self.exchanges.values() for b in ex.bindings_to(destination)]
 
     # -- bindings -------------------------------------------------------------------------
@@ -296,6 +302,8 @@ class VHost:
         ex = self.exchange(source)
         binding = ex.bind(destination, key, arguments)
         if binding is not None:
+            if type(destination) is SubscriptionQueue:
+                destination.bound(binding)
             self._changed(BindingAdded(binding))
 
     def unbind(
@@ -309,6 +317,8 @@ class VHost:
         binding = ex.unbind(destination, key, arguments)
         if binding is None:
             return
+        if type(destination) is SubscriptionQueue:
+            destination.unbound(binding)
         self._changed(BindingRemoved(binding))
         if ex.auto_delete and not ex.bindings and not ex.deleted:
             self._remove_exchange(ex)

@@ -32,6 +32,7 @@ from roost.core.queues.base import NO_READY, Queue
 if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.consumer import Consumer
+    from roost.core.exchanges.base import Binding
     from roost.core.vhost import VHost
 
 
@@ -59,6 +60,7 @@ IDLE_FLOW = _IdleFlow()
 
 class SubscriptionQueue(Queue):
     __slots__ = (
+        "_bindings",
         "_flow",
         "_had_consumer",
         "_rr",
@@ -115,11 +117,36 @@ class SubscriptionQueue(Queue):
         self._flow: QueueFlow | None = None
         self.chooser = None  # both written at every declare and consumer change
         self.mutators = None
+        # its bindings (one, as a rule), so that ending it scans no other queue's
+        # (VHost._bindings_to)
+        self._bindings: Binding | list[Binding] | None = None
         self.stat_published = 0
         self.stat_delivered = 0
         self.stat_acked = 0
         self.stat_redelivered = 0
         self.events = vhost.events
+
+    def bound(self, binding: Binding) -> None:
+        known = self._bindings
+        if known is None:
+            self._bindings = binding
+        elif isinstance(known, list):
+            known.append(binding)
+        else:
+            self._bindings = [known, binding]
+
+    def unbound(self, binding: Binding) -> None:
+        known = self._bindings
+        if known is binding:
+            self._bindings = None
+        elif isinstance(known, list) and binding in known:
+            known.remove(binding)
+
+    def bindings(self) -> list[Binding]:
+        known = self._bindings
+        if known is None:
+            return []
+        return list(known) if isinstance(known, list) else [known]
 
     @property
     def flow(self) -> QueueFlow:
