@@ -225,3 +225,18 @@ def test_a_deleted_exchange_leaves_its_subscriptions_unbound() -> None:
     handler.data_received(b"UNSUBSCRIBE\nid:s\n\n\x00")
     clock.advance(0)
     assert gone() is None and transport.frames()[-1].command != "ERROR"
+
+
+def test_a_policy_applies_to_subscription_queues() -> None:
+    # what the class says a subscription queue never has, a policy gives it: max-length 1
+    # with a subscriber that acks nothing keeps one message ready, drops the older ones
+    handler, transport, clock = session()
+    handler.data_received(CONNECT)
+    queue = _subscribe(handler, clock, "id:s\ndestination:/topic/pol\nack:client\nprefetch-count:1")
+    handler.broker.catalog.put_policy(  # type: ignore[attr-defined]
+        "/", "one", pattern="^stomp-subscription-", definition={"max-length": 1}
+    )
+    assert queue.features is not None
+    handler.data_received(b"SEND\ndestination:/topic/pol\n\nm\x00" * 4)
+    assert queue.message_count == 1 and queue.unacked == 1
+    assert [f.body for f in transport.frames() if f.command == "MESSAGE"] == [b"m"]
