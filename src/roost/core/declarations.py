@@ -114,6 +114,7 @@ class Declarations:
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: dict[str, Any] | None = None,
+        subscription: bool = False,
     ) -> Queue:
         self._counters.queue_declared += 1
         access = client.access
@@ -136,6 +137,7 @@ class Declarations:
             arguments=arguments,
             server_named=server_named,
             limited=access is not None,  # None: importing or recovering definitions
+            subscription=subscription,
         )
         if queue.features is not None:
             queue.features.touch()  # a redeclare renews an x-expires lease

@@ -36,6 +36,7 @@ from roost.core.queues import quorum
 from roost.core.queues.base import Queue, add_refusal
 from roost.core.queues.kinds import queue_class
 from roost.core.queues.streams import Streams
+from roost.core.queues.subscription import SubscriptionQueue
 from roost.core.tracing import TRACE_EXCHANGE, Tracer
 
 if TYPE_CHECKING:
@@ -278,11 +279,17 @@ class VHost:
         ex.detach()
         for binding in list(ex.bindings.values()):
             ex.unbind(binding.destination, binding.routing_key, binding.arguments)
+            if type(binding.destination) is SubscriptionQueue:
+                binding.destination.unbound(binding)
         for binding in self._bindings_to(ex):
             self._unbind(binding.source, ex, binding.routing_key, binding.arguments)
         self._changed(ExchangeDeleted(ex))
 
     def _bindings_to(self, destination: Any) -> list[Any]:
+        if type(destination) is SubscriptionQueue:
+            # it knows its own: a scan of every binding made each of 100,000
+            # subscriptions' ends cost ~8 ms (3 s for a connection holding 400)
+            return destination.bindings()
         return [b for ex in self.exchanges.values() for b in ex.bindings_to(destination)]
 
     # -- bindings -------------------------------------------------------------------------
@@ -295,6 +302,8 @@ class VHost:
         ex = self.exchange(source)
         binding = ex.bind(destination, key, arguments)
         if binding is not None:
+            if type(destination) is SubscriptionQueue:
+                destination.bound(binding)
             self._changed(BindingAdded(binding))
 
     def unbind(
@@ -308,6 +317,8 @@ class VHost:
         binding = ex.unbind(destination, key, arguments)
         if binding is None:
             return
+        if type(destination) is SubscriptionQueue:
+            destination.unbound(binding)
         self._changed(BindingRemoved(binding))
         if ex.auto_delete and not ex.bindings and not ex.deleted:
             self._remove_exchange(ex)
@@ -326,11 +337,14 @@ class VHost:
         arguments: dict[str, Any] | None = None,
         server_named: bool = False,
         limited: bool = True,
+        subscription: bool = False,
     ) -> Queue:
         """``server_named``: the caller chose an ``amq.gen-`` name for a declare without
         one (so that it could check its permissions on that name first). ``limited``: a
         new queue counts against max-queues (not for imported or recovered definitions:
-        RabbitMQ checks the limit on the channel, not on import)."""
+        RabbitMQ checks the limit on the channel, not on import). ``subscription``: the
+        queue of one topic subscription (exclusive, auto-delete, no arguments), made as a
+        ``SubscriptionQueue`` that costs less memory and behaves the same."""
         arguments = arguments or {}
         if (
             self.default_queue_type != "classic"
@@ -379,6 +393,8 @@ class VHost:
             else None
         )
         cls = queue_class(arguments, name, self.name)
+        if subscription and cls is Queue and exclusive and auto_delete and not arguments:
+            cls = SubscriptionQueue
         if cls.kind == "quorum":
             quorum.check_declare(
                 name,

@@ -32,6 +32,9 @@ What each call promises:
   a durable queue or a stream, after a majority commit for a replicated queue);
   ``confirm(False)`` when a queue refused it. ``publisher`` (``new_publisher``) is held
   while a queue it reached is congested: the adapter stops reading that socket.
+- ``declare_queue(..., exclusive=True, auto_delete=True, subscription=True)``: the queue
+  of one topic subscription (no arguments); it behaves and is listed as any such queue,
+  in less memory (core/queues/subscription.py). Ignored for any other kind of queue.
 - Deliveries reach the session's ``DeliverySink`` synchronously; the session's prefetch
   (``set_qos``) bounds them, and settling (``ack``/``nack``/``reject``) frees credit.
 - Streams (``is_stream`` … ``super_stream_route``): a producer's last publishing id, a
@@ -121,6 +124,7 @@ class AdapterPort(Protocol):
         exclusive: bool = False,
         auto_delete: bool = False,
         arguments: dict[str, Any] | None = None,
+        subscription: bool = False,
     ) -> Queue: ...
     def queue(self, client: Client, name: str) -> Queue: ...
     def bind_queue(

@@ -1,0 +1,163 @@
+"""The queue of one topic subscription, kept in less memory.
+
+A STOMP SUBSCRIBE to a topic (``/topic/…``, ``/exchange/…``) gets an exclusive,
+auto-delete queue of its own, bound to the exchange, with one consumer: RabbitMQ does
+the same and shows that queue in its management API, and so does Roost. Brokers with
+100,000 such subscriptions are common (bench/rss_bench.py), most of them idle, so this
+queue keeps only what a classic queue writes, in slots, and makes its flow-control
+state at its first backlog:
+
+* a classic ``Queue`` is ~500 bytes before its first message (an instance dict of 27
+  attributes, 312; a ``QueueFlow`` and its weak reference, 192); this one is ~200;
+* what such a queue never changes (not durable, auto-delete, no arguments, no store, no
+  policy features until a policy or a message TTL gives it some) is read from the class;
+  what every such queue writes is a slot (tests/stomp/test_subscription_queue.py checks
+  that a delivery and an ack leave the instance dict empty).
+
+It is a ``Queue`` in every other respect (routing, dispatch, acks, requeues, flow
+control once it has a backlog, management listing and deletion), so nothing that
+handles queues needs to know it exists. Anything else written to it later (a policy's
+features or mutators, a refusal) goes to the instance dict every Python object of a
+``Queue`` subclass still has.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from roost.core.consumer import NO_ARGUMENTS
+from roost.core.flow import QueueFlow
+from roost.core.queues.base import NO_READY, Queue
+
+if TYPE_CHECKING:
+    from roost.core.client import Client
+    from roost.core.consumer import Consumer
+    from roost.core.exchanges.base import Binding
+    from roost.core.vhost import VHost
+
+
+class _IdleFlow(QueueFlow):
+    """The flow state of every subscription queue without a backlog: never congested,
+    holding nobody. A queue whose backlog begins gets a ``QueueFlow`` of its own
+    (``SubscriptionQueue.flow``) before anything could congest it."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:  # no queue: nothing here ever reads it
+        self.congested = False
+        self.stalled = False
+        self.publishers = None
+
+    def after_push(self) -> None:  # pragma: no cover - the queue swaps in its own first
+        raise RuntimeError("a backlog joined the shared idle flow state")
+
+    def after_drain(self) -> None:
+        pass  # nothing queued, nobody held
+
+
+IDLE_FLOW = _IdleFlow()
+
+
+class SubscriptionQueue(Queue):
+    __slots__ = (
+        "_bindings",
+        "_flow",
+        "_had_consumer",
+        "_rr",
+        "_seq",
+        "chooser",
+        "consumers",
+        "deleted",
+        "events",
+        "exclusive_owner",
+        "mutators",
+        "name",
+        "ready",
+        "ready_bytes",
+        "stat_acked",
+        "stat_delivered",
+        "stat_published",
+        "stat_redelivered",
+        "unacked",
+        "vhost",
+    )
+    # what such a queue never changes, read from the class
+    durable = False
+    auto_delete = True
+    arguments: dict[str, Any] = NO_ARGUMENTS
+    single_active = False
+    store = None
+    features = None
+    refusal = ""
+    _plain_dispatch = True  # dispatch and _offer are Queue's
+
+    def __init__(  # Queue's signature, for VHost.declare_queue
+        self,
+        vhost: VHost,
+        name: str,
+        *,
+        durable: bool = False,
+        exclusive_owner: Client | None = None,
+        auto_delete: bool = True,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        # deliberately not Queue.__init__: it would write every attribute per instance
+        assert not durable and auto_delete and not arguments, "a plain subscription queue"
+        self.vhost = vhost
+        self.name = name
+        self.exclusive_owner = exclusive_owner
+        self.ready = NO_READY
+        self.ready_bytes = 0
+        self.consumers: list[Consumer] = []
+        self.unacked = 0
+        self.deleted = False
+        self._had_consumer = False
+        self._rr = 0
+        self._seq = 0
+        self._flow: QueueFlow | None = None
+        self.chooser = None  # both written at every declare and consumer change
+        self.mutators = None
+        # its bindings (one, as a rule), so that ending it scans no other queue's
+        # (VHost._bindings_to)
+        self._bindings: Binding | list[Binding] | None = None
+        self.stat_published = 0
+        self.stat_delivered = 0
+        self.stat_acked = 0
+        self.stat_redelivered = 0
+        self.events = vhost.events
+
+    def bound(self, binding: Binding) -> None:
+        known = self._bindings
+        if known is None:
+            self._bindings = binding
+        elif isinstance(known, list):
+            known.append(binding)
+        else:
+            self._bindings = [known, binding]
+
+    def unbound(self, binding: Binding) -> None:
+        known = self._bindings
+        if known is binding:
+            self._bindings = None
+        elif isinstance(known, list) and binding in known:
+            known.remove(binding)
+
+    def bindings(self) -> list[Binding]:
+        known = self._bindings
+        if known is None:
+            return []
+        return list(known) if isinstance(known, list) else [known]
+
+    @property
+    def flow(self) -> QueueFlow:
+        """Its own ``QueueFlow`` once it has had a backlog; the shared idle one before."""
+        flow = self._flow
+        if flow is None:
+            if not self.ready:
+                return IDLE_FLOW
+            flow = self._flow = QueueFlow(self)
+        return flow
+
+    @flow.setter
+    def flow(self, flow: QueueFlow) -> None:
+        self._flow = flow

@@ -1,0 +1,64 @@
+"""STOMP heart-beats: the periods negotiated at CONNECT, beats sent when the session is
+quiet, and the close of a client that stopped beating (on the session's clock)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from roost.stomp.errors import StompError
+from roost.stomp.session_state import SessionState
+
+log = logging.getLogger("roost.stomp")
+BEAT_TICKS = 4  # heart-beat checks per promised period (_send_heartbeat)
+
+
+class Heartbeats(SessionState):
+    def _negotiate_heartbeat(self, value: str) -> tuple[int, int]:
+        """(server sends every, server expects every) in ms, as the spec computes them."""
+        try:
+            cx, cy = (int(v) for v in value.split(","))
+        except ValueError as exc:
+            raise StompError("invalid heart-beat header", repr(value)) from exc
+        if cx < 0 or cy < 0:
+            raise StompError("invalid heart-beat header", repr(value))
+        floor = self.settings.heartbeat_ms
+        send = max(cy, floor) if cy else 0
+        expect = max(cx, floor) if cx else 0
+        if self.version == "1.0":
+            return 0, 0
+        return send, expect
+
+    def _schedule(self, delay: float, fn: Callable[[float], None], arg: float) -> None:
+        self._timers = [t for t in self._timers if not t.cancelled()]
+        self._timers.append(self._clock.call_later(delay, fn, arg))
+
+    def _send_heartbeat(self, tick: float) -> None:
+        """Every quarter of the promised period: after two ticks with nothing written, a
+        heart-beat. The last write came after the tick before those two, so the silence
+        stays under three ticks (3/4 of the period) with a quarter left for timer jitter;
+        an idle connection gets one every half period, as from RabbitMQ."""
+        if self.closed:
+            return
+        if self._wrote:
+            self._wrote = False
+            self._silent_ticks = 0
+        else:
+            self._silent_ticks += 1
+            if self._silent_ticks >= 2:
+                self.write(b"\n")
+                self._wrote = False
+                self._silent_ticks = 0
+        self._schedule(tick, self._send_heartbeat, tick)
+
+    def _check_heartbeat(self, interval: float) -> None:
+        if self.closed:
+            return
+        if self.gate.paused:  # its heart-beats wait unread in the socket
+            self._heard = self._clock.time()
+        silent = self._clock.time() - self._heard
+        if silent > 2 * interval:  # the spec's "some tolerance": two whole intervals
+            log.warning("%s: missed heart-beats from client", self.transport.peer)
+            self._error("heart-beat timeout", f"no data from the client for {silent:.1f}s")
+            return
+        self._schedule(interval / 2, self._check_heartbeat, interval)

@@ -1,0 +1,98 @@
+"""What the parts of a STOMP session (stomp/handler.py and the modules it is made of:
+sending, subscribing, delivering, transactions, heartbeats) share: the session's state,
+declared once for the type checker, and the helpers every part calls. Each part is a
+class the session inherits from; none does I/O (the session is sans-IO)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from roost.stomp import destinations
+from roost.stomp.destinations import Destination, DestinationError
+from roost.stomp.errors import StompError
+from roost.stomp.frames import Frame
+
+if TYPE_CHECKING:
+    from roost.backpressure import ReadGate
+    from roost.core import AdapterPort
+    from roost.core.ports.adapter import Client, Publisher, Queue, Session
+    from roost.stomp.settings import StompSettings
+    from roost.stomp.subscription import Subscription
+    from roost.stomp.transport import Clock, StompTransport, Timer
+
+CACHE_SIZE = 1024  # destinations remembered per connection
+
+
+class SessionState:
+    # set by StompHandler.__init__ (stomp/handler.py), which says what each one is
+    broker: AdapterPort
+    settings: StompSettings
+    transport: StompTransport
+    registry: set[Any]
+    version: str
+    client: Client | None
+    session: Session | None
+    subscriptions: dict[str, Subscription]
+    tag_subscription: dict[int, Subscription]
+    transactions: dict[str, list[Callable[[], None]]]
+    temp_queues: dict[str, str]
+    _destinations: dict[str, Destination]
+    _sent_to: dict[str, Queue]
+    _destination_lines: dict[tuple[str, str], bytes]
+    _ack_key: str
+    close_reason: str
+    closed: bool
+    _clock: Clock
+    _max_tag: int
+    _heard: float
+    _wrote: bool
+    _silent_ticks: int
+    _timers: list[Timer]
+    gate: ReadGate
+    publisher: Publisher
+
+    if TYPE_CHECKING:  # defined by the session or one of its parts
+
+        def write_frame(
+            self, command: str, headers: list[tuple[str, str]], body: bytes = b""
+        ) -> None: ...
+
+        def write(self, data: bytes) -> None: ...
+
+        def _error(
+            self,
+            message: str,
+            detail: str = "",
+            frame: Frame | None = None,
+            *,
+            receipt: str | None = None,
+        ) -> None: ...
+
+        def _close(self) -> None: ...
+
+        def _consume(self, sub: Subscription, prefetch: int) -> None: ...
+
+        def _settle(self, sub: Subscription, tags: list[int], *, requeue: bool | None) -> None: ...
+
+    @staticmethod
+    def _require(frame: Frame, name: str) -> str:
+        value = frame.get(name)
+        if value is None:
+            raise StompError(f"missing '{name}' header", f"{frame.command} needs '{name}'")
+        return value
+
+    def _parse(self, text: str, *, cache: bool = True) -> Destination:
+        dest = self._destinations.get(text)
+        if dest is not None:
+            return dest
+        try:
+            dest = destinations.parse(text)
+        except DestinationError as exc:
+            raise StompError("invalid destination", str(exc)) from exc
+        if not cache:
+            return dest
+        if len(self._destinations) >= CACHE_SIZE:
+            self._destinations.clear()
+        self._destinations[text] = dest
+        return dest
