@@ -179,3 +179,41 @@ def test_kill_9_of_the_leader_fails_over_and_loses_nothing_confirmed(
             n.kill()
     for n in (n2, n3):
         assert "Traceback" not in n.log, n.log
+
+
+def test_a_publish_is_confirmed_and_delivered_only_once_a_majority_holds_it(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    n1, n2, n3 = three_nodes(shared_etcd, etcd_prefix, tmp_path)
+    try:
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            conn.channel().queue_declare("maj", durable=True, arguments=QUORUM)
+        n2.kill()
+        n3.kill()  # the leader n1 alone: one member of three
+        n1.wait_for_log("link with n3 down")
+        outcome: list[str] = []
+
+        def publish_one() -> None:
+            with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+                ch = conn.channel()
+                ch.confirm_delivery()
+                ch.basic_publish("", "maj", b"needs-two-disks")
+                outcome.append("confirmed")
+
+        t = threading.Thread(target=publish_one)
+        t.start()
+        t.join(2)
+        assert not outcome, "confirmed with one member of three holding it"
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            method, _p, _b = conn.channel().basic_get("maj")
+            assert method is None, "an uncommitted message was delivered"
+        n2.start()  # a member comes back: it gets the leader's snapshot and acks it
+        t.join(20)
+        assert outcome == ["confirmed"]
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            method, _p, raw = conn.channel().basic_get("maj", auto_ack=True)
+            assert method is not None and raw == b"needs-two-disks"
+    finally:
+        for n in (n1, n2, n3):
+            n.kill()
+    assert "Traceback" not in n1.log, n1.log

@@ -131,6 +131,9 @@ class QuorumManager:
         size = queue.arguments.get("x-quorum-initial-group-size")
         size = min(int(size) if size else 3, len(running)) or 1
         members = running[:size] or [self.name]
+        if len(members) == 1:  # one member: the single node's quorum queue, as it was
+            queue.group = QuorumGroup(self.name, members, self._running)
+            return
         rep = Replicator(self.broker, self.node.links, queue, self.name, members)
         queue.replication = rep
         queue.group = rep
