@@ -183,11 +183,12 @@ def main() -> int:
     print("\n".join(rows))
     if failovers:
         print(
-            f"\nleader kills: {len(failovers)}, failover median {statistics.median(failovers):.2f} s,"
-            f" max {max(failovers):.2f} s (lease TTL {args.lease_ttl} s)"
+            f"\nleader kills: {len(failovers)}, failover median "
+            f"{statistics.median(failovers):.2f} s, max {max(failovers):.2f} s "
+            f"(lease TTL {args.lease_ttl} s)"
         )
     print(f"confirmed {len(c.h.confirmed)}, nacked {len(c.h.nacked)}, acked {len(c.h.acked)}")
-    print("history checker:", "OK" if not problems else problems)
+    print("history checker:", problems or "OK")
     print("tracebacks in the logs of:", tracebacks or "none")
     return 1 if problems or tracebacks else 0
 
