@@ -217,3 +217,44 @@ def test_a_publish_is_confirmed_and_delivered_only_once_a_majority_holds_it(
         for n in (n1, n2, n3):
             n.kill()
     assert "Traceback" not in n1.log, n1.log
+
+
+def test_a_leader_restarted_at_once_loses_nothing_confirmed(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    """kill -9 and an immediate restart (its lease is revoked at start): whoever wins the
+    election, the 30 confirmed messages are all there, and the queue takes more."""
+    n1, n2, n3 = three_nodes(shared_etcd, etcd_prefix, tmp_path)
+    try:
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            ch = conn.channel()
+            ch.queue_declare("again", durable=True, arguments=QUORUM)
+            ch.confirm_delivery()
+            for i in range(30):
+                ch.basic_publish("", "again", f"a{i}".encode())
+        n1.kill()
+        n1.start()
+        with pika.BlockingConnection(pika.URLParameters(n2.url)) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            for i in range(30, 40):  # republished until a leader confirms it
+                for _ in range(100):
+                    try:
+                        ch.basic_publish("", "again", f"a{i}".encode())
+                        break
+                    except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
+                        time.sleep(0.1)
+        got: set[bytes] = set()
+        with pika.BlockingConnection(pika.URLParameters(n3.url)) as conn:
+            ch = conn.channel()
+            for method, _p, raw in ch.consume("again", inactivity_timeout=3):
+                if method is None:
+                    break
+                got.add(raw)
+                ch.basic_ack(method.delivery_tag)
+        assert {f"a{i}".encode() for i in range(40)} <= got
+    finally:
+        for n in (n1, n2, n3):
+            n.kill()
+    for n in (n1, n2, n3):
+        assert "Traceback" not in n.log, n.log

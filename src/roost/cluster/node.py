@@ -124,6 +124,7 @@ class ClusterNode:
             volatile=self.settings.data_dir is None,
         )
         self.definitions = defs
+        self.quorum.start()
         for peer in list(self.links.links):
             link = self.links.link(peer)
             if link is not None:

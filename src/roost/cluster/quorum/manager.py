@@ -123,6 +123,31 @@ class QuorumManager:
             case _:
                 pass
 
+    def start(self) -> None:
+        """After the definitions: a quorum queue this node recovered from its own disk
+        (it led it before a restart) is not served unreplicated. It campaigns again: won,
+        it leads with what it kept and resends it to the members; lost, it refuses
+        publishes until etcd turns it into a stand-in for the new leader."""
+        for vhost in self.broker.catalog.vhosts.values():
+            for queue in list(vhost.queues.values()):
+                if isinstance(queue, QuorumQueue) and queue.replication is None:
+                    self._spawn((vhost.name, queue.name), self._rejoin(queue))
+
+    async def _rejoin(self, queue: QuorumQueue) -> None:
+        key = (queue.vhost.name, queue.name)
+        kv = await self.node.coordinator.get(self._key("quorum", key))
+        members = json.loads(kv.value)["members"] if kv is not None else [self.name]
+        if len(members) == 1 or queue.replication is not None:
+            queue.group = QuorumGroup(self.name, members, self._running)
+            return
+        rep = Replicator(self.broker, self.node.links, queue, self.name, members)
+        for entry in queue.ready:
+            rep.live[entry.seq] = entry
+        queue.replication = rep
+        queue.group = rep
+        self.leading[key] = rep
+        await self._elect(key, rep, write_home=True)
+
     # -- leading a new queue
 
     def _lead_new(self, queue: QuorumQueue) -> None:
