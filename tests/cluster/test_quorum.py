@@ -258,3 +258,40 @@ def test_a_leader_restarted_at_once_loses_nothing_confirmed(
             n.kill()
     for n in (n1, n2, n3):
         assert "Traceback" not in n.log, n.log
+
+
+def test_limits_of_a_replicated_queue(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    """x-max-length with reject-publish nacks past the limit; drop-head keeps the
+    newest; both as on a single node, with the group of 3."""
+    n1, n2, n3 = three_nodes(shared_etcd, etcd_prefix, tmp_path)
+    try:
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            ch = conn.channel()
+            for mode in ("reject-publish", "drop-head"):
+                args = {**QUORUM, "x-max-length": 3, "x-overflow": mode}
+                ch.queue_declare(mode, durable=True, arguments=args)
+        with pika.BlockingConnection(pika.URLParameters(n2.url)) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            nacked = 0
+            for i in range(5):
+                try:
+                    ch.basic_publish("", "reject-publish", f"r{i}".encode())
+                except pika.exceptions.NackError:
+                    nacked += 1
+                ch.basic_publish("", "drop-head", f"d{i}".encode())
+            assert nacked == 2
+        assert len(queue_json(n1, "drop-head")["members"]) == 3  # type: ignore[arg-type]
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            ch = conn.channel()
+            kept = []
+            while (got := ch.basic_get("drop-head", auto_ack=True))[0] is not None:
+                kept.append(got[2])
+            assert kept == [b"d2", b"d3", b"d4"]
+    finally:
+        for n in (n1, n2, n3):
+            n.kill()
+    for n in (n1, n2, n3):
+        assert "Traceback" not in n.log, n.log

@@ -93,6 +93,10 @@ class Replicator:
             return False
         q._seq += 1
         entry = Entry(q._seq, message)
+        features = q.features
+        if features is not None and not features.admit(entry):  # TTL, reject-publish
+            q.refusal = f"{q._where()} is full (overflow {features.settings.overflow})"
+            return False
         q.stat_published += 1
         if q.store is not None:
             entry.slot = q.store.append(
@@ -241,4 +245,6 @@ class Replicator:
                 q._own_ready().append(entry)
                 q.ready_bytes += entry.size
                 q.flow.after_push()
+                if q.features is not None:
+                    q.features.enqueued(entry)  # drop-head, the head's TTL timer
             pending.finish(number)
