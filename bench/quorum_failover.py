@@ -120,11 +120,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--lease-ttl", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", help="a directory to run in and keep (node logs)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     ttl = ("--cluster-lease-ttl", str(args.lease_ttl))
     with tempfile.TemporaryDirectory(prefix="quorum-failover-") as tmp:
-        base = Path(tmp)
+        base = Path(args.keep or tmp)
         etcd = EtcdServer(base / "etcd").start()
         nodes = [node(etcd, base / f"n{i}", f"n{i}", *ttl) for i in (1, 2, 3)]
         c = Campaign(nodes)
@@ -178,6 +179,9 @@ def main() -> int:
                 n.kill()
             etcd.kill()
             tracebacks = [f"n{i + 1}" for i, n in enumerate(nodes) if "Traceback" in n.log]
+            if args.keep:
+                for i, n in enumerate(nodes):
+                    (base / f"n{i + 1}.log").write_text(n.log)
     problems = c.h.problems()
     print("\nround | killed  | role     | to next confirm (s)")
     print("\n".join(rows))
