@@ -209,7 +209,7 @@ def test_a_publish_is_confirmed_and_delivered_only_once_a_majority_holds_it(
             assert method is None, "an uncommitted message was delivered"
         n2.start()  # a member comes back: it gets the leader's snapshot and acks it
         t.join(20)
-        assert outcome == ["confirmed"]
+        assert outcome == ["confirmed"], n1.log[-3000:]
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             method, _p, raw = conn.channel().basic_get("maj", auto_ack=True)
             assert method is not None and raw == b"needs-two-disks"
