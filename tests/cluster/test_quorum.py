@@ -129,6 +129,11 @@ def test_quorum_queue_is_replicated_and_shown_with_its_members(
                 got.append(raw)
                 ch.basic_ack(method.delivery_tag)
             assert got == [f"m{i}".encode() for i in range(20)]
+            ch.queue_delete("q")  # everywhere, with the members' copies
+        eventually(
+            lambda: httpx.get(f"{n2.http_url}/api/queues/%2F/q", auth=("guest", "guest"))
+            .status_code == 404, 5,
+        )  # fmt: skip
     finally:
         for n in (n1, n2, n3):
             n.kill()

@@ -115,6 +115,12 @@ class QuorumManager:
                 self._lead_new(queue)
             case QueueDeleted(queue=queue):
                 key = (queue.vhost.name, queue.name)
+                follower = None if self._promoting else self.following.pop(key, None)
+                if follower is not None:  # deleted everywhere: our copy goes too
+                    follower.store.destroy()
+                    task = self.tasks.pop(key, None)
+                    if task is not None:
+                        task.cancel()
                 rep = self.leading.pop(key, None)
                 if rep is not None and rep.queue is queue:
                     rep.close()
