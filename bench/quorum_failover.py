@@ -39,6 +39,7 @@ class Campaign:
         self.nodes = nodes
         self.h = History()
         self.stop = threading.Event()
+        self.stop_publishing = threading.Event()
         self.hold = threading.Event()
         self.flush = threading.Event()
         self.down: set[int] = set()
@@ -53,12 +54,12 @@ class Campaign:
 
     def publisher(self) -> None:
         seq, k = 0, 0
-        while not self.stop.is_set():
+        while not self.stop_publishing.is_set():
             try:
                 with pika.BlockingConnection(pika.URLParameters(self.url(k))) as conn:
                     ch = conn.channel()
                     ch.confirm_delivery()
-                    while not self.stop.is_set():
+                    while not self.stop_publishing.is_set():
                         self.h.publish(("p", seq), "work")
                         began = time.monotonic()
                         try:
@@ -169,12 +170,24 @@ def main() -> int:
                 c.flush.clear()
                 nodes[victim].start()
                 c.down.discard(victim)
-            time.sleep(3)
+            c.stop_publishing.set()
+            threads[0].join(30)
+            # the consumer drains what is left: done when it has everything confirmed,
+            # or when nothing new arrived for 10 s
+            seen, idle_since = -1, time.monotonic()
+            while time.monotonic() - idle_since < 10:
+                delivered = {m for _q, m, _r in c.h.deliveries}
+                if c.h.confirmed <= delivered:
+                    break
+                if len(c.h.deliveries) != seen:
+                    seen, idle_since = len(c.h.deliveries), time.monotonic()
+                time.sleep(0.2)
             c.stop.set()
             for t in threads:
                 t.join(30)
         finally:
             c.stop.set()
+            c.stop_publishing.set()
             for n in nodes:
                 n.kill()
             etcd.kill()
