@@ -44,6 +44,7 @@ class Campaign:
         self.flush = threading.Event()
         self.down: set[int] = set()
         self.times: list[tuple[float, float]] = []
+        self.consumer_at = ""
 
     def url(self, k: int) -> str:
         for i in range(len(self.nodes)):
@@ -83,10 +84,11 @@ class Campaign:
             stale: list[int] = []
             try:
                 with pika.BlockingConnection(pika.URLParameters(self.url(k))) as conn:
+                    self.consumer_at = self.url(k)
                     ch = conn.channel()
                     ch.basic_qos(prefetch_count=50)
                     for method, _props, raw in ch.consume("work", inactivity_timeout=0.1):
-                        if self.flush.is_set() and stale:
+                        if stale and (self.flush.is_set() or not self.hold.is_set()):
                             for tag in stale:
                                 ch.basic_ack(tag)
                             stale.clear()
@@ -182,6 +184,15 @@ def main() -> int:
                 if len(c.h.deliveries) != seen:
                     seen, idle_since = len(c.h.deliveries), time.monotonic()
                 time.sleep(0.2)
+            if not c.h.confirmed <= {m for _q, m, _r in c.h.deliveries}:
+                print("consumer on", c.consumer_at, "last delivery", c.h.deliveries[-1:])
+                for i, n in enumerate(nodes):
+                    shown = httpx.get(
+                        f"{n.http_url}/api/queues/%2F/work", auth=("guest", "guest")
+                    ).json()
+                    keys = ("leader", "online", "consumers", "messages_ready",
+                            "messages_unacknowledged")  # fmt: skip
+                    print(f"n{i + 1}", n.url, {k: shown.get(k) for k in keys})
             c.stop.set()
             for t in threads:
                 t.join(30)
