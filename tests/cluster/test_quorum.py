@@ -24,8 +24,11 @@ def three_nodes(etcd: EtcdServer, prefix: str, tmp_path: Path) -> list[RoostProc
     nodes = [node(etcd, tmp_path / f"n{i}", f"n{i}", *TTL, prefix=prefix) for i in (1, 2, 3)]
     for n in nodes:
         n.start()
-    nodes[0].wait_for_log("link with n2 up")
-    nodes[0].wait_for_log("link with n3 up")
+    # n1 declares the queues: it must see the others running (the group is chosen from
+    # the nodes running at the declaration) and have its links to them
+    for other in ("n2", "n3"):
+        nodes[0].wait_for_log(f"node '{other}' is up")
+        nodes[0].wait_for_log(f"link with {other} up")
     nodes[1].wait_for_log("link with n3 up")
     return nodes
 
@@ -221,7 +224,7 @@ def test_a_publish_is_confirmed_and_delivered_only_once_a_majority_holds_it(
             assert method is None, "an uncommitted message was delivered"
         n2.start()  # a member comes back: it gets the leader's snapshot and acks it
         t.join(20)
-        assert outcome == ["confirmed"], n1.log[-3000:]
+        assert outcome == ["confirmed"], (n1.proc.poll() if n1.proc else None, n1.log[-1500:])
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             method, _p, raw = conn.channel().basic_get("maj", auto_ack=True)
             assert method is not None and raw == b"needs-two-disks"

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.cluster.quorum")
 
 
+WATCHDOG = 1.0  # seconds a member's acks may stand still while it is behind
+
+
 class NotLeader(BrokerError):
     pass
 
@@ -66,6 +69,8 @@ class Replicator:
         self.first_out = 1  # the index of outbox[0]
         self.need_snapshot: set[str] = set(self.followers)
         self._flush_scheduled = False
+        self._progress: dict[str, float] = {}  # member -> when its acks last moved
+        self._watchdog: asyncio.TimerHandle | None = None
 
     @property
     def leader(self) -> str:
@@ -128,6 +133,8 @@ class Replicator:
     def close(self, why: str = "queue deleted") -> None:
         """The queue is gone here (deleted, or another node leads it now)."""
         self.deposed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         for _entry, _index, number in self.uncommitted.values():
             self.broker.pending.finish(number, NotLeader(why))
         self.uncommitted.clear()
@@ -147,6 +154,24 @@ class Replicator:
         self.term = term
         self.need_snapshot = set(self.followers)
         self.flush()
+        self._watch()
+
+    def _watch(self) -> None:
+        """Once a second: a member whose link is up but whose acks have not moved while it
+        is behind gets a snapshot again (what was sent may have reached a node that was
+        still starting, before it listened for records)."""
+        if self.deposed:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for member in self.followers:
+            behind = self.acked.get(member, 0) < self.index
+            if not behind or self.links.link(member) is None:
+                self._progress[member] = now
+            elif now - self._progress.get(member, now) > WATCHDOG:
+                self._progress[member] = now
+                self.resync(member)
+        self._watchdog = loop.call_later(WATCHDOG / 2, self._watch)
 
     def flush(self) -> None:
         self._flush_scheduled = False
@@ -220,6 +245,8 @@ class Replicator:
         if not ack.ok:
             self.resync(member)
             return
+        if ack.durable_index > self.acked.get(member, 0):
+            self._progress[member] = asyncio.get_running_loop().time()
         self.acked[member] = max(self.acked.get(member, 0), ack.durable_index)
         self._commit()
 
