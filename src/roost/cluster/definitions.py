@@ -337,6 +337,9 @@ class ClusterDefinitions:
         existing = vhost.queues.get(item["name"])
         if existing is not None and existing.remote and getattr(existing, "home", None) == home:
             return
+        if existing is not None and existing.remote and hasattr(existing, "rehome"):
+            existing.rehome(home)  # a replicated queue's new leader (cluster.quorum)
+            return
         remote = self.remote_factory(vhost, item, home)
         if existing is None:
             vhost.adopt_queue(remote)
@@ -349,6 +352,8 @@ class ClusterDefinitions:
             for b in ex.bindings_to(existing)
         ]
         messages = [e.message for e in existing.ready if e.message is not None]
+        if existing.kind == "quorum":
+            messages = []  # a deposed leader's: the new leader holds what was committed
         vhost.delete_queue(existing)
         vhost.adopt_queue(remote)
         for source, routing_key, arguments in bindings:

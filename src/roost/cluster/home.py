@@ -136,8 +136,7 @@ class Home:
 
         vhost = self.broker.catalog.vhosts.get(frame.vhost)
         message = message_of(frame.exchange, frame.routing_key, frame.properties, frame.body)
-        store = self.broker.message_store
-        before = store.appends
+        done = self.broker.durable_from_here()  # the store, and a quorum queue's majority
         taken = 0
         for name in frame.queues:
             queue = None if vhost is None else vhost.queues.get(name)
@@ -151,11 +150,11 @@ class Home:
                 queue.flow.hold(peer.publisher)
         if not taken:
             answer(f.Outcome.UNROUTABLE, "no such queue on its home node")
-        elif store.appends != before:
-            store.when_durable(
-                lambda ok: answer(f.Outcome.CONFIRMED if ok else f.Outcome.NACKED, "disk")
+        elif not done.then(
+            lambda error: answer(
+                f.Outcome.CONFIRMED if error is None else f.Outcome.NACKED, str(error or "")
             )
-        else:
+        ):
             answer(f.Outcome.CONFIRMED)
 
     def _session(self, link: Link, vhost: VHost) -> tuple[Session, _Sink]:

@@ -56,6 +56,7 @@ class ClusterNode:
         self.link_down: list[Callable[[Link, str], None]] = []
         self.node_down: list[Callable[[str], None]] = []  # a peer's lease ended
         self.definitions: Any = None  # roost.cluster.definitions, once serving
+        self.quorum: Any = None  # roost.cluster.quorum.manager, once serving
 
     @property
     def name(self) -> str:
@@ -110,6 +111,10 @@ class ClusterNode:
         plane = DataPlane(self, broker)
         defs = ClusterDefinitions(self.coordinator, self.prefix, self.name, broker, self.links)
         defs.remote_factory = plane.make_queue
+        from roost.cluster.quorum.manager import QuorumManager
+
+        self.quorum = QuorumManager(self, broker, plane, defs)
+        defs.remote_factory = self.quorum.make_queue
         self.frame_handlers.append(defs.applied.frame)
         self.link_up.append(defs.link_up)
         self.link_down.append(lambda link, why: defs.applied.peer_gone(link.peer))
@@ -119,6 +124,7 @@ class ClusterNode:
             volatile=self.settings.data_dir is None,
         )
         self.definitions = defs
+        self.quorum.start()
         for peer in list(self.links.links):
             link = self.links.link(peer)
             if link is not None:
@@ -156,6 +162,8 @@ class ClusterNode:
             listener(link, why)
 
     async def leave(self) -> None:
+        if self.quorum is not None:
+            await self.quorum.stop()
         if self.definitions is not None:
             await self.definitions.stop()
         await self.links.close()

@@ -329,6 +329,8 @@ class DataPlane:
         """The home node is gone (its lease expired): consumers of its queues here are
         cancelled (basic.cancel), as RabbitMQ does when a classic queue's node goes."""
         for queue in self._stand_ins(peer):
+            if getattr(queue, "survives_home", False):
+                continue  # a replicated queue: another member takes over (cluster.quorum)
             for consumer in list(queue.consumers):
                 queue.consumers.remove(consumer)
                 consumer.session.consumer_gone(consumer)

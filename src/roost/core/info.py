@@ -109,6 +109,11 @@ class QueueInfo:
     max_offset_lag: int = 0
     # the policy's definition with the operator policy's limits over it, as applied
     effective_definition: dict[str, Any] = field(default_factory=dict)
+    # a cluster's replicated quorum queue: its leader, every member, the members up and
+    # in sync (None elsewhere)
+    leader: str | None = None
+    members: list[str] | None = None
+    online: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,6 +139,7 @@ class Queries:
             # RabbitMQ's "flow": the queue holds its publishers back (core/flow.py)
             state=_state(q),
             **_stream_offsets(q),
+            **_group(q),
         )
 
     def list_queues(self, vhost: str | None = None) -> list[QueueInfo]:
@@ -343,7 +344,15 @@ def _user_info(user: User) -> UserInfo:
     return UserInfo(user.name, user.password_hash, user.hashing_algorithm, tuple(user.tags))
 
 
-def _stream_offsets(q: Queue) -> dict[str, int]:
+def _group(q: Queue) -> dict[str, Any]:
+    """A cluster's replicated quorum queue (roost.cluster.quorum): leader, members, online."""
+    group = getattr(q, "group", None)
+    if group is None:
+        return {}
+    return {"leader": group.leader, "members": list(group.members), "online": group.online()}
+
+
+def _stream_offsets(q: Queue) -> dict[str, Any]:
     if not isinstance(q, StreamQueue):
         return {}
     return {

@@ -87,6 +87,8 @@ def queue(q: QueueInfo, *, consumers: list[ConsumerInfo] | None = None) -> dict[
     }
     if q.owner is not None:
         out["owner_pid_details"] = connection_ref(q.owner)
+    if q.leader is not None:  # a cluster's replicated quorum queue, as RabbitMQ shows one
+        out.update(leader=q.leader, members=q.members, online=q.online, node=q.leader)
     if consumers is not None:
         out["consumer_details"] = [consumer(c) for c in consumers]
         out["incoming"] = []

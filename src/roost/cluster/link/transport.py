@@ -103,8 +103,12 @@ class LinkProtocol(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_planned = False
-        if self.out and self.transport is not None and not self.closed:
-            self.transport.write(self.out.take())
+        transport = self.transport
+        if self.out and transport is not None and not self.closed:
+            if transport.is_closing():  # replaced by a new connection in this turn
+                self.out.take()
+                return
+            transport.write(self.out.take())
             self._last_out = self.loop.time()
             if self.link is not None:
                 self.link.writes += 1

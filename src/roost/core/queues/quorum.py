@@ -12,14 +12,27 @@ queues, on a cluster, replace this class; everything quorum-specific is in this 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.errors import PreconditionFailed
 from roost.core.queues.base import Queue
 
 if TYPE_CHECKING:
     from roost.core.client import Client
+    from roost.core.message import Message
+    from roost.core.queues.entry import Entry
     from roost.core.vhost import VHost
+
+
+class Replication(Protocol):
+    """A cluster's replication of one quorum queue (roost.cluster.quorum), led here: it
+    takes the publishes (they join the queue once a majority holds them) and hears of
+    first deliveries and of messages leaving for good."""
+
+    def push(self, message: Message) -> bool: ...
+    def delivered(self, entry: Entry) -> None: ...
+    def forgotten(self, entry: Entry) -> None: ...
+    def close(self, why: str = ...) -> None: ...
 
 # arguments of other queue types that RabbitMQ 3.10 refuses on a quorum queue (others,
 # its own and unknown x- ones, pass)
@@ -58,6 +71,25 @@ class QuorumQueue(Queue):
             arguments=arguments,
         )
         self._attach_features()  # where deliveries are counted
+        self.replication: Replication | None = None  # set on a cluster's leader
+        # a cluster's view for management: (leader, members, online); None: one node
+        self.group: Any = None
+
+    def push(self, message: Message) -> bool:
+        replication = self.replication
+        if replication is None:
+            return super().push(message)
+        return replication.push(message)
+
+    def _delivered(self, entry: Entry) -> None:
+        super()._delivered(entry)
+        if self.replication is not None and entry.deliveries == 1:
+            self.replication.delivered(entry)
+
+    def _forget(self, entry: Entry) -> None:
+        super()._forget(entry)
+        if self.replication is not None:
+            self.replication.forgotten(entry)
 
 
 def check_declare(

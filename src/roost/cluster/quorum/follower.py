@@ -1,0 +1,90 @@
+"""A member that does not lead: applies the leader's records to its own copy of the
+queue in the message store (``store/``: the same files a local queue has), and
+acknowledges an index once the group commit that covers it ran (fsync).
+
+Fencing: a record batch of an older term than the newest this member has seen is
+refused (``ok=False`` with our term), so a deposed leader can commit nothing here. A
+batch that does not follow on from the last index (a gap after a lost link) is refused
+too; the leader then sends a full snapshot (``RESET``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from roost.cluster.link import frames as f
+from roost.cluster.quorum import records as r
+from roost.cluster.wire import message_of
+
+if TYPE_CHECKING:
+    from roost.cluster.link.transport import Link
+    from roost.core.durability import MessageStore, QueueStore
+
+
+class Follower:
+    def __init__(self, store: MessageStore, vhost: str, queue: str) -> None:
+        self.message_store = store
+        self.vhost = vhost
+        self.queue = queue
+        self.store: QueueStore = store.open_queue(vhost, queue)
+        self.term = 0  # the newest term seen
+        self.leader = ""
+        self.last_index = 0  # every record up to here applied (durable once acked)
+        self.durable_index = 0
+        # seq -> (slot in our store, body size, delivered), in the leader's order
+        self.held: dict[int, tuple[int, int, bool]] = {}
+
+    def receive(self, link: Link, frame: f.Replicate) -> None:
+        if frame.term < self.term:
+            self._answer(link, ok=False)
+            return
+        if frame.term > self.term:
+            self.term = frame.term
+            self.last_index = self.durable_index = 0
+        self.leader = link.peer
+        entries = frame.entries
+        resets = bool(entries) and entries[0][:1] == r.RESET
+        if not resets and frame.first_index != self.last_index + 1:
+            self._answer(link, ok=False)  # a gap: the leader resends a snapshot
+            return
+        upto = frame.first_index + len(entries) - 1
+        for raw in entries:
+            kind, seq, message = r.decode(raw)
+            if kind == r.RESET:
+                self._drop_all()
+                upto = seq
+            elif message is not None:
+                self._enqueue(message)
+            elif kind == r.DEL:
+                found = self.held.pop(seq, None)
+                if found is not None:
+                    self.store.remove(found[0])
+            elif kind == r.DLV:
+                found = self.held.get(seq)
+                if found is not None and not found[2]:
+                    self.store.mark_delivered(found[0])
+                    self.held[seq] = (found[0], found[1], True)
+        self.last_index = upto
+        term = self.term
+        self.message_store.when_durable(lambda ok: self._durable(link, term, upto, ok))
+
+    def _enqueue(self, e: r.Enq) -> None:
+        props = message_of(e.exchange, e.routing_key, e.properties, b"").properties
+        slot = self.store.append(e.exchange, e.routing_key, props.as_tuple(), e.body)
+        if e.delivered:
+            self.store.mark_delivered(slot)
+        self.held[e.seq] = (slot, len(e.body), e.delivered)
+
+    def _drop_all(self) -> None:
+        for slot, _size, _delivered in self.held.values():
+            self.store.remove(slot)
+        self.held.clear()
+
+    def _durable(self, link: Link, term: int, upto: int, ok: bool) -> None:
+        if not ok or term != self.term:
+            return
+        self.durable_index = max(self.durable_index, upto)
+        self._answer(link, ok=True)
+
+    def _answer(self, link: Link, *, ok: bool) -> None:
+        link.send(f.ReplicateAck(self.vhost, self.queue, self.term, self.durable_index, ok))

@@ -1,0 +1,277 @@
+"""The leader's side of a replicated quorum queue: every change of the queue becomes a
+log record carrying the leader's term, shipped to the other members over the links.
+
+A publish is written to the leader's own store at once but joins the queue (and can be
+delivered) only when a majority of the members, the leader included, hold it on disk;
+its publisher's confirm waits for that too (a ``Pending`` operation of the core's one
+durability wait). First deliveries and removals (ack, drop) are shipped the same way but
+nobody waits for them (a client's ack has no answer in AMQP). A member's link coming up,
+or a member refusing a batch, gets a full snapshot (``RESET`` and every live message).
+A member answering with a newer term deposes this leader: what was not committed is
+nacked and nothing more is taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from roost.cluster.link import frames as f
+from roost.cluster.quorum import records as r
+from roost.cluster.wire import properties_of
+from roost.core.errors import BrokerError
+from roost.core.queues.entry import Entry
+
+if TYPE_CHECKING:
+    from roost.cluster.link.transport import LinkManager
+    from roost.core.broker import Broker
+    from roost.core.message import Message
+    from roost.core.queues.quorum import QuorumQueue
+
+log = logging.getLogger("roost.cluster.quorum")
+
+
+WATCHDOG = 1.0  # seconds a member's acks may stand still while it is behind
+
+
+class NotLeader(BrokerError):
+    pass
+
+
+class Replicator:
+    def __init__(
+        self,
+        broker: Broker,
+        links: LinkManager,
+        queue: QuorumQueue,
+        node: str,
+        members: list[str],
+        on_deposed: Callable[[], None] | None = None,
+    ) -> None:
+        self.broker = broker
+        self.links = links
+        self.queue = queue
+        self.node = node
+        self.members = members
+        self.term = 0  # 0 until the election is won
+        self.deposed = False
+        self.on_deposed = on_deposed
+        self.index = 0  # the last log index written
+        self.own_durable = 0
+        self.acked: dict[str, int] = {}  # member -> the index it holds on disk
+        self.commit_index = 0
+        self.live: dict[int, Entry] = {}  # seq -> entry, every message in the queue
+        # seq -> (entry, log index, Pending number) of publishes not yet committed
+        self.uncommitted: dict[int, tuple[Entry, int, int]] = {}
+        self.outbox: list[bytes] = []
+        self.first_out = 1  # the index of outbox[0]
+        self.need_snapshot: set[str] = set(self.followers)
+        self._flush_scheduled = False
+        self._progress: dict[str, float] = {}  # member -> when its acks last moved
+        self._watchdog: asyncio.TimerHandle | None = None
+
+    @property
+    def leader(self) -> str:
+        return self.node
+
+    @property
+    def followers(self) -> list[str]:
+        return [m for m in self.members if m != self.node]
+
+    @property
+    def majority(self) -> int:
+        return len(self.members) // 2 + 1
+
+    def online(self) -> list[str]:
+        """Members up and in sync: this leader, and followers with no snapshot owed."""
+        up = [m for m in self.followers if self.links.link(m) is not None]
+        return [self.node] + [m for m in up if m not in self.need_snapshot]
+
+    # -- the queue's hooks
+
+    def push(self, message: Message) -> bool:
+        q = self.queue
+        if self.deposed:
+            q.refusal = f"{q._where()}: this node is no longer its leader"
+            return False
+        q._seq += 1
+        entry = Entry(q._seq, message)
+        features = q.features
+        if features is not None and not features.admit(entry):  # TTL, reject-publish
+            q.refusal = f"{q._where()} is full (overflow {features.settings.overflow})"
+            return False
+        q.stat_published += 1
+        if q.store is not None:
+            entry.slot = q.store.append(
+                message.exchange, message.routing_key, message.properties.as_tuple(), message.body
+            )
+        self.live[entry.seq] = entry
+        index = self._record(
+            r.enq(
+                entry.seq,
+                False,
+                message.exchange,
+                message.routing_key,
+                properties_of(message),
+                message.body,
+            )
+        )
+        self.uncommitted[entry.seq] = (entry, index, self.broker.pending.issue())
+        self.broker.message_store.when_durable(lambda ok: self._own(index, ok))
+        return True
+
+    def delivered(self, entry: Entry) -> None:
+        if entry.seq in self.live:
+            self._record(r.mark(r.DLV, entry.seq))
+
+    def forgotten(self, entry: Entry) -> None:
+        if self.live.pop(entry.seq, None) is not None:
+            self._record(r.mark(r.DEL, entry.seq))
+
+    def close(self, why: str = "queue deleted") -> None:
+        """The queue is gone here (deleted, or another node leads it now)."""
+        self.deposed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        for _entry, _index, number in self.uncommitted.values():
+            self.broker.pending.finish(number, NotLeader(why))
+        self.uncommitted.clear()
+
+    # -- the log
+
+    def _record(self, raw: bytes) -> int:
+        self.index += 1
+        self.outbox.append(raw)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+        return self.index
+
+    def started(self, term: int) -> None:
+        """The election is won: ship what waited for it."""
+        self.term = term
+        self.need_snapshot = set(self.followers)
+        self.flush()
+        self._watch()
+
+    def _watch(self) -> None:
+        """Once a second: a member whose link is up but whose acks have not moved while it
+        is behind gets a snapshot again (what was sent may have reached a node that was
+        still starting, before it listened for records)."""
+        if self.deposed:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for member in self.followers:
+            behind = self.acked.get(member, 0) < self.index
+            if not behind or self.links.link(member) is None:
+                self._progress[member] = now
+            elif now - self._progress.get(member, now) > WATCHDOG:
+                self._progress[member] = now
+                self.resync(member)
+        self._watchdog = loop.call_later(WATCHDOG / 2, self._watch)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        if not self.term or self.deposed:
+            return
+        batch, first = self.outbox, self.first_out
+        self.outbox, self.first_out = [], self.index + 1
+        q = self.queue
+        for member in self.followers:
+            link = self.links.link(member)
+            if link is None:
+                self.need_snapshot.add(member)
+                continue
+            if member in self.need_snapshot:
+                self.need_snapshot.discard(member)
+                link.send(self._snapshot())
+            elif batch:
+                link.send(
+                    f.Replicate(q.vhost.name, q.name, self.term, first, self.commit_index, batch)
+                )
+        self._commit()
+
+    def _snapshot(self) -> f.Replicate:
+        q = self.queue
+        entries = [r.mark(r.RESET, self.index)]
+        for seq, entry in self.live.items():
+            message = entry.message
+            if message is None and q.store is not None:
+                _s, _r, ex, rk, props, body = q.store.read(entry.slot)
+                from roost.core.message import Message, Properties
+
+                message = Message(ex, rk, Properties(*props), body)
+            assert message is not None
+            entries.append(
+                r.enq(
+                    seq,
+                    entry.deliveries > 0,
+                    message.exchange,
+                    message.routing_key,
+                    properties_of(message),
+                    message.body,
+                )
+            )
+        return f.Replicate(q.vhost.name, q.name, self.term, 0, self.commit_index, entries)
+
+    def resync(self, member: str) -> None:
+        if member in self.followers:
+            self.need_snapshot.add(member)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self.flush)
+
+    # -- acknowledgements and commit
+
+    def _own(self, index: int, ok: bool) -> None:
+        if ok:
+            self.own_durable = max(self.own_durable, index)
+            self._commit()
+
+    def acknowledged(self, member: str, ack: f.ReplicateAck) -> None:
+        if ack.term > self.term and self.term:
+            log.warning(
+                "queue '%s': deposed by term %d (ours %d)", self.queue.name, ack.term, self.term
+            )
+            self.close("a newer leader was elected")
+            if self.on_deposed is not None:
+                self.on_deposed()
+            return
+        if ack.term != self.term:
+            return
+        if not ack.ok:
+            self.resync(member)
+            return
+        if ack.durable_index > self.acked.get(member, 0):
+            self._progress[member] = asyncio.get_running_loop().time()
+        self.acked[member] = max(self.acked.get(member, 0), ack.durable_index)
+        self._commit()
+
+    def _commit(self) -> None:
+        if not self.term or self.deposed:
+            return
+        held = sorted(
+            [self.own_durable, *(self.acked.get(m, 0) for m in self.followers)], reverse=True
+        )
+        commit = held[self.majority - 1]
+        if commit <= self.commit_index:
+            return
+        self.commit_index = commit
+        q = self.queue
+        pending = self.broker.pending
+        while self.uncommitted:
+            seq, (entry, index, number) = next(iter(self.uncommitted.items()))
+            if index > commit:
+                break
+            del self.uncommitted[seq]
+            # consumers see it only now
+            if seq in self.live and (q.ready or not q._offer(entry)):
+                q._own_ready().append(entry)
+                q.ready_bytes += entry.size
+                q.flow.after_push()
+                if q.features is not None:
+                    q.features.enqueued(entry)  # drop-head, the head's TTL timer
+            pending.finish(number)

@@ -1,0 +1,361 @@
+"""Replicated quorum queues on a cluster: who leads each one, and failover.
+
+A quorum queue declared on a cluster node is led by that node first: it picks the
+members (``x-quorum-initial-group-size``, default the smaller of 3 and the running
+nodes, itself first), records them in etcd next to the definition
+(``PREFIX/quorum/VHOST/QUEUE``) and wins the queue's election (``cluster/election.py``,
+key ``PREFIX/leaders/VHOST/QUEUE`` under its node's lease; the term is the key's create
+revision). Other nodes reach it through a ``QuorumStandIn``; members also hold a
+``Follower`` copy, made when the leader's first records arrive.
+
+Failover: a follower watches the election key. When the leader's lease expires the key
+goes; each surviving member writes its position (term, durable index) under
+``PREFIX/quorum-pos/…``, and the one with the longest log campaigns at once (the
+others only after ``FALLBACK`` seconds with no leader). The winner turns its copy into
+the queue (its stand-in's bindings and local consumers move over), ships a snapshot to
+the other members under its new term, and moves the queue's home in etcd with a fenced
+transaction; every node's definitions watch then points its stand-in at it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from roost.cluster.coordinator import Put
+from roost.cluster.election import Election
+from roost.cluster.link import frames as f
+from roost.cluster.quorum.follower import Follower
+from roost.cluster.quorum.leader import Replicator
+from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
+from roost.core.errors import BrokerError
+from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
+from roost.core.queues.entry import Entry
+from roost.core.queues.quorum import QuorumQueue
+
+if TYPE_CHECKING:
+    from roost.cluster.link.transport import Link
+    from roost.cluster.node import ClusterNode
+    from roost.cluster.remote import DataPlane
+    from roost.core.broker import Broker
+    from roost.core.events import Event
+    from roost.core.queues.base import Queue
+    from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.cluster.quorum")
+
+FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigning
+POSITIONS_WAIT = 0.3  # seconds for the surviving members to write their positions
+
+Key = tuple[str, str]  # (vhost, queue)
+
+
+class QuorumManager:
+    def __init__(self, node: ClusterNode, broker: Broker, plane: DataPlane, defs: Any) -> None:
+        self.node = node
+        self.broker = broker
+        self.plane = plane
+        self.defs = defs
+        self.prefix = node.prefix
+        self.leading: dict[Key, Replicator] = {}
+        self.following: dict[Key, Follower] = {}
+        self.groups: dict[Key, QuorumGroup] = {}
+        self.tasks: dict[Key, asyncio.Task[None]] = {}
+        self._promoting = False
+        node.frame_handlers.append(self.frame)
+        node.link_up.append(self._link_up)
+        broker.catalog.on_change.append(self._broker_changed)
+        for vhost in broker.catalog.vhosts.values():
+            vhost.on_change.append(self._changed)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def _key(self, kind: str, key: Key) -> str:
+        return f"{self.prefix}/{kind}/{quote(key[0], safe='')}/{quote(key[1], safe='')}"
+
+    def _running(self) -> list[str]:
+        return [n.name for n in self.node.membership.running()] if self.node.membership else []
+
+    # -- stand-ins and events
+
+    def make_queue(self, vhost: VHost, item: dict[str, Any], home: str) -> Queue:
+        if (item.get("arguments") or {}).get("x-queue-type") != "quorum":
+            return self.plane.make_queue(vhost, item, home)
+        queue = QuorumStandIn(self.plane, vhost, item, home)
+        key = (vhost.name, queue.name)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = QuorumGroup(home, [home], self._running)
+            self._spawn(key, self._read_group(key, group), replace=False)
+        group.leader = home
+        queue.group = group
+        return queue
+
+    async def _read_group(self, key: Key, group: QuorumGroup) -> None:
+        for _ in range(50):  # the leader writes the record just after the definition
+            kv = await self.node.coordinator.get(self._key("quorum", key))
+            if kv is not None:
+                group.members = json.loads(kv.value)["members"]
+                return
+            await asyncio.sleep(0.1)
+
+    def _broker_changed(self, event: Event) -> None:
+        if isinstance(event, VHostChanged) and self._changed not in event.vhost.on_change:
+            event.vhost.on_change.append(self._changed)
+
+    def _changed(self, event: Event) -> None:
+        match event:
+            case QueueDeclared(queue=QuorumQueue() as queue) if not self._promoting:
+                self._lead_new(queue)
+            case QueueDeleted(queue=queue):
+                key = (queue.vhost.name, queue.name)
+                follower = None if self._promoting else self.following.pop(key, None)
+                if follower is not None:  # deleted everywhere: our copy goes too
+                    follower.store.destroy()
+                    task = self.tasks.pop(key, None)
+                    if task is not None:
+                        task.cancel()
+                rep = self.leading.pop(key, None)
+                if rep is not None and rep.queue is queue:
+                    rep.close()
+                    if not self._promoting and not queue.remote:
+                        self._spawn(key, self._forget_queue(key), replace=False)
+            case _:
+                pass
+
+    def start(self) -> None:
+        """After the definitions: a quorum queue this node recovered from its own disk
+        (it led it before a restart) is not served unreplicated. It campaigns again: won,
+        it leads with what it kept and resends it to the members; lost, it refuses
+        publishes until etcd turns it into a stand-in for the new leader."""
+        for vhost in self.broker.catalog.vhosts.values():
+            for queue in list(vhost.queues.values()):
+                if isinstance(queue, QuorumQueue) and queue.replication is None:
+                    self._spawn((vhost.name, queue.name), self._rejoin(queue))
+
+    async def _rejoin(self, queue: QuorumQueue) -> None:
+        key = (queue.vhost.name, queue.name)
+        kv = await self.node.coordinator.get(self._key("quorum", key))
+        members = json.loads(kv.value)["members"] if kv is not None else [self.name]
+        if len(members) == 1 or queue.replication is not None:
+            queue.group = QuorumGroup(self.name, members, self._running)
+            return
+        rep = Replicator(self.broker, self.node.links, queue, self.name, members)
+        for entry in queue.ready:
+            rep.live[entry.seq] = entry
+        queue.replication = rep
+        queue.group = rep
+        self.leading[key] = rep
+        await self._elect(key, rep, write_home=True)
+
+    # -- leading a new queue
+
+    def _lead_new(self, queue: QuorumQueue) -> None:
+        key = (queue.vhost.name, queue.name)
+        running = sorted(self._running(), key=lambda n: (n != self.name, n))
+        size = queue.arguments.get("x-quorum-initial-group-size")
+        size = min(int(size) if size else 3, len(running)) or 1
+        members = running[:size] or [self.name]
+        if len(members) == 1:  # one member: the single node's quorum queue, as it was
+            queue.group = QuorumGroup(self.name, members, self._running)
+            return
+        rep = Replicator(self.broker, self.node.links, queue, self.name, members)
+        queue.replication = rep
+        queue.group = rep
+        self.leading[key] = rep
+        self._spawn(key, self._elect(key, rep, write_home=False))
+
+    async def _elect(self, key: Key, rep: Replicator, *, write_home: bool) -> None:
+        coordinator = self.node.coordinator
+        election = self._election(key)
+        leader = await election.campaign_once()
+        if not election.term:
+            log.warning("queue %s: %s leads it already", key, leader.node)
+            rep.close("another node leads this queue")
+            return
+        record = {"members": rep.members, "leader": self.name, "term": election.term}
+        ops = [Put(self._key("quorum", key), json.dumps(record).encode())]
+        if write_home:  # the definition's node is the queue's home: here now
+            defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
+            kv = await coordinator.get(defs_key)
+            if kv is not None:
+                envelope = json.loads(kv.value)
+                envelope["node"] = self.name
+                ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
+        result = await election.fenced_txn([], ops)
+        if not result.succeeded:
+            rep.close("leadership lost")
+            return
+        rep.started(election.term)
+        log.info(
+            "queue %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
+        )
+
+    def _election(self, key: Key) -> Election:
+        m = self.node.membership
+        lease = m.lease_id if m is not None else 0
+        return Election(self.node.coordinator, self._key("leaders", key), self.name, lease)
+
+    async def _forget_queue(self, key: Key) -> None:
+        await self._election(key).coordinator.delete(self._key("leaders", key))
+        await self.node.coordinator.delete(self._key("quorum", key))
+
+    # -- frames
+
+    def frame(self, link: Link, frame: f.Frame) -> None:
+        match frame:
+            case f.Replicate():
+                key = (frame.vhost, frame.queue)
+                follower = self.following.get(key)
+                rep = self.leading.get(key)
+                if rep is not None:
+                    if frame.term <= rep.term:  # an older leader: fenced off
+                        link.send(f.ReplicateAck(frame.vhost, frame.queue, rep.term, 0, False))
+                        return
+                    rep.close("a newer leader was elected")  # we were deposed
+                    del self.leading[key]
+                if follower is None:
+                    follower = self.following[key] = Follower(self.broker.message_store, *key)
+                    self._spawn(key, self._watch_leader(key, follower))
+                follower.receive(link, frame)
+            case f.ReplicateAck():
+                rep = self.leading.get((frame.vhost, frame.queue))
+                if rep is not None:
+                    rep.acknowledged(link.peer, frame)
+            case _:
+                pass
+
+    def _link_up(self, link: Link) -> None:
+        for rep in self.leading.values():
+            rep.resync(link.peer)
+
+    # -- failover
+
+    async def _watch_leader(self, key: Key, follower: Follower) -> None:
+        coordinator = self.node.coordinator
+        election = self._election(key)
+        while self.following.get(key) is follower:
+            leader = await election.leader()
+            if leader is not None:
+                await election._wait_for_vacancy(leader)
+            pos_key = self._key("quorum-pos", key) + "/" + quote(self.name, safe="")
+            mine = (follower.term, follower.durable_index)
+            await coordinator.put(pos_key, json.dumps(list(mine)).encode())
+            await asyncio.sleep(POSITIONS_WAIT)
+            rows, _rev = await coordinator.get_prefix(self._key("quorum-pos", key) + "/")
+            running = set(self._running())
+            positions = [
+                (tuple(json.loads(kv.value)), unquote(kv.key.rsplit("/", 1)[-1])) for kv in rows
+            ]
+            ahead = [
+                name
+                for pos, name in positions
+                if name in running and (pos > mine or (pos == mine and name < self.name))
+            ]
+            if ahead:
+                await asyncio.sleep(FALLBACK)
+                if await election.leader() is not None:
+                    continue
+            await election.campaign_once()
+            if election.term:
+                await self._promote(key, follower, election)
+                return
+
+    async def _promote(self, key: Key, follower: Follower, election: Election) -> None:
+        kv = await self.node.coordinator.get(self._key("quorum", key))
+        members = json.loads(kv.value)["members"] if kv is not None else [self.name]
+        vhost = self.broker.catalog.vhosts.get(key[0])
+        stand_in = None if vhost is None else vhost.queues.get(key[1])
+        if vhost is None or stand_in is None or not stand_in.remote:
+            await election.resign()
+            return
+        del self.following[key]
+        queue = self._swap(vhost, stand_in, follower)
+        rep = Replicator(self.broker, self.node.links, queue, self.name, members)
+        for entry in queue.ready:
+            rep.live[entry.seq] = entry
+        queue.replication = rep
+        queue.group = rep
+        self.leading[key] = rep
+        # the first batch of the new term is a snapshot to every member
+        record = {"members": members, "leader": self.name, "term": election.term}
+        defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
+        ops = [Put(self._key("quorum", key), json.dumps(record).encode())]
+        found = await self.node.coordinator.get(defs_key)
+        if found is not None:
+            envelope = json.loads(found.value)
+            envelope["node"] = self.name
+            ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
+        result = await election.fenced_txn([], ops)
+        if not result.succeeded:
+            rep.close("leadership lost")
+            return
+        rep.started(election.term)
+        log.warning(
+            "queue %s: now led here (term %d, %d messages)", key, election.term, len(rep.live)
+        )
+
+    def _swap(self, vhost: VHost, stand_in: Queue, follower: Follower) -> QuorumQueue:
+        """The follower's copy becomes the queue here, in the stand-in's place."""
+        queue = QuorumQueue(vhost, stand_in.name, durable=True, arguments=dict(stand_in.arguments))
+        queue.attach_store(follower.store)  # so persistence opens no second store
+        for seq, (slot, _size, delivered) in follower.held.items():
+            _s, _r, exchange, routing_key, props, body = follower.store.read(slot)
+            from roost.core.message import Message, Properties
+
+            queue._seq = max(queue._seq, seq)
+            entry = Entry(seq, Message(exchange, routing_key, Properties(*props), body))
+            entry.slot = slot
+            if delivered:  # redelivered, x-delivery-count 1
+                entry.redelivered = True
+                entry.deliveries = 1
+            queue._own_ready().append(entry)
+            queue.ready_bytes += entry.size
+        bindings = [
+            (b.source.name, b.routing_key, dict(b.arguments))
+            for ex in vhost.exchanges.values()
+            for b in ex.bindings_to(stand_in)
+        ]
+        consumers = list(stand_in.consumers)
+        stand_in.consumers.clear()
+        self._promoting = True
+        try:
+            with self.defs._apply():
+                vhost.delete_queue(stand_in)
+                vhost.adopt_queue(queue)
+                for source, routing_key, arguments in bindings:
+                    with contextlib.suppress(BrokerError):
+                        vhost.bind(source, queue, routing_key, arguments)
+        finally:
+            self._promoting = False
+        for consumer in consumers:
+            consumer.queue = queue
+            queue.add_consumer(consumer)
+        queue.dispatch()
+        return queue
+
+    def _spawn(self, key: Key, work: Any, replace: bool = True) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        if replace:
+            old = self.tasks.pop(key, None)
+            if old is not None and old is not asyncio.current_task():
+                old.cancel()
+            self.tasks[key] = task
+        task.add_done_callback(_report)
+
+    async def stop(self) -> None:
+        for task in list(self.tasks.values()):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _report(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("quorum queue task failed: %r", task.exception())

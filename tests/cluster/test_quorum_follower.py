@@ -1,0 +1,66 @@
+"""A member's copy of a replicated queue, sans-IO over the memory store: the records it
+applies, and the fencing (a batch of an older term, or one that leaves a gap, is refused
+and changes nothing)."""
+
+from __future__ import annotations
+
+from roost.cluster.link import frames as f
+from roost.cluster.quorum import records as r
+from roost.cluster.quorum.follower import Follower
+from roost.store.memory import MemoryStore
+
+
+class Wire:
+    """The link's sending side: what the follower answered."""
+
+    peer = "leader"
+
+    def __init__(self) -> None:
+        self.sent: list[f.Frame] = []
+
+    def send(self, frame: f.Frame) -> bool:
+        self.sent.append(frame)
+        return True
+
+
+def enq(seq: int) -> bytes:
+    return r.enq(seq, False, "", "q", b"\x00\x00", f"m{seq}".encode())
+
+
+def batch(term: int, first: int, *entries: bytes) -> f.Replicate:
+    return f.Replicate("/", "q", term, first, 0, list(entries))
+
+
+def test_records_are_applied_and_acknowledged_once_durable() -> None:
+    wire = Wire()
+    follower = Follower(MemoryStore(), "/", "q")
+    follower.receive(wire, batch(7, 1, enq(1), enq(2), r.mark(r.DLV, 1)))  # type: ignore[arg-type]
+    follower.receive(wire, batch(7, 4, r.mark(r.DEL, 2)))  # type: ignore[arg-type]
+    assert list(follower.held) == [1]
+    assert follower.held[1][2] is True  # delivered: redelivered after a failover
+    acks = [a for a in wire.sent if isinstance(a, f.ReplicateAck)]
+    assert [(a.term, a.durable_index, a.ok) for a in acks] == [(7, 3, True), (7, 4, True)]
+
+
+def test_an_older_term_is_refused_and_changes_nothing() -> None:
+    wire = Wire()
+    follower = Follower(MemoryStore(), "/", "q")
+    follower.receive(wire, batch(9, 1, enq(1)))  # type: ignore[arg-type]
+    follower.receive(wire, batch(8, 2, enq(2), r.mark(r.DEL, 1)))  # type: ignore[arg-type]
+    assert list(follower.held) == [1]
+    last = wire.sent[-1]
+    assert isinstance(last, f.ReplicateAck)
+    assert (last.term, last.ok) == (9, False)  # the deposed leader learns the newer term
+
+
+def test_a_gap_is_refused_and_a_snapshot_replaces_the_copy() -> None:
+    wire = Wire()
+    follower = Follower(MemoryStore(), "/", "q")
+    follower.receive(wire, batch(3, 1, enq(1)))  # type: ignore[arg-type]
+    follower.receive(wire, batch(3, 5, enq(5)))  # type: ignore[arg-type]
+    assert list(follower.held) == [1] and wire.sent[-1].ok is False  # type: ignore[union-attr]
+    follower.receive(wire, batch(3, 0, r.mark(r.RESET, 9), enq(4), enq(6)))  # type: ignore[arg-type]
+    assert list(follower.held) == [4, 6]
+    assert follower.last_index == 9
+    follower.receive(wire, batch(3, 10, enq(7)))  # type: ignore[arg-type]
+    assert list(follower.held) == [4, 6, 7]
