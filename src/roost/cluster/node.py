@@ -19,6 +19,7 @@ from roost.cluster.link import frames as f
 from roost.cluster.link.transport import Link, LinkManager, Peer
 from roost.cluster.membership import Membership, NodeRecord, NodeStatus
 from roost.cluster.urls import parse_cluster_url
+from roost.core.info import MemberInfo
 
 log = logging.getLogger("roost.cluster")
 
@@ -107,6 +108,9 @@ class ClusterNode:
         from roost.cluster.definitions import ClusterDefinitions
         from roost.cluster.remote import DataPlane
 
+        activity = broker.management.activity  # the API shows the whole cluster
+        activity.node_name = self.name
+        activity.members = self.members
         plane = DataPlane(self, broker)
         defs = ClusterDefinitions(self.coordinator, self.prefix, self.name, broker, self.links)
         defs.remote_factory = plane.make_queue
@@ -123,6 +127,22 @@ class ClusterNode:
             link = self.links.link(peer)
             if link is not None:
                 defs.link_up(link)
+
+    def members(self) -> list[MemberInfo]:
+        """The members for management (``/api/nodes``, cluster-wide listings)."""
+        return [
+            MemberInfo(
+                name=n.name,
+                running=n.running,
+                host=n.record.host,
+                http_port=n.record.http_port,
+                amqp_port=n.record.amqp_port,
+                pid=n.record.pid,
+                started_ms=n.record.started_ms,
+                version=n.record.version,
+            )
+            for n in self.nodes()
+        ]
 
     def _membership_changed(self, record: NodeRecord, running: bool) -> None:
         self._dial_running()

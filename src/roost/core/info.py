@@ -109,6 +109,7 @@ class QueueInfo:
     max_offset_lag: int = 0
     # the policy's definition with the operator policy's limits over it, as applied
     effective_definition: dict[str, Any] = field(default_factory=dict)
+    node: str = ""  # a cluster's home node of the queue when it is another node
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +350,20 @@ class NodeInfo:
     disk_free_alarm: bool = False
     mem_limit: int = 0  # the memory high watermark in bytes
     disk_free_limit: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MemberInfo:
+    """A cluster member as membership knows it (``running`` False: its lease is gone)."""
+
+    name: str
+    running: bool
+    host: str
+    http_port: int
+    amqp_port: int
+    pid: int
+    started_ms: int
+    version: str
 
 
 @dataclass(frozen=True, slots=True)

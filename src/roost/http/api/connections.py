@@ -10,6 +10,7 @@ from roost.core.info import ConnectionInfo
 from roost.http import serialize as ser
 from roost.http.api.channels import visible_channels
 from roost.http.auth import sees_everything
+from roost.http.cluster import gather
 from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import Route
@@ -36,9 +37,8 @@ def _connection(request: web.Request) -> ConnectionInfo:
 @access(MANAGEMENT)
 async def list_connections(request: web.Request) -> web.Response:
     closed = request.query.get("state") == "closed"
-    return listing(
-        request, [ser.connection(c) for c in visible_connections(request, closed=closed)]
-    )
+    own = [ser.connection(c) for c in visible_connections(request, closed=closed)]
+    return listing(request, await gather(request, own))
 
 
 @access(MANAGEMENT)
