@@ -52,6 +52,8 @@ SAMPLES: list[f.Frame] = [
     f.Applied(123456),
     f.Replicate("/", "qq", 4, 100, 99, [b"entry-1", b"", b"entry-3"]),
     f.ReplicateAck("/", "qq", 4, 102, False),
+    f.QueueOp(8, f.QueueOpKind.PURGE, "/", "far"),
+    f.QueueOpResult(8, 404, 3, 1, "no such queue"),
 ]
 
 

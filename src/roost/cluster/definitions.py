@@ -12,7 +12,7 @@ node gives. Everything else is last-writer-wins, as RabbitMQ's own definitions a
 
 Every node follows the keys with one watch from the revision of its start-up snapshot
 and applies the others' changes to its in-memory view; a queue homed on another node
-becomes that node's stand-in (``roost.cluster.remote.RemoteQueue``).
+becomes that node's stand-in (``roost.cluster.stand_in.RemoteQueue``).
 
 Writes go to etcd one at a time, in the order the changes were made, so a bind never
 reaches etcd before the declare of its queue. A watched change of a key this node is

@@ -206,6 +206,46 @@ class Home:
                 session.nack(frame.delivery_id, False, requeue)
             return
 
+    def get(self, link: Link, frame: f.Get) -> None:
+        """basic.get for a client on the peer: the message stays unacked here, in the
+        peer's session, until the peer settles it (``Settle`` with its delivery tag)."""
+        vhost = self.broker.catalog.vhosts.get(frame.vhost)
+        queue = None if vhost is None else vhost.queues.get(frame.queue)
+        if vhost is None or queue is None or queue.remote:
+            link.send(f.GetResult(frame.request_id, False, reply_code=404))
+            return
+        session, _sink = self._session(link, vhost)
+        got = session.get(queue, False)
+        if got is None:
+            link.send(f.GetResult(frame.request_id, False))
+            return
+        tag, entry = got
+        message = entry.message
+        assert message is not None  # Queue.take pages it in
+        link.send(
+            f.GetResult(
+                frame.request_id,
+                True,
+                tag,
+                f.DELIVER_REDELIVERED if entry.redelivered else 0,
+                queue.message_count,
+                0,
+                message.exchange,
+                message.routing_key,
+                properties_of(message),
+                message.body,
+            )
+        )
+
+    def queue_op(self, link: Link, frame: f.QueueOp) -> None:
+        vhost = self.broker.catalog.vhosts.get(frame.vhost)
+        queue = None if vhost is None else vhost.queues.get(frame.queue)
+        if queue is None or queue.remote:
+            link.send(f.QueueOpResult(frame.request_id, 404, 0, 0, "no such queue"))
+            return
+        count = queue.purge() if frame.op == f.QueueOpKind.PURGE else queue.message_count
+        link.send(f.QueueOpResult(frame.request_id, 0, count, len(queue.consumers)))
+
     def _of(self, link: Link) -> list[tuple[Session, _Sink]]:
         return [s for (peer, _), s in self.sessions.items() if peer == link.peer]
 

@@ -42,6 +42,8 @@ class Kind(enum.IntEnum):
     APPLIED = 14
     REPLICATE = 15
     REPLICATE_ACK = 16
+    QUEUE_OP = 40  # a remote queue's counts and purge (kept apart from 17+ for issue 22)
+    QUEUE_OP_RESULT = 41
 
 
 class Outcome(enum.IntEnum):
@@ -50,6 +52,11 @@ class Outcome(enum.IntEnum):
     CONFIRMED = 0  # enqueued (persistent ones: after the fsync)
     NACKED = 1  # the home node could not take it (queue full with reject-publish, …)
     UNROUTABLE = 2  # none of its target queues exists there any more (mandatory: return)
+
+
+class QueueOpKind(enum.IntEnum):
+    COUNT = 0  # its ready messages and consumers (declare-ok, passive or not)
+    PURGE = 1
 
 
 class SettleOp(enum.IntEnum):
@@ -180,6 +187,28 @@ class GetResult:
 
 
 @dataclass(slots=True)
+class QueueOp:
+    """Asked of a queue's home node by a node whose client named the queue."""
+
+    request_id: int
+    op: QueueOpKind
+    vhost: str
+    queue: str
+
+
+@dataclass(slots=True)
+class QueueOpResult:
+    """``messages``: ready messages after the op (COUNT) or purged (PURGE);
+    ``reply_code`` 404 when the queue is not there."""
+
+    request_id: int
+    reply_code: int
+    messages: int
+    consumers: int
+    text: str = ""
+
+
+@dataclass(slots=True)
 class Flow:
     vhost: str
     queue: str
@@ -230,4 +259,6 @@ Frame = (
     | Applied
     | Replicate
     | ReplicateAck
+    | QueueOp
+    | QueueOpResult
 )
