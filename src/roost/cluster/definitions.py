@@ -33,7 +33,8 @@ from urllib.parse import quote, unquote
 from roost.cluster.applied import Applied
 from roost.cluster.coordinator import Compare, Delete, Get, KeyValue, Put
 from roost.cluster.errors import ClusterError
-from roost.cluster.startup import survivors
+from roost.cluster.placement import balanced_home, wants_balanced
+from roost.cluster.startup import departed, survivors
 from roost.core.definitions import (
     ORDER,
     export_definitions,
@@ -71,6 +72,7 @@ class Write:
     section: str
     key: str
     item: Item | None  # None: deleted
+    home: str = ""  # a queue's home node when not this one (x-queue-leader-locator)
 
 
 class ClusterDefinitions:
@@ -95,6 +97,7 @@ class ClusterDefinitions:
         self._own: dict[str, int] = {}  # etcd key -> revision of our last write to it
         self._tasks: list[asyncio.Task[None]] = []
         self.remote_factory: RemoteFactory | None = None
+        self.running: Callable[[], list[str]] = lambda: [node]  # running nodes' names
         self.revision = 0  # the last revision applied
 
     # -- keys -----------------------------------------------------------------------------
@@ -189,9 +192,28 @@ class ClusterDefinitions:
             return
         section, item, gone = found
         key = self.key(section, item)
+        home = ""
+        if isinstance(event, QueueDeclared) and not gone and wants_balanced(item["arguments"]):
+            home = self._place(event.queue, item)
         number = self.broker.pending.issue()
         self._inflight[key] = self._inflight.get(key, 0) + 1
-        self._writes.put_nowait(Write(number, section, key, None if gone else item))
+        self._writes.put_nowait(Write(number, section, key, None if gone else item, home))
+
+    def _place(self, queue: Queue, item: Item) -> str:
+        """A balanced queue's home; another node's: the queue here becomes its stand-in
+        now, and that node makes the queue when it applies the write."""
+        homes = [
+            getattr(q, "home", self.node) if q.remote else self.node
+            for v in self.catalog.vhosts.values()
+            for q in v.queues.values()
+            if q is not queue
+        ]
+        home = balanced_home(self.node, self.running(), homes)
+        if home == self.node:
+            return ""
+        with self._apply():
+            self._put_remote_queue(item, home)
+        return home
 
     async def _writer(self) -> None:
         while True:
@@ -222,7 +244,7 @@ class ClusterDefinitions:
             result = await self.coordinator.txn([], [Delete(key)])
             self._own[key] = result.revision
             return None
-        raw = self._encode(item, self.node)
+        raw = self._encode(item, write.home or self.node)
         if write.section not in ("queues", "exchanges"):
             result = await self.coordinator.txn([], [Put(key, raw)])
             self._own[key] = result.revision
@@ -239,7 +261,7 @@ class ClusterDefinitions:
             await self.coordinator.txn([], [Put(key, raw)])
             return None
         theirs = json.loads(current)
-        if theirs["item"] == item and theirs["node"] == self.node:
+        if theirs["item"] == item and theirs["node"] == (write.home or self.node):
             return None  # ours already (seeded, or written before a restart)
         return self._lost_race(write.section, item, current)
 
@@ -290,6 +312,18 @@ class ClusterDefinitions:
                 vhost.delete_queue_named(item["name"], client=None)
             else:
                 vhost.delete_exchange(item["name"])
+
+    async def drop_departed(self, peer: str) -> None:
+        """``peer`` went down: its transient queues go from the cluster (``departed``);
+        every node, this one too, applies the deletes from its watch."""
+        try:
+            kvs, _revision = await self.coordinator.get_prefix(self.root)
+            gone = departed(kvs, self._parse, peer)
+            if gone:
+                log.info("node '%s' is down: its %d transient definitions go", peer, len(gone))
+                await self.coordinator.txn([], [Delete(kv.key) for kv in gone])
+        except ClusterError as exc:  # it goes when that node starts again
+            log.warning("transient queues of node '%s' not deleted: %s", peer, exc)
 
     def link_up(self, link: Link) -> None:
         self.applied.tell(link, self.revision)

@@ -4,6 +4,7 @@ after the last client is gone."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import platform
@@ -57,6 +58,7 @@ class ClusterNode:
         self.link_down: list[Callable[[Link, str], None]] = []
         self.node_down: list[Callable[[str], None]] = []  # a peer's lease ended
         self.definitions: Any = None  # roost.cluster.definitions, once serving
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def name(self) -> str:
@@ -114,6 +116,8 @@ class ClusterNode:
         plane = DataPlane(self, broker)
         defs = ClusterDefinitions(self.coordinator, self.prefix, self.name, broker, self.links)
         defs.remote_factory = plane.make_queue
+        defs.running = self.running_names
+        self.node_down.append(lambda peer: self._departed(defs, peer))
         self.frame_handlers.append(defs.applied.frame)
         self.link_up.append(defs.link_up)
         self.link_down.append(lambda link, why: defs.applied.peer_gone(link.peer))
@@ -127,6 +131,19 @@ class ClusterNode:
             link = self.links.link(peer)
             if link is not None:
                 defs.link_up(link)
+
+    def running_names(self) -> list[str]:
+        return [] if self.membership is None else [r.name for r in self.membership.running()]
+
+    def _departed(self, defs: Any, peer: str) -> None:
+        """A node went down: the first running node (by name) deletes its transient
+        queues from the cluster's definitions, once."""
+        running = [] if self.membership is None else self.membership.running()
+        if not running or min(r.name for r in running) != self.name:
+            return
+        task = asyncio.get_running_loop().create_task(defs.drop_departed(peer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def members(self) -> list[MemberInfo]:
         """The members for management (``/api/nodes``, cluster-wide listings)."""
