@@ -54,6 +54,8 @@ SAMPLES: list[f.Frame] = [
     f.ReplicateAck("/", "qq", 4, 102, False),
     f.QueueOp(8, f.QueueOpKind.PURGE, "/", "far"),
     f.QueueOpResult(8, 404, 3, 1, "no such queue"),
+    f.Confirmed(f.pack_ids([1, 2, 2**63])),
+    f.Acked(f.pack_ids([7])),
 ]
 
 

@@ -22,6 +22,7 @@ bounded by a window (``WINDOW_HIGH``), whose fullness holds the publishers here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,8 @@ class DataPlane:
         self._in_flight: dict[str, int] = {}  # home node -> publishes not yet answered
         self._full: set[str] = set()  # home nodes whose window is full
         self._subscriptions: dict[int, RemoteQueue] = {}  # consumer id -> stand-in
+        self._acks: dict[str, list[int]] = {}  # home node -> delivery ids acked this turn
+        self._acks_planned = False
         # request id -> (stand-in, Pending operation number, QueueOpKind or GET)
         self._requests: dict[int, tuple[RemoteQueue, int, int]] = {}
         node.frame_handlers.append(self.frame)
@@ -176,8 +179,30 @@ class DataPlane:
         link = self.node.links.link(queue.home)
         if link is None or not delivery_id:
             return  # the home node requeued it when the link went down
+        if op == f.SettleOp.ACK:  # gathered: one Acked frame per home node per loop turn
+            acks = self._acks.get(queue.home)
+            if acks is None:
+                acks = self._acks[queue.home] = []
+                if not self._acks_planned:
+                    self._acks_planned = True
+                    asyncio.get_running_loop().call_soon(self._send_acks)
+            acks.append(delivery_id)
+            return
+        self._send_acks()  # in the order the client settled them
         flags = f.SETTLE_REQUEUE if requeue else 0
         link.send(f.Settle(queue.consumer_id, op, flags, delivery_id))
+
+    def _send_acks(self) -> None:
+        self._acks_planned = False
+        acks, self._acks = self._acks, {}
+        for home, ids in acks.items():
+            link = self.node.links.link(home)
+            if link is None:
+                continue  # the home node requeued them when the link went down
+            if len(ids) == 1:
+                link.send(f.Settle(0, f.SettleOp.ACK, 0, ids[0]))
+            else:
+                link.send(f.Acked(f.pack_ids(ids)))
 
     # -- frames
 
@@ -191,6 +216,18 @@ class DataPlane:
                     self._answered(found[0])
                     error = None if outcome == f.Outcome.CONFIRMED else Unreachable(text)
                     self.broker.pending.finish(found[1], error)
+            case f.Confirmed(ids=raw):
+                forwarded, finish = self._forwarded, self.broker.pending.finish
+                count = 0
+                for pid in f.unpack_ids(raw):
+                    found = forwarded.pop(pid, None)
+                    if found is not None:
+                        count += 1
+                        finish(found[1], None)
+                if count:
+                    self._answered(link.peer, count)
+            case f.Acked():
+                self.home.acked(link, frame)
             case f.Deliver():
                 queue = self._subscriptions.get(frame.consumer_id)
                 if queue is None or queue.deleted:

@@ -22,6 +22,7 @@ publishing node already has, opaque to the link.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass, field
 
 
@@ -44,6 +45,8 @@ class Kind(enum.IntEnum):
     REPLICATE_ACK = 16
     QUEUE_OP = 40  # a remote queue's counts and purge (kept apart from 17+ for issue 22)
     QUEUE_OP_RESULT = 41
+    CONFIRMED = 42  # many PublishResults CONFIRMED in one frame
+    ACKED = 43  # many Settle ACKs in one frame
 
 
 class Outcome(enum.IntEnum):
@@ -187,6 +190,32 @@ class GetResult:
 
 
 @dataclass(slots=True)
+class Confirmed:
+    """Publishes confirmed in one loop turn: ``ids`` packed as big-endian u64s
+    (``pack_ids``), one frame where each would take a ``PublishResult``."""
+
+    ids: bytes
+
+
+@dataclass(slots=True)
+class Acked:
+    """Deliveries acked in one loop turn (big-endian u64 delivery ids), one frame where
+    each would take a ``Settle``."""
+
+    ids: bytes
+
+
+def pack_ids(ids: list[int]) -> bytes:
+    return struct.pack(f"!{len(ids)}Q", *ids)
+
+
+def unpack_ids(raw: bytes) -> tuple[int, ...]:
+    if len(raw) % 8:
+        raise ValueError("packed ids are 8 bytes each")
+    return struct.unpack(f"!{len(raw) // 8}Q", raw)
+
+
+@dataclass(slots=True)
 class QueueOp:
     """Asked of a queue's home node by a node whose client named the queue."""
 
@@ -261,4 +290,6 @@ Frame = (
     | ReplicateAck
     | QueueOp
     | QueueOpResult
+    | Confirmed
+    | Acked
 )
