@@ -19,7 +19,7 @@ from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
 from tests.support import RoostProcess, eventually
 
-TTL = ("--cluster-lease-ttl", "2")
+TTL = ("--cluster-lease-ttl", "4")  # short, with room for a loaded box
 
 
 def api(server: RoostProcess, path: str) -> Any:
@@ -76,6 +76,13 @@ def test_any_node_shows_the_whole_cluster(
             assert overview["object_totals"]["consumers"] == 1
             assert overview["queue_totals"]["messages"] == 3
             assert overview["node"] == name
+
+        # Prometheus: each node counts the queues it homes and names itself and its peers
+        for server, name, peer, ready in ((n1, "n1", "n2", 3), (n2, "n2", "n1", 0)):
+            text = httpx.get(f"http://127.0.0.1:{server.prometheus_port}/metrics").text
+            assert f'rabbitmq_node="{name}"' in text
+            assert f'erlang_vm_dist_node_state{{peer="{peer}"}} 3' in text
+            assert f"rabbitmq_queue_messages {ready}" in text
 
         status = ctl(n1, "cluster_status")
         assert "Cluster status of node n1" in status

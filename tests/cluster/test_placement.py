@@ -59,7 +59,7 @@ def test_balanced_queues_spread_over_the_running_nodes(
 def test_a_down_node_takes_its_transient_queues_with_it(
     shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
 ) -> None:
-    ttl = ("--cluster-lease-ttl", "2")
+    ttl = ("--cluster-lease-ttl", "4")  # short, with room for a loaded box
     n1 = node(shared_etcd, tmp_path / "n1", "n1", *ttl, prefix=etcd_prefix).start()
     n2 = node(shared_etcd, tmp_path / "n2", "n2", *ttl, prefix=etcd_prefix).start()
     try:

@@ -263,7 +263,7 @@ class Activity:
             disk_free = 0
         now = time.time()
         return NodeInfo(
-            name=self.cluster_name,
+            name=self.node_name,
             version=__version__,
             python_version=platform.python_version(),
             pid=os.getpid(),
