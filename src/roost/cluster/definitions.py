@@ -39,14 +39,12 @@ from roost.cluster.startup import departed, survivors
 from roost.core.definitions import (
     ORDER,
     export_definitions,
+    queue_item,
 )
-from roost.core.errors import BrokerError, InternalError, PreconditionFailed
+from roost.core.errors import BrokerError, InternalError, PreconditionFailed, ResourceLocked
 from roost.core.events import (
-    BindingAdded,
-    BindingRemoved,
     Event,
     QueueDeclared,
-    QueueDeleted,
     VHostChanged,
 )
 from roost.core.journal import KEYS, Changes
@@ -182,9 +180,7 @@ class ClusterDefinitions(RemoteChanges):
     def _changed(self, event: Event) -> None:
         if self._applying:
             return  # a change etcd told us of: already there
-        if _local_only(event):
-            return
-        found = self._changes.describe(event)
+        found = self._changes.describe(event) or _exclusive(event)
         if found is None:
             return
         section, item, gone = found
@@ -264,8 +260,18 @@ class ClusterDefinitions(RemoteChanges):
 
     def _lost_race(self, section: str, ours: Item, winner: bytes) -> BrokerError | None:
         """Another node declared it first: its declaration replaces ours here; our caller
-        gets the 406 an inequivalent redeclare gets (None when equivalent)."""
+        gets the 406 an inequivalent redeclare gets (None when equivalent), or 405 when
+        either is exclusive (another connection's)."""
         vhost = self.catalog.vhosts.get(ours["vhost"])
+        if section == "queues" and (ours.get("exclusive") or b'"exclusive": true' in winner):
+            with self._apply():
+                self._apply_put(section, winner)
+            return ResourceLocked(
+                f"cannot obtain exclusive access to locked queue '{ours['name']}' in vhost "
+                f"'{ours['vhost']}'. It could be originally declared on another connection "
+                "or the exclusive property value does not match that of the original "
+                "declaration."
+            )
         if vhost is None:
             return None
         with self._apply():
@@ -346,13 +352,11 @@ class ClusterDefinitions(RemoteChanges):
         return json.dumps({"item": item, "node": node}, sort_keys=True, default=str).encode()
 
 
-def _local_only(event: Event) -> bool:
-    """An exclusive queue and its bindings live and die with their connection, on its
-    node: the cluster never hears of them (as RabbitMQ keeps them off other nodes)."""
-    match event:
-        case QueueDeclared(queue=q) | QueueDeleted(queue=q):
-            return q.exclusive_owner is not None
-        case BindingAdded(binding=b) | BindingRemoved(binding=b):
-            dest = b.destination
-            return not dest.is_exchange and dest.exclusive_owner is not None
-    return False
+def _exclusive(event: Event) -> tuple[str, Item, bool] | None:
+    """An exclusive queue's declaration, kept in etcd while its connection lives (marked
+    ``exclusive``) so that every node answers another connection 405 RESOURCE_LOCKED, as
+    RabbitMQ's cluster does; it is never recreated (``startup``: not durable)."""
+    if isinstance(event, QueueDeclared) and event.queue.exclusive_owner is not None:
+        q = event.queue
+        return "queues", {**queue_item(q.vhost.name, q), "exclusive": True}, False
+    return None

@@ -50,11 +50,24 @@ class RemoteChanges:
             try:
                 if section == "queues" and home != self.node:
                     self._put_remote_queue(item, home)
+                elif section == "bindings" and self._bind_exclusive(item):
+                    pass
                 else:
                     doc = {section: [item]}
                     import_definitions(self.catalog, self.broker, doc, recovering=True)
             except BrokerError as exc:
                 log.warning("definition from the cluster not applied (%s): %s", section, exc)
+
+    def _bind_exclusive(self, item: Item) -> bool:
+        """A binding to another node's exclusive queue (an import refuses it: 405)."""
+        vhost = self.catalog.vhosts.get(item["vhost"])
+        dest = None if vhost is None else vhost.queues.get(item["destination"])
+        if vhost is None or item["destination_type"] != "queue" or dest is None:
+            return False
+        if not dest.remote or dest.exclusive_owner is None:
+            return False
+        vhost.bind(item["source"], dest, item["routing_key"], item.get("arguments") or {})
+        return True
 
     def _put_remote_queue(self, item: Item, home: str) -> None:
         vhost = self.catalog.vhosts.get(item["vhost"])

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
+from roost.core.auth import User
+from roost.core.client import Client
 from roost.core.errors import NotFound
 from roost.core.flow import QueueFlow
 from roost.core.queues.base import Queue
@@ -65,6 +67,10 @@ class RemoteQueue(Queue):
         )
         self.plane = plane
         self.home = home
+        if item.get("exclusive"):  # another node's connection owns it: 405 here
+            self.exclusive_owner = Client(
+                protocol="cluster", peer=home, user=User("rmq-internal", ""), vhost=vhost
+            )
         self.consumer_id = 0  # our subscription at the home node; 0: none
         # the home node's figures, as of its last answer (refresh, fetch, purge)
         self.home_ready = 0
