@@ -46,9 +46,7 @@ def test_another_nodes_client_gets_405_for_an_exclusive_queue(
 
         def declared_on_n2() -> bool:
             ch = c2.channel()
-            if refused(ch.queue_declare, "owned", exclusive=True) == 0:
-                return True  # now n2's own
-            return False
+            return refused(ch.queue_declare, "owned", exclusive=True) == 0  # n2's own now
 
         assert eventually(declared_on_n2)
         c1, ch1 = channel(n1)
