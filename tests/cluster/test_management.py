@@ -66,6 +66,8 @@ def test_any_node_shows_the_whole_cluster(
             # the figures are the home node's, wherever asked
             assert eventually(lambda s=server: api(s, "/api/queues/%2F/on-n1")["messages"] == 3)
             assert api(server, "/api/queues/%2F/on-n1")["node"] == "n1"
+            # published on n1: only the home node's figures count it (n2's stand-in: 0)
+            assert api(server, "/api/queues/%2F/on-n1")["message_stats"]["publish"] == 3
             conns = api(server, "/api/connections")
             assert sorted(c["node"] for c in conns) == ["n1", "n2"]
             assert sorted(c["node"] for c in api(server, "/api/channels")) == ["n1", "n2"]

@@ -81,7 +81,7 @@ async def gather(
     others = peers(request)
     if not others:
         return own
-    path = path or request.path
+    path = path or request.rel_url.raw_path
     answers = await asyncio.gather(*(ask(request, m, path) for m in others))
     out = list(own)
     for member, answer in zip(others, answers, strict=True):
@@ -150,10 +150,34 @@ def _add(into: dict[str, Any], other: dict[str, Any], name: str) -> None:
     )
 
 
+async def post_to_home(request: web.Request, home: str, body: Any) -> web.Response | None:
+    """This POST made on ``home``'s API instead (a queue's messages are there); None when
+    ``home`` is this node, not running, or does not answer."""
+    for member in peers(request):
+        if member.name != home:
+            continue
+        headers = {h: request.headers[h] for h in FORWARDED if h in request.headers}
+        headers[LOCAL] = "1"
+        url = f"http://{member.host}:{member.http_port}{request.rel_url.raw_path}"
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as s,
+                s.post(url, headers=headers, json=body) as reply,
+            ):
+                return web.Response(
+                    status=reply.status,
+                    body=await reply.read(),
+                    content_type=reply.content_type,
+                )
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            log.debug("management: node %s did not answer %s: %s", member.name, url, exc)
+    return None
+
+
 async def home_queue(request: web.Request, home: str) -> dict[str, Any] | None:
     """A queue's JSON from its home node ``home`` (None: ask no one, or no answer)."""
     for member in peers(request):
         if member.name == home:
-            found = await ask(request, member, request.path)
+            found = await ask(request, member, request.rel_url.raw_path)
             return found if isinstance(found, dict) else None
     return None

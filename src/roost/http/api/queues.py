@@ -10,7 +10,7 @@ from aiohttp import web
 from roost.core.info import FetchedMessage
 from roost.http import serialize as ser
 from roost.http.auth import check_vhost, check_vhost_write, visible
-from roost.http.cluster import gather_queues, home_queue
+from roost.http.cluster import gather_queues, home_queue, post_to_home
 from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import BOOL, INT, MAP, STR, Route, obj
@@ -132,6 +132,11 @@ async def get_messages(request: web.Request) -> web.Response:
     if encoding not in ("auto", "base64"):
         raise bad_request("encoding must be auto or base64")
     truncate = get_int(body, "truncate", low=0) if body.get("truncate") is not None else None
+    home = b.queries.queue_info(vhost, request.match_info["name"]).node
+    if home:  # a cluster's queue homed on another node: its messages are there
+        answer = await post_to_home(request, home, body)
+        if answer is not None:
+            return answer
     got = b.operations.mgmt_get_messages(
         me.name, vhost, request.match_info["name"], count=count, ackmode=get_str(body, "ackmode")
     )
