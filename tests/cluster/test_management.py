@@ -11,9 +11,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pika
+import pytest
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
@@ -90,8 +92,18 @@ def test_any_node_shows_the_whole_cluster(
         assert "Cluster status of node n1" in status
         running = status.split("Running Nodes")[1].split("Alarms")[0].split()
         assert running == ["n1", "n2"]
+        # one connection of another node, through n1: shown, then closed
+        name = next(c["name"] for c in api(n1, "/api/connections") if c["node"] == "n2")
+        path = f"/api/connections/{quote(name, safe='')}"
+        assert api(n1, path)["node"] == "n2"
+        closed = httpx.delete(
+            n1.http_url + path, auth=("guest", "guest"), headers={"X-Reason": "by n1"}
+        )
+        assert closed.status_code == 204
+        with pytest.raises(pika.exceptions.ConnectionClosedByBroker, match="by n1"):
+            c2.process_data_events(5)
+        assert httpx.get(n1.http_url + path, auth=("guest", "guest")).status_code == 404
         c1.close()
-        c2.close()
 
         n2.kill()  # kill -9: its lease expires, it stays listed, not running
 

@@ -174,6 +174,31 @@ async def post_to_home(request: web.Request, home: str, body: Any) -> web.Respon
     return None
 
 
+async def elsewhere(request: web.Request) -> web.Response | None:
+    """This request (GET or DELETE of one connection) made on the other running members in
+    turn, for an object this node does not have: the first answer that is not a 404, or
+    None."""
+    headers = {h: request.headers[h] for h in (*FORWARDED, "X-Reason") if h in request.headers}
+    headers[LOCAL] = "1"
+    for member in peers(request):
+        url = f"http://{member.host}:{member.http_port}{request.rel_url.raw_path}"
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT)) as s,
+                s.request(request.method, url, headers=headers) as reply,
+            ):
+                if reply.status == 404:
+                    continue
+                return web.Response(
+                    status=reply.status,
+                    body=await reply.read(),
+                    content_type=reply.content_type,
+                )
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            log.debug("management: node %s did not answer %s: %s", member.name, url, exc)
+    return None
+
+
 async def home_queue(request: web.Request, home: str) -> dict[str, Any] | None:
     """A queue's JSON from its home node ``home`` (None: ask no one, or no answer)."""
     for member in peers(request):
