@@ -48,6 +48,7 @@ def roost_cluster(nodes: int, *extra: str, timeout: float = 30.0) -> Iterator[li
                 cmd = [*_roost_command(), "server", "--amqp-port", str(port), "--http-port", "0",
                        "--stomp-port", "0", "--ws-port", "0",
                        "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
+                       "--prometheus-port", "0",
                        "--log-level", "warning",
                        "--data-dir", str(base / f"node{k}"), *cluster, *extra]  # fmt: skip
                 with open(log, "wb") as out:

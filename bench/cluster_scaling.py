@@ -82,17 +82,17 @@ def one_run(urls: list[str], args: argparse.Namespace, remote: bool) -> dict[str
         subprocess.Popen(
             perf_command(urls[(i + shift) % len(urls)], f"scale-{i}", args),
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
         )
         for i in range(args.queues)
     ]
     reports = []
     for proc in procs:
-        out, _ = proc.communicate(timeout=args.duration + 120)
+        out, err = proc.communicate(timeout=args.duration + 120)
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         if not lines:
-            raise RuntimeError(f"roost perf exited with {proc.returncode} and no report")
+            raise RuntimeError(f"roost perf exited with {proc.returncode}: {err[-2000:]}")
         reports.append(json.loads(lines[-1]))
     cpu = sum(cpu_seconds(p) for p in pids) - cpu_before
     consumed = sum(float(r["consume_rate"]) for r in reports)

@@ -64,7 +64,7 @@ def test_a_declare_on_one_node_is_seen_by_the_other_when_declare_ok_arrives(
         ch2.queue_bind("q", "ex", "a.#")
         ch1.confirm_delivery()
         ch1.basic_publish("ex", "a.b", b"routed by n2's binding, on n1")
-        assert ch2.queue_declare("q", passive=True).method.message_count == 0  # a stand-in
+        assert ch2.queue_declare("q", passive=True).method.message_count == 1  # from n1
         assert ch1.queue_declare("q", passive=True).method.message_count == 1
         # an inequivalent redeclare on the other node: 406, as on one node
         assert refused(ch2.queue_declare, "q", durable=True) == 406
@@ -84,10 +84,13 @@ def test_a_declare_on_one_node_is_seen_by_the_other_when_declare_ok_arrives(
             ch2.queue_delete(f"ryw-{i}")
             assert refused(ch1.queue_declare, f"ryw-{i}", passive=True) == 404
             ch1 = c1.channel()
-        # an exclusive queue and its bindings stay on their connection's node
+        # an exclusive queue is in etcd, marked, while its connection lives: other nodes
+        # lock it (405, tests/cluster/test_exclusive.py); its home is its connection's node
         excl = ch1.queue_declare("", exclusive=True).method.queue
         ch1.queue_bind(excl, "ex", "x.#")
-        assert not [k for k in etcd_keys(shared_etcd, f"{etcd_prefix}/defs/") if excl in k]
+        keys = etcd_keys(shared_etcd, f"{etcd_prefix}/defs/")
+        assert keys[f"{etcd_prefix}/defs/queues/%2F/{excl}"]["node"] == "n1"
+        assert keys[f"{etcd_prefix}/defs/queues/%2F/{excl}"]["item"]["exclusive"] is True
         # a delete on n2 deletes it everywhere
         ch2.queue_delete("q")
         assert refused(ch1.queue_declare, "q", passive=True) == 404

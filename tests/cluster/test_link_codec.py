@@ -52,6 +52,10 @@ SAMPLES: list[f.Frame] = [
     f.Applied(123456),
     f.Replicate("/", "qq", 4, 100, 99, [b"entry-1", b"", b"entry-3"]),
     f.ReplicateAck("/", "qq", 4, 102, False),
+    f.QueueOp(8, f.QueueOpKind.PURGE, "/", "far"),
+    f.QueueOpResult(8, 404, 3, 1, "no such queue"),
+    f.Confirmed(f.pack_ids([1, 2, 2**63])),
+    f.Acked(f.pack_ids([7])),
 ]
 
 

@@ -164,18 +164,32 @@ class AMQPChannel:
     def reply(self, method: m.Method) -> None:
         self.output.send(encode_method_frame(self.id, method))
 
-    def reply_durably(self, completion: Completion, method: m.Method) -> None:
+    def reply_durably(
+        self,
+        completion: Completion,
+        method: m.Method,
+        later: Callable[[], m.Method] | None = None,
+    ) -> None:
         """Reply once what the method changed since ``completion`` was taken is durable
         (at once if it changed nothing durable): a durable declare-ok means the queue
-        survives a crash. Later frames of the channel wait behind the reply."""
+        survives a crash. Later frames of the channel wait behind the reply. ``later``
+        makes the reply when it goes out (figures a cluster's home node answered)."""
         barrier = self.output.hold(encode_method_frame(self.id, method))
-        if not completion.then(partial(self._durable, barrier, method)):
+        if not completion.then(partial(self._durable, barrier, method, later)):
             self.output.release(barrier)
 
-    def _durable(self, barrier: Barrier, method: m.Method, error: BrokerError | None) -> None:
+    def _durable(
+        self,
+        barrier: Barrier,
+        method: m.Method,
+        later: Callable[[], m.Method] | None,
+        error: BrokerError | None,
+    ) -> None:
         if self.session.closed:
             return
         if error is None:
+            if later is not None:
+                barrier.frames[0] = encode_method_frame(self.id, later())
             self.output.release(barrier)
             return
         failure = to_amqp_error(error, method)
@@ -313,14 +327,15 @@ class AMQPChannel:
         )
         self.last_queue = queue.name
         if not method.nowait:
-            self.reply_durably(
-                completion,
-                m.QueueDeclareOk(
+
+            def declare_ok() -> m.QueueDeclareOk:
+                return m.QueueDeclareOk(
                     queue=queue.name,
                     message_count=queue.message_count,
-                    consumer_count=len(queue.consumers),
-                ),
-            )
+                    consumer_count=queue.consumer_count,
+                )
+
+            self.reply_durably(completion, declare_ok(), declare_ok)
 
     def on_queue_bind(self, method: m.QueueBind) -> None:
         queue = self._queue_name(method.queue)
@@ -339,9 +354,10 @@ class AMQPChannel:
         self.reply_durably(completion, m.QueueUnbindOk())
 
     def on_queue_purge(self, method: m.QueuePurge) -> None:
+        completion = self.broker.durable_from_here()  # a cluster: the home node purged
         count = self.broker.purge_queue(self.client, self._queue_name(method.queue))
         if not method.nowait:
-            self.reply(m.QueuePurgeOk(message_count=count))
+            self.reply_durably(completion, m.QueuePurgeOk(message_count=count))
 
     def on_queue_delete(self, method: m.QueueDelete) -> None:
         completion = self.broker.durable_from_here()
@@ -381,14 +397,28 @@ class AMQPChannel:
             self.reply(m.BasicCancelOk(consumer_tag=method.consumer_tag))
 
     def on_get(self, method: m.BasicGet) -> None:
-        got = self.broker.get(self.session, self._queue_name(method.queue), method.no_ack)
+        name = self._queue_name(method.queue)
+        completion = self.broker.durable_from_here()
+        self.broker.prepare_get(self.session, name)  # a cluster's home node may answer
+        barrier = self.output.hold(b"")
+        if not completion.then(partial(self._get, barrier, name, method.no_ack)):
+            self._get(barrier, name, method.no_ack, None)
+
+    def _get(self, barrier: Barrier, name: str, no_ack: bool, error: BrokerError | None) -> None:
+        if self.session.closed:
+            return
+        try:
+            got = None if error is not None else self.broker.get(self.session, name, no_ack)
+        except BrokerError:
+            got = None  # gone since prepare_get checked it
         if got is None:
-            self.reply(m.BasicGetEmpty())
+            barrier.frames[0] = encode_method_frame(self.id, m.BasicGetEmpty())
+            self.output.release(barrier)
             return
         tag, entry, left = got
         message = entry.message
         assert message is not None  # Queue.take pages it in
-        self.output.send(
+        barrier.frames[0] = (
             encode_basic_get_ok(
                 self.id,
                 tag,
@@ -401,6 +431,7 @@ class AMQPChannel:
                 self.conn.frame_max,
             )
         )
+        self.output.release(barrier)
 
     def on_ack(self, method: m.BasicAck) -> None:
         if self.mode is Mode.TX:

@@ -12,7 +12,7 @@ node gives. Everything else is last-writer-wins, as RabbitMQ's own definitions a
 
 Every node follows the keys with one watch from the revision of its start-up snapshot
 and applies the others' changes to its in-memory view; a queue homed on another node
-becomes that node's stand-in (``roost.cluster.remote.RemoteQueue``).
+becomes that node's stand-in (``roost.cluster.stand_in.RemoteQueue``).
 
 Writes go to etcd one at a time, in the order the changes were made, so a bind never
 reaches etcd before the declare of its queue. A watched change of a key this node is
@@ -27,25 +27,24 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 from roost.cluster.applied import Applied
 from roost.cluster.coordinator import Compare, Delete, Get, KeyValue, Put
 from roost.cluster.errors import ClusterError
-from roost.cluster.startup import survivors
+from roost.cluster.placement import balanced_home, wants_balanced
+from roost.cluster.remote_changes import Item, RemoteChanges, RemoteFactory
+from roost.cluster.startup import departed, survivors
 from roost.core.definitions import (
     ORDER,
     export_definitions,
-    import_definitions,
+    queue_item,
 )
-from roost.core.errors import BrokerError, InternalError, NotFound, PreconditionFailed
+from roost.core.errors import BrokerError, InternalError, PreconditionFailed, ResourceLocked
 from roost.core.events import (
-    BindingAdded,
-    BindingRemoved,
     Event,
     QueueDeclared,
-    QueueDeleted,
     VHostChanged,
 )
 from roost.core.journal import KEYS, Changes
@@ -60,9 +59,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.cluster.definitions")
 
 
-Item = dict[str, Any]
-# a queue homed elsewhere: (vhost, item, home node) -> its stand-in
-RemoteFactory = Callable[["VHost", Item, str], "Queue"]
 
 
 @dataclass(slots=True)
@@ -71,9 +67,10 @@ class Write:
     section: str
     key: str
     item: Item | None  # None: deleted
+    home: str = ""  # a queue's home node when not this one (x-queue-leader-locator)
 
 
-class ClusterDefinitions:
+class ClusterDefinitions(RemoteChanges):
     def __init__(
         self,
         coordinator: Coordinator,
@@ -95,6 +92,7 @@ class ClusterDefinitions:
         self._own: dict[str, int] = {}  # etcd key -> revision of our last write to it
         self._tasks: list[asyncio.Task[None]] = []
         self.remote_factory: RemoteFactory | None = None
+        self.running: Callable[[], list[str]] = lambda: [node]  # running nodes' names
         self.revision = 0  # the last revision applied
 
     # -- keys -----------------------------------------------------------------------------
@@ -182,16 +180,33 @@ class ClusterDefinitions:
     def _changed(self, event: Event) -> None:
         if self._applying:
             return  # a change etcd told us of: already there
-        if _local_only(event):
-            return
-        found = self._changes.describe(event)
+        found = self._changes.describe(event) or _exclusive(event)
         if found is None:
             return
         section, item, gone = found
         key = self.key(section, item)
+        home = ""
+        if isinstance(event, QueueDeclared) and not gone and wants_balanced(item["arguments"]):
+            home = self._place(event.queue, item)
         number = self.broker.pending.issue()
         self._inflight[key] = self._inflight.get(key, 0) + 1
-        self._writes.put_nowait(Write(number, section, key, None if gone else item))
+        self._writes.put_nowait(Write(number, section, key, None if gone else item, home))
+
+    def _place(self, queue: Queue, item: Item) -> str:
+        """A balanced queue's home; another node's: the queue here becomes its stand-in
+        now, and that node makes the queue when it applies the write."""
+        homes = [
+            getattr(q, "home", self.node) if q.remote else self.node
+            for v in self.catalog.vhosts.values()
+            for q in v.queues.values()
+            if q is not queue
+        ]
+        home = balanced_home(self.node, self.running(), homes)
+        if home == self.node:
+            return ""
+        with self._apply():
+            self._put_remote_queue(item, home)
+        return home
 
     async def _writer(self) -> None:
         while True:
@@ -222,7 +237,7 @@ class ClusterDefinitions:
             result = await self.coordinator.txn([], [Delete(key)])
             self._own[key] = result.revision
             return None
-        raw = self._encode(item, self.node)
+        raw = self._encode(item, write.home or self.node)
         if write.section not in ("queues", "exchanges"):
             result = await self.coordinator.txn([], [Put(key, raw)])
             self._own[key] = result.revision
@@ -239,14 +254,24 @@ class ClusterDefinitions:
             await self.coordinator.txn([], [Put(key, raw)])
             return None
         theirs = json.loads(current)
-        if theirs["item"] == item and theirs["node"] == self.node:
+        if theirs["item"] == item and theirs["node"] == (write.home or self.node):
             return None  # ours already (seeded, or written before a restart)
         return self._lost_race(write.section, item, current)
 
     def _lost_race(self, section: str, ours: Item, winner: bytes) -> BrokerError | None:
         """Another node declared it first: its declaration replaces ours here; our caller
-        gets the 406 an inequivalent redeclare gets (None when equivalent)."""
+        gets the 406 an inequivalent redeclare gets (None when equivalent), or 405 when
+        either is exclusive (another connection's)."""
         vhost = self.catalog.vhosts.get(ours["vhost"])
+        if section == "queues" and (ours.get("exclusive") or b'"exclusive": true' in winner):
+            with self._apply():
+                self._apply_put(section, winner)
+            return ResourceLocked(
+                f"cannot obtain exclusive access to locked queue '{ours['name']}' in vhost "
+                f"'{ours['vhost']}'. It could be originally declared on another connection "
+                "or the exclusive property value does not match that of the original "
+                "declaration."
+            )
         if vhost is None:
             return None
         with self._apply():
@@ -291,6 +316,18 @@ class ClusterDefinitions:
             else:
                 vhost.delete_exchange(item["name"])
 
+    async def drop_departed(self, peer: str) -> None:
+        """``peer`` went down: its transient queues go from the cluster (``departed``);
+        every node, this one too, applies the deletes from its watch."""
+        try:
+            kvs, _revision = await self.coordinator.get_prefix(self.root)
+            gone = departed(kvs, self._parse, peer)
+            if gone:
+                log.info("node '%s' is down: its %d transient definitions go", peer, len(gone))
+                await self.coordinator.txn([], [Delete(kv.key) for kv in gone])
+        except ClusterError as exc:  # it goes when that node starts again
+            log.warning("transient queues of node '%s' not deleted: %s", peer, exc)
+
     def link_up(self, link: Link) -> None:
         self.applied.tell(link, self.revision)
 
@@ -310,117 +347,16 @@ class ClusterDefinitions:
                     self._apply_put(section, change.value)
             self.applied.tell_all(self.revision)
 
-    def _apply(self) -> contextlib.AbstractContextManager[None]:
-        return _Applying(self)
-
-    def _apply_put(self, section: str, raw: bytes) -> None:
-        try:
-            envelope = json.loads(raw)
-            item, home = envelope["item"], envelope["node"]
-        except (ValueError, KeyError, TypeError):
-            log.warning("ignored a malformed definition in etcd (%s)", section)
-            return
-        with self._apply():
-            try:
-                if section == "queues" and home != self.node:
-                    self._put_remote_queue(item, home)
-                else:
-                    doc = {section: [item]}
-                    import_definitions(self.catalog, self.broker, doc, recovering=True)
-            except BrokerError as exc:
-                log.warning("definition from the cluster not applied (%s): %s", section, exc)
-
-    def _put_remote_queue(self, item: Item, home: str) -> None:
-        vhost = self.catalog.vhosts.get(item["vhost"])
-        if vhost is None or self.remote_factory is None:
-            return
-        existing = vhost.queues.get(item["name"])
-        if existing is not None and existing.remote and getattr(existing, "home", None) == home:
-            return
-        if existing is not None and existing.remote and hasattr(existing, "rehome"):
-            existing.rehome(home)  # a replicated queue's new leader (cluster.quorum)
-            return
-        remote = self.remote_factory(vhost, item, home)
-        if existing is None:
-            vhost.adopt_queue(remote)
-            return
-        # ours lost a race (or the cluster moved it): its bindings and the messages it
-        # took meanwhile go to the winner; its consumers are cancelled (basic.cancel)
-        bindings = [
-            (b.source.name, b.routing_key, dict(b.arguments))
-            for ex in vhost.exchanges.values()
-            for b in ex.bindings_to(existing)
-        ]
-        messages = [e.message for e in existing.ready if e.message is not None]
-        if existing.kind == "quorum":
-            messages = []  # a deposed leader's: the new leader holds what was committed
-        vhost.delete_queue(existing)
-        vhost.adopt_queue(remote)
-        for source, routing_key, arguments in bindings:
-            with contextlib.suppress(BrokerError):
-                vhost.bind(source, remote, routing_key, arguments)
-        for message in messages:
-            remote.push(message)
-
-    def _apply_delete(self, section: str, parts: list[str]) -> None:
-        catalog = self.catalog
-        with self._apply(), contextlib.suppress(BrokerError):
-            if section in ("vhosts", "users"):
-                (catalog.delete_vhost if section == "vhosts" else catalog.delete_user)(parts[0])
-            elif section == "permissions":
-                catalog.delete_permission(parts[0], parts[1])
-            elif section == "topic_permissions":
-                catalog.delete_topic_permission(parts[0], parts[1], parts[2])
-            elif section == "policies":
-                catalog.delete_policy(parts[0], parts[1])
-            elif section == "parameters":
-                vhost = catalog.vhost(parts[0])
-                for name in list(vhost.limits):
-                    catalog.delete_vhost_limit(parts[0], name)
-            elif section == "queues":
-                vhost = catalog.vhost(parts[0])
-                queue = vhost.queues.get(parts[1])
-                if queue is not None:  # even when its home node is down
-                    vhost.delete_queue(queue)
-            elif section == "exchanges":
-                catalog.vhost(parts[0]).delete_exchange(parts[1])
-            elif section == "bindings":
-                vhost = catalog.vhost(parts[0])
-                source, kind, dest_name, routing_key, args = parts[1:6]
-                dest: Any = (
-                    vhost.exchanges.get(dest_name)
-                    if kind == "exchange"
-                    else vhost.queues.get(dest_name)
-                )
-                if dest is None or source not in vhost.exchanges:
-                    raise NotFound("gone already")
-                vhost.unbind(source, dest, routing_key, json.loads(args))
-
     @staticmethod
     def _encode(item: Item, node: str) -> bytes:
         return json.dumps({"item": item, "node": node}, sort_keys=True, default=str).encode()
 
 
-def _local_only(event: Event) -> bool:
-    """An exclusive queue and its bindings live and die with their connection, on its
-    node: the cluster never hears of them (as RabbitMQ keeps them off other nodes)."""
-    match event:
-        case QueueDeclared(queue=q) | QueueDeleted(queue=q):
-            return q.exclusive_owner is not None
-        case BindingAdded(binding=b) | BindingRemoved(binding=b):
-            dest = b.destination
-            return not dest.is_exchange and dest.exclusive_owner is not None
-    return False
-
-
-class _Applying:
-    """While applying what etcd says, this node's listener writes nothing back."""
-
-    def __init__(self, owner: ClusterDefinitions) -> None:
-        self.owner = owner
-
-    def __enter__(self) -> None:
-        self.owner._applying += 1
-
-    def __exit__(self, *exc: object) -> None:
-        self.owner._applying -= 1
+def _exclusive(event: Event) -> tuple[str, Item, bool] | None:
+    """An exclusive queue's declaration, kept in etcd while its connection lives (marked
+    ``exclusive``) so that every node answers another connection 405 RESOURCE_LOCKED, as
+    RabbitMQ's cluster does; it is never recreated (``startup``: not durable)."""
+    if isinstance(event, QueueDeclared) and event.queue.exclusive_owner is not None:
+        q = event.queue
+        return "queues", {**queue_item(q.vhost.name, q), "exclusive": True}, False
+    return None

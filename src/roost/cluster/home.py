@@ -75,12 +75,39 @@ class _Peer:
         self.deferred: list[f.PublishResult] = []
         self.publisher = Publisher(self._changed)
         self._watchdog: Any = None
+        # confirms of this loop turn, sent as one Confirmed frame: a forwarded publish
+        # otherwise costs the link a PublishResult frame each way's worth of decoding
+        self._confirmed: list[int] = []
+        self._flush_planned = False
 
     def answer(self, result: f.PublishResult) -> None:
         if self.held:
             self.deferred.append(result)
+        elif result.outcome == f.Outcome.CONFIRMED:
+            self.confirm(result.publish_id)
         else:
+            self.flush()  # in the order they were decided
             self.link.send(result)
+
+    def confirm(self, publish_id: int) -> None:
+        if self.held:
+            self.deferred.append(f.PublishResult(publish_id, f.Outcome.CONFIRMED))
+            return
+        self._confirmed.append(publish_id)
+        if not self._flush_planned:
+            self._flush_planned = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_planned = False
+        ids = self._confirmed
+        if not ids:
+            return
+        self._confirmed = []
+        if len(ids) == 1:
+            self.link.send(f.PublishResult(ids[0], f.Outcome.CONFIRMED))
+        else:
+            self.link.send(f.Confirmed(f.pack_ids(ids)))
 
     def _changed(self, held: bool) -> None:
         self.held = held
@@ -89,7 +116,7 @@ class _Peer:
             return
         deferred, self.deferred = self.deferred, []
         for result in deferred:
-            self.link.send(result)
+            self.answer(result)
 
     def _watch(self) -> None:
         """While held, ask the holding queues about once a second whether they still move
@@ -131,7 +158,11 @@ class Home:
         peer = self._peer(link)
 
         def answer(outcome: f.Outcome, text: str = "") -> None:
-            if frame.publish_id:
+            if not frame.publish_id:
+                return
+            if outcome == f.Outcome.CONFIRMED:
+                peer.confirm(frame.publish_id)
+            else:
                 peer.answer(f.PublishResult(frame.publish_id, outcome, text))
 
         vhost = self.broker.catalog.vhosts.get(frame.vhost)
@@ -194,6 +225,14 @@ class Home:
             if sink.ids.pop(tag, None) is not None:
                 session.cancel(tag)
 
+    def acked(self, link: Link, frame: f.Acked) -> None:
+        sessions = [session for session, _sink in self._of(link)]
+        for delivery_id in f.unpack_ids(frame.ids):
+            for session in sessions:
+                if session.is_unacked(delivery_id):
+                    session.ack(delivery_id, False)
+                    break
+
     def settle(self, link: Link, frame: f.Settle) -> None:
         requeue = bool(frame.flags & f.SETTLE_REQUEUE)
         for session, _sink in self._of(link):
@@ -204,6 +243,46 @@ class Home:
             else:
                 session.nack(frame.delivery_id, False, requeue)
             return
+
+    def get(self, link: Link, frame: f.Get) -> None:
+        """basic.get for a client on the peer: the message stays unacked here, in the
+        peer's session, until the peer settles it (``Settle`` with its delivery tag)."""
+        vhost = self.broker.catalog.vhosts.get(frame.vhost)
+        queue = None if vhost is None else vhost.queues.get(frame.queue)
+        if vhost is None or queue is None or queue.remote:
+            link.send(f.GetResult(frame.request_id, False, reply_code=404))
+            return
+        session, _sink = self._session(link, vhost)
+        got = session.get(queue, False)
+        if got is None:
+            link.send(f.GetResult(frame.request_id, False))
+            return
+        tag, entry = got
+        message = entry.message
+        assert message is not None  # Queue.take pages it in
+        link.send(
+            f.GetResult(
+                frame.request_id,
+                True,
+                tag,
+                f.DELIVER_REDELIVERED if entry.redelivered else 0,
+                queue.message_count,
+                0,
+                message.exchange,
+                message.routing_key,
+                properties_of(message),
+                message.body,
+            )
+        )
+
+    def queue_op(self, link: Link, frame: f.QueueOp) -> None:
+        vhost = self.broker.catalog.vhosts.get(frame.vhost)
+        queue = None if vhost is None else vhost.queues.get(frame.queue)
+        if queue is None or queue.remote:
+            link.send(f.QueueOpResult(frame.request_id, 404, 0, 0, "no such queue"))
+            return
+        count = queue.purge() if frame.op == f.QueueOpKind.PURGE else queue.message_count
+        link.send(f.QueueOpResult(frame.request_id, 0, count, len(queue.consumers)))
 
     def _of(self, link: Link) -> list[tuple[Session, _Sink]]:
         return [s for (peer, _), s in self.sessions.items() if peer == link.peer]

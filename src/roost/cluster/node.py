@@ -4,6 +4,7 @@ after the last client is gone."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import platform
@@ -19,6 +20,7 @@ from roost.cluster.link import frames as f
 from roost.cluster.link.transport import Link, LinkManager, Peer
 from roost.cluster.membership import Membership, NodeRecord, NodeStatus
 from roost.cluster.urls import parse_cluster_url
+from roost.core.info import MemberInfo
 
 log = logging.getLogger("roost.cluster")
 
@@ -57,6 +59,7 @@ class ClusterNode:
         self.node_down: list[Callable[[str], None]] = []  # a peer's lease ended
         self.definitions: Any = None  # roost.cluster.definitions, once serving
         self.quorum: Any = None  # roost.cluster.quorum.manager, once serving
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def name(self) -> str:
@@ -108,6 +111,9 @@ class ClusterNode:
         from roost.cluster.definitions import ClusterDefinitions
         from roost.cluster.remote import DataPlane
 
+        activity = broker.management.activity  # the API shows the whole cluster
+        activity.node_name = self.name
+        activity.members = self.members
         plane = DataPlane(self, broker)
         defs = ClusterDefinitions(self.coordinator, self.prefix, self.name, broker, self.links)
         defs.remote_factory = plane.make_queue
@@ -115,6 +121,8 @@ class ClusterNode:
 
         self.quorum = QuorumManager(self, broker, plane, defs)
         defs.remote_factory = self.quorum.make_queue
+        defs.running = self.running_names
+        self.node_down.append(lambda peer: self._departed(defs, peer))
         self.frame_handlers.append(defs.applied.frame)
         self.link_up.append(defs.link_up)
         self.link_down.append(lambda link, why: defs.applied.peer_gone(link.peer))
@@ -129,6 +137,35 @@ class ClusterNode:
             link = self.links.link(peer)
             if link is not None:
                 defs.link_up(link)
+
+    def running_names(self) -> list[str]:
+        return [] if self.membership is None else [r.name for r in self.membership.running()]
+
+    def _departed(self, defs: Any, peer: str) -> None:
+        """A node went down: the first running node (by name) deletes its transient
+        queues from the cluster's definitions, once."""
+        running = [] if self.membership is None else self.membership.running()
+        if not running or min(r.name for r in running) != self.name:
+            return
+        task = asyncio.get_running_loop().create_task(defs.drop_departed(peer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def members(self) -> list[MemberInfo]:
+        """The members for management (``/api/nodes``, cluster-wide listings)."""
+        return [
+            MemberInfo(
+                name=n.name,
+                running=n.running,
+                host=n.record.host,
+                http_port=n.record.http_port,
+                amqp_port=n.record.amqp_port,
+                pid=n.record.pid,
+                started_ms=n.record.started_ms,
+                version=n.record.version,
+            )
+            for n in self.nodes()
+        ]
 
     def _membership_changed(self, record: NodeRecord, running: bool) -> None:
         self._dial_running()

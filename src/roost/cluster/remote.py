@@ -22,23 +22,23 @@ bounded by a window (``WINDOW_HIGH``), whose fullness holds the publishers here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.home import CREDIT, Home
 from roost.cluster.link import frames as f
+from roost.cluster.stand_in import RemoteQueue
 from roost.cluster.wire import message_of, properties_of
-from roost.core.errors import BrokerError, NotFound
-from roost.core.flow import QueueFlow
-from roost.core.queues.base import Queue
-from roost.core.queues.entry import Entry
+from roost.core.errors import BrokerError
 
 if TYPE_CHECKING:
     from roost.cluster.link.transport import Link
     from roost.cluster.node import ClusterNode
     from roost.core.broker import Broker
-    from roost.core.consumer import Consumer
     from roost.core.message import Message
+    from roost.core.queues.base import Queue
+    from roost.core.queues.entry import Entry
     from roost.core.vhost import VHost
 
 log = logging.getLogger("roost.cluster.remote")
@@ -47,135 +47,13 @@ log = logging.getLogger("roost.cluster.remote")
 # feeding its queues are held (as a congested local queue holds them), at LOW they go
 # on. Without a window a producer that never waits fills the link faster than the home
 # node reads it, and the acks that share the link queue behind seconds of publishes.
+GET = -1  # a request that is a basic.get (the others are f.QueueOpKind)
 WINDOW_HIGH = 2000
 WINDOW_LOW = 1000
 
 
 class Unreachable(BrokerError):
     pass
-
-
-class RemoteEntry(Entry):
-    """An entry the home node delivered: settling it settles ``delivery_id`` there."""
-
-    __slots__ = ("delivery_id",)
-
-    def __init__(self, seq: int, message: Message, delivery_id: int) -> None:
-        super().__init__(seq, message)
-        self.delivery_id = delivery_id
-
-
-class RemoteFlow(QueueFlow):
-    """A stand-in is congested while its home node's publish window is full; its own
-    backlog (what the home node sent ahead) never holds anyone."""
-
-    __slots__ = ()
-
-    def after_push(self) -> None:
-        pass
-
-    def after_drain(self) -> None:
-        pass
-
-    def check_progress(self) -> None:
-        pass  # the window moves with the home node's answers, not with deliveries here
-
-    def set_congested(self, congested: bool) -> None:
-        self.congested = congested
-        if not congested:
-            self.release_all()
-
-
-class RemoteQueue(Queue):
-    """This node's stand-in for a queue homed on ``home``."""
-
-    remote = True
-
-    def __init__(self, plane: DataPlane, vhost: VHost, item: dict[str, Any], home: str) -> None:
-        super().__init__(
-            vhost,
-            item["name"],
-            durable=bool(item.get("durable")),
-            auto_delete=bool(item.get("auto_delete")),
-            arguments=dict(item.get("arguments") or {}),
-        )
-        self.plane = plane
-        self.home = home
-        self.consumer_id = 0  # our subscription at the home node; 0: none
-        self.window = RemoteFlow(self)
-        self.flow = self.window
-
-    # -- publishing: to the home node
-
-    def push(self, message: Message) -> bool:
-        return self.plane.forward(self, message)
-
-    # -- deliveries from the home node
-
-    def arrived(self, delivery_id: int, redelivered: bool, message: Message) -> None:
-        self._seq += 1
-        entry = RemoteEntry(self._seq, message, delivery_id)
-        entry.redelivered = redelivered
-        if self.ready or not self._offer(entry):
-            self._own_ready().append(entry)
-            self.ready_bytes += entry.size
-
-    def settle(self, entry: Entry) -> None:
-        self.unacked -= 1
-        self.stat_acked += 1
-        self.plane.settle(self, entry, f.SettleOp.ACK, requeue=False)
-
-    def discard(self, entry: Entry) -> None:
-        self.unacked -= 1
-        self.plane.settle(self, entry, f.SettleOp.REJECT, requeue=False)
-
-    def requeue(self, entries: Any) -> None:
-        for entry in entries:  # the home node puts them back in their place
-            self.unacked -= 1
-            self.plane.settle(self, entry, f.SettleOp.REJECT, requeue=True)
-
-    def purge(self) -> int:
-        count = len(self.ready)
-        self._give_back(requeue=False)
-        return count
-
-    def _give_back(self, *, requeue: bool) -> None:
-        for entry in self.ready:
-            self.plane.settle(self, entry, f.SettleOp.REJECT, requeue=requeue)
-        self.ready.clear()
-        self.ready_bytes = 0
-
-    def lost_home(self) -> None:
-        """The link to the home node went down: what it sent ahead is requeued there."""
-        self.consumer_id = 0
-        self.ready.clear()
-        self.ready_bytes = 0
-
-    # -- consumers
-
-    def check_available(self) -> None:
-        if not self.plane.reachable(self.home):
-            kind = "durable queue" if self.durable else "queue"  # RabbitMQ's words
-            raise NotFound(
-                f"home node '{self.home}' of {kind} '{self.name}' in vhost "
-                f"'{self.vhost.name}' is down or inaccessible"
-            )
-
-    def add_consumer(self, consumer: Consumer) -> None:
-        super().add_consumer(consumer)
-        if not self.consumer_id:
-            self.plane.subscribe(self)
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        """No auto-delete here: the home node counts this node as one consumer."""
-        if consumer not in self.consumers:
-            return
-        self.consumers.remove(consumer)
-        if not self.consumers and self.consumer_id:
-            self._give_back(requeue=True)
-            self.plane.unsubscribe(self)
-        elif self.consumers:
-            self.dispatch()
 
 
 class DataPlane:
@@ -191,6 +69,10 @@ class DataPlane:
         self._in_flight: dict[str, int] = {}  # home node -> publishes not yet answered
         self._full: set[str] = set()  # home nodes whose window is full
         self._subscriptions: dict[int, RemoteQueue] = {}  # consumer id -> stand-in
+        self._acks: dict[str, list[int]] = {}  # home node -> delivery ids acked this turn
+        self._acks_planned = False
+        # request id -> (stand-in, Pending operation number, QueueOpKind or GET)
+        self._requests: dict[int, tuple[RemoteQueue, int, int]] = {}
         node.frame_handlers.append(self.frame)
         node.link_up.append(self._link_up)
         node.link_down.append(self._link_down)
@@ -236,6 +118,46 @@ class DataPlane:
         queue.stat_published += 1
         return True
 
+    def _request(self, queue: RemoteQueue, op: int) -> tuple[Link, int] | None:
+        """A request to the home node: the replies that follow wait for its answer."""
+        link = self.node.links.link(queue.home)
+        if link is None:
+            return None
+        self._next_id += 1
+        self._requests[self._next_id] = (queue, self.broker.pending.issue(), op)
+        return link, self._next_id
+
+    def get(self, queue: RemoteQueue) -> None:
+        found = self._request(queue, GET)
+        if found is not None:
+            link, rid = found
+            link.send(f.Get(rid, queue.vhost.name, queue.name, False))
+
+    def queue_op(self, queue: RemoteQueue, op: f.QueueOpKind) -> None:
+        found = self._request(queue, op)
+        if found is not None:
+            link, rid = found
+            link.send(f.QueueOp(rid, op, queue.vhost.name, queue.name))
+
+    def _replied(self, frame: f.GetResult | f.QueueOpResult) -> None:
+        """The stand-in takes the home node's figures, then the replies waiting go."""
+        found = self._requests.pop(frame.request_id, None)
+        if found is None:
+            return
+        queue, number, op = found
+        if isinstance(frame, f.GetResult):
+            if frame.found:
+                message = message_of(
+                    frame.exchange, frame.routing_key, frame.properties, frame.body
+                )
+                redelivered = bool(frame.flags & f.DELIVER_REDELIVERED)
+                queue.fetched(frame.delivery_id, redelivered, message)
+            queue.home_ready = frame.message_count
+        elif not frame.reply_code:
+            queue.home_consumers = frame.consumers
+            queue.home_ready = 0 if op == f.QueueOpKind.PURGE else frame.messages
+        self.broker.pending.finish(number, None)
+
     def subscribe(self, queue: RemoteQueue) -> None:
         link = self.node.links.link(queue.home)
         if link is None:
@@ -257,8 +179,30 @@ class DataPlane:
         link = self.node.links.link(queue.home)
         if link is None or not delivery_id:
             return  # the home node requeued it when the link went down
+        if op == f.SettleOp.ACK:  # gathered: one Acked frame per home node per loop turn
+            acks = self._acks.get(queue.home)
+            if acks is None:
+                acks = self._acks[queue.home] = []
+                if not self._acks_planned:
+                    self._acks_planned = True
+                    asyncio.get_running_loop().call_soon(self._send_acks)
+            acks.append(delivery_id)
+            return
+        self._send_acks()  # in the order the client settled them
         flags = f.SETTLE_REQUEUE if requeue else 0
         link.send(f.Settle(queue.consumer_id, op, flags, delivery_id))
+
+    def _send_acks(self) -> None:
+        self._acks_planned = False
+        acks, self._acks = self._acks, {}
+        for home, ids in acks.items():
+            link = self.node.links.link(home)
+            if link is None:
+                continue  # the home node requeued them when the link went down
+            if len(ids) == 1:
+                link.send(f.Settle(0, f.SettleOp.ACK, 0, ids[0]))
+            else:
+                link.send(f.Acked(f.pack_ids(ids)))
 
     # -- frames
 
@@ -272,6 +216,18 @@ class DataPlane:
                     self._answered(found[0])
                     error = None if outcome == f.Outcome.CONFIRMED else Unreachable(text)
                     self.broker.pending.finish(found[1], error)
+            case f.Confirmed(ids=raw):
+                forwarded, finish = self._forwarded, self.broker.pending.finish
+                count = 0
+                for pid in f.unpack_ids(raw):
+                    found = forwarded.pop(pid, None)
+                    if found is not None:
+                        count += 1
+                        finish(found[1], None)
+                if count:
+                    self._answered(link.peer, count)
+            case f.Acked():
+                self.home.acked(link, frame)
             case f.Deliver():
                 queue = self._subscriptions.get(frame.consumer_id)
                 if queue is None or queue.deleted:
@@ -287,6 +243,12 @@ class DataPlane:
                 queue.arrived(frame.delivery_id, redelivered, message)
             case f.Settle():
                 self.home.settle(link, frame)
+            case f.Get():
+                self.home.get(link, frame)
+            case f.QueueOp():
+                self.home.queue_op(link, frame)
+            case f.GetResult() | f.QueueOpResult():
+                self._replied(frame)
             case f.Consume():
                 self.home.consume(link, frame)
             case f.Cancel(consumer_id=cid):
@@ -321,6 +283,10 @@ class DataPlane:
                 )
         self._in_flight[peer] = 0
         self._answered(peer, 0)
+        for rid, (queue, number, _op) in list(self._requests.items()):
+            if queue.home == peer:  # the replies go with what this node knows
+                del self._requests[rid]
+                self.broker.pending.finish(number, None)
         for queue in self._stand_ins(peer):
             self._subscriptions.pop(queue.consumer_id, None)
             queue.lost_home()

@@ -51,3 +51,10 @@ def survivors(
             stale = False
         (dropped if stale else kept).append(kv)
     return kept, dropped
+
+
+def departed(kvs: list[KeyValue], parse: Parse, node: str) -> list[KeyValue]:
+    """The keys to delete when ``node`` went down: its non-durable (and auto-delete)
+    queues and the bindings to them, as RabbitMQ 3.10 deletes a down node's transient
+    classic queues; its durable queues stay, down until it returns."""
+    return survivors(kvs, parse, node, alone=False, volatile=False)[1]

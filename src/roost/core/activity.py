@@ -11,7 +11,7 @@ import os
 import platform
 import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from roost import __version__
@@ -28,6 +28,7 @@ from roost.core.info import (
     HistogramInfo,
     LatencyInfo,
     ListenerInfo,
+    MemberInfo,
     MessageCounts,
     MutatorTotals,
     NodeInfo,
@@ -111,6 +112,9 @@ class Activity:
         self.listeners: list[ListenerInfo] = []  # the server adds each as it opens
         self.data_dir = settings.data_dir
         self.cluster_name = settings.cluster_name
+        # in a cluster (roost.cluster sets both): this node's --node-name and the members
+        self.node_name = settings.cluster_name
+        self.members: Callable[[], list[MemberInfo]] | None = None
         # the durable store: its size and fsync latencies for /metrics
         self._store = store
 
@@ -259,7 +263,7 @@ class Activity:
             disk_free = 0
         now = time.time()
         return NodeInfo(
-            name=self.cluster_name,
+            name=self.node_name,
             version=__version__,
             python_version=platform.python_version(),
             pid=os.getpid(),
@@ -276,6 +280,10 @@ class Activity:
             mem_limit=alarms.mem_limit,
             disk_free_limit=alarms.disk_free_limit,
         )
+
+    def cluster_members(self) -> list[MemberInfo]:
+        """Every member of this node's cluster, down ones too; [] for a single node."""
+        return [] if self.members is None else self.members()
 
     def store_info(self) -> StoreInfo | None:
         return store_info(self._store)

@@ -135,6 +135,7 @@ class Broker:
         self.publish = m.publish
         self.check_publish = m.check_publish
         self.get = m.get
+        self.prepare_get = m.prepare_get
         self.consume = m.consume
         self.direct_reply_request = m.direct_reply_request
         self.new_publisher = m.new_publisher

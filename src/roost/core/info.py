@@ -114,6 +114,7 @@ class QueueInfo:
     leader: str | None = None
     members: list[str] | None = None
     online: list[str] | None = None
+    node: str = ""  # a cluster's home node of the queue when it is another node
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +355,20 @@ class NodeInfo:
     disk_free_alarm: bool = False
     mem_limit: int = 0  # the memory high watermark in bytes
     disk_free_limit: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MemberInfo:
+    """A cluster member as membership knows it (``running`` False: its lease is gone)."""
+
+    name: str
+    running: bool
+    host: str
+    http_port: int
+    amqp_port: int
+    pid: int
+    started_ms: int
+    version: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,14 @@ class Messaging:
         Call ``check_progress()`` about once a second while held, ``close()`` at the end."""
         return Publisher(on_change)
 
+    def prepare_get(self, session: Session, name: str) -> None:
+        """basic.get's checks (NotFound, 403, 405) before the reply waits; a cluster's
+        queue homed on another node fetches a message from there (``Queue.fetch``)."""
+        access = session.client.access
+        if access is not None:
+            access.check("read", "queue", name)
+        session.client.vhost.queue(name, session.client).fetch()
+
     def get(self, session: Session, name: str, no_ack: bool) -> tuple[int, Entry, int] | None:
         """basic.get: (delivery tag, entry, messages left) or None when empty."""
         access = session.client.access

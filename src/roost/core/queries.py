@@ -138,6 +138,7 @@ class Queries:
             ),
             # RabbitMQ's "flow": the queue holds its publishers back (core/flow.py)
             state=_state(q),
+            node=getattr(q, "home", ""),
             **_stream_offsets(q),
             **_group(q),
         )

@@ -360,7 +360,9 @@ class VHost:
         if passive:
             if not name:
                 raise NotFound(f"no queue '' in vhost '{self.name}'")
-            return self.queue(name, client)
+            found = self.queue(name, client)
+            found.refresh()  # declare-ok's counts (a cluster: from the home node)
+            return found
         unnamed = server_named or not name
         if not name:
             name = server_name()
@@ -378,6 +380,7 @@ class VHost:
             ):
                 raise self._locked(name)
             self._check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments)
+            existing.refresh()  # declare-ok's counts (a cluster: from the home node)
             return existing
         limit = self.limits.get("max-queues")
         if limited and limit is not None and 0 <= limit <= len(self.queues):

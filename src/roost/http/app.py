@@ -28,7 +28,7 @@ from roost.core.errors import (
     NotFound,
 )
 from roost.core.ports.management import ManagementPort
-from roost.http import metrics, metrics_detailed, openapi
+from roost.http import metrics, metrics_detailed, openapi, serialize
 from roost.http.api import all_routes
 from roost.http.auth import REALM, authenticate, require
 from roost.http.keys import PORT, SETTINGS, USER_KEY, HttpSettings
@@ -161,6 +161,7 @@ def create_app(port: ManagementPort, settings: HttpSettings | None = None) -> we
         middlewares=[errors, auth, durable], client_max_size=settings.max_body_size
     )
     app[PORT] = port
+    serialize.NODE = port.activity.node_name  # every JSON's "node"
     app[SETTINGS] = settings
     routes = all_routes()
     for route in routes:

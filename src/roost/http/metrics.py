@@ -27,7 +27,7 @@ from roost.core.info import (
     ProtocolTotals,
     QueueInfo,
 )
-from roost.core.ports.management import ManagementPort
+from roost.core.ports.management import ActivityQueries, ManagementPort
 from roost.http.exposition import CONTENT_TYPE, Exposition, Labels
 from roost.http.keys import PORT
 
@@ -60,7 +60,9 @@ def render(port: ManagementPort, *, per_object: bool) -> str:
     out = Exposition()
     activity = port.activity
     overview = activity.overview()
-    queues = port.queries.list_queues()
+    # a cluster's queues are counted by their home node, as each RabbitMQ node reports
+    # the queues it hosts (summing every node's series counts each queue once)
+    queues = [q for q in port.queries.list_queues() if not q.node]
     _queues(out, queues, per_object)
     _objects(out, overview, port, per_object)
     _global(out, activity.protocol_totals(), overview)
@@ -70,6 +72,7 @@ def render(port: ManagementPort, *, per_object: bool) -> str:
     _connections(out, port, overview, per_object)
     _node(out, overview)
     identity(out, overview, "per-object" if per_object else "default")
+    _peers(out, activity)
     _store(out, port)
     _latency(out, activity.latency())
     _mutators(out, activity.mutator_totals())
@@ -306,6 +309,20 @@ def _node(out: Exposition, overview: OverviewInfo) -> None:
             node.mem_limit)  # fmt: skip
     out.one("rabbitmq_disk_space_available_limit_bytes", "gauge",
             "Free disk space low watermark", node.disk_free_limit)  # fmt: skip
+
+
+def _peers(out: Exposition, activity: ActivityQueries) -> None:
+    """A cluster's links to its running peers, as RabbitMQ's Erlang distribution series
+    (``erlang_vm_dist_node_state``: 3 = up, by ``peer`` node); none for a single node."""
+    me = activity.node_name
+    peers = [m.name for m in activity.cluster_members() if m.running and m.name != me]
+    if peers:
+        out.metric(
+            "erlang_vm_dist_node_state",
+            "gauge",
+            "The state of the link to a peer node (3 = up)",
+            [({"peer": name}, 3) for name in peers],
+        )
 
 
 def identity(out: Exposition, overview: OverviewInfo, endpoint: str) -> None:

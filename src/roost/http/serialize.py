@@ -27,7 +27,8 @@ from roost.core.info import (
 )
 from roost.http.util import details
 
-# One node; its name matches the broker's default cluster name.
+# This node's name: the broker's default cluster name, or a cluster's --node-name (set
+# by create_app from the management port).
 NODE = f"roost@{platform.node()}"
 
 
@@ -58,7 +59,7 @@ def queue(q: QueueInfo, *, consumers: list[ConsumerInfo] | None = None) -> dict[
         "auto_delete": q.auto_delete,
         "exclusive": q.exclusive,
         "arguments": q.arguments,
-        "node": NODE,
+        "node": q.node or NODE,
         "state": q.state,
         "consumers": q.consumers,
         "consumer_capacity": 1.0 if q.consumers else 0,

@@ -60,6 +60,10 @@ _declare(f.Flow, f.Kind.FLOW, "ss?")
 _declare(f.Applied, f.Kind.APPLIED, "Q")
 _declare(f.Replicate, f.Kind.REPLICATE, "ssQQQL")
 _declare(f.ReplicateAck, f.Kind.REPLICATE_ACK, "ssQQ?")
+_declare(f.QueueOp, f.Kind.QUEUE_OP, "QBss", (None, f.QueueOpKind))
+_declare(f.QueueOpResult, f.Kind.QUEUE_OP_RESULT, "QHQIs")
+_declare(f.Confirmed, f.Kind.CONFIRMED, "b")
+_declare(f.Acked, f.Kind.ACKED, "b")
 
 FIXED = set("BHIQ?")
 Plan = list[tuple[str, Any]]  # ("fixed", Struct) or (code, None), in field order

@@ -22,6 +22,7 @@ publishing node already has, opaque to the link.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass, field
 
 
@@ -42,6 +43,10 @@ class Kind(enum.IntEnum):
     APPLIED = 14
     REPLICATE = 15
     REPLICATE_ACK = 16
+    QUEUE_OP = 40  # a remote queue's counts and purge (kept apart from 17+ for issue 22)
+    QUEUE_OP_RESULT = 41
+    CONFIRMED = 42  # many PublishResults CONFIRMED in one frame
+    ACKED = 43  # many Settle ACKs in one frame
 
 
 class Outcome(enum.IntEnum):
@@ -50,6 +55,11 @@ class Outcome(enum.IntEnum):
     CONFIRMED = 0  # enqueued (persistent ones: after the fsync)
     NACKED = 1  # the home node could not take it (queue full with reject-publish, …)
     UNROUTABLE = 2  # none of its target queues exists there any more (mandatory: return)
+
+
+class QueueOpKind(enum.IntEnum):
+    COUNT = 0  # its ready messages and consumers (declare-ok, passive or not)
+    PURGE = 1
 
 
 class SettleOp(enum.IntEnum):
@@ -180,6 +190,54 @@ class GetResult:
 
 
 @dataclass(slots=True)
+class Confirmed:
+    """Publishes confirmed in one loop turn: ``ids`` packed as big-endian u64s
+    (``pack_ids``), one frame where each would take a ``PublishResult``."""
+
+    ids: bytes
+
+
+@dataclass(slots=True)
+class Acked:
+    """Deliveries acked in one loop turn (big-endian u64 delivery ids), one frame where
+    each would take a ``Settle``."""
+
+    ids: bytes
+
+
+def pack_ids(ids: list[int]) -> bytes:
+    return struct.pack(f"!{len(ids)}Q", *ids)
+
+
+def unpack_ids(raw: bytes) -> tuple[int, ...]:
+    if len(raw) % 8:
+        raise ValueError("packed ids are 8 bytes each")
+    return struct.unpack(f"!{len(raw) // 8}Q", raw)
+
+
+@dataclass(slots=True)
+class QueueOp:
+    """Asked of a queue's home node by a node whose client named the queue."""
+
+    request_id: int
+    op: QueueOpKind
+    vhost: str
+    queue: str
+
+
+@dataclass(slots=True)
+class QueueOpResult:
+    """``messages``: ready messages after the op (COUNT) or purged (PURGE);
+    ``reply_code`` 404 when the queue is not there."""
+
+    request_id: int
+    reply_code: int
+    messages: int
+    consumers: int
+    text: str = ""
+
+
+@dataclass(slots=True)
 class Flow:
     vhost: str
     queue: str
@@ -230,4 +288,8 @@ Frame = (
     | Applied
     | Replicate
     | ReplicateAck
+    | QueueOp
+    | QueueOpResult
+    | Confirmed
+    | Acked
 )

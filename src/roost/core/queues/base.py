@@ -454,6 +454,18 @@ class Queue:
         """NotFound when the queue cannot be reached (a cluster's queue whose home node is
         down); a local queue always can."""
 
+    # a cluster's queue homed on another node asks it (a ``Pending`` operation, so the
+    # reply that follows waits for the answer); a local queue has everything at hand
+    def refresh(self) -> None:
+        """Bring ``message_count`` and ``consumer_count`` up to date."""
+
+    def fetch(self) -> None:
+        """Have a message ready for basic.get's ``take``."""
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.consumers)
+
     def check_consume(self, exclusive: bool) -> None:
         # RabbitMQ refuses exclusive consumers on a single-active-consumer queue outright
         busy = self.consumers or self.single_active

@@ -7,6 +7,7 @@ from aiohttp import web
 from roost.core.info import ChannelInfo
 from roost.http import serialize as ser
 from roost.http.auth import sees_everything
+from roost.http.cluster import gather
 from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import Route
@@ -21,7 +22,8 @@ def visible_channels(request: web.Request, vhost: str | None = None) -> list[Cha
 
 @access(MANAGEMENT)
 async def list_channels(request: web.Request) -> web.Response:
-    return listing(request, [ser.channel(c) for c in visible_channels(request)])
+    own = [ser.channel(c) for c in visible_channels(request)]
+    return listing(request, await gather(request, own))
 
 
 @access(MANAGEMENT)

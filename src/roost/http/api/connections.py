@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from roost.core.errors import NotFound
 from roost.core.info import ConnectionInfo
 from roost.http import serialize as ser
 from roost.http.api.channels import visible_channels
 from roost.http.auth import sees_everything
+from roost.http.cluster import elsewhere, gather
 from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import Route
@@ -36,19 +38,34 @@ def _connection(request: web.Request) -> ConnectionInfo:
 @access(MANAGEMENT)
 async def list_connections(request: web.Request) -> web.Response:
     closed = request.query.get("state") == "closed"
-    return listing(
-        request, [ser.connection(c) for c in visible_connections(request, closed=closed)]
-    )
+    own = [ser.connection(c) for c in visible_connections(request, closed=closed)]
+    return listing(request, await gather(request, own))
+
+
+async def _on_another_node(request: web.Request) -> web.Response:
+    """A connection this node does not have may be another member's (a cluster)."""
+    found = await elsewhere(request)
+    if found is None:
+        raise not_found(f"no connection '{request.match_info['name']}'")
+    return found
 
 
 @access(MANAGEMENT)
 async def get_connection(request: web.Request) -> web.Response:
-    return web.json_response(ser.connection(_connection(request)))
+    try:
+        info = _connection(request)
+    except NotFound:
+        return await _on_another_node(request)
+    return web.json_response(ser.connection(info))
 
 
 @access(MANAGEMENT)
 async def delete_connection(request: web.Request) -> web.Response:
-    info, me = _connection(request), user(request)
+    try:
+        info = _connection(request)
+    except NotFound:
+        return await _on_another_node(request)
+    me = user(request)
     if info.user != me.name and not me.has_tag("administrator"):
         raise forbidden("Not administrator user")
     # RabbitMQ takes the reason from this header; the UI and rabbitmqadmin send it

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from roost.http import serialize as ser
 from roost.http.auth import check_vhost, visible
+from roost.http.cluster import gather
 from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import Route
@@ -19,7 +20,7 @@ async def list_consumers(request: web.Request) -> web.Response:
     if vhost is not None:
         check_vhost(b, me, vhost)
     found = [c for c in b.activity.list_consumers(vhost) if visible(b, me, c.vhost)]
-    return listing(request, [ser.consumer(c) for c in found])
+    return listing(request, await gather(request, [ser.consumer(c) for c in found]))
 
 
 ROUTES = [

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from roost.http import serialize
 from roost.http.auth import check_vhost_write
 from roost.http.keys import management, user
 from roost.http.routes import Route
-from roost.http.serialize import NODE
 from roost.http.util import MANAGEMENT, MONITORING, access, bad_request, not_found
 
 OK = {"status": "ok"}
@@ -31,7 +31,9 @@ def _alarms(request: web.Request, where: str) -> web.Response:
     if active:
         return failed(
             f"There are alarms in effect {where}",
-            alarms=[{"node": NODE, "resource": ALARM_RESOURCES.get(a, a)} for a in active],
+            alarms=[
+                {"node": serialize.NODE, "resource": ALARM_RESOURCES.get(a, a)} for a in active
+            ],
         )
     return web.json_response(OK)
 
@@ -76,7 +78,7 @@ async def node(request: web.Request) -> web.Response:
     """RabbitMQ 3.10's node health check (deprecated there, still used by amqpstorm's
     ``healthchecks.get``): ok while the node answers; another node's name is 404."""
     name = request.match_info.get("node")
-    if name and name != NODE:
+    if name and name != serialize.NODE:
         raise not_found()
     return web.json_response(OK)
 

@@ -7,9 +7,9 @@ from typing import Any
 from aiohttp import web
 
 from roost import __version__
+from roost.http.cluster import cluster_overview, is_local
 from roost.http.keys import management
 from roost.http.routes import Route
-from roost.http.serialize import NODE
 from roost.http.util import MANAGEMENT, access, details, with_samples
 
 EXCHANGE_DESCRIPTIONS = {
@@ -53,6 +53,7 @@ async def overview(request: web.Request) -> web.Response:
         return with_samples(r.get(name), cutoff)
 
     t, m = info.totals, info.messages
+    node = management(request).activity.node_name
     body = {
         "management_version": __version__,
         "rates_mode": "basic",
@@ -61,7 +62,7 @@ async def overview(request: web.Request) -> web.Response:
         "rabbitmq_version": __version__,
         "python_version": info.node.python_version,
         "cluster_name": info.cluster_name,
-        "node": NODE,
+        "node": node,
         "exchange_types": [
             {"name": n, "description": EXCHANGE_DESCRIPTIONS.get(n, ""), "enabled": True}
             for n in info.exchange_types
@@ -90,15 +91,17 @@ async def overview(request: web.Request) -> web.Response:
         },
         "object_totals": info.object_totals,
         "listeners": [
-            {"node": NODE, "protocol": li.protocol, "ip_address": li.ip_address, "port": li.port}
+            {"node": node, "protocol": li.protocol, "ip_address": li.ip_address, "port": li.port}
             for li in info.listeners
         ],
         "contexts": [
-            {"node": NODE, "description": "Roost Management", "path": "/", "port": str(li.port)}
+            {"node": node, "description": "Roost Management", "path": "/", "port": str(li.port)}
             for li in info.listeners
             if li.protocol in ("http", "https")
         ],
     }
+    if not is_local(request):
+        body = await cluster_overview(request, body)
     return web.json_response(body)
 
 

@@ -10,6 +10,7 @@ from aiohttp import web
 from roost.core.info import FetchedMessage
 from roost.http import serialize as ser
 from roost.http.auth import check_vhost, check_vhost_write, visible
+from roost.http.cluster import gather_queues, home_queue, post_to_home
 from roost.http.keys import management, user
 from roost.http.listing import listing
 from roost.http.routes import BOOL, INT, MAP, STR, Route, obj
@@ -36,7 +37,8 @@ async def list_queues(request: web.Request) -> web.Response:
     if vhost is not None:
         check_vhost(b, me, vhost)
     found = b.queries.list_queues(vhost)
-    return listing(request, [ser.queue(q) for q in found if visible(b, me, q.vhost)])
+    own = [ser.queue(q) for q in found if visible(b, me, q.vhost)]
+    return listing(request, await gather_queues(request, own))
 
 
 @access(MANAGEMENT)
@@ -44,6 +46,10 @@ async def get_queue(request: web.Request) -> web.Response:
     b, vhost, name = management(request), request.match_info["vhost"], request.match_info["name"]
     check_vhost(b, user(request), vhost)
     info = b.queries.queue_info(vhost, name)
+    if info.node and info.state != "down":  # its figures are on its home node
+        found = await home_queue(request, info.node)
+        if found is not None:
+            return web.json_response(found)
     consumers = [c for c in b.activity.list_consumers(vhost) if c.queue == name]
     return web.json_response(ser.queue(info, consumers=consumers))
 
@@ -126,6 +132,11 @@ async def get_messages(request: web.Request) -> web.Response:
     if encoding not in ("auto", "base64"):
         raise bad_request("encoding must be auto or base64")
     truncate = get_int(body, "truncate", low=0) if body.get("truncate") is not None else None
+    home = b.queries.queue_info(vhost, request.match_info["name"]).node
+    if home:  # a cluster's queue homed on another node: its messages are there
+        answer = await post_to_home(request, home, body)
+        if answer is not None:
+            return answer
     got = b.operations.mgmt_get_messages(
         me.name, vhost, request.match_info["name"], count=count, ackmode=get_str(body, "ackmode")
     )
