@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from roost.cluster.remote import RemoteQueue
+from roost.cluster.stand_in import RemoteQueue
 
 if TYPE_CHECKING:
     from roost.cluster.remote import DataPlane
