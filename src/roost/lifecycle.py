@@ -15,15 +15,16 @@
   sessions' unacked messages requeue, its consumers and exclusive queues go, its
   publishers stop being held) and keeps the close reason for the management API.
 
-Each adapter keeps what is its own: its protocol's refusal codes, its frames, its
-sessions (AMQP channels, MQTT wills, stream subscriptions) which it closes before it
-calls ``release``. This module does no I/O (like the sessions that use it) and reaches
-the core only through the adapter port."""
+``Transport`` is what a session asks of its plumbing. Each adapter keeps what is its
+own: its protocol's refusal codes, its frames, its sessions (AMQP channels, MQTT wills,
+stream subscriptions) which it closes before it calls ``release``. This module does
+no I/O (like the sessions that use it) and reaches the core only through the adapter
+port."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.errors import AccessRefused
 
@@ -35,6 +36,29 @@ if TYPE_CHECKING:
     from roost.core.ports.adapter import AdapterPort, Client
 
 log = logging.getLogger("roost.lifecycle")
+
+
+class Transport(Protocol):
+    """What a session asks of its plumbing (roost/plumbing.py's ``TcpPlumbing``): the
+    peer, output batched per read or loop turn, closing, and pausing input."""
+
+    peer: str
+    tls: bool
+    cert_user: str | None
+
+    def write(self, data: bytes) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def flush_soon(self) -> None: ...
+
+    def close(self, *, going_away: bool = False) -> None: ...
+
+    def abort(self) -> None: ...
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
 
 
 class ReadLoop:
