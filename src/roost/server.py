@@ -16,7 +16,7 @@ from roost.amqp.protocol import AMQPLimits, AMQPServerProtocol
 from roost.bind import host_port, listening_socket, on_each_address
 from roost.config import Config
 from roost.core.auth import Permission, hash_password
-from roost.core.broker import Broker
+from roost.core.broker import Broker, resource_alarms
 from roost.core.events_stream import enable as enable_events
 from roost.core.info import ListenerInfo
 from roost.core.persistence import Persistence
@@ -38,7 +38,8 @@ NO_DATA_DIR = "none"  # --data-dir none: keep everything in memory (store/memory
 class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.disk, self.persistence, self.broker = open_storage(config)
+        self._ack_timer: asyncio.TimerHandle | None = None
+        self.disk, self.persistence, self.broker = open_storage(config, ack_wake=self._ack_wake)
         if config.users_file:
             load_users_file(self.broker, config.users_file)
         if config.load_definitions:  # before any listener opens, as RabbitMQ's
@@ -47,10 +48,6 @@ class Server:
             )
             self.persistence.save()  # on disk before the first client can see it
         self.alarms = self.broker.alarms
-        # a store write that fails for lack of space raises the disk alarm (store/hub.py)
-        if self.disk is not None:
-            self.disk.on_full = self.alarms.set_store_full
-            self.disk.retry_interval = config.alarm_check_interval
         self._alarm_timer: asyncio.TimerHandle | None = None
         self.broker.recover_streams()
         # after recovery, so that an events stream kept from the last run is reused
@@ -65,7 +62,6 @@ class Server:
         self._http_runner: Any = None
         self._prometheus_runner: Any = None
         self.shovels: Any = None  # roost.shovel.Shovels, once the AMQP listener is open
-        self._ack_timer: asyncio.TimerHandle | None = None
         self.connections: set[Any] = set()
         self._listeners: list[asyncio.base_events.Server] = []
         self._tls_listeners: list[TLSListener] = []
@@ -98,9 +94,7 @@ class Server:
             max_message_size=cfg.max_message_size,
             handshake_timeout=cfg.handshake_timeout,
         )
-        timeouts = self.broker.ack_timeouts
-        timeouts.wake = self._ack_wake
-        self._ack_wake(timeouts.tick())
+        self._ack_wake(self.broker.ack_timeouts.tick())
         self._check_alarms()  # before the first client: a full disk blocks from the start
         if self.cluster is not None:  # joined before any client can connect
             await self.cluster.join(amqp_port=cfg.amqp_port, http_port=cfg.http_port)
@@ -472,18 +466,25 @@ def cluster_node(config: Config) -> Any:
     )
 
 
-def open_storage(config: Config) -> tuple[DiskStore | None, Persistence, Broker]:
+def open_storage(
+    config: Config, ack_wake: Callable[[float], None] | None = None
+) -> tuple[DiskStore | None, Persistence, Broker]:
     """The disk store, then the broker rebuilt from it (or RabbitMQ's first-start defaults).
-    ``--data-dir none``: the in-memory twin of every store (store/memory.py) instead."""
+    ``--data-dir none``: the in-memory twin of every store (store/memory.py) instead.
+    ``ack_wake``: the server's timer of acknowledgement deadlines."""
+    settings = broker_settings(config)
     if config.data_dir == NO_DATA_DIR:
         memory = MemoryStore()
-        broker = Broker(broker_settings(config), store=memory, stream_storage=MemoryStreams())
+        broker = Broker(
+            settings, store=memory, stream_storage=MemoryStreams(), ack_wake=ack_wake
+        )
         persistence = Persistence(broker, memory, MemoryDefinitions())
         persistence.install()
         _first_start(broker, persistence)
         return None, persistence, broker
     data_dir = Path(config.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    alarms = resource_alarms(settings)
     disk = DiskStore(
         data_dir,
         fsync=config.fsync,
@@ -493,10 +494,15 @@ def open_storage(config: Config) -> tuple[DiskStore | None, Persistence, Broker]
         max_open=config.max_open_files,
         idle_close=config.idle_file_close_s,
         exclusive=True,
+        # a store write that fails for lack of space raises the disk alarm
+        on_full=alarms.set_store_full,
+        retry_interval=config.alarm_check_interval,
     )
     # stream files join the store's group commit
     streams = StreamFiles(data_dir, on_write=disk.file_written, on_no_space=disk.report_no_space)
-    broker = Broker(broker_settings(config), store=disk, stream_storage=streams)
+    broker = Broker(
+        settings, store=disk, stream_storage=streams, alarms=alarms, ack_wake=ack_wake
+    )
     # the definitions journal is written by a before_flush hook and fsync'ed by that commit
     definitions = DefinitionsFile(data_dir, on_write=disk.hook_wrote)
     persistence = Persistence(broker, disk, definitions)
