@@ -47,7 +47,7 @@ def new_consumer_tag() -> str:
 
 
 class ConnectionContext(Protocol):
-    """What a channel needs from its connection (implemented by the asyncio protocol)."""
+    """What a channel needs from its connection (implemented by amqp/session.py)."""
 
     broker: AdapterPort
     client: Client
