@@ -66,7 +66,7 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
 
 def run_perf(port: int, duration: float, queue: str) -> int:
     """One ``roost perf`` run (this checkout's); the messages its consumer received."""
-    cmd = [sys.executable, "-m", "roost", "perf", "--url", f"amqp://guest:guest@127.0.0.1:{port}/",
+    cmd = [sys.executable, "-m", "roost", "perf", "--url", f"amqp://guest:guest@127.0.0.1:{port}/%2F",
            "--duration", str(duration), "--queue", queue, *PERF_ARGS]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,

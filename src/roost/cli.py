@@ -10,7 +10,7 @@ from roost import __version__, _build, config, logs
 
 
 def _server(args: argparse.Namespace) -> int:
-    from roost.server import run
+    from roost.server_process import run
 
     try:
         cfg = config.load(args)

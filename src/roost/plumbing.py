@@ -123,17 +123,31 @@ class TcpPlumbing(asyncio.Protocol, Generic[S]):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
-    def _flush(self) -> None:
+    def flush_soon(self) -> None:
+        """Output is due that the session makes at flush time (AMQP's confirms): at the
+        end of the read being handled, else at the next turn of the loop."""
+        if not self._in_receive and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def flush(self) -> None:
+        """Send what is queued now (a session that worked outside a read)."""
+        self._flush()
+
+    def _flush(self) -> int:
+        """Write what is queued in one ``transport.write``; the bytes written."""
         self._flush_scheduled = False
         out = self._out
         if not out:
-            return
+            return 0
         self._out = []
         self._out_bytes = 0
         transport = self._transport
         if transport is None or transport.is_closing():
-            return
-        transport.write(out[0] if len(out) == 1 else b"".join(out))
+            return 0
+        data = out[0] if len(out) == 1 else b"".join(out)
+        transport.write(data)
+        return len(data)
 
     def close(self, *, going_away: bool = False) -> None:
         """Send what is queued, then close (the socket's buffer is still sent); going

@@ -171,7 +171,7 @@ def test_the_check_runs_in_a_scratch_broker(tmp_path: Path) -> None:
     import pytest
 
     from roost import boot_definitions
-    from roost.server import scratch_management
+    from roost.server_storage import scratch_management
 
     broker = scratch_management()
     broker.import_definitions({"vhosts": [{"name": "/"}]})

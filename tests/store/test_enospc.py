@@ -71,9 +71,7 @@ def test_enospc_holds_confirms_and_raises_the_alarm_until_space_returns(
     confirms: list[bool] = []
 
     async def scenario() -> None:
-        hub = DiskStore(tmp_path)
-        hub.retry_interval = 0.02
-        hub.on_full = full.append
+        hub = DiskStore(tmp_path, on_full=full.append, retry_interval=0.02)
         hub.start(asyncio.get_running_loop())
         store = hub.open_queue("/", "q")
         seqs = [store.append("", "q", PROPS, body) for _ in range(30)]  # ~31 KB: 10 fit

@@ -38,6 +38,7 @@ from tests.stomp.test_session import FakeClock
 
 class FakeTransport:
     peer = "127.0.0.1:5000"
+    tls = False
     cert_user: str | None = None
 
     def __init__(self) -> None:

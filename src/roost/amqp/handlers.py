@@ -1,7 +1,9 @@
 """One open AMQP channel as a core client: each method becomes broker calls.
 
-``AMQPChannel`` is the DeliverySink of its core Session. Core errors are mapped to reply
-codes by ``ERROR_CODES``, the one table that decides soft (channel) or hard (connection).
+``AMQPChannel`` is the DeliverySink of its core Session: consuming, acks, publishing,
+transactions and confirms are here; exchange and queue methods in amqp/definitions.py;
+core errors become reply codes by ``ERROR_CODES`` (amqp/error_codes.py), the one table
+that decides soft (channel) or hard (connection).
 """
 
 from __future__ import annotations
@@ -13,118 +15,39 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.amqp import codec_methods as m
+from roost.amqp import definitions
 from roost.amqp.channel import ConfirmTracker, Mode, TxBuffer
 from roost.amqp.codec import (
-    Long,
-    decode_properties,
     encode_basic_deliver,
     encode_basic_get_ok,
     encode_basic_return,
     encode_method_frame,
-    encode_properties,
 )
-from roost.amqp.errors import AMQPError, ChannelError, ConnectionError, reply_text
+from roost.amqp.error_codes import ERROR_CODES, to_amqp_error
+from roost.amqp.errors import ChannelError, ConnectionError, reply_text
 from roost.amqp.held import Barrier, HeldOutput
-from roost.core import DIRECT_REPLY_TO, EMPTY_PROPERTIES, Message, Properties
+from roost.amqp.properties import PropertiesCache, encoded_properties
+from roost.core import DIRECT_REPLY_TO, Message
 from roost.core.errors import (
-    AccessRefused,
     BrokerError,
-    CommandInvalid,
     InternalError,
-    NotAllowed,
-    NotFound,
     NotImplementedFeature,
     PreconditionFailed,
-    ResourceError,
-    ResourceLocked,
 )
 
 if TYPE_CHECKING:
     from roost.backpressure import ReadGate
     from roost.core.ports.adapter import AdapterPort, Client, Completion
 
-# core error -> (reply code, hard?)
-ERROR_CODES: dict[type[BrokerError], tuple[int, bool]] = {
-    NotFound: (m.NOT_FOUND, False),
-    AccessRefused: (m.ACCESS_REFUSED, False),
-    ResourceLocked: (m.RESOURCE_LOCKED, False),
-    PreconditionFailed: (m.PRECONDITION_FAILED, False),
-    NotAllowed: (m.NOT_ALLOWED, True),
-    CommandInvalid: (m.COMMAND_INVALID, True),
-    NotImplementedFeature: (m.NOT_IMPLEMENTED, True),
-    ResourceError: (m.RESOURCE_ERROR, True),
-    InternalError: (m.INTERNAL_ERROR, True),
-}
-
-EMPTY_PROPERTY_BYTES = b"\x00\x00"
-
-
-def to_amqp_error(exc: BrokerError, method: m.Method) -> AMQPError:
-    code, hard = ERROR_CODES.get(type(exc), (m.INTERNAL_ERROR, True))
-    cls = ConnectionError if hard else ChannelError
-    return cls(code, reply_text(code, exc.text), method.CLASS_ID, method.METHOD_ID)
+__all__ = ["AMQPChannel", "ConnectionContext", "to_amqp_error"]
 
 
 def new_consumer_tag() -> str:
     return "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
 
 
-_HEADERS_FLAG = 0x2000  # the property flag of ``headers``, the only mutable property
-
-
-class PropertiesCache:
-    """The last decoded properties of one channel, reused while the bytes repeat.
-
-    Publishers mostly send the same property bytes message after message (a content
-    type, a delivery mode), and decoding them was ~7% of the broker's time in bench
-    scenario 3. ``Properties`` without headers hold only immutable values, so sharing
-    one object between messages is safe; property lists with headers (a dict) are
-    decoded anew each time.
-    """
-
-    __slots__ = ("_props", "_raw")
-
-    def __init__(self) -> None:
-        self._raw = EMPTY_PROPERTY_BYTES
-        self._props = EMPTY_PROPERTIES
-
-    def decode(self, raw: bytes) -> Properties:
-        if raw == self._raw:
-            return self._props
-        props = Properties(*decode_properties(raw))
-        if not raw[0] << 8 & _HEADERS_FLAG:
-            self._raw, self._props = raw, props
-        return props
-
-
-def encoded_properties(message: Message) -> bytes:
-    raw = message.encoded_properties
-    if raw is None:
-        raw = message.encoded_properties = encode_properties(_broker_typed(message.properties))
-    return raw
-
-
-def _broker_typed(props: Properties) -> Properties:
-    """The headers the broker writes, with RabbitMQ's field types (its counts are longs)."""
-    headers = props.headers
-    if not headers or ("x-death" not in headers and "x-delivery-count" not in headers):
-        return props
-    typed = dict(headers)
-    if isinstance(typed.get("x-delivery-count"), int):
-        typed["x-delivery-count"] = Long(typed["x-delivery-count"])
-    deaths = typed.get("x-death")
-    if isinstance(deaths, list):
-        typed["x-death"] = [
-            {**d, "count": Long(d["count"])}
-            if isinstance(d, dict) and isinstance(d.get("count"), int)
-            else d
-            for d in deaths
-        ]
-    return props.replace(headers=typed)
-
-
 class ConnectionContext(Protocol):
-    """What a channel needs from its connection (implemented by the asyncio protocol)."""
+    """What a channel needs from its connection (implemented by amqp/session.py)."""
 
     broker: AdapterPort
     client: Client
@@ -265,111 +188,6 @@ class AMQPChannel:
     def on_access_request(self, method: m.AccessRequest) -> None:
         self.reply(m.AccessRequestOk(ticket=1))
 
-    # -- exchanges --------------------------------------------------------------------------
-
-    def on_exchange_declare(self, method: m.ExchangeDeclare) -> None:
-        completion = self.broker.durable_from_here()
-        self.broker.declare_exchange(
-            self.client,
-            method.exchange,
-            method.type,
-            passive=method.passive,
-            durable=method.durable,
-            auto_delete=method.auto_delete,
-            internal=method.internal,
-            arguments=method.arguments,
-        )
-        if not method.nowait:
-            self.reply_durably(completion, m.ExchangeDeclareOk())
-
-    def on_exchange_delete(self, method: m.ExchangeDelete) -> None:
-        completion = self.broker.durable_from_here()
-        self.broker.delete_exchange(self.client, method.exchange, if_unused=method.if_unused)
-        if not method.nowait:
-            self.reply_durably(completion, m.ExchangeDeleteOk())
-
-    def on_exchange_bind(self, method: m.ExchangeBind) -> None:
-        completion = self.broker.durable_from_here()
-        self.broker.bind_exchange(
-            self.client, method.destination, method.source, method.routing_key, method.arguments
-        )
-        if not method.nowait:
-            self.reply_durably(completion, m.ExchangeBindOk())
-
-    def on_exchange_unbind(self, method: m.ExchangeUnbind) -> None:
-        completion = self.broker.durable_from_here()
-        self.broker.unbind_exchange(
-            self.client, method.destination, method.source, method.routing_key, method.arguments
-        )
-        if not method.nowait:
-            self.reply_durably(completion, m.ExchangeUnbindOk())
-
-    # -- queues -----------------------------------------------------------------------------
-
-    def _queue_name(self, name: str) -> str:
-        """An empty queue name means the last queue declared on this channel."""
-        if name:
-            return name
-        if not self.last_queue:
-            raise NotFound("no previously declared queue")
-        return self.last_queue
-
-    def on_queue_declare(self, method: m.QueueDeclare) -> None:
-        completion = self.broker.durable_from_here()
-        queue = self.broker.declare_queue(
-            self.client,
-            method.queue,
-            passive=method.passive,
-            durable=method.durable,
-            exclusive=method.exclusive,
-            auto_delete=method.auto_delete,
-            arguments=method.arguments,
-        )
-        self.last_queue = queue.name
-        if not method.nowait:
-
-            def declare_ok() -> m.QueueDeclareOk:
-                return m.QueueDeclareOk(
-                    queue=queue.name,
-                    message_count=queue.message_count,
-                    consumer_count=queue.consumer_count,
-                )
-
-            self.reply_durably(completion, declare_ok(), declare_ok)
-
-    def on_queue_bind(self, method: m.QueueBind) -> None:
-        queue = self._queue_name(method.queue)
-        key = method.routing_key if (method.routing_key or method.queue) else queue
-        completion = self.broker.durable_from_here()
-        self.broker.bind_queue(self.client, queue, method.exchange, key, method.arguments)
-        if not method.nowait:
-            self.reply_durably(completion, m.QueueBindOk())
-
-    def on_queue_unbind(self, method: m.QueueUnbind) -> None:
-        queue = self._queue_name(method.queue)
-        completion = self.broker.durable_from_here()
-        self.broker.unbind_queue(
-            self.client, queue, method.exchange, method.routing_key, method.arguments
-        )
-        self.reply_durably(completion, m.QueueUnbindOk())
-
-    def on_queue_purge(self, method: m.QueuePurge) -> None:
-        completion = self.broker.durable_from_here()  # a cluster: the home node purged
-        count = self.broker.purge_queue(self.client, self._queue_name(method.queue))
-        if not method.nowait:
-            self.reply_durably(completion, m.QueuePurgeOk(message_count=count))
-
-    def on_queue_delete(self, method: m.QueueDelete) -> None:
-        completion = self.broker.durable_from_here()
-        count = self.broker.delete_queue(
-            self.client,
-            self._queue_name(method.queue),
-            if_unused=method.if_unused,
-            if_empty=method.if_empty,
-        )
-        if not method.nowait:
-            self.reply_durably(completion, m.QueueDeleteOk(message_count=count))
-
     # -- consuming --------------------------------------------------------------------------
 
     def on_qos(self, method: m.BasicQos) -> None:
@@ -381,7 +199,7 @@ class AMQPChannel:
         tag = method.consumer_tag or new_consumer_tag()
         consumer = self.broker.consume(
             self.session,
-            self._queue_name(method.queue),
+            definitions.queue_name(self, method.queue),
             tag,
             no_ack=method.no_ack,
             exclusive=method.exclusive,
@@ -397,7 +215,7 @@ class AMQPChannel:
             self.reply(m.BasicCancelOk(consumer_tag=method.consumer_tag))
 
     def on_get(self, method: m.BasicGet) -> None:
-        name = self._queue_name(method.queue)
+        name = definitions.queue_name(self, method.queue)
         completion = self.broker.durable_from_here()
         self.broker.prepare_get(self.session, name)  # a cluster's home node may answer
         barrier = self.output.hold(b"")
@@ -565,15 +383,7 @@ class AMQPChannel:
 HANDLERS: dict[int, Callable[[AMQPChannel, Any], None]] = {
     m.ChannelFlow.INDEX: AMQPChannel.on_flow,
     m.AccessRequest.INDEX: AMQPChannel.on_access_request,
-    m.ExchangeDeclare.INDEX: AMQPChannel.on_exchange_declare,
-    m.ExchangeDelete.INDEX: AMQPChannel.on_exchange_delete,
-    m.ExchangeBind.INDEX: AMQPChannel.on_exchange_bind,
-    m.ExchangeUnbind.INDEX: AMQPChannel.on_exchange_unbind,
-    m.QueueDeclare.INDEX: AMQPChannel.on_queue_declare,
-    m.QueueBind.INDEX: AMQPChannel.on_queue_bind,
-    m.QueueUnbind.INDEX: AMQPChannel.on_queue_unbind,
-    m.QueuePurge.INDEX: AMQPChannel.on_queue_purge,
-    m.QueueDelete.INDEX: AMQPChannel.on_queue_delete,
+    **definitions.HANDLERS,
     m.BasicQos.INDEX: AMQPChannel.on_qos,
     m.BasicConsume.INDEX: AMQPChannel.on_consume,
     m.BasicCancel.INDEX: AMQPChannel.on_cancel,

@@ -69,6 +69,17 @@ def is_loopback(host: str) -> bool:
     return ip.is_loopback
 
 
+def resource_alarms(settings: BrokerSettings) -> ResourceAlarms:
+    """The memory and disk alarms the settings ask for (made by the server before the
+    store, which reports a full disk to them, or by the broker itself)."""
+    return ResourceAlarms(
+        memory_watermark=settings.vm_memory_high_watermark,
+        disk_free_limit=settings.disk_free_limit,
+        paging_ratio=settings.vm_memory_high_watermark_paging_ratio,
+        data_dir=settings.data_dir,
+    )
+
+
 class Broker:
     """The small object that wires the components, and the adapter port's implementation
     (core/ports/adapter.py): what a protocol connection asks of the core. Every operation
@@ -87,19 +98,18 @@ class Broker:
         store: MessageStore,
         stream_storage: StreamStorage,
         alarms: ResourceAlarms | None = None,
+        ack_wake: Callable[[float], None] | None = None,
     ) -> None:
         """``store``: where durable queues keep persistent messages and definitions are
         journaled, ``stream_storage`` where streams keep their logs: the server's disk
         store, or their in-memory twins (store/memory.py) for a broker without a data
-        directory; ``alarms``: a test's own probes."""
+        directory; ``alarms``: the server's (the disk store reports a full disk to them)
+        or a test's own probes, else made from the settings (``resource_alarms``);
+        ``ack_wake(delay)``: the clock of acknowledgement deadlines, asked to tick
+        within ``delay`` seconds when a nearer deadline appears."""
         self.settings = settings = settings if settings is not None else BrokerSettings()
         self.message_store = store
-        self.alarms = alarms if alarms is not None else ResourceAlarms(
-            memory_watermark=settings.vm_memory_high_watermark,
-            disk_free_limit=settings.disk_free_limit,
-            paging_ratio=settings.vm_memory_high_watermark_paging_ratio,
-            data_dir=settings.data_dir,
-        )
+        self.alarms = alarms if alarms is not None else resource_alarms(settings)
         self.alarms.on_paging = self.page_out_kept
         self.streams = Streams(stream_storage)
         # transient messages page out here under memory pressure (core.paging)
@@ -115,8 +125,9 @@ class Broker:
         apply_policies(self.catalog)  # queue policies take effect now and on every change
         self.quotas = Quotas(settings, self.catalog, self.connections)
         # consumer timeout and per-delivery ack deadlines; the server drives its tick
-        self.ack_timeouts = AckTimeouts(lambda: self.connections.sessions())
-        self.ack_timeouts.set_timeout(settings.consumer_timeout_ms)
+        self.ack_timeouts = AckTimeouts(
+            lambda: self.connections.sessions(), settings.consumer_timeout_ms, wake=ack_wake
+        )
         # the adapter port's definitions and messages halves, handed out as the broker's own
         d = self.declarations = Declarations(self.stats.counters)
         self.declare_exchange = d.declare_exchange

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 from roost.backpressure import ReadGate
 from roost.core import AdapterPort, Message, Traffic
 from roost.core.errors import AccessRefused, BrokerError, NotFound
+from roost.lifecycle import ReadLoop, login, open_client, release
 from roost.mqtt import mapping
 from roost.mqtt.codec import NEED_DATA, PacketReader, encode
 from roost.mqtt.errors import MQTTError
@@ -139,7 +140,7 @@ def subscription_queue(client_id: str, qos: int) -> str:
     return f"mqtt-subscription-{client_id}qos{qos}"
 
 
-class MQTTSession:
+class MQTTSession(ReadLoop):
     def __init__(
         self,
         port: AdapterPort,
@@ -197,15 +198,13 @@ class MQTTSession:
 
     # -- input ----------------------------------------------------------------------------
 
-    def data_received(self, data: bytes) -> None:
-        if self.closed:
-            return
+    # (the read path is lifecycle.ReadLoop's: data_received → work → gate.read_done)
+
+    def heard(self) -> None:
         self._heard = self._clock.time()
-        self.traffic.recv_oct += len(data)
-        self.traffic.recv_cnt += 1
+
+    def feed(self, data: bytes) -> None:
         self.reader.feed(data)
-        self.work()
-        self.gate.read_done(len(data))
 
     def work(self) -> None:
         """Handle the packets read so far while the gate is open, a turn's worth at most;
@@ -314,31 +313,28 @@ class MQTTSession:
         vhost = self.settings.default_vhost
         if ":" in username:  # RabbitMQ's "vhost:user"
             vhost, username = username.split(":", 1)
-        host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
         try:
-            if cert_user is not None:
-                user = self.port.authenticate_external(cert_user, peer_host=host)
-            else:
-                user = self.port.authenticate(
-                    username, password, peer_host=host, protocol=self.protocol,
-                    peer=self.transport.peer,
-                )
+            user = login(
+                self.port, username, password, external=cert_user is not None,
+                cert_user=cert_user, peer=self.transport.peer, protocol=self.protocol,
+            )  # fmt: skip
         except AccessRefused as exc:
             raise MQTTError(BAD_USER_NAME_OR_PASSWORD, exc.text) from exc
         if not self.port.has_vhost(vhost):
             raise MQTTError(NOT_AUTHORIZED, f"no vhost '{vhost}'")
         try:
-            client = self.port.connect(
-                user, vhost, protocol=f"{self.protocol} {_VERSIONS.get(self.level, '?')}",
+            client = open_client(
+                self.port, self.gate, user, vhost,
+                protocol=f"{self.protocol} {_VERSIONS.get(self.level, '?')}",
                 peer=self.transport.peer, closer=self.force_close,
                 properties={"client_id": client_id}, traffic=self.traffic,
+                tls=self.transport.tls,
+                mechanism="EXTERNAL" if cert_user is not None else "PLAIN",
             )
         except AccessRefused as exc:
             raise MQTTError(NOT_AUTHORIZED, exc.text) from exc
         except BrokerError as exc:
             raise MQTTError(SERVER_UNAVAILABLE, exc.text) from exc
-        client.ssl = self.transport.tls
-        client.auth_mechanism = "EXTERNAL" if cert_user is not None else "PLAIN"
         self.client = client
         self.client_id = client_id
         self.key = (vhost, client_id)
@@ -369,8 +365,6 @@ class MQTTSession:
         if p.keep_alive:
             self._keep_alive = p.keep_alive * 1.5  # the spec's "one and a half times"
             self._schedule(self._keep_alive + 0.01)
-        self.gate.client = client
-        self.gate.watch_alarms(self.port.alarms)
         props = Properties()
         if v5:
             props.assigned_client_identifier = assigned
@@ -729,7 +723,7 @@ class MQTTSession:
             timer.cancel()
         self._timers.clear()
         self.registry.discard(self)
-        self.gate.close()  # no queue or alarm holds it any more
+        self.gate.close()  # no queue or alarm holds it any more (not even its will)
         if self.shared.sessions.get(self.key) is self:
             del self.shared.sessions[self.key]
         client = self.client
@@ -745,8 +739,7 @@ class MQTTSession:
                 self.will = None
             else:
                 self._publish_will(client)
-        if self.port.is_connected(client):
-            self.port.disconnect(client, self.close_reason)
+        if release(self.port, client, self.close_reason, self.gate):
             log.info(
                 "%s: MQTT connection closed (client id=%s): %s",
                 self.transport.peer, self.client_id, self.close_reason or "closed",

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from roost import __version__
+from roost import __version__, lifecycle
 from roost.backpressure import ReadGate
 from roost.core import AdapterPort, Traffic
 from roost.core.errors import (
@@ -33,6 +33,7 @@ from roost.core.errors import (
     PreconditionFailed,
     ResourceLocked,
 )
+from roost.lifecycle import ReadLoop, open_client, release
 from roost.stomp.delivering import Delivering
 from roost.stomp.errors import StompError
 from roost.stomp.frames import (
@@ -75,7 +76,7 @@ _OWN_RECEIPT = frozenset({"COMMIT", "DISCONNECT"})
 _TRANSACTIONAL = frozenset({"SEND", "ACK", "NACK"})
 
 
-class StompHandler(Sending, Subscribing, Delivering, Transactions, Heartbeats):
+class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Heartbeats):
     def __init__(
         self,
         broker: AdapterPort,
@@ -126,15 +127,13 @@ class StompHandler(Sending, Subscribing, Delivering, Transactions, Heartbeats):
 
     # -- input ----------------------------------------------------------------------------
 
-    def data_received(self, data: bytes) -> None:
-        if self.closed:
-            return
+    # (the read path is lifecycle.ReadLoop's: data_received → work → gate.read_done)
+
+    def heard(self) -> None:
         self._heard = self._clock.time()
-        self.traffic.recv_oct += len(data)
-        self.traffic.recv_cnt += 1
+
+    def feed(self, data: bytes) -> None:
         self.parser.feed(data)
-        self.work()
-        self.gate.read_done(len(data))
 
     def work(self) -> None:
         """Handle the frames read so far while the gate is open, a turn's worth at most;
@@ -258,25 +257,16 @@ class StompHandler(Sending, Subscribing, Delivering, Transactions, Heartbeats):
         self._ack_key = "id" if self.version == "1.2" else "message-id"
         login = frame.get("login")
         passcode = frame.get("passcode", "")
-        host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
         cert_user = self.transport.cert_user
+        external = login is None and cert_user is not None
+        username = login
+        if username is None:  # RabbitMQ's default_user for clients that send no login
+            username, passcode = self.settings.default_user, self.settings.default_passcode
         try:
-            if login is None and cert_user is not None:
-                user = self.broker.authenticate_external(cert_user, peer_host=host)
-            else:
-                if login is None:  # RabbitMQ's default_user for clients that send no login
-                    login = self.settings.default_user
-                    passcode = self.settings.default_passcode
-                user = self.broker.authenticate(
-                    login,
-                    passcode or "",
-                    peer_host=host,
-                    protocol=self.protocol,
-                    peer=self.transport.peer,
-                )
+            user = lifecycle.login(self.broker, username, passcode or "", external=external,
+                                   cert_user=cert_user, peer=self.transport.peer,
+                                   protocol=self.protocol)  # fmt: skip
         except AccessRefused as exc:
-            if login is None:  # password logins are logged by the broker
-                log.warning("%s: STOMP certificate login failed: %s", self.transport.peer, exc.text)
             raise StompError("access_refused", "Bad CONNECT: authentication failed") from exc
         vhost = frame.get("host") or "/"
         if not self.broker.has_vhost(vhost):
@@ -284,7 +274,9 @@ class StompHandler(Sending, Subscribing, Delivering, Transactions, Heartbeats):
             # ("Virtual host '…' access denied"), Roost takes "/" (docs/stomp.md)
             log.info("%s: host %r is not a vhost: using '/'", self.transport.peer, vhost)
             vhost = "/"
-        self.client = self.broker.connect(
+        self.client = open_client(
+            self.broker,
+            self.gate,
             user,
             vhost,
             protocol=f"{self.protocol} {self.version}",
@@ -292,12 +284,10 @@ class StompHandler(Sending, Subscribing, Delivering, Transactions, Heartbeats):
             closer=self.force_close,
             properties={"product": frame.get("client-id", "STOMP client")},
             traffic=self.traffic,
+            tls=self.transport.tls,
+            mechanism="EXTERNAL" if external else "PLAIN",
         )
-        self.client.ssl = self.transport.tls
-        self.client.auth_mechanism = "EXTERNAL" if login is None and cert_user else "PLAIN"
         self.session = self.broker.open_session(self.client, self)
-        self.gate.client = self.client
-        self.gate.watch_alarms(self.broker.alarms)
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
@@ -342,10 +332,8 @@ class StompHandler(Sending, Subscribing, Delivering, Transactions, Heartbeats):
             timer.cancel()
         self.transactions.clear()
         self.registry.discard(self)
-        self.gate.close()
-        if self.client is not None and self.broker.is_connected(self.client):
-            # the core's connection registry logs the close, with the reason
-            self.broker.disconnect(self.client, self.close_reason)
+        # the core's connection registry logs the close, with the reason
+        release(self.broker, self.client, self.close_reason, self.gate)
 
     # -- input flow control (roost/backpressure.py) -----------------------------------------
 

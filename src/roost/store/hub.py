@@ -73,7 +73,12 @@ class DiskStore:
         max_open: int = 256,
         idle_close: float = 30.0,
         exclusive: bool = False,
+        on_full: Callable[[bool], None] | None = None,
+        retry_interval: float = 1.0,
     ) -> None:
+        """``on_full(True)`` when a write fails for lack of space, ``on_full(False)`` when
+        one succeeds again (the server raises and clears the disk alarm); failed writes
+        are retried every ``retry_interval`` seconds."""
         if fsync not in FSYNC_MODES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_MODES)}")
         # a server locks its data dir before touching anything in it (the spill cleanup
@@ -111,9 +116,9 @@ class DiskStore:
         # once would be 640 MB)
         self._readers: dict[QueueStore, None] = {}
         self._retry_handle: asyncio.TimerHandle | None = None
-        self.retry_interval = 1.0
+        self.retry_interval = retry_interval
         self.full = False  # the last write failed for lack of space
-        self.on_full: Callable[[bool], None] | None = None
+        self.on_full = on_full
 
     # -- queues -----------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.backpressure import ReadGate
 from roost.core import AccessRefused, AdapterPort, BrokerError, Traffic
+from roost.lifecycle import ReadLoop, login, open_client, plain_credentials, release
 from roost.stream_protocol import constants as c
 from roost.stream_protocol.codec import FrameReader, _NeedData, encode
 from roost.stream_protocol.commands import Commands
@@ -82,6 +83,7 @@ VERSIONS = [
 
 class Transport(Protocol):
     peer: str
+    tls: bool
     cert_user: str | None
 
     def write(self, data: bytes) -> None: ...
@@ -109,7 +111,7 @@ class StreamSettings:
     max_unconfirmed: int = 10_000  # a publisher past this is read no further until confirms
 
 
-class StreamSession:
+class StreamSession(ReadLoop):
     def __init__(
         self, port: AdapterPort, settings: StreamSettings, transport: Transport, clock: Clock
     ) -> None:
@@ -118,6 +120,7 @@ class StreamSession:
         self.transport = transport
         self.clock = clock
         self.state = PEER
+        self.closed = False  # the state is CLOSED
         self.reader = FrameReader(role="server", frame_max=c.DEFAULT_INITIAL_FRAME_MAX)
         self.client: Client | None = None
         self.user: Any = None
@@ -137,15 +140,13 @@ class StreamSession:
 
     # -- input ----------------------------------------------------------------------------
 
-    def data_received(self, data: bytes) -> None:
-        if self.state == CLOSED:
-            return
+    # (the read path is lifecycle.ReadLoop's: data_received → work → gate.read_done)
+
+    def heard(self) -> None:
         self._received = True
-        self.traffic.recv_oct += len(data)
-        self.traffic.recv_cnt += 1
+
+    def feed(self, data: bytes) -> None:
         self.reader.feed(data)
-        self.work()
-        self.gate.read_done(len(data))
 
     def work(self) -> None:
         """Handle the frames read so far while the gate is open, a turn's worth at most;
@@ -242,21 +243,19 @@ class StreamSession:
         self.send(SaslHandshakeResponse(f.correlation_id, c.OK, mechanisms))
 
     def _sasl_authenticate(self, f: SaslAuthenticate) -> None:
-        host = self.transport.peer.rsplit(":", 1)[0].strip("[]")
+        cert_user = self.transport.cert_user
         try:
             if f.mechanism == "PLAIN":
-                parts = f.data.split(b"\x00")
-                if len(parts) != 3:
+                credentials = plain_credentials(f.data, errors="strict")
+                if credentials is None:
                     self.send(SaslAuthenticateResponse(f.correlation_id, c.SASL_ERROR))
                     return
-                name, password = parts[1].decode(), parts[2].decode()
-                self.user = self.port.authenticate(
-                    name, password, peer_host=host, protocol=PROTOCOL, peer=self.transport.peer
-                )
-            elif f.mechanism == "EXTERNAL" and self.transport.cert_user:
-                self.user = self.port.authenticate_external(
-                    self.transport.cert_user, peer_host=host
-                )
+                name, password = credentials
+                self.user = login(self.port, name, password, external=False, cert_user=None,
+                                  peer=self.transport.peer, protocol=PROTOCOL)  # fmt: skip
+            elif f.mechanism == "EXTERNAL" and cert_user:
+                self.user = login(self.port, cert_user, "", external=True, cert_user=cert_user,
+                                  peer=self.transport.peer, protocol=PROTOCOL)  # fmt: skip
             else:
                 code = c.SASL_MECHANISM_NOT_SUPPORTED
                 self.send(SaslAuthenticateResponse(f.correlation_id, code))
@@ -294,7 +293,9 @@ class StreamSession:
         try:
             if not self.port.has_vhost(vhost):
                 raise AccessRefused(f"no vhost '{vhost}'")
-            self.client = self.port.connect(
+            self.client = open_client(
+                self.port,
+                self.gate,
                 self.user,
                 vhost,
                 protocol=f"{PROTOCOL} 1.0",
@@ -302,15 +303,14 @@ class StreamSession:
                 closer=self.force_close,
                 properties=dict(self._properties),
                 traffic=self.traffic,
+                tls=self.transport.tls,
+                mechanism=self.mechanism,
             )
         except BrokerError as exc:
             self.send(OpenResponse(f.correlation_id, c.VIRTUAL_HOST_ACCESS_FAILURE))
             self.close_with(c.VIRTUAL_HOST_ACCESS_FAILURE, exc.text)
             return
-        self.client.auth_mechanism = self.mechanism
         self.state = OPEN
-        self.gate.client = self.client
-        self.gate.watch_alarms(self.port.alarms)
         advertised = {
             "advertised_host": self.settings.advertised_host,
             "advertised_port": str(self.settings.advertised_port),
@@ -386,11 +386,10 @@ class StreamSession:
         if self.state == CLOSED:
             return
         self.state = CLOSED
+        self.closed = True
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
         self.commands.release()
-        self.gate.close()
-        if self.client is not None:
-            self.port.disconnect(self.client, self.close_reason)
-            self.client = None
+        release(self.port, self.client, self.close_reason, self.gate)
+        self.client = None

@@ -75,6 +75,7 @@ class AckTimeouts:
         self,
         sessions: Callable[[], Iterable[Session]],
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        wake: Callable[[float], None] | None = None,
     ) -> None:
         self._sessions = sessions
         self._heap: list[tuple[float, int, Session, int]] = []
@@ -84,7 +85,7 @@ class AckTimeouts:
         self._next_scan = 0.0
         # called with a delay in seconds when a deadline nearer than the next planned
         # tick appears (the server reschedules its timer)
-        self.wake: Callable[[float], None] | None = None
+        self.wake = wake
         self._planned = float("inf")
         self._ticking = False  # tick() plans the next tick itself
         self.timeout_ms = 0
