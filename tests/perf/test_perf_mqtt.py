@@ -8,7 +8,7 @@ import uuid
 
 import pika
 
-from roost.perf.mqtt import routing_key
+from roost.perf.options import mqtt_routing_key as routing_key
 from tests.perf.test_perf_flags import api, drain, perf
 from tests.support import RoostProcess
 

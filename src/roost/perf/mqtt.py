@@ -60,14 +60,6 @@ def target(opts: Options) -> Target:
     return Target(parts.hostname or "localhost", parts.port or DEFAULT_PORT, user, password)
 
 
-_TO_KEY = str.maketrans({"/": ".", ".": "/"})
-
-
-def routing_key(topic: str) -> str:
-    """The AMQP routing key of an MQTT topic as RabbitMQ maps it: ``/`` and ``.`` swap."""
-    return topic.translate(_TO_KEY)
-
-
 class MQTTError(Exception):
     """The broker refused the connection or a subscription, or the connection ended."""
 

@@ -4,6 +4,7 @@ cross the spawn boundary), built and checked from the command line."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -191,6 +192,8 @@ class Options:
     def _validate_mqtt(self) -> None:
         """MQTT publishes go through amq.topic with the topic as routing key; a
         subscriber's queue is the broker's (its prefetch is the broker's setting)."""
+        if importlib.util.find_spec("paho") is None:
+            raise ValueError("--protocol mqtt needs paho-mqtt: pip install 'roost[perf]'")
         if self.exchange or self.routing_key_arg:
             raise ValueError("--protocol mqtt publishes to amq.topic (the topic is -u): "
                              "-e and -k do not apply")
@@ -200,6 +203,14 @@ class Options:
             raise ValueError("MQTT consumers subscribe to the topic and get their queue "
                              "from the broker: -p, -q, -A, --queue-arg and "
                              "--durable-queue need --consumer-protocol amqp")
+
+
+_TO_KEY = str.maketrans({"/": ".", ".": "/"})
+
+
+def mqtt_routing_key(topic: str) -> str:
+    """The AMQP routing key of an MQTT topic as RabbitMQ maps it: ``/`` and ``.`` swap."""
+    return topic.translate(_TO_KEY)
 
 
 def default_test_id() -> str:

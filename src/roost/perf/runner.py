@@ -16,8 +16,8 @@ from typing import Any, TypeVar, cast
 
 from roost.client import Channel, ClientError, Closed, connect
 from roost.client.aio import new_event_loop
-from roost.perf import mqtt, report, worker
-from roost.perf.options import Options
+from roost.perf import report, worker
+from roost.perf.options import Options, mqtt_routing_key
 from roost.perf.stats import ConsumerResult, Histogram, ProducerResult, aggregate, declare_report
 
 T = TypeVar("T")
@@ -81,7 +81,7 @@ async def _prepare(opts: Options) -> tuple[str, bool]:
             await ch.queue_purge(queue)
         if opts.protocol == "mqtt":  # MQTT publishes reach the queues through amq.topic
             for queue in opts.queues:
-                await ch.queue_bind(queue, "amq.topic", mqtt.routing_key(queue))
+                await ch.queue_bind(queue, "amq.topic", mqtt_routing_key(queue))
         elif opts.exchange:
             ch, made_exchange = await _declare_exchange(ch, opts)
             for queue in opts.queues:

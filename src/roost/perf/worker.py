@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection as Pipe
 from typing import NamedTuple
 
 from roost.client.aio import new_event_loop
-from roost.perf import amqp, mqtt, stomp
+from roost.perf import amqp, stomp
 from roost.perf.links import ConsumerLink, ConsumerOpener, Link, ProducerLink, ProducerOpener
 from roost.perf.options import TIMESTAMP_BYTES, Options
 from roost.perf.stats import ConsumerResult, ProducerResult
@@ -40,11 +40,23 @@ DRAIN_IDLE_NS = 1_000_000_000  # consumers stop once nothing came for this longâ
 DRAIN_MAX_NS = 5_000_000_000  # â€¦or this long after the producers' deadline
 NO_DEADLINE = 1 << 62
 
+async def _mqtt_producer(opts: Options, slot: int) -> ProducerLink:
+    from roost.perf import mqtt  # paho-mqtt (roost[perf]): imported by MQTT runs only
+
+    return await mqtt.open_producer(opts, slot)
+
+
+async def _mqtt_consumer(opts: Options, slot: int) -> ConsumerLink:
+    from roost.perf import mqtt
+
+    return await mqtt.open_consumer(opts, slot)
+
+
 ROLES: dict[str, tuple[ProducerOpener, ConsumerOpener]] = {
     "amqp": (amqp.open_producer, amqp.open_consumer),
     "stomp": (stomp.open_producer, stomp.open_consumer),
     "ws": (stomp.open_producer, stomp.open_consumer),
-    "mqtt": (mqtt.open_producer, mqtt.open_consumer),
+    "mqtt": (_mqtt_producer, _mqtt_consumer),
 }
 
 
