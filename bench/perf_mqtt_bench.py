@@ -1,7 +1,8 @@
-"""``roost perf --protocol mqtt`` (paho-mqtt clients) against Roost and RabbitMQ 3.10's
-rabbitmq_mqtt plugin in the same run: rates, latency, and what the load generator
-itself spent (CPU seconds of every perf process per message), which says whether paho
-or the broker set the pace.
+"""``roost perf --protocol mqtt`` against Roost and RabbitMQ 3.10's rabbitmq_mqtt plugin
+in the same run, with each of perf's MQTT clients (``--mqtt-client codec`` and
+``paho``): rates, latency, and what the load generator itself spent (CPU seconds of
+every perf process per message moved), which says whether the client or the broker set
+the pace.
 
 Shapes (each ``--seconds`` long, medians of ``--runs``):
 
@@ -11,6 +12,7 @@ Shapes (each ``--seconds`` long, medians of ``--runs``):
 - ``pub``: 1 MQTT publisher, no subscriber (what paho alone can send).
 
     .venv/bin/python bench/perf_mqtt_bench.py [--seconds 5] [--runs 3] [--brokers roost,rabbitmq]
+        [--clients codec,paho]
 """
 
 from __future__ import annotations
@@ -40,12 +42,14 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_perf(url: str, mqtt_port: int, shape: list[str], seconds: float) -> dict[str, float]:
+def run_perf(url: str, mqtt_port: int, shape: list[str], seconds: float,
+             client: str) -> dict[str, float]:
     before = children_cpu()
     done = subprocess.run(
         [*_brokers._roost_command(), "perf", "--url", url, "--protocol", "mqtt",
-         "--mqtt-url", f"mqtt://127.0.0.1:{mqtt_port}", "-z", str(seconds), "-u", "bench-perf",
-         *shape], capture_output=True, text=True, timeout=seconds + 120, check=False)
+         "--mqtt-url", f"mqtt://127.0.0.1:{mqtt_port}", "--mqtt-client", client,
+         "-z", str(seconds), "-u", "bench-perf", *shape],
+        capture_output=True, text=True, timeout=seconds + 120, check=False)
     report = json.loads(done.stdout.splitlines()[-1])
     if done.returncode or report.get("errors"):
         raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
@@ -68,29 +72,33 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--brokers", default="roost,rabbitmq")
+    parser.add_argument("--clients", default="codec,paho")
     args = parser.parse_args()
-    figures: dict[tuple[str, str], list[dict[str, float]]] = {}
-    names = args.brokers.split(",")
+    figures: dict[tuple[str, str, str], list[dict[str, float]]] = {}
+    names, clients = args.brokers.split(","), args.clients.split(",")
     for name in names:
         port = _brokers.free_port()
         with broker(name, port) as url:
             for _ in range(args.runs):
-                for shape, flags in SHAPES.items():
-                    figures.setdefault((name, shape), []).append(
-                        run_perf(url, port, flags, args.seconds))
+                for client in clients:
+                    for shape, flags in SHAPES.items():
+                        figures.setdefault((client, name, shape), []).append(
+                            run_perf(url, port, flags, args.seconds, client))
     print(f"roost perf --protocol mqtt, {args.seconds:g} s a run, medians of {args.runs}")
-    print(f"{'shape':6} {'broker':9} {'sent/s':>9} {'recv/s':>9} {'p50 ms':>8} "
+    print(f"{'client':6} {'shape':6} {'broker':9} {'sent/s':>9} {'recv/s':>9} {'p50 ms':>8} "
           f"{'perf CPU us/msg':>16}")
-    for shape in SHAPES:
-        for name in names:
-            runs = figures[(name, shape)]
-            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-            print(f"{shape:6} {name:9} {med['sent']:9,.0f} {med['received']:9,.0f} "
-                  f"{med['p50_ms']:8.1f} {med['perf_us']:16.1f}")
-        if len(names) == 2:
-            a, b = (statistics.median(r["received"] or r["sent"] for r in figures[(n, shape)])
-                    for n in names)
-            print(f"{shape:6} {'ratio':9} {a / b if b else 0:9.2f}x ({names[0]}/{names[1]})")
+    for client in clients:
+        for shape in SHAPES:
+            for name in names:
+                runs = figures[(client, name, shape)]
+                med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+                print(f"{client:6} {shape:6} {name:9} {med['sent']:9,.0f} "
+                      f"{med['received']:9,.0f} {med['p50_ms']:8.1f} {med['perf_us']:16.1f}")
+            if len(names) == 2:
+                a, b = (statistics.median(r["received"] or r["sent"]
+                                          for r in figures[(client, n, shape)]) for n in names)
+                print(f"{client:6} {shape:6} {'ratio':9} {a / b if b else 0:9.2f}x "
+                      f"({names[0]}/{names[1]})")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""``roost perf --protocol mqtt`` (paho-mqtt publishers and subscribers) and PerfTest's
-variable rates and sizes and consumer latency, against a real Roost."""
+"""``roost perf --protocol mqtt`` (publishers and subscribers made of the codec, and of
+paho-mqtt) and PerfTest's variable rates and sizes and consumer latency, against a real
+Roost."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import uuid
 
 import pika
+import pytest
 
 from roost.perf.options import mqtt_routing_key as routing_key
 from tests.perf.test_perf_flags import api, drain, perf
@@ -19,10 +21,11 @@ def mqtt(roost: RoostProcess) -> list[str]:
     return ["--protocol", "mqtt", "--mqtt-url", f"mqtt://127.0.0.1:{roost.mqtt_port}"]
 
 
-def test_mqtt_publishers_and_subscribers_with_confirms(roost: RoostProcess) -> None:
+@pytest.mark.parametrize("client", ["codec", "paho"])
+def test_mqtt_publishers_and_subscribers_with_confirms(roost: RoostProcess, client: str) -> None:
     topic = f"perf-mqtt-{uuid.uuid4().hex[:6]}"
-    report, out = perf(roost, *mqtt(roost), "-u", topic, "-x", "2", "-y", "2", "-C", "500",
-                       "-c", "50", "-s", "64")
+    report, out = perf(roost, *mqtt(roost), "--mqtt-client", client, "-u", topic, "-x", "2",
+                       "-y", "2", "-C", "500", "-c", "50", "-s", "64")
     assert report["protocol"] == "mqtt"
     assert report["published"] == report["confirmed"] == 1000  # QoS 1: every PUBACK
     # each MQTT subscription has a queue of its own: both subscribers get every message

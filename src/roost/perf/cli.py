@@ -16,7 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
-from roost.perf.options import DEFAULT_URL, FLAGS, PROTOCOLS, Options
+from roost.perf.options import DEFAULT_URL, FLAGS, MQTT_CLIENTS, PROTOCOLS, Options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--mqtt-url", metavar="URL",
         help="MQTT endpoint (mqtt://[USER:PASS@]HOST:1883; default: --url's host, user and "
         "vhost on 1883)")
+    add("--mqtt-client", choices=MQTT_CLIENTS, default="codec",
+        help="MQTT clients: codec (pipelining, made of Roost's MQTT codec: loads the broker, "
+        "not the client) or paho (paho-mqtt: what a paho application gets)")
     add("--consumer-protocol", choices=PROTOCOLS,
         help="what consumers speak when it differs from --protocol: amqp (say, MQTT "
         "publishers and AMQP consumers of queues bound to amq.topic)")

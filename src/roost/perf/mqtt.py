@@ -1,4 +1,6 @@
-"""MQTT producers and consumers of ``roost perf`` (``--protocol mqtt``), on paho-mqtt.
+"""MQTT producers and consumers of ``roost perf`` on paho-mqtt (``--protocol mqtt
+--mqtt-client paho``: what an application on paho gets; ``perf/mqtt_codec.py`` is the
+default, for loads paho cannot generate).
 
 paho is the MQTT client Python users run; it is driven here the way its documentation
 shows for an external event loop: its socket registered with asyncio for reading and,
@@ -19,49 +21,18 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
 from roost.client.confirms import ConfirmTracker
+from roost.perf.mqtt_codec import MQTTError, Target, target
 from roost.perf.options import TIMESTAMP_BYTES, Options
 from roost.perf.stats import Tally
 
-DEFAULT_PORT = 1883
 READS_PER_WAKE = 256  # packets handled per readable event (paho reads one per call)
 QUEUED_HIGH = 2000  # packets waiting in paho before a producer holds
-
-
-@dataclass(frozen=True)
-class Target:
-    host: str
-    port: int
-    user: str
-    password: str
-
-
-def target(opts: Options) -> Target:
-    """``--mqtt-url`` (default: ``--url``'s host on 1883). Without a user in it, ``--url``'s
-    user and password; a vhost other than ``/`` goes in the user name as ``vhost:user``,
-    as RabbitMQ's MQTT plugin reads it."""
-    ep = opts.endpoint
-    parts = urlsplit(opts.mqtt_url or f"mqtt://{ep.address[0]}:{DEFAULT_PORT}")
-    if parts.scheme.lower() != "mqtt":
-        raise ValueError(f"--mqtt-url wants an mqtt:// URL: {opts.mqtt_url}")
-    if parts.username is not None:
-        user = unquote(parts.username)
-        password = unquote(parts.password or "")
-    else:
-        user = ep.user if ep.vhost == "/" else f"{ep.vhost}:{ep.user}"
-        password = ep.password
-    return Target(parts.hostname or "localhost", parts.port or DEFAULT_PORT, user, password)
-
-
-class MQTTError(Exception):
-    """The broker refused the connection or a subscription, or the connection ended."""
 
 
 class _Link:

@@ -17,6 +17,8 @@ DEFAULT_DURATION_S = 10.0
 TIMESTAMP_BYTES = 8  # a body shorter than this carries no timestamp: no latency figures
 PROTOCOLS = ("amqp", "stomp", "ws", "mqtt")
 FLAGS = ("persistent", "mandatory")
+MQTT_CLIENTS = ("codec", "paho")
+MQTT_MAX_IN_FLIGHT = 65535
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Options:
     protocol: str = "amqp"
     stomp_url: str = ""  # --protocol stomp|ws: where to connect (default from the URL)
     mqtt_url: str = ""  # --protocol mqtt: where to connect (default from the URL)
+    mqtt_client: str = "codec"  # codec (perf/mqtt_codec.py) or paho (perf/mqtt.py)
     consumer_protocol: str = ""  # what consumers speak ("": the same as --protocol)
     # PerfTest's --variable-rate / --variable-size: ((value, seconds), …), cycling
     variable_rates: tuple[tuple[float, float], ...] = ()
@@ -141,6 +144,7 @@ class Options:
             protocol=args.protocol,
             stomp_url=args.stomp_url or "",
             mqtt_url=args.mqtt_url or "",
+            mqtt_client=args.mqtt_client,
             consumer_protocol=args.consumer_protocol or "",
             variable_rates=tuple(parse_step(t, "--variable-rate") for t in args.variable_rate),
             variable_sizes=tuple(_size_step(t) for t in args.variable_size),
@@ -192,8 +196,10 @@ class Options:
     def _validate_mqtt(self) -> None:
         """MQTT publishes go through amq.topic with the topic as routing key; a
         subscriber's queue is the broker's (its prefetch is the broker's setting)."""
-        if importlib.util.find_spec("paho") is None:
-            raise ValueError("--protocol mqtt needs paho-mqtt: pip install 'roost[perf]'")
+        if self.mqtt_client == "paho" and importlib.util.find_spec("paho") is None:
+            raise ValueError("--mqtt-client paho needs paho-mqtt: pip install 'roost[perf]'")
+        if self.confirm > MQTT_MAX_IN_FLIGHT:
+            raise ValueError(f"-c: MQTT has {MQTT_MAX_IN_FLIGHT} packet ids at most in flight")
         if self.exchange or self.routing_key_arg:
             raise ValueError("--protocol mqtt publishes to amq.topic (the topic is -u): "
                              "-e and -k do not apply")

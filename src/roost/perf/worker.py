@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection as Pipe
 from typing import NamedTuple
 
 from roost.client.aio import new_event_loop
-from roost.perf import amqp, stomp
+from roost.perf import amqp, mqtt_codec, stomp
 from roost.perf.links import ConsumerLink, ConsumerOpener, Link, ProducerLink, ProducerOpener
 from roost.perf.options import TIMESTAMP_BYTES, Options
 from roost.perf.stats import ConsumerResult, ProducerResult
@@ -41,15 +41,19 @@ DRAIN_MAX_NS = 5_000_000_000  # …or this long after the producers' deadline
 NO_DEADLINE = 1 << 62
 
 async def _mqtt_producer(opts: Options, slot: int) -> ProducerLink:
-    from roost.perf import mqtt  # paho-mqtt (roost[perf]): imported by MQTT runs only
+    if opts.mqtt_client == "paho":
+        from roost.perf import mqtt  # paho-mqtt (roost[perf]): imported only to be used
 
-    return await mqtt.open_producer(opts, slot)
+        return await mqtt.open_producer(opts, slot)
+    return await mqtt_codec.open_producer(opts, slot)
 
 
 async def _mqtt_consumer(opts: Options, slot: int) -> ConsumerLink:
-    from roost.perf import mqtt
+    if opts.mqtt_client == "paho":
+        from roost.perf import mqtt
 
-    return await mqtt.open_consumer(opts, slot)
+        return await mqtt.open_consumer(opts, slot)
+    return await mqtt_codec.open_consumer(opts, slot)
 
 
 ROLES: dict[str, tuple[ProducerOpener, ConsumerOpener]] = {
