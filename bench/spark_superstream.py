@@ -1,9 +1,11 @@
 """Spark reading a 4-partition super stream in parallel (option ``superStream``: one
 Spark partition per stream partition) against the same rows in one stream, on
-``local[2]``; and, for a comparison with RabbitMQ, the same super stream read by a
-stream-protocol client (rstream's SuperStreamConsumer) from Roost and from RabbitMQ 3.10
-(rabbitmq_stream), in the same run. No Spark data source reads RabbitMQ's streams here,
-so RabbitMQ appears only in the client-read rows.
+``local[2]``; and, for a comparison with RabbitMQ, the 4 partition streams read at once
+by a stream-protocol client (4 rstream consumers on one event loop) from Roost and from
+RabbitMQ 3.10 (rabbitmq_stream), in the same run. RabbitMQ 3.10 has no super-stream
+commands (CreateSuperStream and Partitions came in 3.11 and 3.13), so there its 4
+streams are made and filled one by one; and no Spark data source reads RabbitMQ's
+streams here, so RabbitMQ appears only in the client-read rows.
 
 Rows: ``--rows`` messages of ``--size`` bytes, published with rstream (a super stream
 made by CreateSuperStream, routed by hash over its partitions). Each Spark read sums the
@@ -31,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 import _brokers
 from rstream import (
     AMQPMessage,
+    Consumer,
     ConsumerOffsetSpecification,
     OffsetType,
     Producer,
     RawMessage,
     RouteType,
-    SuperStreamConsumer,
     SuperStreamCreationOption,
     SuperStreamProducer,
 )
@@ -67,10 +69,23 @@ def auth(port: int) -> dict[str, Any]:
     return {"host": "127.0.0.1", "port": port, "username": "guest", "password": "guest"}
 
 
-async def fill(port: int, rows: int, size: int) -> None:
+STREAMS = [f"bench-ss-{i}" for i in range(PARTITIONS)]
+
+
+async def fill(port: int, rows: int, size: int, super_stream: bool) -> None:
     """The super stream ``bench-ss`` (4 partitions, by hash) and the stream ``bench-one``,
-    ``rows`` messages each."""
+    ``rows`` messages each; without ``super_stream`` (RabbitMQ 3.10), 4 plain streams
+    named as the partitions, ``rows / 4`` each."""
     body = b"x" * size
+    if not super_stream:
+        async with Producer(**auth(port)) as plain:
+            for stream in STREAMS:
+                await plain.create_stream(stream, exists_ok=True)
+                share = rows // PARTITIONS
+                for start in range(0, share, BATCH):
+                    await plain.send_batch(stream, [RawMessage(body)] * min(BATCH, share - start))
+        await asyncio.sleep(1)
+        return
 
     async def key(message: AMQPMessage) -> str:
         return str(message.application_properties["k"])
@@ -89,6 +104,7 @@ async def fill(port: int, rows: int, size: int) -> None:
 
 
 async def client_read(port: int, rows: int) -> float:
+    """The 4 partition streams read from their first offset by 4 rstream consumers."""
     got = 0
     done = asyncio.Event()
 
@@ -98,12 +114,18 @@ async def client_read(port: int, rows: int) -> float:
         if got >= rows:
             done.set()
 
-    async with SuperStreamConsumer(**auth(port), super_stream="bench-ss") as consumer:
-        began = time.perf_counter()
-        await consumer.subscribe(on_message, offset_specification=ConsumerOffsetSpecification(
-            OffsetType.FIRST))
-        await asyncio.wait_for(done.wait(), 600)
-        return rows / (time.perf_counter() - began)
+    consumers = [Consumer(**auth(port)) for _ in STREAMS]
+    for consumer in consumers:
+        await consumer.start()
+    began = time.perf_counter()
+    for consumer, stream in zip(consumers, STREAMS, strict=True):
+        await consumer.subscribe(stream, on_message, offset_specification=(
+            ConsumerOffsetSpecification(OffsetType.FIRST)))
+    await asyncio.wait_for(done.wait(), 600)
+    rate = rows / (time.perf_counter() - began)
+    for consumer in consumers:
+        await consumer.close()
+    return rate
 
 
 def spark_read(spark: Any, url: str, port: int, rows: int, **source: str) -> tuple[float, int]:
@@ -130,7 +152,8 @@ def main() -> None:
     spark = None
     for name in args.brokers.split(","):
         with broker(name) as (url, port):
-            asyncio.run(fill(port, args.rows, args.size))
+            asyncio.run(fill(port, args.rows, args.size, super_stream=name == "roost"))
+            rows = args.rows if name == "roost" else args.rows // PARTITIONS * PARTITIONS
             if name == "roost":
                 spark = spark or spark_session()
                 spark_read(spark, url, port, args.rows, superStream="bench-ss")  # warm-up
@@ -143,13 +166,15 @@ def main() -> None:
                         results.setdefault(f"spark {label}", []).append(rate)
             for _ in range(args.runs):
                 results.setdefault(f"rstream {name}", []).append(
-                    asyncio.run(client_read(port, args.rows)))
+                    asyncio.run(client_read(port, rows)))
+            for key, values in results.items():  # as they come: a later failure loses none
+                print(f"  {key}: {', '.join(f'{v:,.0f}' for v in values)} rows/s", flush=True)
     print(f"{args.rows:,} rows of {args.size} B, medians of {args.runs}, Spark local[2]")
     names = {"spark super": f"Spark, super stream ({parts.get('super', 0)} Spark partitions)",
              "spark one-2": f"Spark, one stream ({parts.get('one-2', 0)} Spark partitions)",
              "spark one-4": f"Spark, one stream ({parts.get('one-4', 0)} Spark partitions)",
-             "rstream roost": "rstream SuperStreamConsumer, Roost",
-             "rstream rabbitmq": "rstream SuperStreamConsumer, RabbitMQ 3.10"}
+             "rstream roost": "rstream, 4 partition streams at once, Roost",
+             "rstream rabbitmq": "rstream, 4 streams at once, RabbitMQ 3.10"}
     for key, label in names.items():
         if key in results:
             print(f"{label:48} {statistics.median(results[key]):12,.0f} rows/s")
