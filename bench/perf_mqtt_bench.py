@@ -4,14 +4,17 @@ in the same run, with each of perf's MQTT clients (``--mqtt-client codec`` and
 every perf process per message moved), which says whether the client or the broker set
 the pace.
 
-Shapes (each ``--seconds`` long, medians of ``--runs``):
+Shapes (each publisher sends ``--messages`` as fast as it can, ``-C``; a run ends when
+the subscriber has drained, so no run leaves a backlog to the next one; rates are to
+each side's last message; each shape on a topic of its own; medians of ``--runs``):
 
-- ``qos0``: 1 MQTT publisher -> 1 MQTT subscriber, QoS 0 both ways, unthrottled;
-- ``qos1``: the same at QoS 1 with a confirm window of 100 (``-c 100``);
+- ``qos0``: 1 MQTT publisher -> 1 MQTT subscriber, QoS 0 publishes, QoS 1 subscription;
+- ``qos1``: the same with QoS 1 publishes and a confirm window of 100 (``-c 100``);
 - ``amqp``: 1 MQTT publisher (QoS 0) -> 1 AMQP consumer (``--consumer-protocol amqp``);
-- ``pub``: 1 MQTT publisher, no subscriber (what paho alone can send).
+- ``pub``: 1 MQTT publisher, no subscriber (what the client alone can send).
 
-    .venv/bin/python bench/perf_mqtt_bench.py [--seconds 5] [--runs 3] [--brokers roost,rabbitmq]
+    .venv/bin/python bench/perf_mqtt_bench.py [--messages 40000] [--runs 3]
+        [--brokers roost,rabbitmq]
         [--clients codec,paho]
 """
 
@@ -42,14 +45,14 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_perf(url: str, mqtt_port: int, shape: list[str], seconds: float,
-             client: str) -> dict[str, float]:
+def run_perf(url: str, mqtt_port: int, shape: list[str], messages: int,
+             client: str, topic: str) -> dict[str, float]:
     before = children_cpu()
     done = subprocess.run(
         [*_brokers._roost_command(), "perf", "--url", url, "--protocol", "mqtt",
          "--mqtt-url", f"mqtt://127.0.0.1:{mqtt_port}", "--mqtt-client", client,
-         "-z", str(seconds), "-u", "bench-perf", *shape],
-        capture_output=True, text=True, timeout=seconds + 120, check=False)
+         "-C", str(messages), "-u", topic, *shape],
+        capture_output=True, text=True, timeout=600, check=False)
     report = json.loads(done.stdout.splitlines()[-1])
     if done.returncode or report.get("errors"):
         raise RuntimeError(done.stdout[-2000:] + done.stderr[-2000:])
@@ -69,7 +72,7 @@ def broker(name: str, port: int) -> AbstractContextManager[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--messages", type=int, default=40_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--brokers", default="roost,rabbitmq")
     parser.add_argument("--clients", default="codec,paho")
@@ -83,8 +86,9 @@ def main() -> None:
                 for client in clients:
                     for shape, flags in SHAPES.items():
                         figures.setdefault((client, name, shape), []).append(
-                            run_perf(url, port, flags, args.seconds, client))
-    print(f"roost perf --protocol mqtt, {args.seconds:g} s a run, medians of {args.runs}")
+                            run_perf(url, port, flags, args.messages, client,
+                                     f"bench-{client}-{shape}"))
+    print(f"roost perf --protocol mqtt -C {args.messages}, medians of {args.runs}")
     print(f"{'client':6} {'shape':6} {'broker':9} {'sent/s':>9} {'recv/s':>9} {'p50 ms':>8} "
           f"{'perf CPU us/msg':>16}")
     for client in clients:
