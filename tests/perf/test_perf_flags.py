@@ -219,13 +219,6 @@ def test_stomp_and_websocket_modes(roost: RoostProcess, protocol: str) -> None:
     assert api(roost, f"/queues/%2F/{queue}")["messages"] == 0
 
 
-def test_mqtt_mode_says_it_is_not_there_yet(roost: RoostProcess) -> None:
-    done = subprocess.run([*PERF, "--url", roost.url, "--protocol", "mqtt"],
-                          capture_output=True, text=True, timeout=30, check=False)
-    assert done.returncode == 2
-    assert "MQTT" in done.stderr and "adapter" in done.stderr
-
-
 def test_the_long_options_bench_scripts_use_still_work(roost: RoostProcess) -> None:
     queue = f"perf.old.{uuid.uuid4().hex[:6]}"
     report, _ = perf(roost, "--producers", "1", "--consumers", "2", "--size", "64",

@@ -48,6 +48,8 @@ class ProducerConnection(_Waking):
         self.confirms = ConfirmTracker()
         self.returned = 0
         self.templates: list[tuple[bytes, bytes]] = []
+        self.template_args: dict[str, Any] = {}
+        self.priorities: list[int | None] = [None]
 
     @property
     def settled(self) -> int:
@@ -86,6 +88,11 @@ class ProducerConnection(_Waking):
             for i in range(n)
         ))
 
+    def resize(self, size: int) -> None:
+        """Bodies of ``size`` bytes from now on (``--variable-size``)."""
+        self.templates = [publish_template(size=size, priority=priority, **self.template_args)
+                          for priority in self.priorities]
+
     def _returned(self, _msg: Any) -> None:
         self.returned += 1
 
@@ -97,12 +104,11 @@ async def open_producer(opts: Options, slot: int) -> ProducerConnection:
     if opts.confirm:
         await ch.confirm_select()
     queue = opts.queue_of(slot)
-    conn.templates = [
-        publish_template(exchange=opts.exchange, routing_key=opts.routing_key_for(queue),
-                         size=opts.size, persistent=opts.persistent, frame_max=conn.frame_max,
-                         priority=priority, mandatory=opts.mandatory)
-        for priority in (range(opts.priorities) if opts.priorities else [None])
-    ]
+    conn.template_args = dict(
+        exchange=opts.exchange, routing_key=opts.routing_key_for(queue),
+        persistent=opts.persistent, frame_max=conn.frame_max, mandatory=opts.mandatory)
+    conn.priorities = list(range(opts.priorities)) if opts.priorities else [None]
+    conn.resize(opts.size)
     return conn
 
 

@@ -16,12 +16,13 @@ import signal
 import sys
 from pathlib import Path
 
-from roost.perf.options import DEFAULT_URL, FLAGS, PROTOCOLS, Options
+from roost.perf.options import DEFAULT_URL, FLAGS, MQTT_CLIENTS, PROTOCOLS, Options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Publish and consume against a broker (AMQP 0-9-1, or STOMP over TCP or WebSocket) "
+        "Publish and consume against a broker (AMQP 0-9-1, STOMP over TCP or WebSocket, "
+        "or MQTT) "
         "and report rates and latency, with PerfTest's flags. Every producer and consumer "
         "is its own process with its own connection."
     )
@@ -79,12 +80,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="instead of messaging: declare N queues one round trip at a time, "
         "report declares/s, then delete them")
     add("--protocol", choices=PROTOCOLS, default="amqp",
-        help="what producers and consumers speak: amqp, stomp (TCP) or ws (STOMP over "
-        "WebSocket); queues are set up over AMQP (--url) in every mode (mqtt: once the "
-        "broker has an MQTT adapter)")
+        help="what producers and consumers speak: amqp, stomp (TCP), ws (STOMP over "
+        "WebSocket) or mqtt (3.1.1, topic = -u); queues are set up over AMQP (--url) "
+        "except for MQTT subscribers, whose queues are the broker's")
     add("--stomp-url", metavar="URL",
         help="STOMP endpoint (stomp://HOST:61613 or ws://HOST:15674/ws; default: --url's "
         "host, user and vhost on those ports)")
+    add("--mqtt-url", metavar="URL",
+        help="MQTT endpoint (mqtt://[USER:PASS@]HOST:1883; default: --url's host, user and "
+        "vhost on 1883)")
+    add("--mqtt-client", choices=MQTT_CLIENTS, default="codec",
+        help="MQTT clients: codec (pipelining, made of Roost's MQTT codec: loads the broker, "
+        "not the client) or paho (paho-mqtt: what a paho application gets)")
+    add("--consumer-protocol", choices=PROTOCOLS,
+        help="what consumers speak when it differs from --protocol: amqp (say, MQTT "
+        "publishers and AMQP consumers of queues bound to amq.topic)")
+    add("-vr", "--variable-rate", action="append", default=[], metavar="RATE:SECONDS",
+        help="publish rate per producer that changes: RATE msg/s for SECONDS, then the next "
+        "one, cycling (repeatable; overrides -r)")
+    add("-vs", "--variable-size", action="append", default=[], metavar="BYTES:SECONDS",
+        help="message size that changes the same way (repeatable; overrides -s)")
+    add("-L", "--consumer-latency", type=int, default=0, metavar="MICROSECONDS",
+        help="each consumer spends this long on every message before acking it (0)")
+    add("-prsd", "--producer-random-startup-delay", type=float, default=0.0,
+        metavar="SECONDS", help="each producer starts after a random delay up to this (0)")
     add("-d", "--id", metavar="ID", help="test id in the output lines (test-HHMMSS-mmm)")
     add("-i", "--interval", type=float, default=1.0, metavar="SECONDS",
         help="seconds between progress lines (1)")

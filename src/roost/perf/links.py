@@ -2,9 +2,9 @@
 
 The loops in ``perf/worker.py`` know no protocol; they drive these two shapes, and
 mypy checks that every protocol's links have them. ``perf/amqp.py`` and ``perf/stomp.py``
-are the links built today. A new mode (MQTT next) is one module with an
+and ``perf/mqtt.py`` are the links built today. A new mode is one module with an
 ``open_producer(opts, slot)`` and an ``open_consumer(opts, slot)`` returning these, and
-one entry in ``worker.ROLES``; docs/perf.md lists the steps.
+one entry in ``worker.ROLES``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ class ProducerLink(Link, Protocol):
 
     def send(self, n: int, stamp: bytes) -> None:
         """Write ``n`` messages whose bodies start with ``stamp`` (empty: too small)."""
+
+    def resize(self, size: int) -> None:
+        """Bodies of ``size`` bytes from the next ``send`` on (``--variable-size``)."""
 
 
 class ConsumerLink(Link, Protocol):

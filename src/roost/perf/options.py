@@ -4,17 +4,21 @@ cross the spawn boundary), built and checked from the command line."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from roost.client.uri import Endpoint, parse_uri
+from roost.perf.schedule import Steps, parse_step
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 DEFAULT_DURATION_S = 10.0
 TIMESTAMP_BYTES = 8  # a body shorter than this carries no timestamp: no latency figures
 PROTOCOLS = ("amqp", "stomp", "ws", "mqtt")
 FLAGS = ("persistent", "mandatory")
+MQTT_CLIENTS = ("codec", "paho")
+MQTT_MAX_IN_FLIGHT = 65535
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,14 @@ class Options:
     priorities: int = 0
     protocol: str = "amqp"
     stomp_url: str = ""  # --protocol stomp|ws: where to connect (default from the URL)
+    mqtt_url: str = ""  # --protocol mqtt: where to connect (default from the URL)
+    mqtt_client: str = "codec"  # codec (perf/mqtt_codec.py) or paho (perf/mqtt.py)
+    consumer_protocol: str = ""  # what consumers speak ("": the same as --protocol)
+    # PerfTest's --variable-rate / --variable-size: ((value, seconds), …), cycling
+    variable_rates: tuple[tuple[float, float], ...] = ()
+    variable_sizes: tuple[tuple[float, float], ...] = ()
+    consumer_latency_us: int = 0  # -L: a consumer spends this long on each message
+    startup_delay_s: float = 0.0  # -prsd: each producer starts up to this much later
     test_id: str = "test"
     interval: float = 1.0
     json_path: str = "-"  # where the JSON summary goes ("-": stdout)
@@ -57,6 +69,25 @@ class Options:
     @property
     def endpoint(self) -> Endpoint:
         return self.endpoints[0]
+
+    @property
+    def consumers_speak(self) -> str:
+        return self.consumer_protocol or self.protocol
+
+    @property
+    def rate_steps(self) -> Steps | None:
+        """The producers' rate over time: ``--variable-rate``, else a fixed ``-r``."""
+        if self.variable_rates:
+            return Steps(self.variable_rates)
+        return Steps(((self.rate, 1.0),)) if self.rate else None
+
+    @property
+    def size_steps(self) -> Steps | None:
+        return Steps(self.variable_sizes) if self.variable_sizes else None
+
+    @property
+    def max_size(self) -> int:
+        return int(max((v for v, _s in self.variable_sizes), default=self.size))
 
     @property
     def routing_key(self) -> str:
@@ -112,6 +143,13 @@ class Options:
             priorities=args.priorities,
             protocol=args.protocol,
             stomp_url=args.stomp_url or "",
+            mqtt_url=args.mqtt_url or "",
+            mqtt_client=args.mqtt_client,
+            consumer_protocol=args.consumer_protocol or "",
+            variable_rates=tuple(parse_step(t, "--variable-rate") for t in args.variable_rate),
+            variable_sizes=tuple(_size_step(t) for t in args.variable_size),
+            consumer_latency_us=args.consumer_latency,
+            startup_delay_s=args.producer_random_startup_delay,
             test_id=args.id or default_test_id(),
             interval=args.interval,
             json_path=args.json,
@@ -145,11 +183,40 @@ class Options:
                              "is bound with its own name)")
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}")
-        if self.protocol == "mqtt":  # the seam: worker.ROLES gets an "mqtt" entry then
-            raise ValueError("--protocol mqtt needs the broker's MQTT adapter, which Roost "
-                             "does not have yet")
+        if self.consumer_protocol and self.consumer_protocol not in (self.protocol, "amqp"):
+            raise ValueError("--consumer-protocol is amqp or the same as --protocol")
         if self.protocol != "amqp" and (self.priorities or self.mandatory):
             raise ValueError("--priorities and -f mandatory are AMQP-only")
+        if self.consumer_latency_us < 0 or self.startup_delay_s < 0:
+            raise ValueError("--consumer-latency and --producer-random-startup-delay "
+                             "must be >= 0")
+        if self.protocol == "mqtt":
+            self._validate_mqtt()
+
+    def _validate_mqtt(self) -> None:
+        """MQTT publishes go through amq.topic with the topic as routing key; a
+        subscriber's queue is the broker's (its prefetch is the broker's setting)."""
+        if self.mqtt_client == "paho" and importlib.util.find_spec("paho") is None:
+            raise ValueError("--mqtt-client paho needs paho-mqtt: pip install 'roost[perf]'")
+        if self.confirm > MQTT_MAX_IN_FLIGHT:
+            raise ValueError(f"-c: MQTT has {MQTT_MAX_IN_FLIGHT} packet ids at most in flight")
+        if self.exchange or self.routing_key_arg:
+            raise ValueError("--protocol mqtt publishes to amq.topic (the topic is -u): "
+                             "-e and -k do not apply")
+        if self.consumers_speak == "mqtt" and (self.predeclared or self.prefetch or
+                                               self.multi_ack_every > 1 or self.queue_args
+                                               or self.durable_queue):
+            raise ValueError("MQTT consumers subscribe to the topic and get their queue "
+                             "from the broker: -p, -q, -A, --queue-arg and "
+                             "--durable-queue need --consumer-protocol amqp")
+
+
+_TO_KEY = str.maketrans({"/": ".", ".": "/"})
+
+
+def mqtt_routing_key(topic: str) -> str:
+    """The AMQP routing key of an MQTT topic as RabbitMQ maps it: ``/`` and ``.`` swap."""
+    return topic.translate(_TO_KEY)
 
 
 def default_test_id() -> str:
@@ -174,6 +241,13 @@ def queue_names(args: argparse.Namespace) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"--queue-pattern {pattern!r} gives the same name twice")
     return names
+
+
+def _size_step(text: str) -> tuple[float, float]:
+    size, seconds = parse_step(text, "--variable-size")
+    if size != int(size):
+        raise ValueError(f"--variable-size wants a whole number of bytes, not {text!r}")
+    return size, seconds
 
 
 def parse_queue_arg(text: str) -> tuple[str, Any]:

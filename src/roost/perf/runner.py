@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 from roost.client import Channel, ClientError, Closed, connect
 from roost.client.aio import new_event_loop
 from roost.perf import report, worker
-from roost.perf.options import Options
+from roost.perf.options import Options, mqtt_routing_key
 from roost.perf.stats import ConsumerResult, Histogram, ProducerResult, aggregate, declare_report
 
 T = TypeVar("T")
@@ -57,9 +57,17 @@ def run(opts: Options) -> dict[str, Any]:
 
 
 # -- the broker side: declare, purge, bind, delete ------------------------------------------
+def _mqtt_only(opts: Options) -> bool:
+    """MQTT publishers and subscribers: the subscriptions' queues are the broker's, so
+    there is nothing to set up over AMQP."""
+    return opts.protocol == "mqtt" and opts.consumers_speak == "mqtt"
+
+
 async def _prepare(opts: Options) -> tuple[str, bool]:
     """Declare and purge the queues (and bind them); returns the server and whether we
     created the exchange (then we delete it at the end)."""
+    if _mqtt_only(opts):
+        return "", False
     conn = await connect(list(opts.endpoints))
     made_exchange = False
     try:
@@ -71,7 +79,10 @@ async def _prepare(opts: Options) -> tuple[str, bool]:
         for queue in opts.queues:
             ch = await _declare(ch, queue, opts.durable_queue, dict(opts.queue_args))
             await ch.queue_purge(queue)
-        if opts.exchange:
+        if opts.protocol == "mqtt":  # MQTT publishes reach the queues through amq.topic
+            for queue in opts.queues:
+                await ch.queue_bind(queue, "amq.topic", mqtt_routing_key(queue))
+        elif opts.exchange:
             ch, made_exchange = await _declare_exchange(ch, opts)
             for queue in opts.queues:
                 await ch.queue_bind(queue, opts.exchange, opts.routing_key_for(queue))
@@ -111,7 +122,7 @@ async def _declare_exchange(ch: Channel, opts: Options) -> tuple[Channel, bool]:
 
 
 async def _clean_up(opts: Options, made_exchange: bool) -> None:
-    if opts.predeclared:
+    if opts.predeclared or _mqtt_only(opts):
         return
     conn = await connect(list(opts.endpoints))
     try:

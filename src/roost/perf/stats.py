@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import MutableSequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,8 +99,9 @@ class Tally:
     """One consumer's running counts, shared by every protocol's hot path. ``deadline``
     is read from ``control[0]``, which the parent moves when a count-bound run ends."""
 
-    __slots__ = ("cancelled", "consumed", "control", "full", "in_window", "last_rx_ns",
-                 "latency", "limit", "progress", "slot", "stale", "start_ns")
+    __slots__ = ("busy_us", "cancelled", "consumed", "control", "full", "in_window",
+                 "last_rx_ns", "latency", "limit", "paid", "progress", "slot", "stale",
+                 "start_ns")
 
     def __init__(self) -> None:
         self.consumed = 0  # deliveries, stale ones included (they need acks all the same)
@@ -114,6 +116,8 @@ class Tally:
         self.control: MutableSequence[int] = [1 << 62]
         self.progress: MutableSequence[int] = [0]
         self.slot = 0
+        self.busy_us = 0  # -L: time spent on each message before it is acked
+        self.paid = 0  # messages whose -L time was spent
 
     @property
     def counted_total(self) -> int:
@@ -130,7 +134,14 @@ class Tally:
         self.last_rx_ns = now
 
     def counted(self) -> None:
-        self.progress[self.slot] = self.consumed - self.stale
+        """A read's messages are counted (each protocol calls this before it acks them)."""
+        done = self.consumed - self.stale
+        if self.busy_us and done > self.paid:
+            # PerfTest's consumer latency: the consumer (a process of its own) is busy
+            # for that long per message; one sleep for the read's messages together
+            time.sleep((done - self.paid) * self.busy_us / 1e6)
+        self.paid = done
+        self.progress[self.slot] = done
 
     def record(self, stamp: int, now: int) -> None:
         """One message stamped ``stamp`` (ns) taken at ``now``: the slow path's count."""

@@ -232,8 +232,12 @@ class Producer(_Link):
                 else f"/amq/queue/{queue}")
         self.headers = {"destination": dest, **({"persistent": "true"}
                                                 if opts.persistent else {})}
-        self.body = bytes(opts.size)
-        self.body_tail = bytes(max(0, opts.size - TIMESTAMP_BYTES))
+        self.resize(opts.size)
+
+    def resize(self, size: int) -> None:
+        """Bodies of ``size`` bytes from now on (``--variable-size``)."""
+        self.body = bytes(size)
+        self.body_tail = bytes(max(0, size - TIMESTAMP_BYTES))
         self.plain = serialize("SEND", self.headers, self.body)
         self.message_bytes = len(self.plain)
 

@@ -10,13 +10,14 @@ count (``counts``, and ``confirmed`` for producers) and the run's deadline
 
 The protocol seam: ``ROLES`` maps ``--protocol`` to the functions that open a
 producer and a consumer link, the two shapes ``perf/links.py`` types (mypy checks every
-entry). MQTT mode is one more module and one more entry, once the broker speaks MQTT.
+entry); consumers may speak another protocol than producers (``--consumer-protocol``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import random
 import signal
 import time
 from collections.abc import MutableSequence
@@ -24,10 +25,10 @@ from multiprocessing.connection import Connection as Pipe
 from typing import NamedTuple
 
 from roost.client.aio import new_event_loop
-from roost.perf import amqp, stomp
+from roost.perf import amqp, mqtt_codec, stomp
 from roost.perf.links import ConsumerLink, ConsumerOpener, Link, ProducerLink, ProducerOpener
 from roost.perf.options import TIMESTAMP_BYTES, Options
-from roost.perf.stats import ConsumerResult, ProducerResult, rate_budget
+from roost.perf.stats import ConsumerResult, ProducerResult
 
 BATCH_BYTES = 64 * 1024  # one write per loop iteration carries about this much
 MAX_BATCH = 1000
@@ -39,10 +40,27 @@ DRAIN_IDLE_NS = 1_000_000_000  # consumers stop once nothing came for this longâ
 DRAIN_MAX_NS = 5_000_000_000  # â€¦or this long after the producers' deadline
 NO_DEADLINE = 1 << 62
 
+async def _mqtt_producer(opts: Options, slot: int) -> ProducerLink:
+    if opts.mqtt_client == "paho":
+        from roost.perf import mqtt  # paho-mqtt (roost[perf]): imported only to be used
+
+        return await mqtt.open_producer(opts, slot)
+    return await mqtt_codec.open_producer(opts, slot)
+
+
+async def _mqtt_consumer(opts: Options, slot: int) -> ConsumerLink:
+    if opts.mqtt_client == "paho":
+        from roost.perf import mqtt
+
+        return await mqtt.open_consumer(opts, slot)
+    return await mqtt_codec.open_consumer(opts, slot)
+
+
 ROLES: dict[str, tuple[ProducerOpener, ConsumerOpener]] = {
     "amqp": (amqp.open_producer, amqp.open_consumer),
     "stomp": (stomp.open_producer, stomp.open_consumer),
     "ws": (stomp.open_producer, stomp.open_consumer),
+    "mqtt": (_mqtt_producer, _mqtt_consumer),
 }
 
 
@@ -77,7 +95,7 @@ def consumer_main(opts: Options, slot: int, pipe: Pipe, shared: Shared) -> None:
     name = _worker_start()
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         try:
-            link = runner.run(ROLES[opts.protocol][1](opts, slot))
+            link = runner.run(ROLES[opts.consumers_speak][1](opts, slot))
         except Exception as exc:
             pipe.send(("error", f"{name}: {exc or type(exc).__name__}"))
             return
@@ -116,13 +134,16 @@ async def produce(link: ProducerLink, opts: Options, slot: int, shared: Shared,
                   start_ns: int) -> ProducerResult:
     """Publish in batches until the deadline or ``-C``, within the confirm window and
     the rate; one timestamp per batch (the whole batch goes out at that instant)."""
-    stamped = opts.size >= TIMESTAMP_BYTES
+    size = opts.size
+    stamped = size >= TIMESTAMP_BYTES
     batch = max(1, min(MAX_BATCH, BATCH_BYTES // link.message_bytes))
-    window, rate = opts.confirm, opts.rate
+    window, rates, sizes = opts.confirm, opts.rate_steps, opts.size_steps
     limit = opts.pmessages or NO_DEADLINE
     counts, confirmed, nacked, control = shared
     clock = time.monotonic_ns
     sent = 0
+    if opts.startup_delay_s:  # -prsd: this producer's rate counts from its own start
+        start_ns += int(random.uniform(0, opts.startup_delay_s) * 1e9)
     # Loop timers may fire a little early; a batch stamped before start_ns would be
     # taken by the consumers for an earlier run's leftover.
     while (now := clock()) < start_ns:
@@ -137,17 +158,21 @@ async def produce(link: ProducerLink, opts: Options, slot: int, shared: Shared,
         if link.paused:
             await link.wait(left_s)
             continue
+        elapsed = (now - start_ns) / 1e9
+        if sizes is not None and (step := int(sizes.value_at(elapsed))) != size:
+            size, stamped = step, step >= TIMESTAMP_BYTES  # --variable-size's next step
+            link.resize(size)
+            batch = max(1, min(MAX_BATCH, BATCH_BYTES // link.message_bytes))
         n = min(batch, limit - sent)
         if window:
             n = min(n, window - (sent - link.settled))
             if n <= 0:
                 await link.wait(left_s)
                 continue
-        if rate:
-            elapsed = (now - start_ns) / 1e9
-            n = min(n, rate_budget(rate, elapsed, sent))
+        if rates is not None:
+            n = min(n, rates.budget(elapsed, sent))
             if n <= 0:
-                await asyncio.sleep(min((sent + 1) / rate - elapsed, left_s))
+                await asyncio.sleep(min(rates.wait_s(elapsed, sent), left_s))
                 continue
         link.send(n, now.to_bytes(8, "big") if stamped else b"")
         sent += n
@@ -210,3 +235,4 @@ def attach(link: ConsumerLink, opts: Options, slot: int, shared: Shared) -> None
     t = link.tally
     t.progress, t.slot, t.control = shared.counts, slot, shared.control
     t.limit = opts.cmessages or NO_DEADLINE
+    t.busy_us = opts.consumer_latency_us

@@ -88,6 +88,8 @@ SCHEMA = (
     "headers map<string,string>, content_type string, message_id string, "
     "correlation_id string, body binary"
 )
+# a super stream's rows also name their partition (option superStream)
+SUPER_SCHEMA = SCHEMA + ", stream string"
 _BATCH_SHIFT = 32  # publishing id = batch id << 32 | row position + 1
 CHUNK_BYTES = 128 * 1024  # records per delivery, by size (consumer x-roost-chunk-bytes)
 
@@ -119,10 +121,14 @@ def read_partition(
     batch_rows: int = 8192,
     chunk_bytes: int = CHUNK_BYTES,
     batch_bytes: int = 64 << 20,
+    *,
+    stream_column: bool = False,
 ) -> Iterator[Any]:
     """Arrow record batches (much cheaper for Spark than row tuples), from chunked
     deliveries: the broker sends slices of its log, decoded here on the executor,
-    column by column (``ChunkColumns``)."""
+    column by column (``ChunkColumns``). ``stream_column``: a last column naming the
+    partition's stream (super-stream reads, ``pipeline/super_source.py``)."""
+    stream = partition.stream if stream_column else None
     with Client(url) as client:
         deliveries = client.read_range(
             partition.stream, partition.start, partition.end, prefetch=16, chunk_bytes=chunk_bytes
@@ -133,19 +139,20 @@ def read_partition(
             columns.add(d.body)
             size += len(d.body)
             if len(columns) >= batch_rows or size >= batch_bytes:
-                yield record_batch(columns)
+                yield record_batch(columns, stream)
                 columns.clear()
                 size = 0
     if len(columns):
-        yield record_batch(columns)
+        yield record_batch(columns, stream)
 
 
-def record_batch(columns: ChunkColumns) -> Any:
-    """The data source's columns (SCHEMA) as one Arrow record batch."""
+def record_batch(columns: ChunkColumns, stream: str | None = None) -> Any:
+    """The data source's columns (SCHEMA) as one Arrow record batch; with ``stream``,
+    and a last column ``stream`` holding it (SUPER_SCHEMA)."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     n = len(columns)
-    schema = arrow_schema()
+    schema = arrow_schema(with_stream=stream is not None)
     offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns.offsets)])
     stamps = pa.Array.from_buffers(
         pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(columns.stamps)]
@@ -177,9 +184,10 @@ def record_batch(columns: ChunkColumns) -> Any:
         strings = [pa.array(values, type=pa.string()).take(take) for values in names]
     exchanges, keys, ctypes, mids, cids = strings
     headers_col = _map_column(pairs, counts)
-    return pa.RecordBatch.from_arrays(
-        [offsets, stamps, exchanges, keys, headers_col, ctypes, mids, cids, bodies], schema=schema
-    )
+    arrays = [offsets, stamps, exchanges, keys, headers_col, ctypes, mids, cids, bodies]
+    if stream is not None:
+        arrays.append(pa.repeat(pa.scalar(stream, type=pa.string()), n))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _map_column(pairs: list[list[tuple[str, str | None]]], counts: list[int]) -> Any:
@@ -207,7 +215,7 @@ def _map_column(pairs: list[list[tuple[str, str | None]]], counts: list[int]) ->
     )
 
 
-def arrow_schema() -> Any:
+def arrow_schema(*, with_stream: bool = False) -> Any:
     import pyarrow as pa
 
     return pa.schema(
@@ -221,6 +229,7 @@ def arrow_schema() -> Any:
             ("message_id", pa.string()),
             ("correlation_id", pa.string()),
             ("body", pa.binary()),
+            *([("stream", pa.string())] if with_stream else []),
         ]
     )
 
@@ -566,12 +575,23 @@ class RoostDataSource(DataSource):
         return "roost"
 
     def schema(self) -> str:
-        return SCHEMA
+        return SUPER_SCHEMA if self._super() else SCHEMA
+
+    def _super(self) -> bool:
+        return any(k.lower() == "superstream" for k in self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if self._super():
+            from roost.pipeline.super_source import SuperStreamBatchReader
+
+            return SuperStreamBatchReader(_Options(dict(self.options)))
         return RoostBatchReader(_Options(dict(self.options)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if self._super():
+            from roost.pipeline.super_source import SuperStreamReader
+
+            return SuperStreamReader(_Options(dict(self.options)))
         return RoostStreamReader(_Options(dict(self.options)))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
