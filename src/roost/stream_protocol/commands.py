@@ -29,7 +29,7 @@ from roost.core import (
     ResourceLocked,
 )
 from roost.stream_protocol import constants as c
-from roost.stream_protocol import single_active
+from roost.stream_protocol import publish_batch, single_active
 from roost.stream_protocol.consumers import PREFETCH, Subscription, offset_arguments
 from roost.stream_protocol.frames import (
     Broker,
@@ -53,6 +53,7 @@ from roost.stream_protocol.frames import (
     Publish,
     PublishConfirm,
     PublishedBatch,
+    PublishedMessage,
     PublishError,
     QueryOffset,
     QueryOffsetResponse,
@@ -280,14 +281,49 @@ class Commands:
             code = c.PUBLISHER_DOES_NOT_EXIST if publisher is None else c.STREAM_DOES_NOT_EXIST
             self.s.send(PublishError(f.publisher_id, [(m.publishing_id, code) for m in f.messages]))
             return
-        for m in f.messages:
+        simple = publish_batch.batchable(f.messages, publisher.reference)
+        if simple is not None:
+            self._publish_frame(publisher, simple)
+        else:
+            self._publish_each(publisher, f.messages)
+        self.s.gate.published()  # a resource alarm in effect blocks us now
+        if self._unconfirmed > self.s.settings.max_unconfirmed:
+            self.s.gate.pause_for(UNCONFIRMED)
+
+    def _publish_frame(self, publisher: Publisher, messages: list[PublishedMessage]) -> None:
+        """The whole frame as one core publish (publish_batch.py), one confirm for all."""
+        pid = publisher.id
+        ids = [m.publishing_id for m in messages]
+        message = publish_batch.batch_message(publisher.stream, messages, publisher.reference)
+        self._unconfirmed += len(ids)
+        try:
+            self.port.publish(
+                self.client,
+                "",
+                message,
+                lambda ok: self._confirmed_all(pid, ids, ok),
+                self._held_publisher,
+            )
+        except BrokerError as exc:
+            self._confirmed_all(pid, ids, False, code_for(exc))
+
+    def _confirmed_all(self, pid: int, ids: list[int], ok: bool, code: int = 0) -> None:
+        self._unconfirmed -= len(ids)
+        if ok:
+            self._confirms.setdefault(pid, []).extend(ids)
+        else:
+            code = code or c.INTERNAL_ERROR
+            self._errors.setdefault(pid, []).extend((i, code) for i in ids)
+        self._schedule()
+
+    def _publish_each(
+        self, publisher: Publisher, messages: list[PublishedMessage | PublishedBatch]
+    ) -> None:
+        for m in messages:
             if isinstance(m, PublishedBatch):
                 self._publish_batch(publisher, m)
             else:
                 self._publish_one(publisher, m.publishing_id, m.data, publisher.reference)
-        self.s.gate.published()  # a resource alarm in effect blocks us now
-        if self._unconfirmed > self.s.settings.max_unconfirmed:
-            self.s.gate.pause_for(UNCONFIRMED)
 
     def _publish_one(
         self, publisher: Publisher, publishing_id: int, data: bytes, reference: str
@@ -411,7 +447,7 @@ class Commands:
                 f"stream-{sub.id}",
                 no_ack=False,
                 exclusive=False,
-                arguments=offset_arguments(spec.type, spec.value),
+                arguments={**offset_arguments(spec.type, spec.value), **sub.core_arguments()},
             )
         except BrokerError:
             if sub.session is not None:

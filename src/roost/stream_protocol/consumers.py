@@ -1,18 +1,20 @@
 """A stream-protocol subscription on the core: one core session per subscription (so a
-multiple ack settles only its own deliveries), fed one message at a time by the stream
-queue, sent to the client as chunks.
+multiple ack settles only its own deliveries), fed runs of stored records by the stream
+queue (chunked deliveries, ``x-roost-chunk-bytes``), sent to the client as chunks.
 
-The stream queue delivers up to ``PREFETCH`` messages ahead; they wait in ``pending``
-until the subscription has credit (the client's unit of flow control is a chunk). Each
-Deliver carries the pending run of consecutive offsets (at most ``CHUNK_MESSAGES``
-messages and the connection's frame size), and sending it acks them at once: for a
-stream an ack only returns credit, so the core delivers the next ones. A client that
-gives no credit therefore holds at most ``PREFETCH`` messages of the broker's memory.
+Each core delivery is a run of records as the store keeps them; ``deliver_chunks.py``
+turns it into one or more osiris chunks (at most ``CHUNK_MESSAGES`` messages and the
+connection's frame size each), which wait in ``pending`` until the subscription has
+credit (the client's unit of flow control is a chunk). Sending a delivery's last chunk
+acks it: for a stream an ack only returns credit, so the core delivers the next run. A
+client that gives no credit therefore holds at most ``PREFETCH`` runs of
+``STORED_RUN_BYTES`` each of the broker's memory.
 """
 
 from __future__ import annotations
 
 import datetime
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +23,13 @@ from roost.stream_protocol import constants as c
 from roost.stream_protocol.amqp10 import encode_data, encode_message
 from roost.stream_protocol.chunks import SimpleEntry, build_chunk
 from roost.stream_protocol.codec import encode_deliver_head
+from roost.stream_protocol.deliver_chunks import ChunkBuilder
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Consumer, Session
 
-PREFETCH = 4000
+PREFETCH = 8  # core deliveries (runs of stored records) ahead of the client's credit
+STORED_RUN_BYTES = 256 * 1024  # the most bytes of stored records per core delivery
 CHUNK_MESSAGES = 1000
 # headers the broker keeps for itself: a stream client reads them from the chunk instead
 INTERNAL_HEADERS = frozenset(
@@ -33,6 +37,9 @@ INTERNAL_HEADERS = frozenset(
 )
 # Roost's marker for a payload kept exactly as a stream client sent it (not AMQP 1.0)
 RAW_HEADER = "x-roost-stream-raw"
+# the stream queue's chunked deliveries (core/queues/stream.py, docs/streams.md)
+CHUNK_ARGUMENT = "x-roost-chunk-bytes"
+CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
 _MAX_CHUNK_OVERHEAD = 64  # frame head, Deliver head and chunk header, with room
 
 
@@ -91,27 +98,44 @@ class Subscription:
         self.active = True  # single active consumer: False while another one reads
         self.spec: Any = None  # the Subscribe's offset specification
         self.group: tuple[str, str, str] | None = None  # (vhost, stream, name) when single
-        # (offset, timestamp ms, payload, delivery tag), consecutive offsets in order
-        self.pending: list[tuple[int, int, bytes, int]] = []
-        self.pending_bytes = 0
-        self._chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
+        # (chunk as a Deliver carries it, the core delivery tag its sending acks or 0)
+        self.pending: deque[tuple[bytes, int]] = deque()
+        chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
+        self._builder = ChunkBuilder(
+            chunk_bytes, CHUNK_MESSAGES, full=payload, raw_header=RAW_HEADER,
+            internal=INTERNAL_HEADERS,
+        )
         self._write = write
         self._wake = wake
         self._gone = gone
         self._fail = fail
+
+    def core_arguments(self) -> dict[str, Any]:
+        """The core consumer's arguments beyond the offset: chunked deliveries."""
+        return {CHUNK_ARGUMENT: STORED_RUN_BYTES}
 
     # -- DeliverySink -------------------------------------------------------------------
 
     def deliver(
         self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
     ) -> None:
-        headers = message.properties.headers or {}
-        offset = headers.get("x-stream-offset", 0)
-        timestamp = headers.get("x-stream-timestamp", 0)
-        data = payload(message)
-        self.pending.append((offset, timestamp, data, delivery_tag))
-        self.pending_bytes += len(data)
-        if len(self.pending) == 1:
+        if message.properties.content_type == CHUNK_CONTENT_TYPE:
+            chunks = self._builder.build(message.body)
+        else:  # one message (a stream queue always chunks for us; kept for safety)
+            headers = message.properties.headers or {}
+            chunks = [
+                build_chunk(
+                    [SimpleEntry(payload(message))],
+                    chunk_id=headers.get("x-stream-offset", 0),
+                    timestamp=headers.get("x-stream-timestamp", 0),
+                )
+            ]
+        was_empty = not self.pending
+        for chunk in chunks[:-1]:
+            self.pending.append((chunk, 0))
+        if chunks:
+            self.pending.append((chunks[-1], delivery_tag))
+        if was_empty and self.pending:
             self._wake(self)
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
@@ -123,33 +147,18 @@ class Subscription:
     # -- to the client ------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Send what credit allows, one chunk per credit, acking what went out."""
-        while self.credit > 0 and self.pending and self.active and self.session is not None:
-            pending = self.pending
-            first_offset, first_ts = pending[0][0], pending[0][1]
-            size = 0
-            n = 0
-            limit = min(len(pending), CHUNK_MESSAGES)
-            while n < limit:
-                entry = pending[n]
-                too_big = size + len(entry[2]) + 4 > self._chunk_bytes
-                if n and (entry[0] != first_offset + n or too_big):
-                    break
-                size += len(entry[2]) + 4
-                n += 1
-            batch = pending[:n]
-            del pending[:n]
-            self.pending_bytes -= size - 4 * n
-            chunk = build_chunk(
-                [SimpleEntry(e[2]) for e in batch], chunk_id=first_offset, timestamp=first_ts
-            )
+        """Send what credit allows, one chunk per credit, acking each delivery whose last
+        chunk went out."""
+        pending = self.pending
+        while self.credit > 0 and pending and self.active and self.session is not None:
+            chunk, tag = pending.popleft()
             self._write(encode_deliver_head(self.id, len(chunk)) + chunk)
             self.credit -= 1
-            self.session.ack(batch[-1][3], True)  # may deliver more into pending at once
+            if tag:
+                self.session.ack(tag, False)  # may deliver more into pending at once
 
     def drop_pending(self) -> None:
         self.pending.clear()
-        self.pending_bytes = 0
 
 
 def offset_arguments(spec_type: int, value: int | None) -> dict[str, Any]:

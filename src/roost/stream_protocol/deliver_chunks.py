@@ -1,0 +1,125 @@
+"""Stored records to Deliver chunks: a subscription asks the stream queue for chunked
+deliveries (consumer argument ``x-roost-chunk-bytes``, docs/streams.md), so the core
+hands over a run of records as the store keeps them in ONE delivery, and this module
+turns the run into osiris chunks (``chunks.py``) without building a message per record.
+
+Before, each message went through the core on its own (an entry, the session's
+bookkeeping, headers for its offset and timestamp) and was then re-encoded, which
+bench/stream_protocol_bench.py showed was most of the broker's consume time. Here a
+record costs a header unpack, the store decoder's property run check (``RunDecoder``
+decodes properties only when their bytes change) and one length prefix: the common
+shapes (a body alone, bytes kept as a stream client sent them) need no AMQP 1.0 encoder.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any, Final
+
+from roost.core import Message, Properties
+from roost.store.stream_codec import RunDecoder
+from roost.stream_protocol.constants import CHUNK_MAGIC_VERSION, CHUNK_USER
+
+# a stored record: crc32, length of what follows the first 8 bytes, offset, timestamp
+# (ms), publishing id, producer name length; then the name and the message (docs/streams.md)
+_RECORD: Final = struct.Struct("<IIQqqH")
+_HEADER: Final = struct.Struct(">BBHIqQQIIIB3x")  # chunks.py: the osiris chunk header
+_U32: Final = struct.Struct(">I")
+# AMQP 1.0 for "one data section" (amqp10.encode_data), with the entry's length first
+_SMALL_DATA: Final = [_U32.pack(n + 5) + bytes((0x00, 0x53, 0x75, 0xA0, n)) for n in range(256)]
+_BIG_DATA: Final = b"\x00\x53\x75\xb0"
+
+PLAIN, RAW, FULL = 0, 1, 2  # how a record's properties become a stream client's message
+# properties a stream client reads back (consumers.payload): none set means a body alone
+_MAPPED: Final = (0, 1, 5, 6, 8, 9, 10, 11)  # content type/encoding, correlation id,
+# reply-to, message id, timestamp, type, user id (core.message.PROPERTY_NAMES order)
+
+
+def shape(properties: tuple[Any, ...], raw_header: str, internal: frozenset[str]) -> int:
+    """PLAIN when the client reads just the body as a data section, RAW when the body is
+    the bytes a stream client published, FULL otherwise (``consumers.payload``)."""
+    headers = properties[2]
+    if headers and headers.get(raw_header) is True:
+        return RAW
+    if headers and any(k not in internal for k in headers):
+        return FULL
+    return FULL if any(properties[i] is not None for i in _MAPPED) else PLAIN
+
+
+class ChunkBuilder:
+    """Osiris chunks of at most ``max_bytes`` of entries and ``max_messages`` messages
+    from runs of stored records; one builder per subscription (its decoder remembers
+    the last properties)."""
+
+    __slots__ = ("_decode", "_full", "_internal", "_props", "_raw", "_shape", "max_bytes",
+                 "max_messages")
+
+    def __init__(
+        self,
+        max_bytes: int,
+        max_messages: int,
+        *,
+        full: Any,
+        raw_header: str,
+        internal: frozenset[str],
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.max_messages = max_messages
+        self._decode = RunDecoder().decode
+        self._full = full  # (Message) -> bytes: consumers.payload
+        self._raw = raw_header
+        self._internal = internal
+        self._props: tuple[Any, ...] | None = None
+        self._shape = PLAIN
+
+    def build(self, data: bytes) -> list[bytes]:
+        """The chunks (header and data entries, as a Deliver carries them) for every
+        record in ``data``, in offset order."""
+        unpack, size, pos, n = _RECORD.unpack_from, _RECORD.size, 0, len(data)
+        decode, small, pack = self._decode, _SMALL_DATA, _U32.pack
+        max_bytes, max_messages = self.max_bytes, self.max_messages
+        out: list[bytes] = []
+        parts: list[bytes] = []
+        count = length = first = ts = 0
+        while pos < n:
+            _crc, rest, offset, timestamp, _pid, name_length = unpack(data, pos)
+            end = pos + 8 + rest
+            exchange, routing_key, props, body = decode(data, pos + size + name_length, end)
+            pos = end
+            if props is not self._props:
+                self._props = props
+                self._shape = shape(props, self._raw, self._internal)
+            kind = self._shape
+            if kind == PLAIN:
+                if len(body) < 256:
+                    head = small[len(body)]
+                else:
+                    head = pack(len(body) + 8) + _BIG_DATA + pack(len(body))
+            elif kind == RAW:
+                head = pack(len(body))
+            else:
+                body = self._full(Message(exchange, routing_key, Properties(*props), body))
+                head = pack(len(body))
+            grow = len(head) + len(body)
+            if count and (count >= max_messages or length + grow > max_bytes):
+                out.append(_chunk(parts, count, first, ts, length))
+                parts, count, length = [], 0, 0
+            if not count:
+                first, ts = offset, timestamp
+            parts.append(head)
+            parts.append(body)
+            count += 1
+            length += grow
+        if count:
+            out.append(_chunk(parts, count, first, ts, length))
+        return out
+
+
+def _chunk(parts: list[bytes], count: int, first: int, timestamp: int, length: int) -> bytes:
+    data = b"".join(parts)
+    header = _HEADER.pack(
+        CHUNK_MAGIC_VERSION, CHUNK_USER, count, count, timestamp, 0, first, zlib.crc32(data),
+        length, 0, 0,
+    )
+    return header + data
