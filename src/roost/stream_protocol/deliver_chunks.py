@@ -52,8 +52,8 @@ class ChunkBuilder:
     from runs of stored records; one builder per subscription (its decoder remembers
     the last properties)."""
 
-    __slots__ = ("_decode", "_full", "_internal", "_props", "_raw", "_shape", "max_bytes",
-                 "max_messages")
+    __slots__ = ("_decode", "_full", "_internal", "_meta", "_names", "_props", "_raw", "_shape",
+                 "max_bytes", "max_messages")
 
     def __init__(
         self,
@@ -70,8 +70,12 @@ class ChunkBuilder:
         self._full = full  # (Message) -> bytes: consumers.payload
         self._raw = raw_header
         self._internal = internal
-        self._props: tuple[Any, ...] | None = None
+        self._props: tuple[Any, ...] = ()
         self._shape = PLAIN
+        # the last record's bytes before its body (exchange, routing key, properties) and
+        # those names: a record starting with the same bytes has the same properties
+        self._meta = b""
+        self._names = ("", "")
 
     def build(self, data: bytes) -> list[bytes]:
         """The chunks (header and data entries, as a Deliver carries them) for every
@@ -82,15 +86,21 @@ class ChunkBuilder:
         out: list[bytes] = []
         parts: list[bytes] = []
         count = length = first = ts = 0
+        meta, kind = self._meta, self._shape
         while pos < n:
             _crc, rest, offset, timestamp, _pid, name_length = unpack(data, pos)
             end = pos + 8 + rest
-            exchange, routing_key, props, body = decode(data, pos + size + name_length, end)
+            start = pos + size + name_length
             pos = end
-            if props is not self._props:
+            if meta and data.startswith(meta, start) and start + len(meta) <= end:
+                body = data[start + len(meta) : end]  # same names and properties as before
+            else:
+                exchange, routing_key, props, body = decode(data, start, end)
+                meta = data[start : end - len(body)]
+                self._names = (exchange, routing_key)
                 self._props = props
                 self._shape = shape(props, self._raw, self._internal)
-            kind = self._shape
+                kind = self._shape
             if kind == PLAIN:
                 if len(body) < 256:
                     head = small[len(body)]
@@ -99,7 +109,8 @@ class ChunkBuilder:
             elif kind == RAW:
                 head = pack(len(body))
             else:
-                body = self._full(Message(exchange, routing_key, Properties(*props), body))
+                message = Message(*self._names, Properties(*self._props), body)
+                body = self._full(message)
                 head = pack(len(body))
             grow = len(head) + len(body)
             if count and (count >= max_messages or length + grow > max_bytes):
@@ -113,6 +124,7 @@ class ChunkBuilder:
             length += grow
         if count:
             out.append(_chunk(parts, count, first, ts, length))
+        self._meta = meta
         return out
 
 

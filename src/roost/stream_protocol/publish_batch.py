@@ -72,7 +72,18 @@ def batch_message(
     stream: str, messages: Sequence[PublishedMessage], reference: str
 ) -> Message:
     """The core message for ``messages`` (see ``batchable``)."""
-    body = b"".join([entry(stream, m.data) for m in messages])
+    parts: list[bytes] = []
+    add, plain, plain_size = parts.append, _PLAIN, len(_PLAIN)
+    for m in messages:
+        data = m.data
+        # one data section of under 256 bytes (amqp10.data_only's first case), inline
+        if data[:4] == b"\x00Su\xa0" and len(data) == 5 + data[4]:
+            add(_PACK(plain_size + len(data) - 5))
+            add(plain)
+            add(data[5:])
+        else:
+            add(entry(stream, data))
+    body = b"".join(parts)
     headers: dict[str, Any] | None = None
     if reference:
         headers = {PRODUCER_HEADER: reference, PUBLISHING_ID_HEADER: messages[0].publishing_id}
