@@ -98,7 +98,7 @@ class Subscription:
         self.active = True  # single active consumer: False while another one reads
         self.spec: Any = None  # the Subscribe's offset specification
         self.group: tuple[str, str, str] | None = None  # (vhost, stream, name) when single
-        # (chunk as a Deliver carries it, the core delivery tag its sending acks or 0)
+        # (a whole Deliver frame, the core delivery tag its sending acks or 0)
         self.pending: deque[tuple[bytes, int]] = deque()
         chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
         self._builder = ChunkBuilder(
@@ -120,21 +120,20 @@ class Subscription:
         self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
     ) -> None:
         if message.properties.content_type == CHUNK_CONTENT_TYPE:
-            chunks = self._builder.build(message.body)
+            frames = self._builder.build(message.body, self.id)
         else:  # one message (a stream queue always chunks for us; kept for safety)
             headers = message.properties.headers or {}
-            chunks = [
-                build_chunk(
-                    [SimpleEntry(payload(message))],
-                    chunk_id=headers.get("x-stream-offset", 0),
-                    timestamp=headers.get("x-stream-timestamp", 0),
-                )
-            ]
+            chunk = build_chunk(
+                [SimpleEntry(payload(message))],
+                chunk_id=headers.get("x-stream-offset", 0),
+                timestamp=headers.get("x-stream-timestamp", 0),
+            )
+            frames = [encode_deliver_head(self.id, len(chunk)) + chunk]
         was_empty = not self.pending
-        for chunk in chunks[:-1]:
-            self.pending.append((chunk, 0))
-        if chunks:
-            self.pending.append((chunks[-1], delivery_tag))
+        for frame in frames[:-1]:
+            self.pending.append((frame, 0))
+        if frames:
+            self.pending.append((frames[-1], delivery_tag))
         if was_empty and self.pending:
             self._wake(self)
 
@@ -151,8 +150,8 @@ class Subscription:
         chunk went out."""
         pending = self.pending
         while self.credit > 0 and pending and self.active and self.session is not None:
-            chunk, tag = pending.popleft()
-            self._write(encode_deliver_head(self.id, len(chunk)) + chunk)
+            frame, tag = pending.popleft()
+            self._write(frame)
             self.credit -= 1
             if tag:
                 self.session.ack(tag, False)  # may deliver more into pending at once

@@ -19,12 +19,16 @@ from typing import Any, Final
 
 from roost.core import Message, Properties
 from roost.store.stream_codec import RunDecoder
-from roost.stream_protocol.constants import CHUNK_MAGIC_VERSION, CHUNK_USER
+from roost.stream_protocol.constants import CHUNK_MAGIC_VERSION, CHUNK_USER, DELIVER
 
 # a stored record: crc32, length of what follows the first 8 bytes, offset, timestamp
 # (ms), publishing id, producer name length; then the name and the message (docs/streams.md)
 _RECORD: Final = struct.Struct("<IIQqqH")
 _HEADER: Final = struct.Struct(">BBHIqQQIIIB3x")  # chunks.py: the osiris chunk header
+# a Deliver (version 1) up to its chunk: frame size, key, version, subscription id
+_DELIVER: Final = struct.Struct(">IHHB")
+_HEAD_SIZE: Final = _DELIVER.size + _HEADER.size
+_COPY_BELOW: Final = 512  # a shorter body is sliced (copied); a longer one is a view
 _U32: Final = struct.Struct(">I")
 # AMQP 1.0 for "one data section" (amqp10.encode_data), with the entry's length first
 _SMALL_DATA: Final = [_U32.pack(n + 5) + bytes((0x00, 0x53, 0x75, 0xA0, n)) for n in range(256)]
@@ -77,14 +81,15 @@ class ChunkBuilder:
         self._meta = b""
         self._names = ("", "")
 
-    def build(self, data: bytes) -> list[bytes]:
-        """The chunks (header and data entries, as a Deliver carries them) for every
-        record in ``data``, in offset order."""
+    def build(self, data: bytes, subscription_id: int) -> list[bytes]:
+        """Whole Deliver frames (frame head, chunk header, data entries) for every record
+        in ``data``, in offset order: each is joined once and written as it is."""
         unpack, size, pos, n = _RECORD.unpack_from, _RECORD.size, 0, len(data)
+        view = memoryview(data)
         decode, small, pack = self._decode, _SMALL_DATA, _U32.pack
         max_bytes, max_messages = self.max_bytes, self.max_messages
         out: list[bytes] = []
-        parts: list[bytes] = []
+        parts: list[Any] = [_HEAD_ROOM]
         count = length = first = ts = 0
         meta, kind = self._meta, self._shape
         while pos < n:
@@ -93,7 +98,9 @@ class ChunkBuilder:
             start = pos + size + name_length
             pos = end
             if meta and data.startswith(meta, start) and start + len(meta) <= end:
-                body = data[start + len(meta) : end]  # same names and properties as before
+                # same names and properties as before
+                begin = start + len(meta)
+                body = data[begin:end] if end - begin < _COPY_BELOW else view[begin:end]
             else:
                 exchange, routing_key, props, body = decode(data, start, end)
                 meta = data[start : end - len(body)]
@@ -109,13 +116,13 @@ class ChunkBuilder:
             elif kind == RAW:
                 head = pack(len(body))
             else:
-                message = Message(*self._names, Properties(*self._props), body)
+                message = Message(*self._names, Properties(*self._props), bytes(body))
                 body = self._full(message)
                 head = pack(len(body))
             grow = len(head) + len(body)
             if count and (count >= max_messages or length + grow > max_bytes):
-                out.append(_chunk(parts, count, first, ts, length))
-                parts, count, length = [], 0, 0
+                out.append(_frame(parts, subscription_id, count, first, ts, length))
+                parts, count, length = [_HEAD_ROOM], 0, 0
             if not count:
                 first, ts = offset, timestamp
             parts.append(head)
@@ -123,15 +130,24 @@ class ChunkBuilder:
             count += 1
             length += grow
         if count:
-            out.append(_chunk(parts, count, first, ts, length))
+            out.append(_frame(parts, subscription_id, count, first, ts, length))
         self._meta = meta
         return out
 
 
-def _chunk(parts: list[bytes], count: int, first: int, timestamp: int, length: int) -> bytes:
-    data = b"".join(parts)
-    header = _HEADER.pack(
-        CHUNK_MAGIC_VERSION, CHUNK_USER, count, count, timestamp, 0, first, zlib.crc32(data),
-        length, 0, 0,
+_HEAD_ROOM: Final = bytes(_HEAD_SIZE)
+
+
+def _frame(
+    parts: list[Any], subscription_id: int, count: int, first: int, timestamp: int, length: int
+) -> bytes:
+    """The Deliver frame of ``parts`` (``_HEAD_ROOM`` then the entries): one join, then
+    the frame head and chunk header written over the room left for them."""
+    frame = bytearray().join(parts)
+    crc = zlib.crc32(memoryview(frame)[_HEAD_SIZE:])
+    _DELIVER.pack_into(frame, 0, len(frame) - 4, DELIVER, 1, subscription_id)
+    _HEADER.pack_into(
+        frame, _DELIVER.size, CHUNK_MAGIC_VERSION, CHUNK_USER, count, count, timestamp, 0,
+        first, crc, length, 0, 0,
     )
-    return header + data
+    return bytes(frame)  # one copy per chunk, so writers take it as bytes
