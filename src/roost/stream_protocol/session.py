@@ -31,6 +31,7 @@ from roost.core import AccessRefused, AdapterPort, BrokerError, Traffic
 from roost.stream_protocol import constants as c
 from roost.stream_protocol.codec import FrameReader, _NeedData, encode
 from roost.stream_protocol.commands import Commands
+from roost.stream_protocol.error_counts import NAMES, error_codes
 from roost.stream_protocol.errors import StreamProtocolError
 from roost.stream_protocol.frames import (
     Close,
@@ -220,6 +221,8 @@ class StreamSession:
 
     def send(self, frame: Frame) -> None:
         data = encode(frame)
+        for code in error_codes(frame):  # RabbitMQ's stream error counters
+            self.port.count_protocol_error("stream", NAMES[code])
         self.write(data)
 
     def write(self, data: bytes) -> None:
