@@ -59,6 +59,8 @@ from roost.stream_protocol.frames import (
     QueryOffsetResponse,
     QueryPublisherSequence,
     QueryPublisherSequenceResponse,
+    ResolveOffsetSpec,
+    ResolveOffsetSpecResponse,
     Response,
     Route,
     RouteResponse,
@@ -79,6 +81,15 @@ if TYPE_CHECKING:
     from roost.stream_protocol.session import StreamSession
 
 log = logging.getLogger("roost.stream_protocol")
+
+# an offset specification's type as the stream queue names where a consumer starts
+_SPEC_KINDS = {
+    c.OFFSET_FIRST: "first",
+    c.OFFSET_LAST: "last",
+    c.OFFSET_NEXT: "next",
+    c.OFFSET_OFFSET: "offset",
+    c.OFFSET_TIMESTAMP: "timestamp",
+}
 
 # Create's arguments RabbitMQ takes as numbers (the frame carries strings)
 _INT_ARGUMENTS = ("x-max-length-bytes", "x-stream-max-segment-size-bytes")
@@ -202,6 +213,18 @@ class Commands:
             self.s.send(StreamStatsResponse(f.correlation_id, code_for(exc), {}))
             return
         self.s.send(StreamStatsResponse(f.correlation_id, c.OK, stats))
+
+    def _resolve_offset_spec(self, f: ResolveOffsetSpec) -> None:
+        """The offset a Subscribe with this specification would start at (as an offset
+        specification of type offset); a timestamp past the end resolves to the next."""
+        spec = f.offset_spec
+        kind = _SPEC_KINDS.get(spec.type, "next")
+        try:
+            offset = self.port.resolve_stream_offset(self.client, f.stream, kind, spec.value)
+        except BrokerError as exc:
+            self.s.send(ResolveOffsetSpecResponse(f.correlation_id, code_for(exc), spec.type, 0))
+            return
+        self.s.send(ResolveOffsetSpecResponse(f.correlation_id, c.OK, c.OFFSET_OFFSET, offset))
 
     # -- super streams --------------------------------------------------------------------
 
@@ -578,6 +601,7 @@ class Commands:
         Delete: _delete,
         Metadata: _metadata,
         StreamStats: _stream_stats,
+        ResolveOffsetSpec: _resolve_offset_spec,
         CreateSuperStream: _create_super_stream,
         DeleteSuperStream: _delete_super_stream,
         Route: _route,

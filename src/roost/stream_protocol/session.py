@@ -75,9 +75,7 @@ STATES: dict[str, tuple[type, ...]] = {
 }
 # the commands and versions Roost speaks, for ExchangeCommandVersions
 VERSIONS = [
-    CommandVersion(key, 1, 2 if key == c.PUBLISH else 1)
-    for key in sorted(c.COMMAND_NAMES)
-    if key not in (c.RESOLVE_OFFSET_SPEC,)
+    CommandVersion(key, 1, 2 if key == c.PUBLISH else 1) for key in sorted(c.COMMAND_NAMES)
 ]
 
 
