@@ -346,12 +346,19 @@ class Commands:
             if isinstance(m, PublishedBatch):
                 self._publish_batch(publisher, m)
             else:
-                self._publish_one(publisher, m.publishing_id, m.data, publisher.reference)
+                self._publish_one(
+                    publisher, m.publishing_id, m.data, publisher.reference, m.filter_value
+                )
 
     def _publish_one(
-        self, publisher: Publisher, publishing_id: int, data: bytes, reference: str
+        self,
+        publisher: Publisher,
+        publishing_id: int,
+        data: bytes,
+        reference: str,
+        filter_value: str | None = None,
     ) -> None:
-        message = to_message(publisher.stream, data, reference, publishing_id)
+        message = to_message(publisher.stream, data, reference, publishing_id, filter_value)
         pid = publisher.id
         self._unconfirmed += 1
         try:
@@ -438,6 +445,10 @@ class Commands:
             wake=self._wake,
             gone=self._gone,
             fail=lambda error: self.s.close_with(code_for(error), error.text),
+            filter_values=frozenset(
+                v for k, v in f.properties.items() if k.startswith("filter.")
+            ) or None,
+            match_unfiltered=f.properties.get("match-unfiltered", "").lower() == "true",
         )
         sub.spec = f.offset_spec
         if not single:

@@ -32,8 +32,11 @@ PREFETCH = 8  # core deliveries (runs of stored records) ahead of the client's c
 STORED_RUN_BYTES = 256 * 1024  # the most bytes of stored records per core delivery
 CHUNK_MESSAGES = 1000
 # headers the broker keeps for itself: a stream client reads them from the chunk instead
+# a message's filter value (Publish version 2; RabbitMQ's header for AMQP publishers)
+FILTER_HEADER = "x-stream-filter-value"
 INTERNAL_HEADERS = frozenset(
-    {"x-stream-offset", "x-stream-timestamp", "x-stream-producer-name", "x-publishing-id"}
+    {"x-stream-offset", "x-stream-timestamp", "x-stream-producer-name", "x-publishing-id",
+     FILTER_HEADER}
 )
 # Roost's marker for a payload kept exactly as a stream client sent it (not AMQP 1.0)
 RAW_HEADER = "x-roost-stream-raw"
@@ -89,6 +92,8 @@ class Subscription:
         wake: Callable[[Subscription], None],
         gone: Callable[[Subscription], None],
         fail: Callable[[BrokerError], None],
+        filter_values: frozenset[str] | None = None,
+        match_unfiltered: bool = False,
     ) -> None:
         self.id = subscription_id
         self.stream = stream
@@ -103,7 +108,8 @@ class Subscription:
         chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
         self._builder = ChunkBuilder(
             chunk_bytes, CHUNK_MESSAGES, full=payload, raw_header=RAW_HEADER,
-            internal=INTERNAL_HEADERS,
+            internal=INTERNAL_HEADERS, only=filter_values, unfiltered=match_unfiltered,
+            filter_header=FILTER_HEADER,
         )
         self._write = write
         self._wake = wake
@@ -132,8 +138,7 @@ class Subscription:
         was_empty = not self.pending
         for frame in frames[:-1]:
             self.pending.append((frame, 0))
-        if frames:
-            self.pending.append((frames[-1], delivery_tag))
+        self.pending.append((frames[-1] if frames else b"", delivery_tag))
         if was_empty and self.pending:
             self._wake(self)
 
@@ -149,10 +154,14 @@ class Subscription:
         """Send what credit allows, one chunk per credit, acking each delivery whose last
         chunk went out."""
         pending = self.pending
-        while self.credit > 0 and pending and self.active and self.session is not None:
-            frame, tag = pending.popleft()
-            self._write(frame)
-            self.credit -= 1
+        while pending and self.active and self.session is not None:
+            frame, tag = pending[0]
+            if frame:  # b"": a run whose every message the subscription's filter left out
+                if self.credit <= 0:
+                    break
+                self._write(frame)
+                self.credit -= 1
+            pending.popleft()
             if tag:
                 self.session.ack(tag, False)  # may deliver more into pending at once
 

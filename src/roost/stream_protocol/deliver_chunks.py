@@ -56,8 +56,8 @@ class ChunkBuilder:
     from runs of stored records; one builder per subscription (its decoder remembers
     the last properties)."""
 
-    __slots__ = ("_decode", "_full", "_internal", "_meta", "_names", "_props", "_raw", "_shape",
-                 "max_bytes", "max_messages")
+    __slots__ = ("_decode", "_filter_header", "_full", "_internal", "_keep", "_meta", "_names",
+                 "_only", "_props", "_raw", "_shape", "_unfiltered", "max_bytes", "max_messages")
 
     def __init__(
         self,
@@ -67,6 +67,9 @@ class ChunkBuilder:
         full: Any,
         raw_header: str,
         internal: frozenset[str],
+        only: frozenset[str] | None = None,
+        unfiltered: bool = False,
+        filter_header: str = "",
     ) -> None:
         self.max_bytes = max_bytes
         self.max_messages = max_messages
@@ -74,12 +77,28 @@ class ChunkBuilder:
         self._full = full  # (Message) -> bytes: consumers.payload
         self._raw = raw_header
         self._internal = internal
+        # a filtering subscription (Subscribe's filter.N, match-unfiltered): the messages
+        # whose filter value is one of ``only`` (without one: when ``unfiltered``) pass
+        self._only = only
+        self._unfiltered = unfiltered
+        self._filter_header = filter_header
+        self._keep = True
         self._props: tuple[Any, ...] = ()
         self._shape = PLAIN
         # the last record's bytes before its body (exchange, routing key, properties) and
         # those names: a record starting with the same bytes has the same properties
         self._meta = b""
         self._names = ("", "")
+
+    def _passes(self, properties: tuple[Any, ...]) -> bool:
+        """Whether a message with these properties passes the subscription's filter."""
+        if self._only is None:
+            return True
+        headers = properties[2]
+        value = headers.get(self._filter_header) if headers else None
+        if value is None:
+            return self._unfiltered
+        return str(value) in self._only
 
     def build(self, data: bytes, subscription_id: int) -> list[bytes]:
         """Whole Deliver frames (frame head, chunk header, data entries) for every record
@@ -108,6 +127,9 @@ class ChunkBuilder:
                 self._props = props
                 self._shape = shape(props, self._raw, self._internal)
                 kind = self._shape
+                self._keep = self._passes(props)
+            if not self._keep:
+                continue
             if kind == PLAIN:
                 if len(body) < 256:
                     head = small[len(body)]

@@ -55,9 +55,13 @@ def batchable(
     return out
 
 
-def entry(stream: str, data: bytes) -> bytes:
+def entry(stream: str, data: bytes, filter_value: str | None = None) -> bytes:
     """One batch entry for a message as the client sent it (``publishers.to_message``'s
     mapping, with the two common shapes taken without building a message)."""
+    if filter_value is not None:
+        message = to_message(stream, data, "", 0, filter_value)
+        props = batch_properties(message.properties.as_tuple())
+        return _PACK(len(props) + len(message.body)) + props + message.body
     if not data or data[0] != 0x00:
         return _PACK(len(_RAW) + len(data)) + _RAW + data
     body = data_only(data)
@@ -77,12 +81,12 @@ def batch_message(
     for m in messages:
         data = m.data
         # one data section of under 256 bytes (amqp10.data_only's first case), inline
-        if data[:4] == b"\x00Su\xa0" and len(data) == 5 + data[4]:
+        if m.filter_value is None and data[:4] == b"\x00Su\xa0" and len(data) == 5 + data[4]:
             add(_PACK(plain_size + len(data) - 5))
             add(plain)
             add(data[5:])
         else:
-            add(entry(stream, data))
+            add(entry(stream, data, m.filter_value))
     body = b"".join(parts)
     headers: dict[str, Any] | None = None
     if reference:
