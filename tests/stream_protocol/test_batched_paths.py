@@ -2,11 +2,20 @@
 in-memory broker: a Publish frame is ONE core publish (deduplicated as the stream does
 for batches, one confirm for its ids), and a subscription gets the stream queue's runs
 of stored records as Deliver chunks, each message exactly as a stream client sent it,
-split at the connection's frame size with one chunk per credit."""
+split at the connection's frame size with one chunk per credit; and AMQP 0-9-1 and
+STOMP consumers of the stream (a real Roost) read each message of a batched publish."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
+
+import pika
+import stomp
+from rstream import AMQPMessage, RawMessage
+from rstream import Producer as RProducer
+from rstream import Properties as AmqpProperties
 
 from roost.stream_protocol import constants as c
 from roost.stream_protocol.amqp10 import decode_message, encode_data, encode_message
@@ -34,6 +43,7 @@ from roost.stream_protocol.session import OPEN, StreamSession, StreamSettings
 from tests.brokers import memory_broker
 from tests.stomp.test_session import FakeClock
 from tests.stream_protocol.test_session import FakeTransport
+from tests.support import RoostProcess
 
 
 def opened(
@@ -131,3 +141,71 @@ def test_each_message_is_delivered_as_sent_and_chunks_split_at_the_frame_size() 
         b"body", {"message_id": "id-1"}, {"k": "v", "n": 7}
     )
     assert records[3:] == many
+
+
+def test_amqp_and_stomp_consumers_read_each_message_of_a_batched_publish(
+    roost: RoostProcess, qname: str
+) -> None:
+    """A Publish frame is stored as one record per message: an AMQP 0-9-1 and a STOMP
+    consumer of the stream read each message with its body, properties and offset."""
+
+    async def publish() -> None:
+        async with RProducer(
+            "127.0.0.1", roost.stream_port, username="guest", password="guest"
+        ) as producer:
+            await producer.create_stream(qname)
+            await producer.send_batch(  # one frame; no waiting between the three
+                qname,
+                [
+                    AMQPMessage(body=b"plain"),
+                    AMQPMessage(
+                        body=b"detailed",
+                        properties=AmqpProperties(content_type="text/plain", message_id="m-2"),
+                        application_properties={"k": "v"},
+                    ),
+                    RawMessage(b"raw"),
+                ],
+            )
+            await producer.send_wait(qname, AMQPMessage(body=b"last"))
+
+    asyncio.run(publish())
+    with pika.BlockingConnection(pika.URLParameters(roost.url)) as conn:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=10)
+        got: list[tuple[Any, bytes]] = []
+        ch.basic_consume(
+            qname,
+            lambda ch_, m, p, body: got.append((p, body)),
+            arguments={"x-stream-offset": "first"},
+        )
+        deadline = time.monotonic() + 10
+        while len(got) < 4 and time.monotonic() < deadline:
+            conn.process_data_events(0.05)
+    assert [body for _, body in got] == [b"plain", b"detailed", b"raw", b"last"]
+    assert [p.headers["x-stream-offset"] for p, _ in got] == [0, 1, 2, 3]
+    detailed = got[1][0]
+    assert (detailed.content_type, detailed.message_id) == ("text/plain", "m-2")
+    assert detailed.headers["k"] == "v"
+    stomp_bodies = _stomp_read(roost, qname, 4)
+    assert stomp_bodies == ["plain", "detailed", "raw", "last"]
+
+
+def _stomp_read(roost: RoostProcess, stream: str, count: int) -> list[str]:
+    frames: list[Any] = []
+
+    class Collect(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: Any) -> None:
+            frames.append(frame)
+
+    conn = stomp.Connection12([("127.0.0.1", roost.stomp_port)], heartbeats=(0, 0))
+    conn.set_listener("collect", Collect())
+    conn.connect("guest", "guest", wait=True)
+    try:
+        conn.subscribe(f"/amq/queue/{stream}", id="s", ack="client-individual",
+                       headers={"prefetch-count": "10", "x-stream-offset": "first"})
+        deadline = time.monotonic() + 10
+        while len(frames) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        conn.disconnect()
+    return [frame.body for frame in frames]
