@@ -36,9 +36,12 @@ What each call promises:
   (``set_qos``) bounds them, and settling (``ack``/``nack``/``reject``) frees credit.
 - Streams (``is_stream`` … ``super_stream_route``): a producer's last publishing id, a
   consumer's stored offset (stored as given, also backwards), a stream's first and last
-  offsets, a super stream's partitions (the streams bound to its exchange, in
+  offsets, the offset an offset specification starts at (``resolve_stream_offset``), a
+  super stream's partitions (the streams bound to its exchange, in
   ``x-stream-partition-order``) and the partitions bound with one routing key; rights as
   RabbitMQ's stream plugin checks them (read on the stream or the exchange).
+- ``count_protocol_error``: an error answer a protocol gave a client, counted for
+  Prometheus (``rabbitmq_global_stream_error_<name>_total``).
 - ``alarms``: subscribe to learn of memory and disk alarms (block publishers).
 """
 
