@@ -2,10 +2,12 @@
 multiple ack settles only its own deliveries), fed runs of stored records by the stream
 queue (chunked deliveries, ``x-roost-chunk-bytes``), sent to the client as chunks.
 
-Each core delivery is a run of records as the store keeps them; ``deliver_chunks.py``
-turns it into one or more osiris chunks (at most ``CHUNK_MESSAGES`` messages and the
-connection's frame size each), which wait in ``pending`` until the subscription has
-credit (the client's unit of flow control is a chunk). Sending a delivery's last chunk
+Each core delivery is a run of records as the store keeps them; it waits as it came
+until the subscription has credit (the client's unit of flow control is a chunk), then
+``deliver_chunks.py`` turns it into one or more osiris chunks (at most
+``CHUNK_MESSAGES`` messages and the connection's frame size each). Building a run only
+when it can be sent keeps the first chunk's latency at one run's work, not
+``PREFETCH`` runs'. Sending a delivery's last chunk
 acks it: for a stream an ack only returns credit, so the core delivers the next run. A
 client that gives no credit therefore holds at most ``PREFETCH`` runs of
 ``STORED_RUN_BYTES`` each of the broker's memory.
@@ -103,8 +105,10 @@ class Subscription:
         self.active = True  # single active consumer: False while another one reads
         self.spec: Any = None  # the Subscribe's offset specification
         self.group: tuple[str, str, str] | None = None  # (vhost, stream, name) when single
-        # (a whole Deliver frame, the core delivery tag its sending acks or 0)
-        self.pending: deque[tuple[bytes, int]] = deque()
+        # core deliveries not yet built: (run of stored records, delivery tag)
+        self._runs: deque[tuple[bytes, int]] = deque()
+        # built: (a whole Deliver frame, the core delivery tag its sending acks or 0)
+        self._frames: deque[tuple[bytes, int]] = deque()
         chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
         self._builder = ChunkBuilder(
             chunk_bytes, CHUNK_MESSAGES, full=payload, raw_header=RAW_HEADER,
@@ -125,8 +129,9 @@ class Subscription:
     def deliver(
         self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
     ) -> None:
+        was_empty = not self.pending
         if message.properties.content_type == CHUNK_CONTENT_TYPE:
-            frames = self._builder.build(message.body, self.id)
+            self._runs.append((message.body, delivery_tag))
         else:  # one message (a stream queue always chunks for us; kept for safety)
             headers = message.properties.headers or {}
             chunk = build_chunk(
@@ -134,13 +139,14 @@ class Subscription:
                 chunk_id=headers.get("x-stream-offset", 0),
                 timestamp=headers.get("x-stream-timestamp", 0),
             )
-            frames = [encode_deliver_head(self.id, len(chunk)) + chunk]
-        was_empty = not self.pending
-        for frame in frames[:-1]:
-            self.pending.append((frame, 0))
-        self.pending.append((frames[-1] if frames else b"", delivery_tag))
-        if was_empty and self.pending:
+            self._frames.append((encode_deliver_head(self.id, len(chunk)) + chunk, delivery_tag))
+        if was_empty:
             self._wake(self)
+
+    @property
+    def pending(self) -> bool:
+        """Whether deliveries wait for the client's credit."""
+        return bool(self._runs or self._frames)
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
         self._gone(self)
@@ -153,20 +159,29 @@ class Subscription:
     def flush(self) -> None:
         """Send what credit allows, one chunk per credit, acking each delivery whose last
         chunk went out."""
-        pending = self.pending
-        while pending and self.active and self.session is not None:
-            frame, tag = pending[0]
-            if frame:  # b"": a run whose every message the subscription's filter left out
+        frames, runs = self._frames, self._runs
+        while self.active and self.session is not None:
+            if not frames:
+                if not runs or self.credit <= 0:
+                    break
+                data, tag = runs.popleft()
+                built = self._builder.build(data, self.id)
+                frames.extend((frame, 0) for frame in built[:-1])
+                # b"": a run whose every message the subscription's filter left out
+                frames.append((built[-1] if built else b"", tag))
+            frame, tag = frames[0]
+            if frame:
                 if self.credit <= 0:
                     break
                 self._write(frame)
                 self.credit -= 1
-            pending.popleft()
+            frames.popleft()
             if tag:
-                self.session.ack(tag, False)  # may deliver more into pending at once
+                self.session.ack(tag, False)  # may deliver another run at once
 
     def drop_pending(self) -> None:
-        self.pending.clear()
+        self._runs.clear()
+        self._frames.clear()
 
 
 def offset_arguments(spec_type: int, value: int | None) -> dict[str, Any]:
