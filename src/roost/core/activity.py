@@ -319,8 +319,8 @@ class Activity:
         self.resource_alarms.set_disk_free_limit(spec)
 
     def protocol_totals(self) -> list[ProtocolTotals]:
-        """The global counters per protocol: AMQP 0-9-1 and STOMP, and the stream
-        protocol (which Roost does not serve yet: zeros, as RabbitMQ shows an idle one)."""
+        """The global counters per protocol (AMQP 0-9-1, STOMP, MQTT, the stream
+        protocol), with the error answers each gave (``Counters.protocol_errors``)."""
         sums: dict[str, ClientCounts] = {p: ClientCounts() for p in PROTOCOLS}
         publishers: dict[str, int] = dict.fromkeys(PROTOCOLS, 0)
         consumers: dict[str, int] = dict.fromkeys(PROTOCOLS, 0)
@@ -350,6 +350,11 @@ class Activity:
                 publishers.get(label, 0),
                 consumers.get(label, 0),
                 tuple(c.sizes),
+                tuple(
+                    (name, n)
+                    for (protocol, name), n in self.counters.protocol_errors.items()
+                    if protocol == label
+                ),
             )
             for label, c in sums.items()
         ]

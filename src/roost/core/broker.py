@@ -155,6 +155,8 @@ class Broker:
         self.stream_offset = stream_queries.stream_offset
         self.store_stream_offset = stream_queries.store_stream_offset
         self.stream_stats = stream_queries.stream_stats
+        self.resolve_stream_offset = stream_queries.resolve_stream_offset
+        self.count_protocol_error = self.stats.counters.count_protocol_error
         self.super_stream_partitions = stream_queries.super_stream_partitions
         self.super_stream_route = stream_queries.super_stream_route
         self.management = Management(

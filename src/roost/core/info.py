@@ -306,6 +306,7 @@ class ProtocolTotals:
     publishers: int = 0
     consumers: int = 0
     sizes: tuple[int, ...] = ()  # received bodies per core.client.SIZE_BOUNDS bucket
+    errors: tuple[tuple[str, int], ...] = ()  # (error name, count): the stream protocol's
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ class Counters:
         "channel_created",
         "connection_closed",
         "connection_created",
+        "protocol_errors",
         "queue_created",
         "queue_declared",
         "queue_deleted",
@@ -55,11 +56,19 @@ class Counters:
     retired_redelivered: int
     retired_send_oct: int
     retired_counts: dict[str, ClientCounts]  # closed connections' counts, per protocol
+    # error answers a protocol gave, by (protocol label, error name): the stream
+    # protocol's response codes (rabbitmq_global_stream_error_*_total)
+    protocol_errors: dict[tuple[str, str], int]
 
     def __init__(self) -> None:
         for name in self.__slots__:
             setattr(self, name, 0)
         self.retired_counts = {}
+        self.protocol_errors = {}
+
+    def count_protocol_error(self, protocol: str, name: str, n: int = 1) -> None:
+        key = (protocol, name)
+        self.protocol_errors[key] = self.protocol_errors.get(key, 0) + n
 
 
 class RateSampler:

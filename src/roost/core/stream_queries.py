@@ -1,5 +1,6 @@
 """What the stream protocol asks of a stream beyond publish and consume: a producer's
-last publishing id, a consumer's stored offset (read and write), a stream's figures, and
+last publishing id, a consumer's stored offset (read and write), a stream's figures, the
+offset an offset specification starts at, and
 a super stream's partitions and routes. Each call checks the client's rights as
 RabbitMQ's stream plugin does (read on the stream for the queries and for storing an
 offset; read on the super stream's exchange for Route and Partitions), then answers from
@@ -57,6 +58,12 @@ def stream_stats(client: Client, stream: str) -> dict[str, int]:
         "first_chunk_id": -1 if empty else log.first_offset,
         "committed_chunk_id": -1 if empty else last,
     }
+
+
+def resolve_stream_offset(client: Client, stream: str, kind: str, value: int | None) -> int:
+    """The first offset a consumer starting at ``kind`` ("first", "last", "next",
+    "offset", "timestamp") and ``value`` would read: ResolveOffsetSpec's answer."""
+    return _stream(client, stream).start_offset(kind, value, "")
 
 
 def is_stream(client: Client, name: str) -> bool:

@@ -189,10 +189,11 @@ def _global(out: Exposition, protocols: list[ProtocolTotals], overview: Overview
                [({"protocol": t.protocol}, t.publishers) for t in protocols])  # fmt: skip
     out.metric("rabbitmq_global_consumers", "gauge", "Consumers",
                [({"protocol": t.protocol}, t.consumers) for t in protocols])  # fmt: skip
-    for error in STREAM_ERRORS:  # Roost serves no stream protocol yet: nothing failed
+    stream_errors = {n: v for t in protocols if t.protocol == "stream" for n, v in t.errors}
+    for error in STREAM_ERRORS:  # the stream protocol's error answers, by response code
         out.metric(f"rabbitmq_global_stream_error_{error}_total", "counter",
                    f"Stream protocol errors: {error.replace('_', ' ')}",
-                   [({"protocol": "stream"}, 0)])  # fmt: skip
+                   [({"protocol": "stream"}, stream_errors.get(error, 0))])  # fmt: skip
     out.histogram(
         "rabbitmq_message_size_bytes",
         "Size of the messages received from publishers",

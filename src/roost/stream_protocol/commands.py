@@ -29,7 +29,7 @@ from roost.core import (
     ResourceLocked,
 )
 from roost.stream_protocol import constants as c
-from roost.stream_protocol import single_active
+from roost.stream_protocol import publish_batch, single_active
 from roost.stream_protocol.consumers import PREFETCH, Subscription, offset_arguments
 from roost.stream_protocol.frames import (
     Broker,
@@ -53,11 +53,14 @@ from roost.stream_protocol.frames import (
     Publish,
     PublishConfirm,
     PublishedBatch,
+    PublishedMessage,
     PublishError,
     QueryOffset,
     QueryOffsetResponse,
     QueryPublisherSequence,
     QueryPublisherSequenceResponse,
+    ResolveOffsetSpec,
+    ResolveOffsetSpecResponse,
     Response,
     Route,
     RouteResponse,
@@ -78,6 +81,15 @@ if TYPE_CHECKING:
     from roost.stream_protocol.session import StreamSession
 
 log = logging.getLogger("roost.stream_protocol")
+
+# an offset specification's type as the stream queue names where a consumer starts
+_SPEC_KINDS = {
+    c.OFFSET_FIRST: "first",
+    c.OFFSET_LAST: "last",
+    c.OFFSET_NEXT: "next",
+    c.OFFSET_OFFSET: "offset",
+    c.OFFSET_TIMESTAMP: "timestamp",
+}
 
 # Create's arguments RabbitMQ takes as numbers (the frame carries strings)
 _INT_ARGUMENTS = ("x-max-length-bytes", "x-stream-max-segment-size-bytes")
@@ -202,6 +214,18 @@ class Commands:
             return
         self.s.send(StreamStatsResponse(f.correlation_id, c.OK, stats))
 
+    def _resolve_offset_spec(self, f: ResolveOffsetSpec) -> None:
+        """The offset a Subscribe with this specification would start at (as an offset
+        specification of type offset); a timestamp past the end resolves to the next."""
+        spec = f.offset_spec
+        kind = _SPEC_KINDS.get(spec.type, "next")
+        try:
+            offset = self.port.resolve_stream_offset(self.client, f.stream, kind, spec.value)
+        except BrokerError as exc:
+            self.s.send(ResolveOffsetSpecResponse(f.correlation_id, code_for(exc), spec.type, 0))
+            return
+        self.s.send(ResolveOffsetSpecResponse(f.correlation_id, c.OK, c.OFFSET_OFFSET, offset))
+
     # -- super streams --------------------------------------------------------------------
 
     def _create_super_stream(self, f: CreateSuperStream) -> None:
@@ -280,19 +304,61 @@ class Commands:
             code = c.PUBLISHER_DOES_NOT_EXIST if publisher is None else c.STREAM_DOES_NOT_EXIST
             self.s.send(PublishError(f.publisher_id, [(m.publishing_id, code) for m in f.messages]))
             return
-        for m in f.messages:
-            if isinstance(m, PublishedBatch):
-                self._publish_batch(publisher, m)
-            else:
-                self._publish_one(publisher, m.publishing_id, m.data, publisher.reference)
+        simple = publish_batch.batchable(f.messages, publisher.reference)
+        if simple is not None:
+            self._publish_frame(publisher, simple)
+        else:
+            self._publish_each(publisher, f.messages)
         self.s.gate.published()  # a resource alarm in effect blocks us now
         if self._unconfirmed > self.s.settings.max_unconfirmed:
             self.s.gate.pause_for(UNCONFIRMED)
 
-    def _publish_one(
-        self, publisher: Publisher, publishing_id: int, data: bytes, reference: str
+    def _publish_frame(self, publisher: Publisher, messages: list[PublishedMessage]) -> None:
+        """The whole frame as one core publish (publish_batch.py), one confirm for all."""
+        pid = publisher.id
+        ids = [m.publishing_id for m in messages]
+        message = publish_batch.batch_message(publisher.stream, messages, publisher.reference)
+        self._unconfirmed += len(ids)
+        try:
+            self.port.publish(
+                self.client,
+                "",
+                message,
+                lambda ok: self._confirmed_all(pid, ids, ok),
+                self._held_publisher,
+            )
+        except BrokerError as exc:
+            self._confirmed_all(pid, ids, False, code_for(exc))
+
+    def _confirmed_all(self, pid: int, ids: list[int], ok: bool, code: int = 0) -> None:
+        self._unconfirmed -= len(ids)
+        if ok:
+            self._confirms.setdefault(pid, []).extend(ids)
+        else:
+            code = code or c.INTERNAL_ERROR
+            self._errors.setdefault(pid, []).extend((i, code) for i in ids)
+        self._schedule()
+
+    def _publish_each(
+        self, publisher: Publisher, messages: list[PublishedMessage | PublishedBatch]
     ) -> None:
-        message = to_message(publisher.stream, data, reference, publishing_id)
+        for m in messages:
+            if isinstance(m, PublishedBatch):
+                self._publish_batch(publisher, m)
+            else:
+                self._publish_one(
+                    publisher, m.publishing_id, m.data, publisher.reference, m.filter_value
+                )
+
+    def _publish_one(
+        self,
+        publisher: Publisher,
+        publishing_id: int,
+        data: bytes,
+        reference: str,
+        filter_value: str | None = None,
+    ) -> None:
+        message = to_message(publisher.stream, data, reference, publishing_id, filter_value)
         pid = publisher.id
         self._unconfirmed += 1
         try:
@@ -379,6 +445,10 @@ class Commands:
             wake=self._wake,
             gone=self._gone,
             fail=lambda error: self.s.close_with(code_for(error), error.text),
+            filter_values=frozenset(
+                v for k, v in f.properties.items() if k.startswith("filter.")
+            ) or None,
+            match_unfiltered=f.properties.get("match-unfiltered", "").lower() == "true",
         )
         sub.spec = f.offset_spec
         if not single:
@@ -411,7 +481,7 @@ class Commands:
                 f"stream-{sub.id}",
                 no_ack=False,
                 exclusive=False,
-                arguments=offset_arguments(spec.type, spec.value),
+                arguments={**offset_arguments(spec.type, spec.value), **sub.core_arguments()},
             )
         except BrokerError:
             if sub.session is not None:
@@ -542,6 +612,7 @@ class Commands:
         Delete: _delete,
         Metadata: _metadata,
         StreamStats: _stream_stats,
+        ResolveOffsetSpec: _resolve_offset_spec,
         CreateSuperStream: _create_super_stream,
         DeleteSuperStream: _delete_super_stream,
         Route: _route,

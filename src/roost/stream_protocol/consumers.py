@@ -1,18 +1,22 @@
 """A stream-protocol subscription on the core: one core session per subscription (so a
-multiple ack settles only its own deliveries), fed one message at a time by the stream
-queue, sent to the client as chunks.
+multiple ack settles only its own deliveries), fed runs of stored records by the stream
+queue (chunked deliveries, ``x-roost-chunk-bytes``), sent to the client as chunks.
 
-The stream queue delivers up to ``PREFETCH`` messages ahead; they wait in ``pending``
-until the subscription has credit (the client's unit of flow control is a chunk). Each
-Deliver carries the pending run of consecutive offsets (at most ``CHUNK_MESSAGES``
-messages and the connection's frame size), and sending it acks them at once: for a
-stream an ack only returns credit, so the core delivers the next ones. A client that
-gives no credit therefore holds at most ``PREFETCH`` messages of the broker's memory.
+Each core delivery is a run of records as the store keeps them; it waits as it came
+until the subscription has credit (the client's unit of flow control is a chunk), then
+``deliver_chunks.py`` turns it into one or more osiris chunks (at most
+``CHUNK_MESSAGES`` messages and the connection's frame size each). Building a run only
+when it can be sent keeps the first chunk's latency at one run's work, not
+``PREFETCH`` runs'. Sending a delivery's last chunk
+acks it: for a stream an ack only returns credit, so the core delivers the next run. A
+client that gives no credit therefore holds at most ``PREFETCH`` runs of
+``STORED_RUN_BYTES`` each of the broker's memory.
 """
 
 from __future__ import annotations
 
 import datetime
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,18 +25,26 @@ from roost.stream_protocol import constants as c
 from roost.stream_protocol.amqp10 import encode_data, encode_message
 from roost.stream_protocol.chunks import SimpleEntry, build_chunk
 from roost.stream_protocol.codec import encode_deliver_head
+from roost.stream_protocol.deliver_chunks import ChunkBuilder
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Consumer, Session
 
-PREFETCH = 4000
+PREFETCH = 8  # core deliveries (runs of stored records) ahead of the client's credit
+STORED_RUN_BYTES = 256 * 1024  # the most bytes of stored records per core delivery
 CHUNK_MESSAGES = 1000
 # headers the broker keeps for itself: a stream client reads them from the chunk instead
+# a message's filter value (Publish version 2; RabbitMQ's header for AMQP publishers)
+FILTER_HEADER = "x-stream-filter-value"
 INTERNAL_HEADERS = frozenset(
-    {"x-stream-offset", "x-stream-timestamp", "x-stream-producer-name", "x-publishing-id"}
+    {"x-stream-offset", "x-stream-timestamp", "x-stream-producer-name", "x-publishing-id",
+     FILTER_HEADER}
 )
 # Roost's marker for a payload kept exactly as a stream client sent it (not AMQP 1.0)
 RAW_HEADER = "x-roost-stream-raw"
+# the stream queue's chunked deliveries (core/queues/stream.py, docs/streams.md)
+CHUNK_ARGUMENT = "x-roost-chunk-bytes"
+CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
 _MAX_CHUNK_OVERHEAD = 64  # frame head, Deliver head and chunk header, with room
 
 
@@ -82,6 +94,8 @@ class Subscription:
         wake: Callable[[Subscription], None],
         gone: Callable[[Subscription], None],
         fail: Callable[[BrokerError], None],
+        filter_values: frozenset[str] | None = None,
+        match_unfiltered: bool = False,
     ) -> None:
         self.id = subscription_id
         self.stream = stream
@@ -91,28 +105,48 @@ class Subscription:
         self.active = True  # single active consumer: False while another one reads
         self.spec: Any = None  # the Subscribe's offset specification
         self.group: tuple[str, str, str] | None = None  # (vhost, stream, name) when single
-        # (offset, timestamp ms, payload, delivery tag), consecutive offsets in order
-        self.pending: list[tuple[int, int, bytes, int]] = []
-        self.pending_bytes = 0
-        self._chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
+        # core deliveries not yet built: (run of stored records, delivery tag)
+        self._runs: deque[tuple[bytes, int]] = deque()
+        # built: (a whole Deliver frame, the core delivery tag its sending acks or 0)
+        self._frames: deque[tuple[bytes, int]] = deque()
+        chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
+        self._builder = ChunkBuilder(
+            chunk_bytes, CHUNK_MESSAGES, full=payload, raw_header=RAW_HEADER,
+            internal=INTERNAL_HEADERS, only=filter_values, unfiltered=match_unfiltered,
+            filter_header=FILTER_HEADER,
+        )
         self._write = write
         self._wake = wake
         self._gone = gone
         self._fail = fail
+
+    def core_arguments(self) -> dict[str, Any]:
+        """The core consumer's arguments beyond the offset: chunked deliveries."""
+        return {CHUNK_ARGUMENT: STORED_RUN_BYTES}
 
     # -- DeliverySink -------------------------------------------------------------------
 
     def deliver(
         self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
     ) -> None:
-        headers = message.properties.headers or {}
-        offset = headers.get("x-stream-offset", 0)
-        timestamp = headers.get("x-stream-timestamp", 0)
-        data = payload(message)
-        self.pending.append((offset, timestamp, data, delivery_tag))
-        self.pending_bytes += len(data)
-        if len(self.pending) == 1:
+        was_empty = not self.pending
+        if message.properties.content_type == CHUNK_CONTENT_TYPE:
+            self._runs.append((message.body, delivery_tag))
+        else:  # one message (a stream queue always chunks for us; kept for safety)
+            headers = message.properties.headers or {}
+            chunk = build_chunk(
+                [SimpleEntry(payload(message))],
+                chunk_id=headers.get("x-stream-offset", 0),
+                timestamp=headers.get("x-stream-timestamp", 0),
+            )
+            self._frames.append((encode_deliver_head(self.id, len(chunk)) + chunk, delivery_tag))
+        if was_empty:
             self._wake(self)
+
+    @property
+    def pending(self) -> bool:
+        """Whether deliveries wait for the client's credit."""
+        return bool(self._runs or self._frames)
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
         self._gone(self)
@@ -123,33 +157,31 @@ class Subscription:
     # -- to the client ------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Send what credit allows, one chunk per credit, acking what went out."""
-        while self.credit > 0 and self.pending and self.active and self.session is not None:
-            pending = self.pending
-            first_offset, first_ts = pending[0][0], pending[0][1]
-            size = 0
-            n = 0
-            limit = min(len(pending), CHUNK_MESSAGES)
-            while n < limit:
-                entry = pending[n]
-                too_big = size + len(entry[2]) + 4 > self._chunk_bytes
-                if n and (entry[0] != first_offset + n or too_big):
+        """Send what credit allows, one chunk per credit, acking each delivery whose last
+        chunk went out."""
+        frames, runs = self._frames, self._runs
+        while self.active and self.session is not None:
+            if not frames:
+                if not runs or self.credit <= 0:
                     break
-                size += len(entry[2]) + 4
-                n += 1
-            batch = pending[:n]
-            del pending[:n]
-            self.pending_bytes -= size - 4 * n
-            chunk = build_chunk(
-                [SimpleEntry(e[2]) for e in batch], chunk_id=first_offset, timestamp=first_ts
-            )
-            self._write(encode_deliver_head(self.id, len(chunk)) + chunk)
-            self.credit -= 1
-            self.session.ack(batch[-1][3], True)  # may deliver more into pending at once
+                data, tag = runs.popleft()
+                built = self._builder.build(data, self.id)
+                frames.extend((frame, 0) for frame in built[:-1])
+                # b"": a run whose every message the subscription's filter left out
+                frames.append((built[-1] if built else b"", tag))
+            frame, tag = frames[0]
+            if frame:
+                if self.credit <= 0:
+                    break
+                self._write(frame)
+                self.credit -= 1
+            frames.popleft()
+            if tag:
+                self.session.ack(tag, False)  # may deliver another run at once
 
     def drop_pending(self) -> None:
-        self.pending.clear()
-        self.pending_bytes = 0
+        self._runs.clear()
+        self._frames.clear()
 
 
 def offset_arguments(spec_type: int, value: int | None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ refused here.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -109,6 +110,9 @@ from roost.stream_protocol.frames import (
 )
 from roost.stream_protocol.wire import U16, Reader
 
+# a Publish entry's publishing id and (simple entry) length, read in one unpack
+_ID_AND_SIZE: Final = struct.Struct(">QI")
+
 R: Final = RESPONSE_FLAG
 
 
@@ -143,7 +147,16 @@ def _publish(version: int) -> Callable[[Reader], Publish]:
         publisher_id = r.u8("publisher id")
         count = r.count("messages")
         messages: list[PublishedMessage | PublishedBatch] = []
+        buf, end, unpack = r.buf, r.end, _ID_AND_SIZE.unpack_from
         for _ in range(count):
+            pos = r.pos
+            if version == 1 and pos + 12 <= end:  # the common entry, without the Reader
+                publishing_id, size = unpack(buf, pos)
+                stop = pos + 12 + size
+                if not size & 0x8000_0000 and stop <= end:
+                    messages.append(PublishedMessage(publishing_id, bytes(buf[pos + 12 : stop])))
+                    r.pos = stop
+                    continue
             publishing_id = r.u64("publishing id")
             filter_value = r.nullable_string("filter value") if version == 2 else None
             entry, r.pos = read_entry(r.buf, r.pos)

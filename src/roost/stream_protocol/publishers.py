@@ -17,7 +17,7 @@ from typing import Any
 
 from roost.core import Message, Properties
 from roost.stream_protocol.amqp10 import Described, decode_message
-from roost.stream_protocol.consumers import RAW_HEADER
+from roost.stream_protocol.consumers import FILTER_HEADER, RAW_HEADER
 
 PRODUCER_HEADER = "x-stream-producer-name"
 PUBLISHING_ID_HEADER = "x-publishing-id"
@@ -48,7 +48,9 @@ def _header_value(value: Any) -> Any:
     return value
 
 
-def to_message(stream: str, data: bytes, reference: str, publishing_id: int) -> Message:
+def to_message(
+    stream: str, data: bytes, reference: str, publishing_id: int, filter_value: str | None = None
+) -> Message:
     decoded = decode_message(data)
     headers: dict[str, Any]
     if decoded is None:
@@ -71,6 +73,8 @@ def to_message(stream: str, data: bytes, reference: str, publishing_id: int) -> 
             type=_text(p.get("subject")),
         )
         body = decoded.body
+    if filter_value is not None:  # Publish version 2: what filtering subscriptions match
+        headers[FILTER_HEADER] = filter_value
     if reference:
         headers[PRODUCER_HEADER] = reference
         headers[PUBLISHING_ID_HEADER] = publishing_id

@@ -32,6 +32,7 @@ from roost.lifecycle import ReadLoop, login, open_client, plain_credentials, rel
 from roost.stream_protocol import constants as c
 from roost.stream_protocol.codec import FrameReader, _NeedData, encode
 from roost.stream_protocol.commands import Commands
+from roost.stream_protocol.error_counts import NAMES, error_codes
 from roost.stream_protocol.errors import StreamProtocolError
 from roost.stream_protocol.frames import (
     Close,
@@ -75,9 +76,7 @@ STATES: dict[str, tuple[type, ...]] = {
 }
 # the commands and versions Roost speaks, for ExchangeCommandVersions
 VERSIONS = [
-    CommandVersion(key, 1, 2 if key == c.PUBLISH else 1)
-    for key in sorted(c.COMMAND_NAMES)
-    if key not in (c.RESOLVE_OFFSET_SPEC,)
+    CommandVersion(key, 1, 2 if key == c.PUBLISH else 1) for key in sorted(c.COMMAND_NAMES)
 ]
 
 
@@ -221,6 +220,8 @@ class StreamSession(ReadLoop):
 
     def send(self, frame: Frame) -> None:
         data = encode(frame)
+        for code in error_codes(frame):  # RabbitMQ's stream error counters
+            self.port.count_protocol_error("stream", NAMES[code])
         self.write(data)
 
     def write(self, data: bytes) -> None:

@@ -39,9 +39,12 @@ What each call promises:
   (``set_qos``) bounds them, and settling (``ack``/``nack``/``reject``) frees credit.
 - Streams (``is_stream`` … ``super_stream_route``): a producer's last publishing id, a
   consumer's stored offset (stored as given, also backwards), a stream's first and last
-  offsets, a super stream's partitions (the streams bound to its exchange, in
+  offsets, the offset an offset specification starts at (``resolve_stream_offset``), a
+  super stream's partitions (the streams bound to its exchange, in
   ``x-stream-partition-order``) and the partitions bound with one routing key; rights as
   RabbitMQ's stream plugin checks them (read on the stream or the exchange).
+- ``count_protocol_error``: an error answer a protocol gave a client, counted for
+  Prometheus (``rabbitmq_global_stream_error_<name>_total``).
 - ``alarms``: subscribe to learn of memory and disk alarms (block publishers).
 """
 
@@ -179,8 +182,14 @@ class AdapterPort(Protocol):
         self, client: Client, stream: str, reference: str, offset: int
     ) -> None: ...
     def stream_stats(self, client: Client, stream: str) -> dict[str, int]: ...
+    def resolve_stream_offset(
+        self, client: Client, stream: str, kind: str, value: int | None
+    ) -> int: ...
     def super_stream_partitions(self, client: Client, name: str) -> list[str]: ...
     def super_stream_route(self, client: Client, name: str, routing_key: str) -> list[str]: ...
+    # an error answer given to a client (before or after authentication), by the name
+    # RabbitMQ's global counters use: rabbitmq_global_stream_error_<name>_total
+    def count_protocol_error(self, protocol: str, name: str, n: int = 1) -> None: ...
 
     # -- the one durability wait ------------------------------------------------------------
 
