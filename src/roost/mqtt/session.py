@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 from roost.backpressure import ReadGate
 from roost.core import AdapterPort, Message, Traffic
 from roost.core.errors import AccessRefused, BrokerError, NotFound
-from roost.mqtt import mapping
+from roost.mqtt import mapping, shared
 from roost.mqtt.codec import NEED_DATA, PacketReader, encode
 from roost.mqtt.errors import MQTTError
+from roost.mqtt.limits import INFLIGHT, negotiate
 from roost.mqtt.packets import (
     CONNACK,
     DISCONNECT,
@@ -65,25 +66,27 @@ from roost.mqtt.reason_codes import (
     NOT_AUTHORIZED,
     PACKET_IDENTIFIER_NOT_FOUND,
     PROTOCOL_ERROR,
+    QUOTA_EXCEEDED,
+    RECEIVE_MAXIMUM_EXCEEDED,
     SERVER_SHUTTING_DOWN,
     SERVER_UNAVAILABLE,
     SESSION_TAKEN_OVER,
-    SHARED_SUBSCRIPTIONS_NOT_SUPPORTED,
     TOPIC_ALIAS_INVALID,
     UNSPECIFIED_ERROR,
     connack_code_v3,
 )
 from roost.mqtt.retained import MQTTState
 from roost.mqtt.states import State, advance
+from roost.mqtt.subscriptions import SHARED_TAG, Options, Subscriptions
 from roost.mqtt.topics import (
     split_shared,
-    topic_matches,
     validate_topic_filter,
     validate_topic_name,
 )
 
 if TYPE_CHECKING:
-    from roost.core.ports.adapter import Client, Publisher, Session
+    from roost.core.ports.adapter import Client, Consumer, Publisher, Session
+    from roost.mqtt.aliases import OutgoingAliases
 
 log = logging.getLogger("roost.mqtt")
 
@@ -133,6 +136,9 @@ class MQTTSettings:
     connect_timeout: float = 10.0
     default_user: str = "guest"  # RabbitMQ's mqtt.default_user for anonymous clients
     default_password: str = "guest"
+    max_keep_alive: int = 0  # seconds; 0: the client's keepalive stands (mqtt/limits.py)
+    receive_maximum: int = 1024  # QoS 1/2 PUBLISHes of a connection awaiting their ack
+    max_subscriptions: int = 1000  # topic filters per connection
 
 
 def subscription_queue(client_id: str, qos: int) -> str:
@@ -187,10 +193,12 @@ class MQTTSession:
         self._next_id = 0
         self._qos2: set[int] = set()  # QoS 2 publishes answered PUBREC, awaiting PUBREL
         self._aliases: dict[int, str] = {}
+        self._aliases_out: OutgoingAliases | None = None  # server-to-client, when allowed
+        self._acks_owed = 0  # QoS 1/2 PUBLISHes not yet answered PUBACK/PUBREC
         self._max_out = 0  # the client's maximum packet size (MQTT 5), 0 = none
         self._prefetch = settings.prefetch
         self._queue_arguments: dict[str, Any] = {}
-        self._subscription_ids: dict[str, int] = {}  # topic filter -> MQTT 5 identifier
+        self.subscriptions = Subscriptions()  # filter -> MQTT 5 options (mqtt/subscriptions.py)
         self._in_publish = False
         self._sync_acks: list[tuple[int, int, bool]] = []
         registry.add(self)
@@ -364,20 +372,25 @@ class MQTTSession:
             self._prefetch = min(self._prefetch, p.properties.receive_maximum or 65535)
         else:
             self.persistent = not p.clean_start
+        props = Properties()  # the CONNACK's (MQTT 5)
+        agreed = negotiate(  # keepalive, aliases, response information (mqtt/limits.py)
+            p, client_id, max_keep_alive=self.settings.max_keep_alive,
+            receive_maximum=self.settings.receive_maximum, props=props,
+        )
+        self._aliases_out = agreed.aliases
         present = self._resume_or_clean(client, p.clean_start)
         self._timers.pop("connect").cancel()
-        if p.keep_alive:
-            self._keep_alive = p.keep_alive * 1.5  # the spec's "one and a half times"
+        if agreed.keep_alive:
+            self._keep_alive = agreed.keep_alive * 1.5  # the spec's "one and a half times"
             self._schedule(self._keep_alive + 0.01)
         self.gate.client = client
         self.gate.watch_alarms(self.port.alarms)
-        props = Properties()
         if v5:
             props.assigned_client_identifier = assigned
             props.topic_alias_maximum = TOPIC_ALIAS_MAXIMUM
             props.maximum_packet_size = self.settings.max_packet_size
             props.retain_available = 1
-            props.shared_subscription_available = 0
+            props.shared_subscription_available = 1
             props.subscription_identifier_available = 1
             props.maximum_qos = 1
         self._send(ConnAck(0, present, props))
@@ -464,10 +477,19 @@ class MQTTSession:
         validate_topic_name(topic)
         props = p.properties if self.level == MQTT_5 else None
         qos = min(p.qos, 1)
-        message = mapping.message_from_publish(topic, p.payload, qos, props)
+        marks = None
+        if self.subscriptions.wants_publisher_mark:  # no-local needs to know it was us
+            marks = {mapping.PUBLISHER_HEADER: self.client_id}
+        message = mapping.message_from_publish(
+            topic, p.payload, qos, props, retain=p.retain, marks=marks
+        )
         if p.qos == 2 and p.packet_id in self._qos2:  # a resent QoS 2 PUBLISH: once only
             self._send(PubRec(p.packet_id or 0))
             return
+        if p.qos and self.level == MQTT_5 and (
+            self._acks_owed + len(self._qos2) >= self.settings.receive_maximum
+        ):  # more than the Receive Maximum our CONNACK announced (mqtt/limits.py)
+            raise MQTTError(RECEIVE_MAXIMUM_EXCEEDED, "too many QoS 1/2 PUBLISHes in flight")
         try:
             self._publish(p, message)
         except AccessRefused:
@@ -487,11 +509,17 @@ class MQTTSession:
             return
         pid = p.packet_id or 0
         self._in_publish = True
+        self._acks_owed += 1
+        if self._acks_owed >= self.settings.receive_maximum and self.level != MQTT_5:
+            self.gate.pause_for(INFLIGHT)  # not read until acks go out (mqtt/limits.py)
         try:
             routed = self.port.publish(
                 self.client, mapping.EXCHANGE, message,
                 partial(self._confirmed, pid, p.qos), self.publisher,
             )
+        except BaseException:
+            self._owed_one_less()  # refused: no confirm will come
+            raise
         finally:
             self._in_publish = False
         early, self._sync_acks = self._sync_acks, []
@@ -514,7 +542,13 @@ class MQTTSession:
         elif not self.closed:
             self._ack_publish(packet_id, qos, ok, nobody=False)
 
+    def _owed_one_less(self) -> None:
+        self._acks_owed -= 1
+        if self._acks_owed < self.settings.receive_maximum:
+            self.gate.resume_for(INFLIGHT)
+
     def _ack_publish(self, packet_id: int, qos: int, ok: bool, *, nobody: bool) -> None:
+        self._owed_one_less()
         if not ok and self.level != MQTT_5:
             self._fail(UNSPECIFIED_ERROR, "the message was not stored")
             return
@@ -534,14 +568,22 @@ class MQTTSession:
         completion = self.port.durable_from_here()
         codes: list[int] = []
         granted: list[tuple[str, int]] = []
+        starts: list[Consumer] = []
+        sub_ids = p.properties.subscription_identifiers
         for sub in p.subscriptions:
             try:
-                if split_shared(sub.topic_filter) is not None:
-                    codes.append(SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
-                    continue
                 validate_topic_filter(sub.topic_filter)
+                if (len(self.subscriptions) >= self.settings.max_subscriptions
+                        and not self.subscriptions.has(sub.topic_filter)):
+                    raise MQTTError(QUOTA_EXCEEDED, "too many subscriptions")
                 qos = min(sub.qos, 1)
-                self._bind(sub.topic_filter, qos)
+                group = split_shared(sub.topic_filter)
+                if group is None:
+                    self._bind(sub.topic_filter, qos)
+                else:
+                    consumer = self._join(sub.topic_filter, group[0], group[1], qos)
+                    if consumer is not None:
+                        starts.append(consumer)
             except MQTTError as exc:
                 codes.append(exc.reason_code)
                 continue
@@ -549,13 +591,16 @@ class MQTTSession:
                 codes.append(NOT_AUTHORIZED)
                 continue
             codes.append(qos)
-            sub_id = p.properties.subscription_identifiers
-            if sub_id:
-                self._subscription_ids[sub.topic_filter] = sub_id[0]
-            else:
-                self._subscription_ids.pop(sub.topic_filter, None)
-            if sub.retain_handling != 2:
+            new = self.subscriptions.add(sub.topic_filter, Options(
+                qos, sub.no_local, sub.retain_as_published, sub_ids[0] if sub_ids else None,
+            ))
+            # retain handling: 0 always, 1 only for a new subscription, 2 never; a shared
+            # subscription gets none (spec 4.8.2)
+            if group is None and (sub.retain_handling == 0 or (sub.retain_handling == 1 and new)):
                 granted.append((sub.topic_filter, qos))
+        for consumer in starts:
+            assert self.session is not None
+            self._clock.call_soon(self.session.start, consumer)  # after the SUBACK
         done = partial(self._subscribed, p.packet_id, codes, granted)
         if completion.then(done):
             self.gate.pause_for(DEFINITION)  # later packets wait for the SUBACK
@@ -598,6 +643,14 @@ class MQTTSession:
         if qos not in self._consuming:
             self._consume(qos)
 
+    def _join(self, full_filter: str, group: str, topic_filter: str, qos: int) -> Consumer | None:
+        assert self.client is not None and self.session is not None
+        return shared.join(
+            self.port, self.client, self.session, full_filter, group, topic_filter, qos,
+            persistent=self.persistent, arguments=self._queue_arguments,
+            prefetch=self._prefetch,
+        )
+
     def _unbind(self, queue: str, key: str) -> bool:
         assert self.client is not None
         try:
@@ -624,10 +677,14 @@ class MQTTSession:
     def _on_unsubscribe(self, p: Unsubscribe) -> None:
         codes = []
         for topic_filter in p.topic_filters:
-            key = mapping.routing_key(topic_filter)
-            found = [self._unbind(subscription_queue(self.client_id, q), key) for q in (0, 1)]
+            self.subscriptions.remove(topic_filter)
+            if split_shared(topic_filter) is not None:
+                assert self.session is not None
+                found = [shared.leave(self.session, topic_filter)]
+            else:
+                key = mapping.routing_key(topic_filter)
+                found = [self._unbind(subscription_queue(self.client_id, q), key) for q in (0, 1)]
             codes.append(0 if any(found) else NO_SUBSCRIPTION_EXISTED)
-            self._subscription_ids.pop(topic_filter, None)
         self._send(UnsubAck(p.packet_id, codes if self.level == MQTT_5 else []))
 
     # -- delivering (core DeliverySink) ---------------------------------------------------
@@ -637,45 +694,64 @@ class MQTTSession:
     ) -> None:
         if self.closed:
             return
-        qos = min(mapping.published_qos(message), 1 if consumer_tag == QOS1 else 0)
-        packet = Publish(mapping.topic(message.routing_key), message.body, qos, dup=redelivered)
+        topic = mapping.topic(message.routing_key)
+        retained = mapping.published_retain(message)
+        acked = consumer_tag == QOS1
+        if consumer_tag.startswith(SHARED_TAG):
+            how = self.subscriptions.for_shared(consumer_tag, retained)
+            options = self.subscriptions.shared.get(consumer_tag[len(SHARED_TAG):])
+            acked = options is not None and options.qos == 1
+        else:
+            own = mapping.publisher(message) == self.client_id
+            how = self.subscriptions.for_plain(topic, own, retained)
+        if not how.send:  # no-local: a message of our own, settled unseen
+            if acked and self.session is not None:
+                self.session.ack(delivery_tag, False)
+            return
+        qos = min(mapping.published_qos(message), 1 if acked else 0)
+        packet = Publish(topic, message.body, qos, dup=redelivered, retain=how.retain)
         if self.level == MQTT_5:
             packet.properties = mapping.properties_for_v5(message)
-            if self._subscription_ids:
-                packet.properties.subscription_identifiers = self._matching_ids(packet.topic)
+            if how.identifiers:
+                packet.properties.subscription_identifiers = how.identifiers
         if qos:
             packet.packet_id = self._packet_id()
             self._inflight[packet.packet_id] = delivery_tag
-        data = encode(packet, self.level)
-        if self._max_out and len(data) > self._max_out:  # MQTT 5: dropped, as if sent
-            self._inflight.pop(packet.packet_id or 0, None)
+        if not self._write_publish(packet):
             qos = 0
-        else:
-            self.traffic.send_oct += len(data)
-            self.traffic.send_cnt += 1
-            self.transport.write(data)
-        if consumer_tag == QOS1 and not qos and self.session is not None:
+        if acked and not qos and self.session is not None:
             self.session.ack(delivery_tag, False)
         elif qos and self.gate.flow_held:  # its PUBACK must be read: the socket may not wait
             self.gate.update_congestion()
-
-    def _matching_ids(self, topic: str) -> list[int]:
-        """The identifiers of this connection's subscriptions that match ``topic``."""
-        return sorted(
-            {i for f, i in self._subscription_ids.items() if topic_matches(f, topic)}
-        )
 
     def _deliver_retained(self, topic: str, message: Message, sub_qos: int) -> None:
         qos = min(mapping.published_qos(message), sub_qos)
         packet = Publish(topic, message.body, qos, retain=True)
         if self.level == MQTT_5:
             packet.properties = mapping.properties_for_v5(message)
-            if self._subscription_ids:
-                packet.properties.subscription_identifiers = self._matching_ids(topic)
+            ids = self.subscriptions.matching_ids(topic)
+            if ids:
+                packet.properties.subscription_identifiers = ids
         if qos:
             packet.packet_id = self._packet_id()
             self._inflight[packet.packet_id] = 0
-        self._send(packet)
+        self._write_publish(packet)
+
+    def _write_publish(self, packet: Publish) -> bool:
+        """Send a delivery, by topic alias where the client allows them; False when it
+        is above the client's maximum packet size (MQTT 5: dropped, as if sent)."""
+        aliases = self._aliases_out
+        assigned = aliases.apply(packet) if aliases is not None else None
+        data = encode(packet, self.level)
+        if self._max_out and len(data) > self._max_out:
+            self._inflight.pop(packet.packet_id or 0, None)
+            if assigned is not None and aliases is not None:
+                aliases.undo(assigned)  # the client never learned it
+            return False
+        self.traffic.send_oct += len(data)
+        self.traffic.send_cnt += 1
+        self.transport.write(data)
+        return True
 
     def _packet_id(self) -> int:
         """The next free packet id, 1..65535 (prefetch keeps far fewer in flight)."""
