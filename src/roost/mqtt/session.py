@@ -553,6 +553,8 @@ class MQTTSession:
             self._fail(UNSPECIFIED_ERROR, "the message was not stored")
             return
         code = UNSPECIFIED_ERROR if not ok else NO_MATCHING_SUBSCRIBERS if nobody else 0
+        if ok and self.client is not None:  # a PUBACK is MQTT's publisher confirm
+            self.client.counts.confirmed += 1
         if self.level != MQTT_5:
             code = 0
         if qos == 2:
