@@ -195,6 +195,7 @@ class MQTTSession:
         self._aliases: dict[int, str] = {}
         self._aliases_out: OutgoingAliases | None = None  # server-to-client, when allowed
         self._acks_owed = 0  # QoS 1/2 PUBLISHes not yet answered PUBACK/PUBREC
+        self._session_expiry = 0  # MQTT 5 session expiry interval, seconds
         self._max_out = 0  # the client's maximum packet size (MQTT 5), 0 = none
         self._prefetch = settings.prefetch
         self._queue_arguments: dict[str, Any] = {}
@@ -362,6 +363,7 @@ class MQTTSession:
         self.will = p.will
         if v5:
             expiry = p.properties.session_expiry_interval or 0
+            self._session_expiry = expiry
             self.persistent = bool(expiry)
             # the session's queues go that long after its last connection, as RabbitMQ 3.13
             # does it (0xFFFFFFFF: never)
@@ -815,6 +817,8 @@ class MQTTSession:
             return
         if self.will is not None and self.port.is_connected(client):
             delay = self.will.properties.will_delay_interval if self.level == MQTT_5 else 0
+            # the will waits for its delay or the session's end, whichever comes first
+            delay = min(delay or 0, self._session_expiry)
             if delay:
                 key = self.key
                 self.shared.pending_wills[key] = self._clock.call_later(
