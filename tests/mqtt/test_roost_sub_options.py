@@ -7,9 +7,20 @@ import queue
 import uuid
 from typing import Any
 
+import pytest
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from roost.mqtt.packets import MQTT_5, ConnAck, Connect, Publish, SubAck, Subscribe, Subscription
+from roost.mqtt.packets import (
+    MQTT_5,
+    ConnAck,
+    Connect,
+    Properties,
+    PubAck,
+    Publish,
+    SubAck,
+    Subscribe,
+    Subscription,
+)
 from tests.mqtt.clients import TIMEOUT, Paho, Raw
 from tests.support import RoostProcess
 
@@ -170,4 +181,31 @@ def test_a_shared_groups_unacknowledged_messages_go_to_another_member(
         assert sorted(set(got)) == sorted(sent)
     finally:
         stayer.close()
+        pub.close()
+
+
+def test_receive_maximum_bounds_plain_and_shared_subscriptions_together(
+    roost: RoostProcess,
+) -> None:
+    topic = _id("rmshared")
+    raw = Raw(roost.mqtt_port, MQTT_5)
+    raw.send(Connect(_id("rm"), MQTT_5, properties=Properties(receive_maximum=3)))
+    assert isinstance(raw.recv(), ConnAck)
+    raw.send(Subscribe(1, [Subscription(f"{topic}/plain", 1),
+                           Subscription(f"$share/{_id('g')}/{topic}/shared", 1)]))
+    assert isinstance(raw.recv(), SubAck)
+    pub = _v5(roost, "pub")
+    try:
+        for i in range(3):
+            pub.publish(f"{topic}/plain", f"p{i}".encode(), qos=1)
+            pub.publish(f"{topic}/shared", f"s{i}".encode(), qos=1)
+        first = [raw.recv() for _ in range(3)]
+        raw.sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            raw.recv()  # a fourth QoS 1 delivery before any PUBACK breaks the client's limit
+        raw.sock.settimeout(10)
+        raw.send(PubAck(first[0].packet_id))  # type: ignore[union-attr]
+        assert isinstance(raw.recv(), Publish)
+    finally:
+        raw.close()
         pub.close()

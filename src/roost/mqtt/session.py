@@ -372,6 +372,8 @@ class MQTTSession:
             self._max_out = p.properties.maximum_packet_size or 0
             # receive maximum: the client's bound on QoS 1 deliveries in flight
             self._prefetch = min(self._prefetch, p.properties.receive_maximum or 65535)
+            if p.properties.receive_maximum:  # across all its queues (shared ones too)
+                self.session.set_qos(p.properties.receive_maximum, True)
         else:
             self.persistent = not p.clean_start
         props = Properties()  # the CONNACK's (MQTT 5)
