@@ -47,6 +47,9 @@ class Delivery:
     identifiers: list[int]
 
 
+_PLAIN: Final = Delivery(True, False, [])
+
+
 def shared_queue(group: str, topic_filter: str) -> str:
     return f"mqtt-shared-{group}-{mapping.routing_key(topic_filter)}"
 
@@ -62,6 +65,9 @@ class Subscriptions:
     def __init__(self) -> None:
         self.plain: dict[str, Options] = {}
         self.shared: dict[str, Options] = {}
+        # whether any plain subscription has an option that shapes deliveries: without
+        # one, a delivery needs no topic matching (the hot path of a plain subscriber)
+        self._shaping = False
 
     def __len__(self) -> int:
         return len(self.plain) + len(self.shared)
@@ -74,11 +80,20 @@ class Subscriptions:
         table = self.shared if split_shared(full_filter) is not None else self.plain
         new = full_filter not in table
         table[full_filter] = options
+        self._update()
         return new
+
+    def _update(self) -> None:
+        self._shaping = any(
+            o.no_local or o.retain_as_published or o.identifier is not None
+            for o in self.plain.values()
+        )
 
     def remove(self, full_filter: str) -> Options | None:
         table = self.shared if split_shared(full_filter) is not None else self.plain
-        return table.pop(full_filter, None)
+        options = table.pop(full_filter, None)
+        self._update()
+        return options
 
     @property
     def wants_publisher_mark(self) -> bool:
@@ -87,6 +102,8 @@ class Subscriptions:
 
     def for_plain(self, topic: str, own: bool, retained: bool) -> Delivery:
         """A message from the client's own subscription queues."""
+        if not self._shaping:
+            return _PLAIN
         matching = [o for f, o in self.plain.items() if topic_matches(f, topic)]
         if not matching:  # bound by an earlier connection of a persistent session
             return Delivery(True, False, [])
