@@ -209,3 +209,38 @@ def test_receive_maximum_bounds_plain_and_shared_subscriptions_together(
     finally:
         raw.close()
         pub.close()
+
+
+def test_a_persistent_session_resumes_its_options_and_shared_groups(
+    roost: RoostProcess,
+) -> None:
+    topic = _id("resume")
+    shared = f"$share/{_id('g')}/{topic}/jobs"
+    cid = _id("persist")
+
+    def connect() -> Raw:
+        raw = Raw(roost.mqtt_port, MQTT_5)
+        raw.send(Connect(cid, MQTT_5, clean_start=False,
+                         properties=Properties(session_expiry_interval=60)))
+        assert isinstance(raw.recv(), ConnAck)
+        return raw
+
+    raw = connect()
+    raw.send(Subscribe(1, [Subscription(f"{topic}/news", 1, no_local=True)],
+                       Properties(subscription_identifiers=[42])),
+             Subscribe(2, [Subscription(shared, 1)]))
+    assert [type(raw.recv()), type(raw.recv())] == [SubAck, SubAck]
+    raw.close()
+    raw = connect()  # subscribes to nothing: the session has it all
+    pub = _v5(roost, "pub")
+    try:
+        raw.send(Publish(f"{topic}/news", b"mine", 1, packet_id=1))  # no local: not back
+        assert isinstance(raw.recv(), PubAck)
+        pub.publish(f"{topic}/news", b"news", qos=1)
+        pub.publish(f"{topic}/jobs", b"job", qos=1)
+        got = sorted(((p.topic, p.payload, p.properties.subscription_identifiers)  # type: ignore[union-attr]
+                      for p in (raw.recv(), raw.recv())), key=str)
+        assert got == [(f"{topic}/jobs", b"job", []), (f"{topic}/news", b"news", [42])]
+    finally:
+        raw.close()
+        pub.close()

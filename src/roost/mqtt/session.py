@@ -405,8 +405,12 @@ class MQTTSession:
 
     def _resume_or_clean(self, client: Client, clean_start: bool) -> bool:
         """A clean start deletes what an earlier session left; a persistent session
-        consumes the subscription queues it left. Returns "session present"."""
-        present = False
+        consumes the subscription queues it left and rejoins its shared groups, with the
+        options its subscriptions had. Returns "session present"."""
+        present = plain = False
+        saved = self.shared.subscriptions.pop(self.key, None)
+        if saved is not None and self.persistent and not clean_start:
+            present = self._resume_subscriptions(saved)
         for qos in (0, 1):
             name = subscription_queue(self.client_id, qos)
             try:
@@ -416,8 +420,10 @@ class MQTTSession:
             if clean_start:
                 self.port.delete_queue(client, name)
             elif self.persistent:
-                present = True
+                present = plain = True
                 self._consume(qos)
+        if not plain:  # its queues expired meanwhile: the plain subscriptions went too
+            self.subscriptions.forget_plain()
         return present
 
     # -- input flow control (roost/backpressure.py) -----------------------------------------
@@ -607,6 +613,8 @@ class MQTTSession:
         for consumer in starts:
             assert self.session is not None
             self._clock.call_soon(self.session.start, consumer)  # after the SUBACK
+        if self.persistent:  # kept for the session's next connection
+            self.shared.subscriptions[self.key] = self.subscriptions
         done = partial(self._subscribed, p.packet_id, codes, granted)
         if completion.then(done):
             self.gate.pause_for(DEFINITION)  # later packets wait for the SUBACK
@@ -648,6 +656,23 @@ class MQTTSession:
         self._unbind(other, key)  # a filter subscribed again at the other QoS moves
         if qos not in self._consuming:
             self._consume(qos)
+
+    def _resume_subscriptions(self, saved: Subscriptions) -> bool:
+        self.subscriptions = saved
+        self.shared.subscriptions[self.key] = saved
+        assert self.session is not None
+        for full_filter, options in saved.shared.items():
+            group = split_shared(full_filter)
+            assert group is not None
+            try:
+                consumer = self._join(full_filter, group[0], group[1], options.qos)
+            except BrokerError as exc:  # the group's queue is gone or refused: left
+                log.warning("%s: shared subscription %s not resumed: %s",
+                            self.transport.peer, full_filter, exc.text)
+                continue
+            if consumer is not None:
+                self._clock.call_soon(self.session.start, consumer)
+        return bool(saved.shared)
 
     def _join(self, full_filter: str, group: str, topic_filter: str, qos: int) -> Consumer | None:
         assert self.client is not None and self.session is not None

@@ -83,6 +83,10 @@ class Subscriptions:
         self._update()
         return new
 
+    def forget_plain(self) -> None:
+        self.plain.clear()
+        self._update()
+
     def _update(self) -> None:
         self._shaping = any(
             o.no_local or o.retain_as_published or o.identifier is not None
