@@ -7,6 +7,7 @@ import queue
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
@@ -244,3 +245,25 @@ def test_a_persistent_session_resumes_its_options_and_shared_groups(
     finally:
         raw.close()
         pub.close()
+
+
+def test_a_shared_subscription_needs_rights_on_its_group_queue(roost: RoostProcess) -> None:
+    user = _id("limited")
+    auth = ("guest", "guest")
+    base = f"{roost.http_url}/api"
+    assert httpx.put(f"{base}/users/{user}", json={"password": "pw", "tags": ""},
+                     auth=auth).status_code in (201, 204)
+    perms = {"configure": "^mqtt-subscription-", "write": "^(mqtt-subscription-|amq\\.topic)",
+             "read": "^(mqtt-subscription-|amq\\.topic)"}
+    assert httpx.put(f"{base}/permissions/%2F/{user}", json=perms,
+                     auth=auth).status_code in (201, 204)
+    try:
+        client = Paho(roost.mqtt_port, _id("lim"), version=MQTT_5, username=user, password="pw")
+        try:
+            codes = _subscribe(client, f"$share/{_id('g')}/{_id('t')}", qos=1)
+            assert [rc.value for rc in codes] == [0x87]  # not authorized, that filter only
+            assert client.subscribe(_id("plain"), 1)[0].value == 1
+        finally:
+            client.close()
+    finally:
+        httpx.delete(f"{base}/users/{user}", auth=auth)
