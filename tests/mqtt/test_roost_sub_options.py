@@ -114,13 +114,16 @@ def test_retain_handling_0_1_2(roost: RoostProcess) -> None:
         pub.close()
 
 
-def _drain(client: Paho, timeout: float = 0.5) -> list[bytes]:
+def _drain(client: Paho, timeout: float = 0.5, qos: int | None = None) -> list[bytes]:
+    """The payloads that arrive until none comes for ``timeout``; each at ``qos`` if given."""
     got = []
     while True:
         try:
-            got.append(client.get(timeout=timeout).payload)
+            msg = client.get(timeout=timeout)
         except queue.Empty:
             return got
+        assert qos is None or msg.qos == qos, (msg.payload, msg.qos)
+        got.append(msg.payload)
 
 
 def test_shared_subscription_spreads_messages_across_the_group(roost: RoostProcess) -> None:
@@ -139,7 +142,7 @@ def test_shared_subscription_spreads_messages_across_the_group(roost: RoostProce
         sent = [f"m{i}".encode() for i in range(40)]
         for body in sent:
             pub.publish(f"{topic}/x", body, qos=1)
-        got_a, got_b = _drain(a), _drain(b)
+        got_a, got_b = _drain(a, qos=1), _drain(b, qos=1)  # QoS 1 members: acked
         # each message to one member of the group, both members used
         assert sorted(got_a + got_b) == sorted(sent)
         assert got_a and got_b

@@ -77,7 +77,7 @@ from roost.mqtt.reason_codes import (
 )
 from roost.mqtt.retained import MQTTState
 from roost.mqtt.states import State, advance
-from roost.mqtt.subscriptions import SHARED_TAG, Options, Subscriptions
+from roost.mqtt.subscriptions import Options, Subscriptions
 from roost.mqtt.topics import (
     split_shared,
     validate_topic_filter,
@@ -661,17 +661,8 @@ class MQTTSession:
         self.subscriptions = saved
         self.shared.subscriptions[self.key] = saved
         assert self.session is not None
-        for full_filter, options in saved.shared.items():
-            group = split_shared(full_filter)
-            assert group is not None
-            try:
-                consumer = self._join(full_filter, group[0], group[1], options.qos)
-            except BrokerError as exc:  # the group's queue is gone or refused: left
-                log.warning("%s: shared subscription %s not resumed: %s",
-                            self.transport.peer, full_filter, exc.text)
-                continue
-            if consumer is not None:
-                self._clock.call_soon(self.session.start, consumer)
+        for consumer in shared.rejoin(saved, self._join, self.transport.peer):
+            self._clock.call_soon(self.session.start, consumer)
         return bool(saved.shared)
 
     def _join(self, full_filter: str, group: str, topic_filter: str, qos: int) -> Consumer | None:
@@ -726,15 +717,9 @@ class MQTTSession:
         if self.closed:
             return
         topic = mapping.topic(message.routing_key)
-        retained = mapping.published_retain(message)
-        acked = consumer_tag == QOS1
-        if consumer_tag.startswith(SHARED_TAG):
-            how = self.subscriptions.for_shared(consumer_tag, retained)
-            options = self.subscriptions.shared.get(consumer_tag[len(SHARED_TAG):])
-            acked = options is not None and options.qos == 1
-        else:
-            own = mapping.publisher(message) == self.client_id
-            how = self.subscriptions.for_plain(topic, own, retained)
+        # options, identifiers, no local: mqtt/subscriptions.py
+        how = self.subscriptions.delivery(consumer_tag, QOS1, topic, message, self.client_id)
+        acked = how.acked
         if not how.send:  # no-local: a message of our own, settled unseen
             if acked and self.session is not None:
                 self.session.ack(delivery_tag, False)

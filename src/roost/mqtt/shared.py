@@ -11,15 +11,20 @@ member), else auto-delete: it goes with its last member.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from roost.core.errors import NotFound
+from roost.core.errors import BrokerError, NotFound
 from roost.mqtt import mapping
-from roost.mqtt.subscriptions import shared_queue, shared_tag
+from roost.mqtt.subscriptions import Subscriptions, shared_queue, shared_tag
+from roost.mqtt.topics import split_shared
 
 if TYPE_CHECKING:
     from roost.core import AdapterPort
     from roost.core.ports.adapter import Client, Consumer, Session
+
+log = logging.getLogger("roost.mqtt")
 
 
 def join(
@@ -56,3 +61,22 @@ def leave(session: Session, full_filter: str) -> bool:
     """Stop consuming the group's queue (an auto-delete one goes with its last member);
     False when this connection was no member."""
     return session.cancel(shared_tag(full_filter))
+
+
+def rejoin(
+    saved: Subscriptions, join: Callable[[str, str, str, int], Consumer | None], peer: str
+) -> list[Consumer]:
+    """A persistent session's next connection consumes its groups' queues again (``join``
+    is the session's); a group whose queue is gone or refused is left, with a warning."""
+    consumers = []
+    for full_filter, options in saved.shared.items():
+        group = split_shared(full_filter)
+        assert group is not None
+        try:
+            consumer = join(full_filter, group[0], group[1], options.qos)
+        except BrokerError as exc:
+            log.warning("%s: shared subscription %s not resumed: %s", peer, full_filter, exc.text)
+            continue
+        if consumer is not None:
+            consumers.append(consumer)
+    return consumers

@@ -22,10 +22,13 @@ one member (docs/mqtt.md, "Shared subscriptions").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from roost.mqtt import mapping
 from roost.mqtt.topics import split_shared, topic_matches
+
+if TYPE_CHECKING:
+    from roost.core import Message
 
 SHARED_TAG: Final = "share:"  # consumer tag prefix of a shared subscription's queue
 
@@ -40,14 +43,17 @@ class Options:
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """How one message goes out: whether at all, its retain flag, its identifiers."""
+    """How one message goes out: whether at all, its retain flag, its identifiers, and
+    whether its consumer acknowledges (a QoS 1 subscription)."""
 
     send: bool
     retain: bool
     identifiers: list[int]
+    acked: bool = False
 
 
 _PLAIN: Final = Delivery(True, False, [])
+_PLAIN_ACKED: Final = Delivery(True, False, [], True)
 
 
 def shared_queue(group: str, topic_filter: str) -> str:
@@ -104,26 +110,34 @@ class Subscriptions:
         """Whether this connection's publishes must say who sent them (no-local)."""
         return any(o.no_local for o in self.plain.values())
 
-    def for_plain(self, topic: str, own: bool, retained: bool) -> Delivery:
-        """A message from the client's own subscription queues."""
+    def delivery(
+        self, consumer_tag: str, acked_tag: str, topic: str, message: Message, client_id: str
+    ) -> Delivery:
+        """How a message a consumer of this connection got goes out: ``acked_tag`` is
+        the tag of the QoS 1 subscription queue."""
+        if consumer_tag.startswith(SHARED_TAG):
+            return self._for_shared(consumer_tag, mapping.published_retain(message))
+        acked = consumer_tag == acked_tag
         if not self._shaping:
-            return _PLAIN
+            return _PLAIN_ACKED if acked else _PLAIN
         matching = [o for f, o in self.plain.items() if topic_matches(f, topic)]
         if not matching:  # bound by an earlier connection of a persistent session
-            return Delivery(True, False, [])
-        if own and all(o.no_local for o in matching):
-            return Delivery(False, False, [])
+            return Delivery(True, False, [], acked)
+        if mapping.publisher(message) == client_id and all(o.no_local for o in matching):
+            return Delivery(False, False, [], acked)
         ids = sorted({o.identifier for o in matching if o.identifier is not None})
-        keep = retained and any(o.retain_as_published for o in matching)
-        return Delivery(True, keep, ids)
+        keep = any(o.retain_as_published for o in matching) and mapping.published_retain(
+            message
+        )
+        return Delivery(True, keep, ids, acked)
 
-    def for_shared(self, consumer_tag: str, retained: bool) -> Delivery:
-        """A message from a shared subscription's group queue."""
+    def _for_shared(self, consumer_tag: str, retained: bool) -> Delivery:
         options = self.shared.get(consumer_tag[len(SHARED_TAG) :])
         if options is None:
             return Delivery(True, False, [])
         ids = [options.identifier] if options.identifier is not None else []
-        return Delivery(True, retained and options.retain_as_published, ids)
+        rap = retained and options.retain_as_published
+        return Delivery(True, rap, ids, options.qos == 1)
 
     def identifiers(self, full_filter: str) -> list[int]:
         """The identifier of one subscription (for its retained messages)."""
