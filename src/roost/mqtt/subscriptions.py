@@ -74,6 +74,7 @@ class Subscriptions:
         # whether any plain subscription has an option that shapes deliveries: without
         # one, a delivery needs no topic matching (the hot path of a plain subscriber)
         self._shaping = False
+        self.wants_publisher_mark = False  # a no-local subscription: publishes must say who
 
     def __len__(self) -> int:
         return len(self.plain) + len(self.shared)
@@ -94,21 +95,17 @@ class Subscriptions:
         self._update()
 
     def _update(self) -> None:
+        plain = self.plain.values()
         self._shaping = any(
-            o.no_local or o.retain_as_published or o.identifier is not None
-            for o in self.plain.values()
+            o.no_local or o.retain_as_published or o.identifier is not None for o in plain
         )
+        self.wants_publisher_mark = any(o.no_local for o in plain)
 
     def remove(self, full_filter: str) -> Options | None:
         table = self.shared if split_shared(full_filter) is not None else self.plain
         options = table.pop(full_filter, None)
         self._update()
         return options
-
-    @property
-    def wants_publisher_mark(self) -> bool:
-        """Whether this connection's publishes must say who sent them (no-local)."""
-        return any(o.no_local for o in self.plain.values())
 
     def delivery(
         self, consumer_tag: str, acked_tag: str, topic: str, message: Message, client_id: str
