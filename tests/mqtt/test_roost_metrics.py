@@ -7,9 +7,9 @@ import uuid
 
 import httpx
 
-from roost.mqtt.packets import MQTT_5
+from roost.mqtt.packets import MQTT_3_1, MQTT_5, ConnAck, Connect, Publish
 from tests.http.test_metrics import parse
-from tests.mqtt.clients import Paho
+from tests.mqtt.clients import Paho, Raw
 from tests.support import RoostProcess, eventually
 
 
@@ -27,12 +27,16 @@ def test_mqtt_counters_by_protocol_version(roost: RoostProcess) -> None:
     sub = Paho(roost.mqtt_port, f"sub-{topic}", version=MQTT_5)
     ws_sub = Paho(roost.mqtt_ws_port, f"ws-{topic}", transport="websockets")
     pub = Paho(roost.mqtt_port, f"pub-{topic}")  # MQTT 3.1.1
+    old = Raw(roost.mqtt_port, MQTT_3_1)
+    old.send(Connect(f"v31-{topic}"[:23], MQTT_3_1))
+    assert isinstance(old.recv(), ConnAck)
     try:
         sub.subscribe(topic, 1)
         ws_sub.subscribe(topic, 0)
+        old.send(Publish(topic, b"from 3.1", 0))
         for i in range(5):
             pub.publish(topic, str(i).encode(), qos=1)
-        for _ in range(5):
+        for _ in range(6):  # five from 3.1.1 and one from 3.1
             sub.get()
             ws_sub.get()
 
@@ -53,6 +57,7 @@ def test_mqtt_counters_by_protocol_version(roost: RoostProcess) -> None:
                           "mqtt311") >= 5
                 and _series(m, "rabbitmq_global_consumers", "mqtt50") >= 1
                 and _series(m, "rabbitmq_global_publishers", "mqtt311") >= 1
+                and delta("rabbitmq_global_messages_received_total", "mqtt310") >= 1
             )
             return m if ok else None
 
@@ -61,3 +66,4 @@ def test_mqtt_counters_by_protocol_version(roost: RoostProcess) -> None:
     finally:
         for c in (sub, ws_sub, pub):
             c.close()
+        old.close()
