@@ -236,5 +236,9 @@ def test_enhanced_authentication_is_refused_with_bad_authentication_method(
     deadline = time.monotonic() + TIMEOUT
     while not codes and time.monotonic() < deadline:
         client.loop(0.1)
-    client.socket() and client.socket().close()  # type: ignore[union-attr]
+    # paho keeps its socket and a wake-up socket pair until collected: close them now
+    for sock in (client.socket(), getattr(client, "_sockpairR", None),
+                 getattr(client, "_sockpairW", None)):
+        if sock is not None:
+            sock.close()
     assert [c.value for c in codes] == [0x8C]
