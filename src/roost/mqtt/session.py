@@ -91,6 +91,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.mqtt")
 
 QOS0, QOS1 = "qos0", "qos1"  # consumer tags of the two subscription queues
+_PLAIN_TAGS: Final = frozenset({QOS0, QOS1})
 TOPIC_ALIAS_MAXIMUM: Final = 64  # client-to-server aliases a connection may set
 # a ReadGate reason of MQTT's own: packets after a SUBSCRIBE that declared a durable queue
 # wait (unread) for its SUBACK, which waits for the disk
@@ -717,19 +718,22 @@ class MQTTSession:
         if self.closed:
             return
         topic = mapping.topic(message.routing_key)
-        # options, identifiers, no local: mqtt/subscriptions.py
-        how = self.subscriptions.delivery(consumer_tag, QOS1, topic, message, self.client_id)
-        acked = how.acked
-        if not how.send:  # no-local: a message of our own, settled unseen
-            if acked and self.session is not None:
-                self.session.ack(delivery_tag, False)
-            return
+        subs = self.subscriptions
+        if consumer_tag in _PLAIN_TAGS and not subs.shaping:  # the hot path: no options
+            acked, retain, identifiers = consumer_tag == QOS1, False, None
+        else:  # options, identifiers, no local: mqtt/subscriptions.py
+            how = subs.delivery(consumer_tag, QOS1, topic, message, self.client_id)
+            acked, retain, identifiers = how.acked, how.retain, how.identifiers
+            if not how.send:  # no-local: a message of our own, settled unseen
+                if acked and self.session is not None:
+                    self.session.ack(delivery_tag, False)
+                return
         qos = min(mapping.published_qos(message), 1 if acked else 0)
-        packet = Publish(topic, message.body, qos, dup=redelivered, retain=how.retain)
+        packet = Publish(topic, message.body, qos, dup=redelivered, retain=retain)
         if self.level == MQTT_5:
             packet.properties = mapping.properties_for_v5(message)
-            if how.identifiers:
-                packet.properties.subscription_identifiers = how.identifiers
+            if identifiers:
+                packet.properties.subscription_identifiers = identifiers
         if qos:
             packet.packet_id = self._packet_id()
             self._inflight[packet.packet_id] = delivery_tag

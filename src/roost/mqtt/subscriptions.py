@@ -68,6 +68,8 @@ class Subscriptions:
     """The subscriptions made on this connection, by their filter as subscribed
     (``$share/g/a/+`` included)."""
 
+    __slots__ = ("_shaping", "plain", "shared", "wants_publisher_mark")
+
     def __init__(self) -> None:
         self.plain: dict[str, Options] = {}
         self.shared: dict[str, Options] = {}
@@ -78,6 +80,10 @@ class Subscriptions:
 
     def __len__(self) -> int:
         return len(self.plain) + len(self.shared)
+
+    @property
+    def shaping(self) -> bool:
+        return self._shaping
 
     def has(self, full_filter: str) -> bool:
         return full_filter in self.plain or full_filter in self.shared
