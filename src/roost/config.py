@@ -167,6 +167,17 @@ class Config:
     mqtt_max_packet_size: int = setting(
         16 * 1024 * 1024, "largest MQTT packet a client may send, in bytes"
     )
+    mqtt_max_keep_alive: int = setting(
+        0, "longest MQTT keepalive in seconds: an MQTT 5 client asking for none or more is "
+        "told this one (server keep alive); 0: the client's stands"
+    )
+    mqtt_receive_maximum: int = setting(
+        1024, "most QoS 1/2 PUBLISHes an MQTT connection may have awaiting their ack "
+        "(MQTT 5: announced, exceeding it closes with 0x93; 3.x: reading pauses)"
+    )
+    mqtt_max_subscriptions: int = setting(
+        1000, "most topic filters per MQTT connection (more get SUBACK 0x97 / 0x80)"
+    )
     ws_test_page: str | None = setting(
         None,
         "@stomp/stompjs's stomp.umd.min.js: with it the Web-STOMP listener serves a STOMP "
@@ -364,6 +375,12 @@ class Config:
             raise ValueError("mqtt_prefetch must be 1..65535")
         if self.mqtt_max_packet_size < 1024:
             raise ValueError("mqtt_max_packet_size must be at least 1024")
+        if not 0 <= self.mqtt_max_keep_alive <= 65535:
+            raise ValueError("mqtt_max_keep_alive must be 0..65535")
+        if not 1 <= self.mqtt_receive_maximum <= 65535:
+            raise ValueError("mqtt_receive_maximum must be 1..65535")
+        if self.mqtt_max_subscriptions < 1:
+            raise ValueError("mqtt_max_subscriptions must be at least 1")
         if self.http_max_body_size < 1024:
             raise ValueError("http_max_body_size must be at least 1024")
         for name in (

@@ -250,6 +250,9 @@ class Server:
             default_vhost=cfg.mqtt_vhost,
             prefetch=cfg.mqtt_prefetch,
             max_packet_size=cfg.mqtt_max_packet_size,
+            max_keep_alive=cfg.mqtt_max_keep_alive,
+            receive_maximum=cfg.mqtt_receive_maximum,
+            max_subscriptions=cfg.mqtt_max_subscriptions,
             connect_timeout=cfg.handshake_timeout,
         )
         state = MQTTState(self.broker)

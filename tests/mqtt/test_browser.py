@@ -90,3 +90,44 @@ def test_mqttjs_in_chromium_with_paho_and_pika(
     finally:
         paho.close()
         page.evaluate("window.client.end(true)")
+
+
+MEMBERS_JS = """([url, filter]) => Promise.all([0, 1].map((i) => new Promise((resolve, reject) => {
+    window.got = window.got || [[], []];
+    // topicAliasMaximum: Roost may name repeated topics by alias; MQTT.js resolves them
+    const c = mqtt.connect(url, {protocolVersion: 5, username: 'guest', password: 'guest',
+                                 reconnectPeriod: 0, properties: {topicAliasMaximum: 4}});
+    window['member' + i] = c;
+    c.on('message', (topic, payload, packet) => window.got[i].push(
+        [topic, new TextDecoder().decode(payload),
+         (packet.properties || {}).topicAlias || 0]));
+    c.on('error', (e) => reject(String(e)));
+    c.on('connect', () => c.subscribe(filter, {qos: 1}, (err, granted) =>
+        err ? reject(String(err)) : resolve(granted[0].qos)));
+})))"""
+
+
+def test_mqttjs_shared_subscription_members_and_server_topic_aliases(
+    roost: RoostProcess, page: Any
+) -> None:
+    topic = f"browser-share-{uuid.uuid4().hex[:8]}/t"
+    url = f"ws://127.0.0.1:{roost.mqtt_ws_port}/ws"
+    assert page.evaluate(MEMBERS_JS, [url, f"$share/web/{topic}"]) == [1, 1]
+    paho = Paho(roost.mqtt_port, f"paho-{uuid.uuid4().hex[:8]}")
+    try:
+        sent = [f"m{i}" for i in range(30)]
+        for body in sent:
+            paho.publish(topic, body.encode(), qos=1)
+        page.wait_for_function(f"window.got[0].length + window.got[1].length >= {len(sent)}")
+        got = page.evaluate("window.got")
+        # each message to one member of the group, both members used
+        assert sorted(m[1] for m in got[0] + got[1]) == sorted(sent)
+        assert got[0] and got[1]
+        for member in got:
+            # every message reached MQTT.js with its topic, though after the first the
+            # server sent only the alias
+            assert {m[0] for m in member} == {topic}
+            assert all(m[2] == 1 for m in member)
+    finally:
+        paho.close()
+        page.evaluate("window.member0.end(true); window.member1.end(true)")

@@ -11,8 +11,9 @@ import pytest
 
 import roost.mqtt
 
-# the adapter's own modules (session, mapping, retained, the plumbing) use the core
-ADAPTER = {"session", "mapping", "retained", "protocol", "ws"}
+# the adapter's own modules (session, mapping, retained, shared subscriptions, the
+# plumbing) use the core
+ADAPTER = {"session", "mapping", "retained", "protocol", "ws", "shared", "subscriptions"}
 MODULES = [
     f"roost.mqtt.{m.name}"
     for m in pkgutil.iter_modules(roost.mqtt.__path__)

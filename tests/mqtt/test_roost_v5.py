@@ -184,3 +184,20 @@ def test_session_expiry_becomes_the_queue_expiry(roost: RoostProcess) -> None:
     queue = response.json()
     assert queue["durable"] is True
     assert queue["arguments"] == {"x-expires": 30_000}
+
+
+def test_a_will_delay_ends_with_the_session(roost: RoostProcess) -> None:
+    """Will delay 60 s, session expiry 0: the session ends with the connection, and the
+    will goes then (MQTT 5 3.1.3.2.2: the delay or the session's end, whichever first)."""
+    topic = _id("willexpiry")
+    watcher = Paho(roost.mqtt_port, _id("watch"))
+    watcher.subscribe(topic, 1)
+    raw = Raw(roost.mqtt_port, MQTT_5)
+    will = Will(topic, b"session over", 1, properties=Properties(will_delay_interval=60))
+    raw.send(Connect(_id("short"), MQTT_5, will=will))
+    assert isinstance(raw.recv(), ConnAck)
+    start = time.monotonic()
+    raw.close()  # no DISCONNECT
+    msg = watcher.get(timeout=5)
+    assert msg.payload == b"session over" and time.monotonic() - start < 5
+    watcher.close()

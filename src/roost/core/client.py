@@ -81,10 +81,16 @@ class ClientCounts:
                 setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
+_MQTT_LABELS = {"3.1": "mqtt310", "3.1.1": "mqtt311", "5.0": "mqtt50"}
+
+
 def protocol_label(protocol: str) -> str:
     """The ``protocol`` label of RabbitMQ's global counters for a connection's protocol
-    ("AMQP 0-9-1" is amqp091, every STOMP flavour stomp)."""
+    ("AMQP 0-9-1" is amqp091, every STOMP flavour stomp, MQTT by version as RabbitMQ
+    3.13 labels it: mqtt310, mqtt311, mqtt50, over TCP and WebSocket alike)."""
     p = protocol.lower()
+    if "mqtt" in p:
+        return _MQTT_LABELS.get(p.rsplit(" ", 1)[-1], "mqtt")
     for label, marker in (("amqp091", "amqp"), ("stomp", "stomp"), ("mqtt", "mqtt")):
         if marker in p:
             return label

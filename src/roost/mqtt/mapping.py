@@ -19,11 +19,13 @@ EXCHANGE: Final = "amq.topic"
 QOS_HEADER: Final = "x-mqtt-publish-qos"
 DUP_HEADER: Final = "x-mqtt-dup"
 RETAIN_HEADER: Final = "x-mqtt-retain"
+# the publishing client id, set only while that connection has a no-local subscription
+PUBLISHER_HEADER: Final = "x-mqtt-publisher"
 
 _TO_KEY: Final = str.maketrans({"/": ".", ".": "/", "+": "*"})
 _TO_TOPIC: Final = str.maketrans({".": "/", "/": ".", "*": "+"})
 # AMQP headers an MQTT 5 subscriber does not get as user properties
-_OWN_HEADERS: Final = frozenset({QOS_HEADER, DUP_HEADER, RETAIN_HEADER})
+_OWN_HEADERS: Final = frozenset({QOS_HEADER, DUP_HEADER, RETAIN_HEADER, PUBLISHER_HEADER})
 
 
 def routing_key(topic: str) -> str:
@@ -37,11 +39,18 @@ def topic(key: str) -> str:
 
 
 def message_from_publish(
-    topic_name: str, payload: bytes, qos: int, props: MQTTProperties | None, *, dup: bool = False
+    topic_name: str, payload: bytes, qos: int, props: MQTTProperties | None, *,
+    dup: bool = False, retain: bool = False, marks: dict[str, Any] | None = None,
 ) -> Message:
+    """``marks``: headers of Roost's own (``x-mqtt-…``) that MQTT 5 subscribers do not
+    see as user properties."""
     headers: dict[str, Any] = {QOS_HEADER: qos}
     if dup:
         headers[DUP_HEADER] = True
+    if retain:  # kept for a subscription's retain-as-published
+        headers[RETAIN_HEADER] = True
+    if marks:
+        headers.update(marks)
     content_type = correlation_id = reply_to = expiration = None
     if props is not None:
         for name, value in props.user_properties:
@@ -62,6 +71,16 @@ def message_from_publish(
         expiration=expiration,
     )
     return Message(EXCHANGE, routing_key(topic_name), properties, payload)
+
+
+def published_retain(message: Message) -> bool:
+    headers = message.properties.headers
+    return bool(headers and headers.get(RETAIN_HEADER))
+
+
+def publisher(message: Message) -> str:
+    headers = message.properties.headers
+    return _text(headers.get(PUBLISHER_HEADER, "")) if headers else ""
 
 
 def published_qos(message: Message) -> int:

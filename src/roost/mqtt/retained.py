@@ -59,6 +59,9 @@ class MQTTState:
         self.sessions: dict[tuple[str, str], Any] = {}  # (vhost, client id) -> MQTTSession
         # wills waiting out their MQTT 5 will delay, cancelled if the session resumes
         self.pending_wills: dict[tuple[str, str], Any] = {}
+        # a persistent session's subscription table (options, identifiers, shared
+        # groups; mqtt/subscriptions.py), for its next connection while the broker runs
+        self.subscriptions: dict[tuple[str, str], Any] = {}
         self._retained: dict[str, VhostRetained] = {}
 
     # -- retained messages ----------------------------------------------------------------

@@ -28,9 +28,10 @@ from roost.backpressure import ReadGate
 from roost.core import AdapterPort, Message, Traffic
 from roost.core.errors import AccessRefused, BrokerError, NotFound
 from roost.lifecycle import ReadLoop, login, open_client, release
-from roost.mqtt import mapping
+from roost.mqtt import mapping, shared
 from roost.mqtt.codec import NEED_DATA, PacketReader, encode
 from roost.mqtt.errors import MQTTError
+from roost.mqtt.limits import INFLIGHT, negotiate
 from roost.mqtt.packets import (
     CONNACK,
     DISCONNECT,
@@ -66,29 +67,32 @@ from roost.mqtt.reason_codes import (
     NOT_AUTHORIZED,
     PACKET_IDENTIFIER_NOT_FOUND,
     PROTOCOL_ERROR,
+    QUOTA_EXCEEDED,
+    RECEIVE_MAXIMUM_EXCEEDED,
     SERVER_SHUTTING_DOWN,
     SERVER_UNAVAILABLE,
     SESSION_TAKEN_OVER,
-    SHARED_SUBSCRIPTIONS_NOT_SUPPORTED,
     TOPIC_ALIAS_INVALID,
     UNSPECIFIED_ERROR,
     connack_code_v3,
 )
 from roost.mqtt.retained import MQTTState
 from roost.mqtt.states import State, advance
+from roost.mqtt.subscriptions import Options, Subscriptions
 from roost.mqtt.topics import (
     split_shared,
-    topic_matches,
     validate_topic_filter,
     validate_topic_name,
 )
 
 if TYPE_CHECKING:
-    from roost.core.ports.adapter import Client, Publisher, Session
+    from roost.core.ports.adapter import Client, Consumer, Publisher, Session
+    from roost.mqtt.aliases import OutgoingAliases
 
 log = logging.getLogger("roost.mqtt")
 
 QOS0, QOS1 = "qos0", "qos1"  # consumer tags of the two subscription queues
+_PLAIN_TAGS: Final = frozenset({QOS0, QOS1})
 TOPIC_ALIAS_MAXIMUM: Final = 64  # client-to-server aliases a connection may set
 # a ReadGate reason of MQTT's own: packets after a SUBSCRIBE that declared a durable queue
 # wait (unread) for its SUBACK, which waits for the disk
@@ -134,6 +138,9 @@ class MQTTSettings:
     connect_timeout: float = 10.0
     default_user: str = "guest"  # RabbitMQ's mqtt.default_user for anonymous clients
     default_password: str = "guest"
+    max_keep_alive: int = 0  # seconds; 0: the client's keepalive stands (mqtt/limits.py)
+    receive_maximum: int = 1024  # QoS 1/2 PUBLISHes of a connection awaiting their ack
+    max_subscriptions: int = 1000  # topic filters per connection
 
 
 def subscription_queue(client_id: str, qos: int) -> str:
@@ -188,10 +195,13 @@ class MQTTSession(ReadLoop):
         self._next_id = 0
         self._qos2: set[int] = set()  # QoS 2 publishes answered PUBREC, awaiting PUBREL
         self._aliases: dict[int, str] = {}
+        self._aliases_out: OutgoingAliases | None = None  # server-to-client, when allowed
+        self._acks_owed = 0  # QoS 1/2 PUBLISHes not yet answered PUBACK/PUBREC
+        self._session_expiry = 0  # MQTT 5 session expiry interval, seconds
         self._max_out = 0  # the client's maximum packet size (MQTT 5), 0 = none
         self._prefetch = settings.prefetch
         self._queue_arguments: dict[str, Any] = {}
-        self._subscription_ids: dict[str, int] = {}  # topic filter -> MQTT 5 identifier
+        self.subscriptions = Subscriptions()  # filter -> MQTT 5 options (mqtt/subscriptions.py)
         self._in_publish = False
         self._sync_acks: list[tuple[int, int, bool]] = []
         registry.add(self)
@@ -350,6 +360,7 @@ class MQTTSession(ReadLoop):
         self.will = p.will
         if v5:
             expiry = p.properties.session_expiry_interval or 0
+            self._session_expiry = expiry
             self.persistent = bool(expiry)
             # the session's queues go that long after its last connection, as RabbitMQ 3.13
             # does it (0xFFFFFFFF: never)
@@ -358,20 +369,27 @@ class MQTTSession(ReadLoop):
             self._max_out = p.properties.maximum_packet_size or 0
             # receive maximum: the client's bound on QoS 1 deliveries in flight
             self._prefetch = min(self._prefetch, p.properties.receive_maximum or 65535)
+            if p.properties.receive_maximum:  # across all its queues (shared ones too)
+                self.session.set_qos(p.properties.receive_maximum, True)
         else:
             self.persistent = not p.clean_start
+        props = Properties()  # the CONNACK's (MQTT 5)
+        agreed = negotiate(  # keepalive, aliases, response information (mqtt/limits.py)
+            p, client_id, max_keep_alive=self.settings.max_keep_alive,
+            receive_maximum=self.settings.receive_maximum, props=props,
+        )
+        self._aliases_out = agreed.aliases
         present = self._resume_or_clean(client, p.clean_start)
         self._timers.pop("connect").cancel()
-        if p.keep_alive:
-            self._keep_alive = p.keep_alive * 1.5  # the spec's "one and a half times"
+        if agreed.keep_alive:
+            self._keep_alive = agreed.keep_alive * 1.5  # the spec's "one and a half times"
             self._schedule(self._keep_alive + 0.01)
-        props = Properties()
         if v5:
             props.assigned_client_identifier = assigned
             props.topic_alias_maximum = TOPIC_ALIAS_MAXIMUM
             props.maximum_packet_size = self.settings.max_packet_size
             props.retain_available = 1
-            props.shared_subscription_available = 0
+            props.shared_subscription_available = 1
             props.subscription_identifier_available = 1
             props.maximum_qos = 1
         self._send(ConnAck(0, present, props))
@@ -382,8 +400,12 @@ class MQTTSession(ReadLoop):
 
     def _resume_or_clean(self, client: Client, clean_start: bool) -> bool:
         """A clean start deletes what an earlier session left; a persistent session
-        consumes the subscription queues it left. Returns "session present"."""
-        present = False
+        consumes the subscription queues it left and rejoins its shared groups, with the
+        options its subscriptions had. Returns "session present"."""
+        present = plain = False
+        saved = self.shared.subscriptions.pop(self.key, None)
+        if saved is not None and self.persistent and not clean_start:
+            present = self._resume_subscriptions(saved)
         for qos in (0, 1):
             name = subscription_queue(self.client_id, qos)
             try:
@@ -393,8 +415,10 @@ class MQTTSession(ReadLoop):
             if clean_start:
                 self.port.delete_queue(client, name)
             elif self.persistent:
-                present = True
+                present = plain = True
                 self._consume(qos)
+        if not plain:  # its queues expired meanwhile: the plain subscriptions went too
+            self.subscriptions.forget_plain()
         return present
 
     # -- input flow control (roost/backpressure.py) -----------------------------------------
@@ -458,10 +482,19 @@ class MQTTSession(ReadLoop):
         validate_topic_name(topic)
         props = p.properties if self.level == MQTT_5 else None
         qos = min(p.qos, 1)
-        message = mapping.message_from_publish(topic, p.payload, qos, props)
+        marks = None
+        if self.subscriptions.wants_publisher_mark:  # no-local needs to know it was us
+            marks = {mapping.PUBLISHER_HEADER: self.client_id}
+        message = mapping.message_from_publish(
+            topic, p.payload, qos, props, retain=p.retain, marks=marks
+        )
         if p.qos == 2 and p.packet_id in self._qos2:  # a resent QoS 2 PUBLISH: once only
             self._send(PubRec(p.packet_id or 0))
             return
+        if p.qos and self.level == MQTT_5 and (
+            self._acks_owed + len(self._qos2) >= self.settings.receive_maximum
+        ):  # more than the Receive Maximum our CONNACK announced (mqtt/limits.py)
+            raise MQTTError(RECEIVE_MAXIMUM_EXCEEDED, "too many QoS 1/2 PUBLISHes in flight")
         try:
             self._publish(p, message)
         except AccessRefused:
@@ -481,11 +514,17 @@ class MQTTSession(ReadLoop):
             return
         pid = p.packet_id or 0
         self._in_publish = True
+        self._acks_owed += 1
+        if self._acks_owed >= self.settings.receive_maximum and self.level != MQTT_5:
+            self.gate.pause_for(INFLIGHT)  # not read until acks go out (mqtt/limits.py)
         try:
             routed = self.port.publish(
                 self.client, mapping.EXCHANGE, message,
                 partial(self._confirmed, pid, p.qos), self.publisher,
             )
+        except BaseException:
+            self._owed_one_less()  # refused: no confirm will come
+            raise
         finally:
             self._in_publish = False
         early, self._sync_acks = self._sync_acks, []
@@ -508,11 +547,19 @@ class MQTTSession(ReadLoop):
         elif not self.closed:
             self._ack_publish(packet_id, qos, ok, nobody=False)
 
+    def _owed_one_less(self) -> None:
+        self._acks_owed -= 1
+        if self._acks_owed < self.settings.receive_maximum:
+            self.gate.resume_for(INFLIGHT)
+
     def _ack_publish(self, packet_id: int, qos: int, ok: bool, *, nobody: bool) -> None:
+        self._owed_one_less()
         if not ok and self.level != MQTT_5:
             self._fail(UNSPECIFIED_ERROR, "the message was not stored")
             return
         code = UNSPECIFIED_ERROR if not ok else NO_MATCHING_SUBSCRIBERS if nobody else 0
+        if ok and self.client is not None:  # a PUBACK is MQTT's publisher confirm
+            self.client.counts.confirmed += 1
         if self.level != MQTT_5:
             code = 0
         if qos == 2:
@@ -528,14 +575,22 @@ class MQTTSession(ReadLoop):
         completion = self.port.durable_from_here()
         codes: list[int] = []
         granted: list[tuple[str, int]] = []
+        starts: list[Consumer] = []
+        sub_ids = p.properties.subscription_identifiers
         for sub in p.subscriptions:
             try:
-                if split_shared(sub.topic_filter) is not None:
-                    codes.append(SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
-                    continue
                 validate_topic_filter(sub.topic_filter)
+                if (len(self.subscriptions) >= self.settings.max_subscriptions
+                        and not self.subscriptions.has(sub.topic_filter)):
+                    raise MQTTError(QUOTA_EXCEEDED, "too many subscriptions")
                 qos = min(sub.qos, 1)
-                self._bind(sub.topic_filter, qos)
+                group = split_shared(sub.topic_filter)
+                if group is None:
+                    self._bind(sub.topic_filter, qos)
+                else:
+                    consumer = self._join(sub.topic_filter, group[0], group[1], qos)
+                    if consumer is not None:
+                        starts.append(consumer)
             except MQTTError as exc:
                 codes.append(exc.reason_code)
                 continue
@@ -543,13 +598,18 @@ class MQTTSession(ReadLoop):
                 codes.append(NOT_AUTHORIZED)
                 continue
             codes.append(qos)
-            sub_id = p.properties.subscription_identifiers
-            if sub_id:
-                self._subscription_ids[sub.topic_filter] = sub_id[0]
-            else:
-                self._subscription_ids.pop(sub.topic_filter, None)
-            if sub.retain_handling != 2:
+            new = self.subscriptions.add(sub.topic_filter, Options(
+                qos, sub.no_local, sub.retain_as_published, sub_ids[0] if sub_ids else None,
+            ))
+            # retain handling: 0 always, 1 only for a new subscription, 2 never; a shared
+            # subscription gets none (spec 4.8.2)
+            if group is None and (sub.retain_handling == 0 or (sub.retain_handling == 1 and new)):
                 granted.append((sub.topic_filter, qos))
+        for consumer in starts:
+            assert self.session is not None
+            self._clock.call_soon(self.session.start, consumer)  # after the SUBACK
+        if self.persistent:  # kept for the session's next connection
+            self.shared.subscriptions[self.key] = self.subscriptions
         done = partial(self._subscribed, p.packet_id, codes, granted)
         if completion.then(done):
             self.gate.pause_for(DEFINITION)  # later packets wait for the SUBACK
@@ -592,6 +652,22 @@ class MQTTSession(ReadLoop):
         if qos not in self._consuming:
             self._consume(qos)
 
+    def _resume_subscriptions(self, saved: Subscriptions) -> bool:
+        self.subscriptions = saved
+        self.shared.subscriptions[self.key] = saved
+        assert self.session is not None
+        for consumer in shared.rejoin(saved, self._join, self.transport.peer):
+            self._clock.call_soon(self.session.start, consumer)
+        return bool(saved.shared)
+
+    def _join(self, full_filter: str, group: str, topic_filter: str, qos: int) -> Consumer | None:
+        assert self.client is not None and self.session is not None
+        return shared.join(
+            self.port, self.client, self.session, full_filter, group, topic_filter, qos,
+            persistent=self.persistent, arguments=self._queue_arguments,
+            prefetch=self._prefetch,
+        )
+
     def _unbind(self, queue: str, key: str) -> bool:
         assert self.client is not None
         try:
@@ -618,10 +694,14 @@ class MQTTSession(ReadLoop):
     def _on_unsubscribe(self, p: Unsubscribe) -> None:
         codes = []
         for topic_filter in p.topic_filters:
-            key = mapping.routing_key(topic_filter)
-            found = [self._unbind(subscription_queue(self.client_id, q), key) for q in (0, 1)]
+            self.subscriptions.remove(topic_filter)
+            if split_shared(topic_filter) is not None:
+                assert self.session is not None
+                found = [shared.leave(self.session, topic_filter)]
+            else:
+                key = mapping.routing_key(topic_filter)
+                found = [self._unbind(subscription_queue(self.client_id, q), key) for q in (0, 1)]
             codes.append(0 if any(found) else NO_SUBSCRIPTION_EXISTED)
-            self._subscription_ids.pop(topic_filter, None)
         self._send(UnsubAck(p.packet_id, codes if self.level == MQTT_5 else []))
 
     # -- delivering (core DeliverySink) ---------------------------------------------------
@@ -631,45 +711,61 @@ class MQTTSession(ReadLoop):
     ) -> None:
         if self.closed:
             return
-        qos = min(mapping.published_qos(message), 1 if consumer_tag == QOS1 else 0)
-        packet = Publish(mapping.topic(message.routing_key), message.body, qos, dup=redelivered)
+        topic = mapping.topic(message.routing_key)
+        subs = self.subscriptions
+        if consumer_tag in _PLAIN_TAGS and not subs.shaping:  # the hot path: no options
+            acked, retain, identifiers = consumer_tag == QOS1, False, None
+        else:  # options, identifiers, no local: mqtt/subscriptions.py
+            how = subs.delivery(consumer_tag, QOS1, topic, message, self.client_id)
+            acked, retain, identifiers = how.acked, how.retain, how.identifiers
+            if not how.send:  # no-local: a message of our own, settled unseen
+                if acked and self.session is not None:
+                    self.session.ack(delivery_tag, False)
+                return
+        qos = min(mapping.published_qos(message), 1 if acked else 0)
+        packet = Publish(topic, message.body, qos, dup=redelivered, retain=retain)
         if self.level == MQTT_5:
             packet.properties = mapping.properties_for_v5(message)
-            if self._subscription_ids:
-                packet.properties.subscription_identifiers = self._matching_ids(packet.topic)
+            if identifiers:
+                packet.properties.subscription_identifiers = identifiers
         if qos:
             packet.packet_id = self._packet_id()
             self._inflight[packet.packet_id] = delivery_tag
-        data = encode(packet, self.level)
-        if self._max_out and len(data) > self._max_out:  # MQTT 5: dropped, as if sent
-            self._inflight.pop(packet.packet_id or 0, None)
+        if not self._write_publish(packet):
             qos = 0
-        else:
-            self.traffic.send_oct += len(data)
-            self.traffic.send_cnt += 1
-            self.transport.write(data)
-        if consumer_tag == QOS1 and not qos and self.session is not None:
+        if acked and not qos and self.session is not None:
             self.session.ack(delivery_tag, False)
         elif qos and self.gate.flow_held:  # its PUBACK must be read: the socket may not wait
             self.gate.update_congestion()
-
-    def _matching_ids(self, topic: str) -> list[int]:
-        """The identifiers of this connection's subscriptions that match ``topic``."""
-        return sorted(
-            {i for f, i in self._subscription_ids.items() if topic_matches(f, topic)}
-        )
 
     def _deliver_retained(self, topic: str, message: Message, sub_qos: int) -> None:
         qos = min(mapping.published_qos(message), sub_qos)
         packet = Publish(topic, message.body, qos, retain=True)
         if self.level == MQTT_5:
             packet.properties = mapping.properties_for_v5(message)
-            if self._subscription_ids:
-                packet.properties.subscription_identifiers = self._matching_ids(topic)
+            ids = self.subscriptions.matching_ids(topic)
+            if ids:
+                packet.properties.subscription_identifiers = ids
         if qos:
             packet.packet_id = self._packet_id()
             self._inflight[packet.packet_id] = 0
-        self._send(packet)
+        self._write_publish(packet)
+
+    def _write_publish(self, packet: Publish) -> bool:
+        """Send a delivery, by topic alias where the client allows them; False when it
+        is above the client's maximum packet size (MQTT 5: dropped, as if sent)."""
+        aliases = self._aliases_out
+        assigned = aliases.apply(packet) if aliases is not None else None
+        data = encode(packet, self.level)
+        if self._max_out and len(data) > self._max_out:
+            self._inflight.pop(packet.packet_id or 0, None)
+            if assigned is not None and aliases is not None:
+                aliases.undo(assigned)  # the client never learned it
+            return False
+        self.traffic.send_oct += len(data)
+        self.traffic.send_cnt += 1
+        self.transport.write(data)
+        return True
 
     def _packet_id(self) -> int:
         """The next free packet id, 1..65535 (prefetch keeps far fewer in flight)."""
@@ -731,6 +827,8 @@ class MQTTSession(ReadLoop):
             return
         if self.will is not None and self.port.is_connected(client):
             delay = self.will.properties.will_delay_interval if self.level == MQTT_5 else 0
+            # the will waits for its delay or the session's end, whichever comes first
+            delay = min(delay or 0, self._session_expiry)
             if delay:
                 key = self.key
                 self.shared.pending_wills[key] = self._clock.call_later(
