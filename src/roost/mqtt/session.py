@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -193,6 +194,8 @@ class MQTTSession:
         self._subscription_ids: dict[str, int] = {}  # topic filter -> MQTT 5 identifier
         self._in_publish = False
         self._sync_acks: list[tuple[int, int, bool]] = []
+        # QoS 1 subscription deliveries sent at QoS 0, settled by a loop, not recursion
+        self._sent_tags: deque[int] = deque()
         registry.add(self)
 
     # -- input ----------------------------------------------------------------------------
@@ -655,9 +658,28 @@ class MQTTSession:
             self.traffic.send_cnt += 1
             self.transport.write(data)
         if consumer_tag == QOS1 and not qos and self.session is not None:
-            self.session.ack(delivery_tag, False)
+            self._settle_sent(delivery_tag)
         elif qos and self.gate.flow_held:  # its PUBACK must be read: the socket may not wait
             self.gate.update_congestion()
+
+    def _settle_sent(self, delivery_tag: int) -> None:
+        """Ack a QoS 1 subscription's delivery that went out at QoS 0 (nothing will
+        PUBACK it). The ack gives the queue credit to deliver the next one, which comes
+        back here: acked one after another by the outermost call, not nested (a deep
+        backlog of QoS 0 publishes raised RecursionError inside the publisher's read, the
+        consumer stopped, its queue counted as stalled and let the publisher run free)."""
+        tags = self._sent_tags
+        tags.append(delivery_tag)
+        if len(tags) > 1:
+            return  # an outer call is settling: it takes this one next
+        session = self.session
+        assert session is not None
+        try:
+            while tags:
+                session.ack(tags[0], False)  # may deliver (and append) the next one
+                tags.popleft()
+        finally:
+            tags.clear()
 
     def _matching_ids(self, topic: str) -> list[int]:
         """The identifiers of this connection's subscriptions that match ``topic``."""
