@@ -6,9 +6,11 @@ every message arrives exactly once.
 
 The publishers are what users run: pika's ``basic_publish`` in a loop (AMQP); a raw
 socket writing many STOMP ``SEND``s per write without receipts (STOMP over TCP); a
-WebSocket client sending many ``SEND``s per WebSocket message (STOMP over WebSocket).
-The consumers are pika and stomp.py (over TCP and over WebSocket) with manual acks and
-a prefetch of 100. Bodies are 1 KiB so that 20 MB of publishes cannot all hide in the
+WebSocket client sending many ``SEND``s per WebSocket message (STOMP over WebSocket); a
+raw socket writing many QoS 0 MQTT ``PUBLISH``es per write (MQTT). The consumers are
+pika and stomp.py (over TCP and over WebSocket) with manual acks and a prefetch of 100,
+and an MQTT QoS 1 subscription read slowly (its QoS 0 messages need no PUBACK: reading
+the socket is what paces it). Bodies are 1 KiB so that 20 MB of publishes cannot all hide in the
 kernel's socket buffers.
 """
 
@@ -28,6 +30,8 @@ import stomp
 import websocket
 
 from roost.core.flow import HIGH_MESSAGES
+from roost.mqtt import codec
+from roost.mqtt.packets import Connect, Disconnect, Publish, Subscribe, Subscription
 from tests.support import RoostProcess
 
 TOTAL = 20_000
@@ -88,6 +92,7 @@ def check_held_then_all_arrive(
     consumer: Consumer,
     producer: threading.Thread,
     producer_port: Callable[[], int],
+    total: int = TOTAL,
 ) -> None:
     producer.start()
     peak = 0
@@ -111,17 +116,17 @@ def check_held_then_all_arrive(
     assert flow_seen, "the publisher's connection never showed state 'flow'"
     assert HIGH_MESSAGES // 2 <= peak <= HIGH_MESSAGES, peak
     taken = len(consumer.seqs) + api(server, f"queues/%2F/{qname}")["messages"]
-    assert taken < TOTAL * 3 // 4, taken
+    assert taken < total * 3 // 4, taken
     # the consumer speeds up: every message arrives, each once
     deadline = time.monotonic() + 90
-    while len(consumer.seqs) < TOTAL:
-        assert time.monotonic() < deadline, f"{len(consumer.seqs)} of {TOTAL} arrived"
+    while len(consumer.seqs) < total:
+        assert time.monotonic() < deadline, f"{len(consumer.seqs)} of {total} arrived"
         consumer.ack_one(0.5)
     while consumer.ack_one(0.05):
         pass
     producer.join(30)
     assert not producer.is_alive()
-    assert sorted(consumer.seqs) == list(range(TOTAL))
+    assert sorted(consumer.seqs) == list(range(total))
     assert "stalled" not in server.log  # the slow consumer kept its queue moving
 
 
@@ -241,3 +246,68 @@ def test_websocket_publisher_is_held_and_nothing_is_lost(
     finally:
         ws.close()
         conn.disconnect()
+
+
+# -- MQTT ---------------------------------------------------------------------------------
+
+
+# QoS 0 deliveries also fill the socket buffers between Roost and the subscriber (and
+# Linux lets a paused server socket's receive buffer grow to 32 MB): more than 20 MB
+# must be sent for a held publisher to be told from one that wrote everything
+MQTT_TOTAL = 50_000
+
+
+def test_mqtt_publisher_is_held_and_nothing_is_lost(fresh_roost: RoostProcess) -> None:
+    """QoS 0 PUBLISHes to a QoS 1 subscription go out at QoS 0, each settled as it is
+    written: a backlog of them once recursed (deliver, ack, deliver…) until the
+    subscriber stopped, its queue was called stalled and the publisher ran free. A
+    subscriber paced by its socket (not by acks) is not stalled either: it reads."""
+    sub = socket.socket()
+    # a small window: QoS 0 deliveries would otherwise fill megabytes of socket buffers
+    sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sub.connect(("127.0.0.1", fresh_roost.mqtt_port))
+    sub.sendall(codec.encode(Connect("flow-sub", keep_alive=0), 4))
+    sub.sendall(codec.encode(Subscribe(1, [Subscription("flow/mqtt", 1)]), 4))
+    reader = codec.PacketReader(role="client", protocol_level=4)
+    consumer = Consumer(ack=lambda _tag: None)  # nothing to ack: the reads pace it
+
+    def pump() -> None:  # a few messages' worth a call: ~1,000 msg/s in the slow phase
+        if len(consumer.seqs) >= MQTT_TOTAL:
+            return  # all here: the test drains what it has not taken yet
+        try:
+            data = sub.recv(4096)
+        except TimeoutError:
+            return
+        reader.feed(data)
+        while (packet := reader.next_packet()) is not codec.NEED_DATA:
+            if isinstance(packet, Publish):
+                consumer.delivered(None, seq_of(packet.payload))
+
+    consumer.pump = pump
+    pub = socket.create_connection(("127.0.0.1", fresh_roost.mqtt_port))
+    pub.sendall(codec.encode(Connect("flow-pub", keep_alive=0), 4))
+    assert pub.recv(4)[0] >> 4 == 2  # CONNACK
+    sub.settimeout(5)
+    acks = b""
+    while len(acks) < 9:  # CONNACK (4 bytes), SUBACK (5 bytes): the queue is there
+        acks += sub.recv(9 - len(acks))
+    assert acks[4] >> 4 == 9 and acks[8] == 1, acks
+    sub.settimeout(0.05)
+
+    def produce() -> None:
+        for start in range(0, MQTT_TOTAL, BATCH):  # many packets per write, no waiting
+            pub.sendall(b"".join(
+                codec.encode(Publish("flow/mqtt", body(s)), 4)
+                for s in range(start, min(start + BATCH, MQTT_TOTAL))
+            ))
+        pub.sendall(codec.encode(Disconnect(), 4))
+
+    producer = threading.Thread(target=produce)
+    try:
+        check_held_then_all_arrive(
+            fresh_roost, "mqtt-subscription-flow-subqos1", consumer, producer,
+            lambda: pub.getsockname()[1], MQTT_TOTAL,
+        )
+    finally:
+        pub.close()
+        sub.close()

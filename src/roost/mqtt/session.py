@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -204,6 +205,8 @@ class MQTTSession(ReadLoop):
         self.subscriptions = Subscriptions()  # filter -> MQTT 5 options (mqtt/subscriptions.py)
         self._in_publish = False
         self._sync_acks: list[tuple[int, int, bool]] = []
+        # QoS 1 subscription deliveries sent at QoS 0, settled by a loop, not recursion
+        self._sent_tags: deque[int] = deque()
         registry.add(self)
 
     # -- input ----------------------------------------------------------------------------
@@ -720,7 +723,7 @@ class MQTTSession(ReadLoop):
             acked, retain, identifiers = how.acked, how.retain, how.identifiers
             if not how.send:  # no-local: a message of our own, settled unseen
                 if acked and self.session is not None:
-                    self.session.ack(delivery_tag, False)
+                    self._settle_sent(delivery_tag)  # may deliver the next: no recursion
                 return
         qos = min(mapping.published_qos(message), 1 if acked else 0)
         packet = Publish(topic, message.body, qos, dup=redelivered, retain=retain)
@@ -734,9 +737,28 @@ class MQTTSession(ReadLoop):
         if not self._write_publish(packet):
             qos = 0
         if acked and not qos and self.session is not None:
-            self.session.ack(delivery_tag, False)
+            self._settle_sent(delivery_tag)
         elif qos and self.gate.flow_held:  # its PUBACK must be read: the socket may not wait
             self.gate.update_congestion()
+
+    def _settle_sent(self, delivery_tag: int) -> None:
+        """Ack a QoS 1 subscription's delivery that went out at QoS 0 (nothing will
+        PUBACK it). The ack gives the queue credit to deliver the next one, which comes
+        back here: acked one after another by the outermost call, not nested (a deep
+        backlog of QoS 0 publishes raised RecursionError inside the publisher's read, the
+        consumer stopped, its queue counted as stalled and let the publisher run free)."""
+        tags = self._sent_tags
+        tags.append(delivery_tag)
+        if len(tags) > 1:
+            return  # an outer call is settling: it takes this one next
+        session = self.session
+        assert session is not None
+        try:
+            while tags:
+                session.ack(tags[0], False)  # may deliver (and append) the next one
+                tags.popleft()
+        finally:
+            tags.clear()
 
     def _deliver_retained(self, topic: str, message: Message, sub_qos: int) -> None:
         qos = min(mapping.published_qos(message), sub_qos)
