@@ -451,5 +451,9 @@ def test_the_broker_is_whole_after_the_fuzzing(server: RoostProcess,
         deadline = time.monotonic() + 10
         while len(api.get("/connections").json()) > 1 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(api.get("/connections").json()) == 1  # the bystander only
+        left = api.get("/connections").json()
+        assert len(left) == 1, [  # the bystander only
+            (c.get("protocol"), c.get("state"), c.get("peer_port"), c.get("client_properties"))
+            for c in left
+        ]
     clean_log(server)

@@ -91,6 +91,19 @@ def test_the_state_table_refuses_commands_before_open() -> None:
     assert transport.closed
 
 
+def test_a_second_open_closes_the_connection_and_registers_nothing() -> None:
+    """The handshake happens once: a second Open (as the live fuzzer sent) is refused with
+    UNKNOWN_FRAME, and the broker holds one connection, released at the close."""
+    session, transport, _clock = opened()
+    broker = session.port
+    assert len(broker.management.activity.list_connections()) == 1
+    session.data_received(encode(Open(5, "/")))
+    [close] = transport.frames()
+    assert isinstance(close, Close) and close.code == c.UNKNOWN_FRAME
+    session.connection_lost()
+    assert broker.management.activity.list_connections() == []
+
+
 def test_heartbeats_go_out_and_two_silent_intervals_close() -> None:
     session, transport, clock = opened(heartbeat=5)
     clock.advance(5)

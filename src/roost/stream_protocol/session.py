@@ -74,6 +74,9 @@ STATES: dict[str, tuple[type, ...]] = {
     OPEN: (object,),
     CLOSED: (),
 }
+# the handshake's commands, refused once the connection is open: a second Open would
+# register the connection twice (found by tests/security/test_fuzz_live.py)
+_ONCE = (PeerProperties, SaslHandshake, SaslAuthenticate, Open)
 # the commands and versions Roost speaks, for ExchangeCommandVersions
 VERSIONS = [
     CommandVersion(key, 1, 2 if key == c.PUBLISH else 1) for key in sorted(c.COMMAND_NAMES)
@@ -168,7 +171,9 @@ class StreamSession(ReadLoop):
 
     def _dispatch(self, frame: Frame) -> None:
         allowed = STATES[self.state]
-        if object not in allowed and not isinstance(frame, allowed):
+        if (object not in allowed and not isinstance(frame, allowed)) or (
+            self.state == OPEN and isinstance(frame, _ONCE)
+        ):
             self.close_with(
                 c.UNKNOWN_FRAME, f"{type(frame).__name__} not allowed in state {self.state}"
             )
