@@ -102,7 +102,7 @@ def upstream_bindings(server: RoostProcess, exchange: str) -> set[str]:
     return {
         r["routing_key"]
         for r in rows
-        if r["destination"].startswith(f"federation: {exchange} -> fed-")
+        if r["destination"].startswith(f"federation: {exchange} -> ")
         and r["destination"].endswith(f":{exchange}")
     }
 
