@@ -6,6 +6,7 @@ import httpx
 import pika
 
 from tests.http.conftest import json_of
+from tests.http.test_ctl import ctl
 from tests.support import RoostProcess, eventually
 
 
@@ -90,6 +91,10 @@ def test_cluster_name_follows_the_global_parameter(http: httpx.Client, mgmt: Roo
 
     assert announced() == node
     try:
+        assert http.put("/api/cluster-name", json={"name": "blue"}).status_code == 204
+        said = ctl(mgmt, "set_cluster_name", "green").stdout
+        assert said == "Setting cluster name to green ...\n"
+        assert "Cluster name: green" in ctl(mgmt, "cluster_status").stdout
         assert http.put("/api/cluster-name", json={"name": "blue"}).status_code == 204
         assert json_of(http.get("/api/global-parameters/cluster_name"))["value"] == "blue"
         assert json_of(http.get("/api/cluster-name")) == {"name": "blue"}
