@@ -136,6 +136,7 @@ class Server:
         self.federation = Federation(
             management.parameters, management.queries, local_port=self.ports.get("amqp", 0),
             node=management.activity.node_info().name,
+            cluster_name=lambda: management.activity.cluster_name,
         )
         self.federation.start()
 

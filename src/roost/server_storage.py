@@ -5,6 +5,7 @@ rebuilt from it or made as RabbitMQ makes a first start, and the cluster node.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def scratch_management() -> Any:
 
 
 def broker_settings(config: Config) -> BrokerSettings:
-    return BrokerSettings(
+    settings = BrokerSettings(
         loopback_users=frozenset(
             u.strip() for u in config.loopback_users.split(",") if u.strip()
         ),
@@ -117,3 +118,5 @@ def broker_settings(config: Config) -> BrokerSettings:
         # the disk alarm measures the working directory when there is no data directory
         data_dir="." if config.data_dir == NO_DATA_DIR else config.data_dir,
     )
+    # --node-name names the node (and by default the cluster) on a single node too
+    return replace(settings, cluster_name=config.node_name) if config.node_name else settings

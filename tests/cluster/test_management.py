@@ -80,6 +80,21 @@ def test_any_node_shows_the_whole_cluster(
             assert overview["object_totals"]["consumers"] == 1
             assert overview["queue_totals"]["messages"] == 3
             assert overview["node"] == name
+            # one cluster name on every node, as RabbitMQ's: by default the first node's
+            assert overview["cluster_name"] == "n1"
+            assert api(server, "/api/cluster-name") == {"name": "n1"}
+        for conn in (c1, c2):  # what each node's AMQP connections announce
+            assert conn._impl.server_properties["cluster_name"] == "n1"
+        # renamed on one node (the cluster_name global parameter): every node, and back
+        auth = ("guest", "guest")
+        renamed = httpx.put(n1.http_url + "/api/cluster-name", json={"name": "blue"}, auth=auth)
+        assert renamed.status_code == 204
+        eventually(lambda: api(n2, "/api/cluster-name") == {"name": "blue"})
+        with pika.BlockingConnection(pika.URLParameters(n2.url)) as c:
+            assert c._impl.server_properties["cluster_name"] == "blue"
+        cleared = httpx.delete(n2.http_url + "/api/global-parameters/cluster_name", auth=auth)
+        assert cleared.status_code == 204
+        eventually(lambda: api(n1, "/api/cluster-name") == {"name": "n1"})
 
         # Prometheus: each node counts the queues it homes and names itself and its peers
         for server, name, peer, ready in ((n1, "n1", "n2", 3), (n2, "n2", "n1", 0)):
@@ -90,6 +105,7 @@ def test_any_node_shows_the_whole_cluster(
 
         status = ctl(n1, "cluster_status")
         assert "Cluster status of node n1" in status
+        assert "Cluster name: n1" in ctl(n2, "cluster_status")
         running = status.split("Running Nodes")[1].split("Alarms")[0].split()
         assert running == ["n1", "n2"]
         # one connection of another node, through n1: shown, then closed

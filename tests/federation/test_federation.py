@@ -23,12 +23,20 @@ from tests.support import RoostProcess, eventually, free_port
 
 @pytest.fixture(scope="module")
 def trio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RoostProcess]]:
-    servers = [RoostProcess(tmp_path_factory.mktemp(n)).start() for n in "abc"]
+    """Three Roosts on one host, each with its own node name (and so cluster name)."""
+    servers = [
+        RoostProcess(tmp_path_factory.mktemp(n), "--node-name", node_name(n)).start()
+        for n in "abc"
+    ]
     try:
         yield servers
     finally:
         for s in servers:
             s.kill()
+
+
+def node_name(letter: str) -> str:
+    return f"fed-{letter}@localhost"
 
 
 def api(server: RoostProcess) -> httpx.Client:
@@ -94,7 +102,7 @@ def upstream_bindings(server: RoostProcess, exchange: str) -> set[str]:
     return {
         r["routing_key"]
         for r in rows
-        if r["destination"].startswith(f"federation: {exchange} -> roost@")
+        if r["destination"].startswith(f"federation: {exchange} -> ")
         and r["destination"].endswith(f":{exchange}")
     }
 
@@ -207,6 +215,66 @@ def test_ring_with_max_hops_delivers_each_message_once(trio: list[RoostProcess])
     for i in range(3):
         with api(trio[i]) as c:
             c.delete(f"/policies/%2F/fed-ring{i}").raise_for_status()
+
+
+def test_ring_stops_at_x_received_from_not_max_hops(trio: list[RoostProcess]) -> None:
+    """The same ring with max-hops 10: each broker announces its own node name as its
+    cluster name, so a message that comes round to the broker it already passed is
+    dropped by name (x-received-from), long before 10 hops: still exactly once each."""
+    for server, letter in zip(trio, "abc", strict=True):
+        with api(server) as c:
+            assert c.get("/cluster-name").json() == {"name": node_name(letter)}
+            assert c.get("/overview").json()["cluster_name"] == node_name(letter)
+        conn, _ = channel(server.url)
+        with conn:  # what a federation link of another broker reads
+            props = conn._impl.server_properties
+            assert props["cluster_name"] == node_name(letter)
+    x = unique("ring10")
+    q = unique("ring10-q")
+    for server in trio:
+        conn, ch = channel(server.url)
+        with conn:
+            ch.exchange_declare(x, "fanout", durable=True)
+            ch.queue_declare(q, durable=True)
+            ch.queue_bind(q, x)
+    for i, down in enumerate(trio):
+        federate(down, f"ring10-{i}", {"uri": trio[i - 1].url, "max-hops": 10}, f"^{x}$")
+    for down in trio:
+        eventually(lambda: running(down, x), what=lambda: links(down))  # noqa: B023
+    for up in trio:
+        eventually(
+            lambda up=up: upstream_bindings(up, x) == {q},
+            what=lambda up=up: (upstream_bindings(up, x), links(up)),
+        )
+    for i, server in enumerate(trio):
+        conn, ch = channel(server.url)
+        with conn:
+            ch.confirm_delivery()
+            ch.basic_publish(x, "", f"from-{i}".encode(), pika.BasicProperties(delivery_mode=2))
+    seen: list[list[tuple[Any, bytes]]] = [[], [], []]
+
+    def all_three() -> bool:
+        for i, server in enumerate(trio):
+            seen[i] += take(server.url, q)
+        return all(len(s) >= 3 for s in seen)
+
+    eventually(all_three, what=lambda: seen)
+    time.sleep(1.0)  # anything going round again would arrive within this
+    for i, server in enumerate(trio):
+        seen[i] += take(server.url, q)
+        assert sorted(body for _, body in seen[i]) == [b"from-0", b"from-1", b"from-2"], seen
+        for props, body in seen[i]:
+            hops = (props.headers or {}).get("x-received-from", [])
+            origin = int(body.decode().rpartition("-")[2])
+            # its own message came with no hop; the others through 1 or 2 brokers, each
+            # named by the name that broker announces
+            assert len(hops) == (i - origin) % 3, (i, body, hops)
+            assert [h["cluster-name"] for h in hops] == [
+                node_name("abc"[(i - k) % 3]) for k in range(len(hops), 0, -1)
+            ], (i, body, hops)
+    for i in range(3):
+        with api(trio[i]) as c:
+            c.delete(f"/policies/%2F/fed-ring10-{i}").raise_for_status()
 
 
 def test_queue_federation_moves_messages_only_to_where_consumers_are(

@@ -76,6 +76,10 @@ def test_daily_commands_on_rabbitmq(rabbit: str, api: httpx.Client, tmp_path: Pa
     assert "ocap\t^q\tqueues" in ctl(rabbit, "list_operator_policies", "-p", "ops")
     ctl(rabbit, "set_global_parameter", "ops-note", '"hello"')
     assert "ops-note\thello" in ctl(rabbit, "list_global_parameters")
+    ctl(rabbit, "set_cluster_name", "ops-cluster")  # RabbitMQ's PUT /api/cluster-name too
+    assert "Cluster name: ops-cluster" in ctl(rabbit, "cluster_status")
+    assert "cluster_name\tops-cluster" in ctl(rabbit, "list_global_parameters")
+    ctl(rabbit, "clear_global_parameter", "cluster_name")
     ctl(rabbit, "set_parameter", "-p", "ops", "vhost-limits", "limits", '{"max-connections": 9}')
     assert "vhost-limits\tlimits" in ctl(rabbit, "list_parameters", "-p", "ops")
     ctl(rabbit, "trace_on", "-p", "ops")

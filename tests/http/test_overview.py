@@ -6,6 +6,7 @@ import httpx
 import pika
 
 from tests.http.conftest import json_of
+from tests.http.test_ctl import ctl
 from tests.support import RoostProcess, eventually
 
 
@@ -72,6 +73,38 @@ def test_whoami_and_cluster_name(http: httpx.Client) -> None:
     assert json_of(http.get("/api/whoami")) == {"name": "guest", "tags": ["administrator"]}
     assert json_of(http.get("/api/cluster-name"))["name"].startswith("roost@")
     assert json_of(http.get("/api/extensions")) == []
+
+
+def test_cluster_name_follows_the_global_parameter(http: httpx.Client, mgmt: RoostProcess) -> None:
+    """As RabbitMQ's: PUT /api/cluster-name sets the ``cluster_name`` global parameter;
+    the API and every new AMQP connection's server properties announce it; cleared, the
+    name is the node's again."""
+    node = json_of(http.get("/api/overview"))["node"]
+    assert json_of(http.get("/api/cluster-name")) == {"name": node}
+
+    def announced() -> str:
+        conn = pika.BlockingConnection(pika.URLParameters(mgmt.url))
+        try:
+            return str(conn._impl.server_properties["cluster_name"])
+        finally:
+            conn.close()
+
+    assert announced() == node
+    try:
+        assert http.put("/api/cluster-name", json={"name": "blue"}).status_code == 204
+        said = ctl(mgmt, "set_cluster_name", "green").stdout
+        assert said == "Setting cluster name to green ...\n"
+        assert "Cluster name: green" in ctl(mgmt, "cluster_status").stdout
+        assert http.put("/api/cluster-name", json={"name": "blue"}).status_code == 204
+        assert json_of(http.get("/api/global-parameters/cluster_name"))["value"] == "blue"
+        assert json_of(http.get("/api/cluster-name")) == {"name": "blue"}
+        assert json_of(http.get("/api/overview"))["cluster_name"] == "blue"
+        assert announced() == "blue"
+        assert http.put("/api/cluster-name", json={"name": ""}).status_code == 400
+    finally:
+        http.delete("/api/global-parameters/cluster_name")
+    assert json_of(http.get("/api/cluster-name")) == {"name": node}
+    assert announced() == node
 
 
 def test_unknown_path_is_404_json(http: httpx.Client) -> None:

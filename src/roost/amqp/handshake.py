@@ -45,14 +45,16 @@ class AMQPLimits:
     handshake_timeout: float = 10.0
 
 
-def server_properties() -> dict[str, Any]:
+def server_properties(cluster_name: str) -> dict[str, Any]:
+    """``cluster_name``: the port's ``cluster_name()``, which federation's loop detection
+    (``x-received-from``) compares with its own."""
     return {
         "product": "Roost",
         "version": __version__,
         "platform": f"Python {platform.python_version()}",
         "copyright": "Roost developers",
         "information": "Licensed under the Apache License 2.0",
-        "cluster_name": f"roost@{platform.node()}",
+        "cluster_name": cluster_name,
         "capabilities": dict(CAPABILITIES),
     }
 

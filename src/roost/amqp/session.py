@@ -218,7 +218,9 @@ class AMQPSession(ReadLoop):
         elif cls is ConnectionMethod:
             self._connection_method(event.method)  # type: ignore[attr-defined]
         elif cls is HeaderReceived:  # whatever 8 bytes came first; anything else is refused
-            self.write(self.conn.start_frame(server_properties(), mechanisms=mechanisms(self.tls)))
+            self.write(self.conn.start_frame(
+                server_properties(self.broker.cluster_name()), mechanisms=mechanisms(self.tls)
+            ))
         elif cls is BadHeader:
             log.warning("%s: bad protocol header %r", self.peer, event.raw)  # type: ignore[attr-defined]
             self.close_reason = "bad protocol header"

@@ -87,6 +87,7 @@ class Membership:
         self.keeper: LeaseKeeper | None = None
         self.live: dict[str, NodeRecord] = {}
         self.known: dict[str, NodeRecord] = {}
+        self.first = record.name  # the node that joined first: the cluster's default name
         self.listeners: list[Listener] = []
         self._watch: asyncio.Task[None] | None = None
         self._rejoin: asyncio.Task[None] | None = None
@@ -121,6 +122,10 @@ class Membership:
         kvs, revision = await self.coordinator.get_prefix(self.nodes_prefix)
         for kv in kvs:
             self._apply(kv.key, kv.value, notify=False)
+        known = [kv for kv in kvs if kv.key.startswith(self.key("known", ""))]
+        if known:  # known keys stay across restarts: the oldest is the first node's
+            oldest = min(known, key=lambda kv: kv.create_revision)
+            self.first = oldest.key.removeprefix(self.key("known", ""))
         self._watch = asyncio.get_running_loop().create_task(self._follow(revision + 1))
         log.info(
             "joined the cluster as '%s' (%d node(s) running)", self.record.name, len(self.live)

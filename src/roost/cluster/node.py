@@ -113,6 +113,8 @@ class ClusterNode:
 
         activity = broker.management.activity  # the API shows the whole cluster
         activity.node_name = self.name
+        if self.membership is not None:  # every node announces the first node's name
+            activity.default_cluster_name = self.membership.first
         activity.members = self.members
         plane = DataPlane(self, broker)
         defs = ClusterDefinitions(self.coordinator, self.prefix, self.name, broker, self.links)

@@ -112,6 +112,8 @@ class RemoteChanges:
                 catalog.delete_topic_permission(parts[0], parts[1], parts[2])
             elif section == "policies":
                 catalog.delete_policy(parts[0], parts[1])
+            elif section == "global_parameters":  # cluster_name among them
+                catalog.parameters.delete_global_parameter(parts[0])
             elif section == "parameters":
                 vhost = catalog.vhost(parts[0])
                 for name in list(vhost.limits):

@@ -111,12 +111,20 @@ class Activity:
         self.started_at = time.time()
         self.listeners: list[ListenerInfo] = []  # the server adds each as it opens
         self.data_dir = settings.data_dir
-        self.cluster_name = settings.cluster_name
+        self._parameters = catalog.parameters
+        # this node's name, or in a cluster its first node's (roost.cluster sets it)
+        self.default_cluster_name = settings.cluster_name
         # in a cluster (roost.cluster sets both): this node's --node-name and the members
         self.node_name = settings.cluster_name
         self.members: Callable[[], list[MemberInfo]] | None = None
         # the durable store: its size and fsync latencies for /metrics
         self._store = store
+
+    @property
+    def cluster_name(self) -> str:
+        """RabbitMQ's: the ``cluster_name`` global parameter when set, else the default."""
+        value = self._parameters.global_values.get("cluster_name")
+        return value if isinstance(value, str) and value else self.default_cluster_name
 
     # -- sampling -------------------------------------------------------------------------
 

@@ -169,6 +169,9 @@ class Broker:
             port=self,
         )
 
+    def cluster_name(self) -> str:
+        return self.management.activity.cluster_name
+
     # the vhosts by name (tests, recovery)
     @property
     def vhosts(self) -> dict[str, VHost]:

@@ -226,6 +226,12 @@ def set_global_parameter(api: ApiClient, args: argparse.Namespace) -> Result:
     return None
 
 
+def set_cluster_name(api: ApiClient, args: argparse.Namespace) -> Result:
+    api.put("/api/cluster-name", {"name": args.name})
+    print(f"Setting cluster name to {args.name} ...")
+    return None
+
+
 def clear_global_parameter(api: ApiClient, args: argparse.Namespace) -> Result:
     api.delete(f"/api/global-parameters/{seg(args.name)}")
     print(f'Clearing global runtime parameter "{args.name}" ...')

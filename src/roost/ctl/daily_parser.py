@@ -160,6 +160,8 @@ def add_daily_arguments(sub: Sub) -> None:
     p.add_argument("value", help="JSON")
     p = command(sub, "clear_global_parameter", d.clear_global_parameter, "clear one")
     p.add_argument("name")
+    p = command(sub, "set_cluster_name", d.set_cluster_name, "rename the cluster")
+    p.add_argument("name")
 
     p = command(sub, "close_connection", d.close_connection, "close a connection, with a reason")
     p.add_argument("name", help="the connection's name (list_connections name)")

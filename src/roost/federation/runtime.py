@@ -17,6 +17,8 @@ from roost.federation.link import POLL, ExchangeLink, Link, QueueLink, Where
 from roost.federation.spec import Upstream, parse_upstream, parse_upstream_set, with_overrides
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from roost.core.info import PolicyInfo
     from roost.core.ports.management import DefinitionQueries, ParametersAdmin
 
@@ -44,10 +46,19 @@ class _SetRuntime:
 
 class Federation:
     def __init__(
-        self, parameters: ParametersAdmin, queries: DefinitionQueries, *, local_port: int, node: str
+        self,
+        parameters: ParametersAdmin,
+        queries: DefinitionQueries,
+        *,
+        local_port: int,
+        node: str,
+        cluster_name: Callable[[], str],
     ) -> None:
+        """``cluster_name``: the name this node announces to AMQP clients (the activity's),
+        which the loop check looks for in ``x-received-from``."""
         self._parameters, self._queries = parameters, queries
         self._local_port, self._node = local_port, node
+        self._cluster_name = cluster_name
         self.links: dict[Key, Link] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping: set[asyncio.Task[None]] = set()
@@ -74,13 +85,6 @@ class Federation:
             except Exception:  # a vhost deleted under our feet: next look is fresh
                 log.exception("federation: following the policies failed")
             await asyncio.sleep(POLL * 5)  # policies change rarely: every 0.5 s
-
-    def _cluster_name(self) -> str:
-        """RabbitMQ's: the ``cluster_name`` global parameter, else the node's name."""
-        for p in self._parameters.list_global_parameters():
-            if p.name == "cluster_name" and isinstance(p.value, str):
-                return p.value
-        return self._node
 
     async def _step(self) -> None:
         want = self.wanted()

@@ -45,6 +45,10 @@ What each call promises:
   RabbitMQ's stream plugin checks them (read on the stream or the exchange).
 - ``count_protocol_error``: an error answer a protocol gave a client, counted for
   Prometheus (``rabbitmq_global_stream_error_<name>_total``).
+- ``cluster_name()``: the name a connection announces (AMQP's ``cluster_name`` server
+  property), as RabbitMQ's: the ``cluster_name`` global parameter when set, else this
+  node's name (``--node-name``), or in a cluster the name of its first node; read at
+  every call, so setting the parameter renames the cluster for new connections.
 - ``alarms``: subscribe to learn of memory and disk alarms (block publishers).
 """
 
@@ -190,6 +194,7 @@ class AdapterPort(Protocol):
     # an error answer given to a client (before or after authentication), by the name
     # RabbitMQ's global counters use: rabbitmq_global_stream_error_<name>_total
     def count_protocol_error(self, protocol: str, name: str, n: int = 1) -> None: ...
+    def cluster_name(self) -> str: ...
 
     # -- the one durability wait ------------------------------------------------------------
 

@@ -154,9 +154,13 @@ class DefinitionQueries(Protocol):
 class ActivityQueries(Protocol):
     """Live activity, rates and the node."""
 
-    cluster_name: str
-    node_name: str  # this node's name (a cluster's --node-name)
+    node_name: str  # this node's name (--node-name)
     listeners: list[ListenerInfo]
+
+    @property
+    def cluster_name(self) -> str:
+        """The adapter port's ``cluster_name()``: the ``cluster_name`` global parameter,
+        else this node's name, or in a cluster its first node's."""
 
     def sample_rates(self, now: float | None = None) -> None: ...
     def totals(self) -> Totals: ...

@@ -9,8 +9,16 @@ from aiohttp import web
 from roost import __version__
 from roost.http.cluster import cluster_overview, is_local
 from roost.http.keys import management
-from roost.http.routes import Route
-from roost.http.util import MANAGEMENT, access, details, with_samples
+from roost.http.routes import STR, Route, obj
+from roost.http.util import (
+    ADMINISTRATOR,
+    MANAGEMENT,
+    access,
+    bad_request,
+    details,
+    read_json,
+    with_samples,
+)
 
 EXCHANGE_DESCRIPTIONS = {
     "direct": "AMQP direct exchange, as per the AMQP specification",
@@ -110,6 +118,17 @@ async def cluster_name(request: web.Request) -> web.Response:
     return web.json_response({"name": management(request).activity.cluster_name})
 
 
+@access(ADMINISTRATOR)
+async def set_cluster_name(request: web.Request) -> web.Response:
+    """RabbitMQ's: the ``cluster_name`` global parameter, which every AMQP connection
+    opened from now on announces (and federation's loop detection compares)."""
+    name = (await read_json(request)).get("name")
+    if not isinstance(name, str) or not name:
+        raise bad_request("name must be a non-empty string")
+    management(request).parameters.put_global_parameter("cluster_name", name)
+    return web.Response(status=204)
+
+
 @access(MANAGEMENT)
 async def extensions(request: web.Request) -> web.Response:
     return web.json_response([])
@@ -124,5 +143,12 @@ ROUTES = [
         query=("lengths_age", "lengths_incr", "msg_rates_age", "msg_rates_incr"),
     ),
     Route("GET", "/api/cluster-name", cluster_name, "The cluster's name"),
+    Route(
+        "PUT",
+        "/api/cluster-name",
+        set_cluster_name,
+        "Rename the cluster (the cluster_name global parameter)",
+        body=obj({"name": STR}, ("name",)),
+    ),
     Route("GET", "/api/extensions", extensions, "Management UI extensions (none)"),
 ]
