@@ -94,3 +94,19 @@ def test_errors(http: httpx.Client) -> None:
     assert http.get("/api/channels/nope (1)").status_code == 404
     assert http.get("/api/consumers/nope").status_code == 404
     assert http.get("/api/vhosts/nope/connections").status_code == 404
+
+
+def test_channel_modes(http: httpx.Client, named: pika.BlockingConnection, name: str) -> None:
+    """A channel's `confirm` and `transactional` say what the client selected, as
+    RabbitMQ's /api/channels does."""
+    plain, confirming, transacting = named.channel(), named.channel(), named.channel()
+    confirming.confirm_delivery()
+    transacting.tx_select()
+    conn = _mine(http, name)
+    channels = json_of(http.get(f"/api/connections/{quote(conn['name'])}/channels"))
+    modes = {c["number"]: (c["confirm"], c["transactional"]) for c in channels}
+    assert modes == {
+        plain.channel_number: (False, False),
+        confirming.channel_number: (True, False),
+        transacting.channel_number: (False, True),
+    }

@@ -347,6 +347,7 @@ class AMQPChannel:
         if self.mode is Mode.CONFIRM:
             raise PreconditionFailed("cannot switch from confirm to tx mode")
         self.mode = Mode.TX
+        self.session.transactional = True
         self.reply(m.TxSelectOk())
 
     def on_tx_commit(self, method: m.TxCommit) -> None:
@@ -373,6 +374,7 @@ class AMQPChannel:
         if self.mode is Mode.TX:
             raise PreconditionFailed("cannot switch from tx to confirm mode")
         self.mode = Mode.CONFIRM
+        self.session.confirm = True
         if not method.nowait:
             self.reply(m.ConfirmSelectOk())
 

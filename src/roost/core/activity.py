@@ -424,4 +424,6 @@ def _channel_info(session: Session) -> ChannelInfo:
         prefetch_count=session.prefetch_count,
         global_prefetch_count=session.global_prefetch,
         state="running" if session.flow_active else "flow",
+        confirm=session.confirm,
+        transactional=session.transactional,
     )

@@ -179,6 +179,8 @@ class ChannelInfo:
     prefetch_count: int
     global_prefetch_count: int
     state: str  # "running" or "flow"
+    confirm: bool = False  # publisher confirms on (AMQP confirm.select)
+    transactional: bool = False  # AMQP tx.select
 
     @property
     def name(self) -> str:

@@ -71,6 +71,9 @@ class Session:
         self.can_deliver = True
         self.closed = False
         self.number = 0  # the protocol's channel number, for the management API
+        # the channel's mode, as the management API shows it (AMQP confirm.select / tx.select)
+        self.confirm = False
+        self.transactional = False
         self._next_tag = 1
         self._unacked: dict[int, Unacked] = {}
         self._order: deque[int] = deque()  # tags in delivery order, acked ones skipped lazily

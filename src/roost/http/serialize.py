@@ -176,8 +176,8 @@ def channel(ch: ChannelInfo) -> dict[str, Any]:
         "acks_uncommitted": 0,
         "prefetch_count": ch.prefetch_count,
         "global_prefetch_count": ch.global_prefetch_count,
-        "confirm": False,
-        "transactional": False,
+        "confirm": ch.confirm,
+        "transactional": ch.transactional,
     }
 
 
