@@ -12,23 +12,33 @@ it sends the next N (a windowed producer).
 The STOMP consumer subscribes with ``ack`` (``client-individual`` acks every message on
 its own, ``auto`` none) and ``prefetch-count``; it acks all the messages of one read
 in one write. The AMQP consumer is auto-ack.
+
+The MQTT (3.1.1, Roost's codec via ``_mqtt_raw``) producer writes ``batch`` QoS 0
+PUBLISHes per write; the consumer holds a QoS 1 subscription to the same topic and
+PUBACKs the QoS 1 deliveries of one read in one write (a QoS 0 publish reaches it at
+QoS 0, the lower of the two, so in the bench's shape it has nothing to acknowledge).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from typing import Any
+
+from _mqtt_raw import LEVEL, READ, RawClient  # a sibling module
 
 from roost.amqp import codec
 from roost.amqp import codec_methods as m
-from roost.perf import client as perf_client
-from roost.perf.options import parse_url
+from roost.client import Connection, connect
+from roost.client.aio import new_event_loop
+from roost.mqtt.codec import encode
+from roost.mqtt.packets import PubAck, Publish
 from roost.stomp.frames import NEED_DATA, Frame, FrameParser, serialize
 
 
 def _run(coro: Any) -> None:
-    loop = perf_client.new_event_loop()
+    loop = new_event_loop()
     try:
         loop.run_until_complete(coro)
     finally:
@@ -173,8 +183,9 @@ def stomp_consumer(
 # -- AMQP ---------------------------------------------------------------------------------
 
 
-class _Deliveries(perf_client.Connection):
-    """Counts basic.deliver frames; everything else goes to the usual handling."""
+class _Deliveries(Connection):
+    """Counts basic.deliver frames and drops their content; other methods and heartbeats
+    go to the usual handling."""
 
     counter: Any = None
 
@@ -184,7 +195,7 @@ class _Deliveries(perf_client.Connection):
             if type(frame) is codec.MethodFrame and frame.method.INDEX == m.BasicDeliver.INDEX:
                 got += 1
             elif type(frame) is codec.MethodFrame or type(frame) is codec.HeartbeatFrame:
-                self.control(frame)
+                self.frame(frame)
         if got:
             self.counter.value += got
 
@@ -192,14 +203,16 @@ class _Deliveries(perf_client.Connection):
 async def _amqp_produce(
     url: str, queue: str, size: int, batch: int, counter: Any, stop: Any
 ) -> None:
-    conn = await perf_client.connect(parse_url(url))
+    conn = await connect(url)
+    ch = await conn.channel()
     one = codec.encode_basic_publish(
-        1, "", queue, False, False, b"\x00\x00", b"x" * size, conn.frame_max
+        ch.number, "", queue, False, False, b"\x00\x00", b"x" * size, conn.frame_max
     )
     data = one * batch
     while not stop.is_set() and conn.error is None:
-        if conn.paused:
-            await conn.wait(0.05)
+        if conn.paused:  # the socket pushes back
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(conn.drain(), 0.05)
             continue
         conn.write(data)
         counter.value += batch
@@ -216,9 +229,10 @@ def amqp_producer(
 
 async def _amqp_consume(url: str, queue: str, counter: Any, ready: Any, stop: Any) -> None:
     _Deliveries.counter = counter
-    conn = await perf_client.connect(parse_url(url), _Deliveries)
-    await conn.call(m.QueueDeclare(queue=queue), m.QueueDeclareOk)
-    await conn.call(m.BasicConsume(queue=queue, no_ack=True), m.BasicConsumeOk)
+    conn = await connect(url, _Deliveries)
+    ch = await conn.channel()
+    await ch.queue_declare(queue)
+    await ch.consume(queue, lambda _message: None, no_ack=True)  # counted in the frames
     ready.set()
     while not stop.is_set():
         await asyncio.sleep(0.05)
@@ -231,9 +245,10 @@ def amqp_consumer(url: str, queue: str, counter: Any, ready: Any, stop: Any) -> 
 
 
 async def _delete_queue(url: str, queue: str) -> None:
-    conn = await perf_client.connect(parse_url(url))
+    conn = await connect(url)
     with contextlib.suppress(Exception):
-        await conn.call(m.QueueDelete(queue=queue), m.QueueDeleteOk, timeout=120)
+        ch = await conn.channel()
+        await asyncio.wait_for(ch.queue_delete(queue), 120)
     if conn.transport is not None:
         conn.transport.abort()
 
@@ -241,3 +256,58 @@ async def _delete_queue(url: str, queue: str) -> None:
 def delete_queue(url: str, queue: str) -> None:
     """Drop what a run left queued (RabbitMQ's backlog would weigh on the next run)."""
     _run(_delete_queue(url, queue))
+
+
+# -- MQTT ---------------------------------------------------------------------------------
+
+
+async def _mqtt_produce(
+    port: int, topic: str, client_id: str, size: int, batch: int, counter: Any, stop: Any
+) -> None:
+    # one id per producer process: a second connection with the same id would take over
+    conn = await RawClient.connect(port, f"{client_id}-{os.getpid()}")
+    data = encode(Publish(topic, b"x" * size), LEVEL) * batch  # QoS 0: nothing comes back
+    while not stop.is_set():
+        conn.writer.write(data)
+        await conn.writer.drain()
+        counter.value += batch
+    conn.writer.transport.abort()
+
+
+def mqtt_producer(
+    port: int, topic: str, client_id: str, size: int, batch: int, counter: Any, stop: Any
+) -> None:
+    _run(_mqtt_produce(port, topic, client_id, size, batch, counter, stop))
+
+
+async def _mqtt_consume(
+    port: int, topic: str, client_id: str, counter: Any, ready: Any, stop: Any
+) -> None:
+    conn = await RawClient.connect(port, client_id)
+    await conn.subscribe(topic, 1)
+    ready.set()
+    while not stop.is_set():
+        try:  # a timeout, so an idle subscriber still sees ``stop``
+            data = await asyncio.wait_for(conn.reader.read(READ), 0.2)
+        except TimeoutError:
+            continue
+        if not data:
+            raise ConnectionError("closed by the broker")
+        conn.packets.feed(data)
+        got = 0
+        acks: list[bytes] = []
+        for packet in conn.packets.packets():
+            if isinstance(packet, Publish):
+                got += 1
+                if packet.qos:  # none here: a QoS 0 publish is delivered at QoS 0
+                    acks.append(encode(PubAck(packet.packet_id or 0), LEVEL))
+        counter.value += got
+        if acks:
+            conn.writer.write(b"".join(acks))
+    conn.writer.transport.abort()
+
+
+def mqtt_consumer(
+    port: int, topic: str, client_id: str, counter: Any, ready: Any, stop: Any
+) -> None:
+    _run(_mqtt_consume(port, topic, client_id, counter, ready, stop))

@@ -1,7 +1,7 @@
 """A publisher that never waits against one consumer (issue 19): producer rate, consumer
-rate and broker peak RSS, Roost next to RabbitMQ (its STOMP and Web-STOMP plugins).
+rate and broker peak RSS, Roost next to RabbitMQ (its STOMP, Web-STOMP and MQTT plugins).
 
-    .venv/bin/python bench/overload_bench.py [--scenarios stomp-tcp,stomp-ws,amqp]
+    .venv/bin/python bench/overload_bench.py [--scenarios stomp-tcp,stomp-ws,amqp,mqtt]
         [--brokers roost,rabbitmq] [--repeat 3] [--duration 10] [--batch 32]
     .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp --ack auto --producers 2
     .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp --receipt-every 100
@@ -17,6 +17,12 @@ Scenarios (1 KiB bodies unless ``--size``):
   ``/topic/`` and the consumer subscribes to it (its own queue).
 * ``amqp``: the same with AMQP 0-9-1: ``basic.publish`` batches, no confirms; one
   auto-ack consumer.
+* ``mqtt`` (issue 24): MQTT 3.1.1 over TCP: ``--producers`` processes each write
+  ``--batch`` QoS 0 PUBLISHes of one topic per write; one consumer with a clean-session
+  QoS 1 subscription to it reads as fast as it can and PUBACKs any QoS 1 delivery (a
+  QoS 0 publish is delivered at QoS 0). Both brokers get ``--prefetch`` as their MQTT
+  in-flight bound (Roost ``--mqtt-prefetch``, RabbitMQ ``mqtt.prefetch``; 10 by default
+  there). ``--topic`` does not apply.
 
 Each scenario starts both brokers afresh, then runs ``--repeat`` times per broker,
 alternating which goes first. A run subscribes the consumer, starts the producers,
@@ -47,18 +53,32 @@ import _overload_clients as clients
 from _measure import broker_pid, rss_mb
 
 SPAWN = multiprocessing.get_context("spawn")
-SCENARIOS = ("stomp-tcp", "stomp-ws", "amqp")
+SCENARIOS = ("stomp-tcp", "stomp-ws", "amqp", "mqtt")
 
 
 class Broker:
-    """A running broker: its AMQP URL and STOMP ports."""
+    """A running broker: its AMQP URL and STOMP (``tcp``, ``ws``) or ``mqtt`` ports."""
 
-    def __init__(self, url: str, stomp: int, ws: int) -> None:
-        self.url, self.ports = url, {"tcp": stomp, "ws": ws}
+    def __init__(self, url: str, ports: dict[str, int]) -> None:
+        self.url, self.ports = url, ports
         self.pid = broker_pid(url)
 
 
-def _launch(name: str, stack: contextlib.ExitStack) -> Broker:
+def _launch(name: str, stack: contextlib.ExitStack, scenario: str,
+            args: argparse.Namespace) -> Broker:
+    if scenario == "mqtt":
+        mqtt = _brokers.free_port()
+        if name == "roost":
+            url = stack.enter_context(_brokers.roost(
+                "--mqtt-port", str(mqtt), "--mqtt-prefetch", str(args.prefetch)))
+        else:
+            url = stack.enter_context(_brokers.rabbitmq(
+                plugins=("rabbitmq_mqtt",),
+                extra_conf=(f"mqtt.listeners.tcp.default = 127.0.0.1:{mqtt}\n"
+                            f"mqtt.prefetch = {args.prefetch}\n"),
+            ))
+        _wait_listening(mqtt)
+        return Broker(url, {"mqtt": mqtt})
     stomp, ws = _brokers.free_port(), _brokers.free_port()
     if name == "roost":
         url = stack.enter_context(_brokers.roost(
@@ -71,7 +91,7 @@ def _launch(name: str, stack: contextlib.ExitStack) -> Broker:
                 f"web_stomp.tcp.port = {ws}\nweb_stomp.tcp.ip = 127.0.0.1\n"
             ),
         ))
-    broker = Broker(url, stomp, ws)
+    broker = Broker(url, {"tcp": stomp, "ws": ws})
     _wait_listening(ws)
     return broker
 
@@ -98,6 +118,12 @@ def run_once(broker: Broker, scenario: str, args: argparse.Namespace) -> dict[st
         producer_args: tuple[Any, ...] = (broker.url, queue, args.size, args.batch, produced,
                                           stop)
         produce: Callable[..., None] = clients.amqp_producer
+    elif scenario == "mqtt":
+        port, topic = broker.ports["mqtt"], f"overload/{queue}"
+        consumer = SPAWN.Process(target=clients.mqtt_consumer,
+                                 args=(port, topic, f"{queue}-sub", consumed, ready, stop))
+        producer_args = (port, topic, f"{queue}-pub", args.size, args.batch, produced, stop)
+        produce = clients.mqtt_producer
     else:
         transport = scenario.removeprefix("stomp-")
         port = broker.ports[transport]
@@ -132,7 +158,9 @@ def run_once(broker: Broker, scenario: str, args: argparse.Namespace) -> dict[st
             if p.is_alive():
                 p.kill()
                 p.join()
-    if not args.topic:
+    if scenario == "mqtt":  # the clean session's queue goes with it; make sure of it
+        clients.delete_queue(broker.url, f"mqtt-subscription-{queue}-subqos1")
+    elif not args.topic:
         clients.delete_queue(broker.url, queue)
     return {"produced": (p1 - p0) / (t1 - t0), "consumed": (c1 - c0) / (t1 - t0),
             "rss": peak}
@@ -168,7 +196,7 @@ def main() -> int:
         if scenario not in SCENARIOS:
             raise SystemExit(f"unknown scenario {scenario}")
         with contextlib.ExitStack() as stack:
-            brokers = {name: _launch(name, stack) for name in names}
+            brokers = {name: _launch(name, stack, scenario, args) for name in names}
             for rep in range(args.repeat):
                 for name in names if rep % 2 == 0 else names[::-1]:
                     got = run_once(brokers[name], scenario, args)
@@ -177,7 +205,8 @@ def main() -> int:
                           file=sys.stderr, flush=True)
                     results.setdefault(scenario, {}).setdefault(name, []).append(got)
     shape = (f"{args.producers} producer(s), {args.batch} frames a write, {args.size} B, "
-             f"consumer ack {args.ack} prefetch {args.prefetch} (AMQP: auto-ack)"
+             f"consumer ack {args.ack} prefetch {args.prefetch} (AMQP: auto-ack; "
+             "MQTT: QoS 0 publishes, a QoS 1 subscription, in-flight bound = prefetch)"
              + (f", receipt every {args.receipt_every}" if args.receipt_every else "")
              + (", topic" if args.topic else "")
              + f"; {args.repeat} runs of {args.duration:g} s, medians")
