@@ -11,8 +11,9 @@ frames already read wait in the codec's buffer and the socket is not read
   it (maybe through this very consumer) could never drain. So a connection that
   publishes and consumes with manual acks on one socket keeps going while it has
   deliveries outstanding. A congested queue whose consumers stop making progress is
-  *stalled* and lets its publishers go (the watchdog here asks it about once a second);
-  a queue without consumers holds nobody.
+  *stalled* and lets its publishers go (the watchdog here asks it about once a second;
+  a consumer waiting for its own socket to drain is progress, see core/flow.py); a
+  queue without consumers holds nobody.
 * ``ALARM``: a memory or disk alarm is in effect and the connection published since it
   was raised (RabbitMQ blocks publishing connections, not consumers). Unlike
   congestion it holds a connection that owes acks too: reading more publishes is what

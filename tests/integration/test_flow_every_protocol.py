@@ -9,8 +9,10 @@ socket writing many STOMP ``SEND``s per write without receipts (STOMP over TCP);
 WebSocket client sending many ``SEND``s per WebSocket message (STOMP over WebSocket); a
 raw socket writing many QoS 0 MQTT ``PUBLISH``es per write (MQTT). The consumers are
 pika and stomp.py (over TCP and over WebSocket) with manual acks and a prefetch of 100,
-and an MQTT QoS 1 subscription read slowly (its QoS 0 messages need no PUBACK: reading
-the socket is what paces it). Bodies are 1 KiB so that 20 MB of publishes cannot all hide in the
+an MQTT QoS 1 subscription read slowly (its QoS 0 messages need no PUBACK: reading
+the socket is what paces it), and a raw-socket STOMP ``ack:auto`` subscriber read
+slowly (the same: its socket paces it, and its queue must not be called stalled while
+the socket drains). Bodies are 1 KiB so that 20 MB of publishes cannot all hide in the
 kernel's socket buffers.
 """
 
@@ -213,6 +215,62 @@ def test_stomp_publisher_is_held_and_nothing_is_lost(
     finally:
         sock.close()
         conn.disconnect()
+
+
+def test_stomp_auto_ack_reader_paced_by_its_socket_holds_the_publisher(
+    fresh_roost: RoostProcess, qname: str
+) -> None:
+    """An ``ack:auto`` subscriber that reads its socket slowly takes no acks' time: its
+    socket is what paces it, and the kernel's buffers let it go more than a second
+    without a delivery while megabytes still drain to it. Its queue is not stalled: the
+    publisher stays held and the backlog within the watermark."""
+    sub = socket.socket()
+    sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sub.connect(("127.0.0.1", fresh_roost.stomp_port))
+    sub.sendall(CONNECT)
+    sub.sendall(f"SUBSCRIBE\nid:slow\ndestination:/queue/{qname}\nack:auto\nreceipt:sub\n\n"
+                .encode() + b"\x00")
+    sub.settimeout(5)
+    buffer = b""
+    while b"RECEIPT" not in buffer:  # CONNECTED, then the subscription's receipt
+        buffer += sub.recv(4096)
+    buffer = b""
+    sub.settimeout(0.05)
+    consumer = Consumer(ack=lambda _id: None)  # nothing to ack: the reads pace it
+
+    def pump() -> None:  # 2 KiB a call: ~0.5 MB/s (~500 messages/s) in the slow phase
+        nonlocal buffer
+        if len(consumer.seqs) >= TOTAL:
+            return
+        try:
+            buffer += sub.recv(2048)
+        except TimeoutError:
+            return
+        *frames, buffer = buffer.split(b"\x00")  # 1 KiB bodies of digits and dots
+        for frame in frames:
+            head, _, payload = frame.lstrip(b"\n").partition(b"\n\n")
+            assert head.startswith(b"MESSAGE\n"), head
+            consumer.delivered(None, seq_of(payload))
+
+    consumer.pump = pump
+    pub = socket.create_connection(("127.0.0.1", fresh_roost.stomp_port))
+    pub.sendall(CONNECT)
+    assert pub.recv(4096).startswith(b"CONNECTED")
+
+    def produce() -> None:
+        for start in range(0, TOTAL, BATCH):  # many frames per write, no receipts
+            pub.sendall(stomp_sends(qname, start))
+        pub.sendall(b"DISCONNECT\nreceipt:bye\n\n\x00")
+        assert b"RECEIPT" in pub.recv(4096)
+
+    producer = threading.Thread(target=produce)
+    try:
+        check_held_then_all_arrive(
+            fresh_roost, qname, consumer, producer, lambda: pub.getsockname()[1]
+        )
+    finally:
+        pub.close()
+        sub.close()
 
 
 # -- STOMP over WebSocket -----------------------------------------------------------------

@@ -134,6 +134,80 @@ def test_stalled_queue_lets_publishers_go(broker: Broker, client, monkeypatch) -
     assert changes == [True, False]
 
 
+class FakeClock:
+    """``time.monotonic`` as core/flow.py sees it, moved on by hand."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.now = 1000.0
+        monkeypatch.setattr(flow.time, "monotonic", lambda: self.now)
+
+    def pass_interval(self, publisher) -> None:
+        self.now += flow.STALL_AFTER + 0.1
+        publisher.check_progress()  # what the ReadGate's watchdog does about once a second
+
+
+def auto_ack_consumer(broker: Broker, client) -> tuple[Session, Sink]:
+    sink = Sink()
+    session = broker.open_session(client, sink)
+    c = broker.consume(session, "q", "c", no_ack=True, exclusive=False)
+    session.start(c)
+    return session, sink
+
+
+def test_consumer_waiting_for_its_socket_keeps_holding(broker: Broker, client, monkeypatch):
+    """A slow auto-ack consumer is paced by its socket: seconds without a delivery while
+    its write buffer drains are no stall, and its publishers stay held."""
+    clock = FakeClock(monkeypatch)
+    queue = small_watermarks(broker, client)
+    session, sink = auto_ack_consumer(broker, client)
+    session.set_writable(False)  # the consumer's socket is full (pause_writing)
+    changes: list[bool] = []
+    publisher = broker.new_publisher(changes.append)
+    publish(broker, client, publisher, 20)
+    assert changes == [True] and sink.tags == []
+    for _ in range(5):  # five intervals without one delivery
+        clock.pass_interval(publisher)
+    assert changes == [True] and not queue.flow.stalled
+    session.set_writable(True)  # it drained: takes the whole backlog, lets go
+    assert len(sink.tags) == 20 and changes == [True, False]
+
+
+def test_socket_wait_of_a_connection_not_being_read_is_no_progress(
+    broker: Broker, client, monkeypatch
+) -> None:
+    """Its client may be blocked writing to us (publishing to a queue it consumes from)
+    and never read: the stall rule must still break that cycle."""
+    clock = FakeClock(monkeypatch)
+    queue = small_watermarks(broker, client)
+    session, _ = auto_ack_consumer(broker, client)
+    session.set_writable(False)
+    changes: list[bool] = []
+    publisher = broker.new_publisher(changes.append)
+    publish(broker, client, publisher, 20)
+    clock.pass_interval(publisher)
+    assert changes == [True]
+    client.flow_held = True  # what the ReadGate sets while it pauses this connection
+    clock.pass_interval(publisher)
+    assert changes == [True, False] and queue.flow.stalled
+
+
+def test_full_prefetch_stalls_even_while_the_socket_is_full(
+    broker: Broker, client, monkeypatch
+) -> None:
+    """Prefetch full and no acks coming: the consumer waits for acks, not for its socket,
+    so the queue is stalled after the interval and lets its publishers go."""
+    clock = FakeClock(monkeypatch)
+    queue = small_watermarks(broker, client)
+    session, sink = consumer(broker, client, "q", prefetch=1)
+    changes: list[bool] = []
+    publisher = broker.new_publisher(changes.append)
+    publish(broker, client, publisher, 20)
+    assert changes == [True] and len(sink.tags) == 1
+    session.set_writable(False)
+    clock.pass_interval(publisher)
+    assert changes == [True, False] and queue.flow.stalled
+
+
 def test_closed_publisher_is_forgotten(broker: Broker, client) -> None:
     queue = small_watermarks(broker, client)
     consumer(broker, client, "q", prefetch=1)

@@ -17,7 +17,16 @@ flow between processes; here each queue has a congestion state with hysteresis:
   calls, e.g. a consumer that stopped acking) is *stalled*: it lets its publishers go
   and holds nobody until its backlog is back down to the low watermark. Publishers
   never wait on a consumer that may never come back, as in RabbitMQ, where a backlog
-  alone never blocks a publisher.
+  alone never blocks a publisher;
+* except while a consumer waits only for its own socket to drain (``waits_for_socket``:
+  it has credit, but its connection's write buffer is full). A slow auto-ack (QoS 0,
+  ``ack:auto``) consumer is paced by its socket, and the kernel's buffers let it go
+  seconds without a delivery while megabytes still drain to it: calling its queue
+  stalled let the publisher run free and the queue grow without bound. Its progress
+  is the bytes it reads, so its queue keeps holding while that wait lasts. A consumer
+  whose own connection is not being read (held by flow control or blocked by an
+  alarm) is no such evidence: its client may be stuck writing to us and never read
+  (one connection publishing to a queue it consumes from), so the rule above applies.
 
 The core knows no protocol: it only calls ``on_change``.
 """
@@ -31,6 +40,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from roost.core.consumer import Consumer
     from roost.core.queues.base import Queue
 
 log = logging.getLogger("roost.flow")
@@ -129,9 +139,9 @@ class QueueFlow:
         now = time.monotonic()
         if not self.congested or now - self._checked < STALL_AFTER:
             return  # several publishers' watchdogs may ask within one interval
-        delivered = self.queue.stat_delivered
-        if delivered == self._mark:
-            queue = self.queue
+        queue = self.queue
+        delivered = queue.stat_delivered
+        if delivered == self._mark and not any(waits_for_socket(c) for c in queue.consumers):
             log.info(
                 "queue '%s' in vhost '%s' stalled (no delivery for %.0fs with %d ready):"
                 " its publishers may go on",
@@ -142,6 +152,25 @@ class QueueFlow:
             self.release_all()
         self._mark = delivered
         self._checked = now
+
+
+def waits_for_socket(consumer: Consumer) -> bool:
+    """The consumer would take a delivery now but for its connection's full write
+    buffer (the transport's pause_writing), and its connection is read as usual."""
+    session = consumer.session
+    if session.writable or not session.flow_active or session.closed:
+        return False
+    client = session.client
+    if client.flow_held or client.alarm_state == "blocked":
+        return False  # its client may be blocked writing to us, not reading (see above)
+    if not consumer.queue.consumer_active(consumer):
+        return False  # a single-active-consumer queue's waiting consumer takes nothing
+    if consumer.no_ack:
+        return True
+    if consumer.prefetch and consumer.unacked >= consumer.prefetch:
+        return False  # waits for acks too, which may never come
+    limit = session.global_prefetch
+    return not limit or session.unacked_count < limit
 
 
 class Publisher:
