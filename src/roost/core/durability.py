@@ -147,10 +147,14 @@ class StreamCursor(Protocol):
     def next(self) -> StreamRecord | None:
         """The next record, or None at the tail (call again after an append)."""
 
-    def next_chunk(self, max_bytes: int, end: int | None) -> tuple[int, int, int, bytes] | None:
+    def next_chunk(
+        self, max_bytes: int, end: int | None, wire: bool = False
+    ) -> tuple[int, int, int, bytes] | None:
         """Records undecoded, in the store's record format (docs/streams.md, "Chunked
         reads"): (first offset, last offset, count, bytes) of up to ``max_bytes`` (at
-        least one record) before offset ``end``; None at the tail."""
+        least one record) before offset ``end``; None at the tail. ``count`` counts
+        messages. With ``wire`` chunk records (stream-protocol chunks) come as stored,
+        whole, even when ``first`` lies inside one; without, as one record a message."""
 
     def close(self) -> None: ...
 
@@ -202,6 +206,22 @@ class StreamStore(Protocol):
         publishing ids ``first_id`` upwards; those ``producer`` already stored are
         dropped. Returns how many were written. ValueError for a malformed batch (nothing
         written), OSError when the disk refused."""
+
+    def append_entries(
+        self,
+        exchange: str,
+        routing_key: str,
+        entries: bytes,
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        first_id: int = 0,
+    ) -> int:
+        """Write a stream client's messages (``u32 length | message`` each, every message
+        one AMQP 1.0 data section or not AMQP 1.0; docs/streams.md) as one chunk record,
+        ids ``first_id`` upwards, less those ``producer`` already stored; how many were
+        written. ValueError for malformed entries (nothing written), OSError when the
+        disk refused."""
 
     def is_duplicate(self, producer: str, publishing_id: int) -> bool: ...
 

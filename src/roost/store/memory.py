@@ -189,8 +189,11 @@ class MemoryCursor:
             properties = (*properties[:9], dict(headers), *properties[10:])
         return offset, ts, exchange, routing_key, properties, body
 
-    def next_chunk(self, max_bytes: int, end: int | None) -> tuple[int, int, int, bytes] | None:
-        """Records in the disk log's format (docs/streams.md, "Chunked reads")."""
+    def next_chunk(
+        self, max_bytes: int, end: int | None, wire: bool = False
+    ) -> tuple[int, int, int, bytes] | None:
+        """Records in the disk log's format (docs/streams.md, "Chunked reads"); plain
+        records only (memory keeps no chunk records, so ``wire`` changes nothing)."""
         stream = self._stream
         first = offset = self.offset
         stop = stream.next_offset if end is None else min(end, stream.next_offset)
@@ -298,6 +301,35 @@ class MemoryStream:
                 publishing_id=first_id + i,
             )
         return len(entries) - skip
+
+    def append_entries(
+        self,
+        exchange: str,
+        routing_key: str,
+        entries: bytes,
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        first_id: int = 0,
+    ) -> int:
+        """As the disk's chunk record would expand (stream_chunk.py), one record each."""
+        from roost.store.stream_chunk import message_values, split_entries
+
+        found = split_entries(entries)  # ValueError before anything is kept
+        last = self.producers.get(producer) if producer else None
+        skip = min(max(last - first_id + 1, 0), len(found)) if last is not None else 0
+        for i, entry in enumerate(found[skip:], start=skip):
+            properties, body = message_values(bytes(entry[4:]))
+            self.append(
+                exchange,
+                routing_key,
+                properties,
+                body,
+                timestamp_ms=timestamp_ms,
+                producer=producer,
+                publishing_id=first_id + i,
+            )
+        return len(found) - skip
 
     def _retain(self, now_ms: int) -> None:
         records = self._records

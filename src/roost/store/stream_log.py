@@ -10,7 +10,9 @@ Layout of one stream directory::
 
 A record is ``crc32 | length | offset | timestamp_ms | publishing_id | name_len`` then the
 producer name and the payload; the CRC covers everything after itself. The log knows
-nothing of messages: the payload is opaque bytes. Retention drops whole old segments.
+nothing of messages: the payload is opaque bytes, except in a chunk record (bit 0x8000 of
+the name length; stream_chunk.py), which holds many messages, one offset each. Retention
+drops whole old segments.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from roost.store.files import append_all, fsync_path, make_dirs, truncate_quietly
+from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count, chunk_record
 from roost.store.stream_reader import StreamReader
 
 HEADER = struct.Struct("<IIQqqH")  # crc, length after crc+length, offset, ts, pub id, name len
@@ -115,7 +118,7 @@ def scan(path: Path, start: int) -> tuple[int, int, int | None, list[tuple[int, 
     entries: list[tuple[int, int, int]] = []
     last_indexed = -INDEX_EVERY
     while pos + HEADER.size <= len(data):
-        crc, length, offset, ts, _pid, _nlen = HEADER.unpack_from(data, pos)
+        crc, length, offset, ts, _pid, nlen = HEADER.unpack_from(data, pos)
         end = pos + 8 + length
         if length < HEADER.size - 8 or end > len(data):
             break
@@ -124,7 +127,10 @@ def scan(path: Path, start: int) -> tuple[int, int, int | None, list[tuple[int, 
         if pos + start - last_indexed >= INDEX_EVERY:
             entries.append((offset, pos + start, ts))
             last_indexed = pos + start
-        next_offset = offset + 1
+        count = 1
+        if nlen & CHUNK_FLAG:  # a whole chunk (its CRC held): all its messages count
+            count = chunk_count(data, pos + HEADER.size + (nlen & NAME_MASK))
+        next_offset = offset + count
         last_ts = ts
         pos = end
     return start + pos, next_offset, last_ts, entries
@@ -354,6 +360,31 @@ class StreamLog:
                 seg, b"".join(parts), indexed, offset, timestamp_ms, producer, first_id + i - 1
             )
         return first_offset
+
+    def append_chunk(
+        self,
+        prefix: bytes,
+        entries: Sequence[bytes | memoryview],
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        first_id: int = 0,
+    ) -> int:
+        """Write ``entries`` (stream_chunk.py: ``u32 length | message`` each) as ONE chunk
+        record, offsets from the next one, publishing ids ``first_id`` upwards when
+        ``producer`` is set. Returns the first offset; a failed write keeps nothing."""
+        seg = self.segments[-1]
+        if seg.size >= self.max_segment_bytes:
+            self._roll()
+            seg = self.segments[-1]
+        offset = self.next_offset
+        last_id = first_id + len(entries) - 1 if producer else 0
+        name = producer.encode("utf-8")
+        record = chunk_record(offset, timestamp_ms, last_id, name, prefix, entries)
+        position = seg.size
+        indexed = ((offset, position),) if position - self._last_indexed >= INDEX_EVERY else ()
+        self._write(seg, record, indexed, offset + len(entries), timestamp_ms, producer, last_id)
+        return offset
 
     def _write(
         self,

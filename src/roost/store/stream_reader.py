@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import bisect
 import struct
+from collections import deque
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, NamedTuple
+
+from roost.store.stream_chunk import (
+    CHUNK_FLAG,
+    NAME_MASK,
+    chunk_count,
+    messages,
+    osiris_start,
+    plain_run,
+)
 
 if TYPE_CHECKING:
     from roost.store.stream_log import StreamLog
@@ -14,6 +24,7 @@ if TYPE_CHECKING:
 # (ms), publishing id, producer name length; then the name and the payload
 _HEADER = struct.Struct("<IIQqqH")
 _LENGTH_OFFSET = struct.Struct("<IQ")
+_NAME_LENGTH = struct.Struct("<H")  # at byte 32 of a record
 
 
 class Record(NamedTuple):
@@ -44,6 +55,7 @@ class StreamReader:
         self._start_position = position
         self._buf = b""
         self._pos = 0  # where the next record starts in _buf
+        self._pending: deque[Record] = deque()  # the rest of an expanded chunk record
 
     def _open(self) -> bool:
         log = self.log
@@ -83,6 +95,10 @@ class StreamReader:
         return len(self._buf) >= need
 
     def next(self) -> Record | None:
+        if self._pending:
+            record = self._pending.popleft()
+            self.offset = record.offset + 1
+            return record
         if self._file is None and not self._open():
             return None
         size = _HEADER.size
@@ -106,6 +122,13 @@ class StreamReader:
                 pos = 0
                 end = 8 + length
             self._pos = end
+            if nlen & CHUNK_FLAG:
+                found = self._expand(buf, pos, end, offset, ts, pid, nlen & NAME_MASK)
+                if not found:
+                    continue  # wholly before the wanted offset
+                self._pending.extend(found[1:])
+                self.offset = found[0].offset + 1
+                return found[0]
             if offset < self.offset:
                 continue  # between the sparse index entry and the wanted offset
             start = pos + size
@@ -113,11 +136,44 @@ class StreamReader:
             self.offset = offset + 1
             return Record(offset, ts, name, pid, buf[start + nlen : end])
 
-    def next_chunk(self, max_bytes: int, end: int | None) -> tuple[int, int, int, bytes] | None:
+    def _expand(
+        self, buf: bytes, pos: int, end: int, offset: int, ts: int, pid: int, nlen: int
+    ) -> list[Record]:
+        """A chunk record's messages from the wanted offset on, each as a plain record's
+        payload (stream_chunk.py)."""
+        start = pos + _HEADER.size
+        name = buf[start : start + nlen].decode("utf-8") if nlen else ""
+        payload = start + nlen
+        prefix = buf[payload : osiris_start(buf, payload)]
+        found = messages(buf, payload, end)
+        first_id = pid - len(found) + 1
+        return [
+            Record(offset + i, ts, name, first_id + i if name else 0, prefix + props + body)
+            for i, (props, body) in enumerate(found)
+            if offset + i >= self.offset
+        ]
+
+    def next_chunk(
+        self, max_bytes: int, end: int | None, wire: bool = False
+    ) -> tuple[int, int, int, bytes] | None:
         """Whole records from the current offset, as they are on disk, up to ``max_bytes``
         (at least one record) and before offset ``end``: (first offset, last offset,
         count, bytes), or None at the tail. One slice of the read buffer, no decoding:
-        a chunk costs the broker one delivery however many records it holds."""
+        a chunk costs the broker one delivery however many records it holds.
+
+        Chunk records (stream_chunk.py) go as they are when ``wire`` (the reader skips
+        the messages before ``first`` of one it starts inside, and one may run past
+        ``end``); otherwise they are expanded into plain records."""
+        run = self._next_run(max_bytes, end)
+        if run is None or wire:
+            return run
+        first, last, count, data = run
+        data, count, last = plain_run(data, first, end)
+        if not count:
+            return self.next_chunk(max_bytes, end) if self.offset > first else None
+        return first, last, count, data
+
+    def _next_run(self, max_bytes: int, end: int | None) -> tuple[int, int, int, bytes] | None:
         if self._file is None and not self._open():
             return None
         jumped = self._chunk_by_index(max_bytes, end)
@@ -144,17 +200,21 @@ class StreamReader:
                 if not self._fill(8 + length):
                     return None
                 continue
-            if offset < self.offset:
+            nlen = _NAME_LENGTH.unpack_from(buf, pos + 32)[0]
+            n = 1
+            if nlen & CHUNK_FLAG:
+                n = chunk_count(buf, pos + size + (nlen & NAME_MASK))
+            if offset + n <= self.offset:
                 self._pos = rec_end  # between the sparse index entry and the wanted offset
                 continue
             if count and rec_end - start > max_bytes:
                 break
             if not count:
-                start, first = pos, offset
-            count += 1
-            last = offset
+                start, first = pos, max(offset, self.offset)
+            count += offset + n - max(offset, self.offset)
+            last = offset + n - 1
             self._pos = rec_end
-            self.offset = offset + 1
+            self.offset = offset + n
         if not count:
             return None
         return first, last, count, self._buf[start : self._pos]
@@ -209,3 +269,4 @@ class StreamReader:
             self._file = None
         self._buf = b""
         self._pos = 0
+        self._pending.clear()

@@ -18,6 +18,7 @@ from typing import Any
 
 from roost.store.files import NO_SPACE
 from roost.store.paths import stream_dir
+from roost.store.stream_chunk import split_entries
 from roost.store.stream_codec import (
     decode_stream_message,
     encode_stream_message,
@@ -61,8 +62,10 @@ class MessageCursor:
         exchange, routing_key, properties, body = decode_stream_message(record.payload)
         return record.offset, record.timestamp, exchange, routing_key, properties, body
 
-    def next_chunk(self, max_bytes: int, end: int | None) -> tuple[int, int, int, bytes] | None:
-        return self._reader.next_chunk(max_bytes, end)
+    def next_chunk(
+        self, max_bytes: int, end: int | None, wire: bool = False
+    ) -> tuple[int, int, int, bytes] | None:
+        return self._reader.next_chunk(max_bytes, end, wire)
 
     def close(self) -> None:
         self._reader.close()
@@ -171,6 +174,40 @@ class DiskStream:
             raise
         self._written()
         return len(entries) - skip
+
+    def append_entries(
+        self,
+        exchange: str,
+        routing_key: str,
+        entries: bytes,
+        *,
+        timestamp_ms: int,
+        producer: str = "",
+        first_id: int = 0,
+    ) -> int:
+        """A stream client's messages (stream_chunk.py's entries) stored as one chunk
+        record, less the leading ones a deduplicating producer already stored; how many
+        were written. CodecError (a ValueError) before anything is written."""
+        found = split_entries(entries)
+        skip = 0
+        last = self.log.producers.get(producer) if producer else None
+        if last is not None:
+            skip = min(max(last - first_id + 1, 0), len(found))
+        if skip == len(found):
+            return 0
+        try:
+            self.log.append_chunk(
+                message_prefix(exchange, routing_key),
+                found[skip:],
+                timestamp_ms=timestamp_ms,
+                producer=producer,
+                first_id=first_id + skip,
+            )
+        except OSError as exc:
+            self._refused(exc)
+            raise
+        self._written()
+        return len(found) - skip
 
     def _refused(self, exc: OSError) -> None:
         if exc.errno in NO_SPACE and self._on_no_space is not None:

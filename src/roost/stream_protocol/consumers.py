@@ -44,6 +44,7 @@ INTERNAL_HEADERS = frozenset(
 RAW_HEADER = "x-roost-stream-raw"
 # the stream queue's chunked deliveries (core/queues/stream.py, docs/streams.md)
 CHUNK_ARGUMENT = "x-roost-chunk-bytes"
+CHUNK_WIRE_ARGUMENT = "x-roost-chunk-wire"  # chunk records as stored (store/stream_chunk.py)
 CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
 _MAX_CHUNK_OVERHEAD = 64  # frame head, Deliver head and chunk header, with room
 
@@ -105,8 +106,9 @@ class Subscription:
         self.active = True  # single active consumer: False while another one reads
         self.spec: Any = None  # the Subscribe's offset specification
         self.group: tuple[str, str, str] | None = None  # (vhost, stream, name) when single
-        # core deliveries not yet built: (run of stored records, delivery tag)
-        self._runs: deque[tuple[bytes, int]] = deque()
+        # core deliveries not yet built: (run of stored records, delivery tag, the first
+        # offset to send: a run may start inside a chunk record)
+        self._runs: deque[tuple[bytes, int, int]] = deque()
         # built: (a whole Deliver frame, the core delivery tag its sending acks or 0)
         self._frames: deque[tuple[bytes, int]] = deque()
         chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
@@ -122,7 +124,7 @@ class Subscription:
 
     def core_arguments(self) -> dict[str, Any]:
         """The core consumer's arguments beyond the offset: chunked deliveries."""
-        return {CHUNK_ARGUMENT: STORED_RUN_BYTES}
+        return {CHUNK_ARGUMENT: STORED_RUN_BYTES, CHUNK_WIRE_ARGUMENT: True}
 
     # -- DeliverySink -------------------------------------------------------------------
 
@@ -131,7 +133,8 @@ class Subscription:
     ) -> None:
         was_empty = not self.pending
         if message.properties.content_type == CHUNK_CONTENT_TYPE:
-            self._runs.append((message.body, delivery_tag))
+            first = (message.properties.headers or {}).get("x-stream-offset", 0)
+            self._runs.append((message.body, delivery_tag, first))
         else:  # one message (a stream queue always chunks for us; kept for safety)
             headers = message.properties.headers or {}
             chunk = build_chunk(
@@ -164,8 +167,8 @@ class Subscription:
             if not frames:
                 if not runs or self.credit <= 0:
                     break
-                data, tag = runs.popleft()
-                built = self._builder.build(data, self.id)
+                data, tag, first = runs.popleft()
+                built = self._builder.build(data, self.id, first)
                 frames.extend((frame, 0) for frame in built[:-1])
                 # b"": a run whose every message the subscription's filter left out
                 frames.append((built[-1] if built else b"", tag))

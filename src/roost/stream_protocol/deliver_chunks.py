@@ -18,6 +18,7 @@ import zlib
 from typing import Any, Final
 
 from roost.core import Message, Properties
+from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, osiris_start
 from roost.store.stream_codec import RunDecoder
 from roost.stream_protocol.constants import CHUNK_MAGIC_VERSION, CHUNK_USER, DELIVER
 
@@ -100,9 +101,11 @@ class ChunkBuilder:
             return self._unfiltered
         return str(value) in self._only
 
-    def build(self, data: bytes, subscription_id: int) -> list[bytes]:
+    def build(self, data: bytes, subscription_id: int, start_offset: int = 0) -> list[bytes]:
         """Whole Deliver frames (frame head, chunk header, data entries) for every record
-        in ``data``, in offset order: each is joined once and written as it is."""
+        in ``data`` from ``start_offset``, in offset order: each is joined once and
+        written as it is. A chunk record (store/stream_chunk.py) that fits goes as it is
+        stored: the Deliver head and one slice."""
         unpack, size, pos, n = _RECORD.unpack_from, _RECORD.size, 0, len(data)
         view = memoryview(data)
         decode, small, pack = self._decode, _SMALL_DATA, _U32.pack
@@ -114,8 +117,38 @@ class ChunkBuilder:
         while pos < n:
             _crc, rest, offset, timestamp, _pid, name_length = unpack(data, pos)
             end = pos + 8 + rest
-            start = pos + size + name_length
+            start = pos + size + (name_length & NAME_MASK)
             pos = end
+            if name_length & CHUNK_FLAG:
+                if self._only is not None and not self._unfiltered:
+                    continue  # its messages have no filter value
+                at = osiris_start(data, start)
+                entries = _U32.unpack_from(data, at + 4)[0]
+                if offset >= start_offset and entries <= max_messages and end - at <= max_bytes:
+                    if count:
+                        out.append(_frame(parts, subscription_id, count, first, ts, length))
+                        parts, count, length = [_HEAD_ROOM], 0, 0
+                    out.append(_DELIVER.pack(5 + end - at, DELIVER, 1, subscription_id)
+                               + data[at:end])
+                    continue
+                # too big for this connection's frames, or a subscription starting inside
+                # it: its entries (u32 length and message each) go as other records' do
+                at += _HEADER.size
+                while at < end:
+                    stop = at + 4 + _U32.unpack_from(data, at)[0]
+                    if offset >= start_offset:
+                        grow = stop - at
+                        if count and (count >= max_messages or length + grow > max_bytes):
+                            out.append(_frame(parts, subscription_id, count, first, ts, length))
+                            parts, count, length = [_HEAD_ROOM], 0, 0
+                        if not count:
+                            first, ts = offset, timestamp
+                        parts.append(view[at:stop])
+                        count += 1
+                        length += grow
+                    offset += 1
+                    at = stop
+                continue
             if meta and data.startswith(meta, start) and start + len(meta) <= end:
                 # same names and properties as before
                 begin = start + len(meta)

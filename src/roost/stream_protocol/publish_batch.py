@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from roost.core import Message, Properties
+from roost.store.stream_chunk import ENTRIES_CONTENT_TYPE, storable
 from roost.store.stream_codec import BATCH_CONTENT_TYPE, BATCH_LENGTH, batch_properties
 from roost.stream_protocol.amqp10 import data_only
 from roost.stream_protocol.consumers import RAW_HEADER
@@ -72,10 +73,41 @@ def entry(stream: str, data: bytes, filter_value: str | None = None) -> bytes:
     return _PACK(len(props) + len(message.body)) + props + message.body
 
 
+def entries_message(
+    stream: str, messages: Sequence[PublishedMessage], reference: str
+) -> Message | None:
+    """The frame as the stream's entries publish (one chunk record in the wire format,
+    store/stream_chunk.py), when no message has a filter value and each is one AMQP 1.0
+    data section or not AMQP 1.0; None otherwise."""
+    parts: list[bytes] = []
+    add = parts.append
+    for m in messages:
+        data = m.data
+        if m.filter_value is not None or not storable(data):
+            return None
+        add(_PACK(len(data)))
+        add(data)
+    return Message("", stream, _batch_properties(ENTRIES_CONTENT_TYPE, messages, reference),
+                   b"".join(parts))
+
+
+def _batch_properties(
+    content_type: str, messages: Sequence[PublishedMessage], reference: str
+) -> Properties:
+    headers: dict[str, Any] | None = None
+    if reference:
+        headers = {PRODUCER_HEADER: reference, PUBLISHING_ID_HEADER: messages[0].publishing_id}
+    return Properties(content_type=content_type, delivery_mode=2, headers=headers)
+
+
 def batch_message(
     stream: str, messages: Sequence[PublishedMessage], reference: str
 ) -> Message:
-    """The core message for ``messages`` (see ``batchable``)."""
+    """The core message for ``messages`` (see ``batchable``): a chunk record's entries
+    where they allow (``entries_message``), else the store's batch encoding."""
+    wire = entries_message(stream, messages, reference)
+    if wire is not None:
+        return wire
     parts: list[bytes] = []
     add, plain, plain_size = parts.append, _PLAIN, len(_PLAIN)
     for m in messages:
@@ -87,9 +119,6 @@ def batch_message(
             add(data[5:])
         else:
             add(entry(stream, data, m.filter_value))
-    body = b"".join(parts)
-    headers: dict[str, Any] | None = None
-    if reference:
-        headers = {PRODUCER_HEADER: reference, PUBLISHING_ID_HEADER: messages[0].publishing_id}
-    props = Properties(content_type=BATCH_CONTENT_TYPE, delivery_mode=2, headers=headers)
-    return Message("", stream, props, body)
+    return Message(
+        "", stream, _batch_properties(BATCH_CONTENT_TYPE, messages, reference), b"".join(parts)
+    )

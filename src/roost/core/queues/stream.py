@@ -35,6 +35,10 @@ CHUNK_ARGUMENT = "x-roost-chunk-bytes"
 CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
 # Roost's extension: a publish carrying many messages for the stream (docs/streams.md)
 BATCH_CONTENT_TYPE = "application/x-roost-stream-batch"
+# ... and the stream protocol's: a Publish frame's messages, stored as one chunk record
+ENTRIES_CONTENT_TYPE = "application/x-roost-stream-entries"
+# a chunked consumer taking chunk records as stored (the stream protocol's Deliver)
+CHUNK_WIRE_ARGUMENT = "x-roost-chunk-wire"
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
 # the offset query's producers table is capped at this many encoded bytes (see take)
 PRODUCERS_TABLE_BYTES = 2048
@@ -53,15 +57,21 @@ class StreamEntry(Entry):
 
 
 class Cursor:
-    __slots__ = ("chunk_bytes", "end", "progress", "reader")
+    __slots__ = ("chunk_bytes", "end", "progress", "reader", "wire")
 
     def __init__(
-        self, reader: StreamCursor, name: str, end: int | None, chunk_bytes: int = 0
+        self,
+        reader: StreamCursor,
+        name: str,
+        end: int | None,
+        chunk_bytes: int = 0,
+        wire: bool = False,
     ) -> None:
         self.reader = reader
         self.progress = Progress(name) if name else None
         self.end = end
         self.chunk_bytes = chunk_bytes  # 0: one delivery per message
+        self.wire = wire  # chunk records as stored (StreamCursor.next_chunk)
 
 
 def for_delivery(record: StreamRecord) -> Message:
@@ -152,7 +162,8 @@ class StreamQueue(Queue):
         return self.log.next_offset - 1
 
     def push(self, message: Message) -> bool:
-        if message.properties.content_type == BATCH_CONTENT_TYPE:
+        content_type = message.properties.content_type
+        if content_type in (BATCH_CONTENT_TYPE, ENTRIES_CONTENT_TYPE):
             return self._push_batch(message)
         producer = ""
         publishing_id = 0
@@ -190,8 +201,13 @@ class StreamQueue(Queue):
         first_id = headers.get(PUBLISHING_ID_HEADER)
         if not producer or not isinstance(first_id, int) or isinstance(first_id, bool):
             producer, first_id = "", 0
+        append = (
+            self.log.append_entries
+            if message.properties.content_type == ENTRIES_CONTENT_TYPE
+            else self.log.append_batch
+        )
         try:
-            written = self.log.append_batch(
+            written = append(
                 message.exchange,
                 message.routing_key,
                 message.body,
@@ -269,7 +285,7 @@ class StreamQueue(Queue):
         last offset. The broker's work is per chunk, not per message."""
         reader, end, session = cursor.reader, cursor.end, consumer.session
         while consumer.has_credit():
-            chunk = reader.next_chunk(cursor.chunk_bytes, end)
+            chunk = reader.next_chunk(cursor.chunk_bytes, end, cursor.wire)
             if chunk is None:
                 if end is not None and reader.offset >= end:
                     self._finish(consumer)
@@ -415,7 +431,8 @@ class StreamQueue(Queue):
             )
         start = self.start_offset(kind, value, name)
         super().add_consumer(consumer)
-        self._cursors[consumer] = Cursor(self.log.reader(start), name, end, chunk)
+        wire = args.get(CHUNK_WIRE_ARGUMENT) is True
+        self._cursors[consumer] = Cursor(self.log.reader(start), name, end, chunk, wire)
 
     def max_offset_lag(self) -> int:
         """How far the furthest-behind consumer is from the end of the log (0 without

@@ -1,0 +1,205 @@
+"""Chunk records: a stream-protocol Publish frame's messages stored as ONE log record in
+the stream protocol's own wire format (an osiris chunk), so that a stream-protocol
+consumer's Deliver is a 9-byte head plus the stored bytes, one slice per chunk.
+
+A chunk record has the common record header (stream_log.py) with bit ``CHUNK_FLAG`` of
+the producer name's length set: names never exceed 255 bytes, so no record written
+without this kind has the bit, and old data directories read as before (no migration).
+Its offset is the first message's, its publishing id the last message's (ids are
+consecutive). Its payload::
+
+    u16 exchange | u16 routing key | osiris chunk header (48 bytes) | entries
+
+The header is the one a Deliver carries (stream_protocol/chunks.py has the layout: user
+chunk, entry and record count, timestamp, epoch 0, first offset, CRC-32 and length of
+the entries). Each entry is ``u32 length | message`` and each message is either one AMQP
+1.0 data section or bytes that are not AMQP 1.0 (first byte not 0x00): the two shapes
+whose meaning for an AMQP, STOMP or Spark reader needs no AMQP 1.0 decoder. Those
+readers get the chunk expanded into one record per message (``expand``), with the
+properties the stream adapter gives the same messages when it stores them one by one.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Any, Final
+
+from roost.store.codec import CodecError, encode_properties
+
+CHUNK_FLAG: Final = 0x8000
+NAME_MASK: Final = 0x7FFF
+# Roost's publish form for a chunk record (docs/streams.md): the body is the entries
+ENTRIES_CONTENT_TYPE: Final = "application/x-roost-stream-entries"
+# the header marking a body kept exactly as a stream client sent it (not AMQP 1.0)
+RAW_HEADER: Final = "x-roost-stream-raw"
+OSIRIS_HEADER: Final = struct.Struct(">BBHIqQQIIIB3x")
+_MAGIC_VERSION: Final = 0x50
+_U16: Final = struct.Struct(">H")
+_U32: Final = struct.Struct(">I")
+# the records of a stream log: crc32, length after crc+length, offset, ts, pub id, name len
+_RECORD: Final = struct.Struct("<IIQqqH")
+_CRC: Final = struct.Struct("<I")
+MAX_ENTRIES: Final = 0xFFFF  # the osiris header counts entries in a u16
+
+# the fourteen properties (core.message.PROPERTY_NAMES order) of the two shapes:
+# delivery mode 2, and for raw bytes the RAW_HEADER
+PLAIN_PROPERTIES: Final = encode_properties((None, None, None, 2, *(None,) * 10))
+RAW_PROPERTIES: Final = encode_properties((None, None, {RAW_HEADER: True}, 2, *(None,) * 10))
+
+
+def data_body(message: bytes | memoryview, start: int, end: int) -> int:
+    """Where the body of a single AMQP 1.0 data section in ``message[start:end]``
+    starts; -1 when it is not one."""
+    if end - start < 5 or message[start : start + 3] != b"\x00Su":
+        return -1
+    code = message[start + 3]
+    if code == 0xA0 and end - start == 5 + message[start + 4]:
+        return start + 5
+    if code == 0xB0 and end - start >= 8 and end - start == 8 + _U32.unpack_from(
+        message, start + 4
+    )[0]:
+        return start + 8
+    return -1
+
+
+def storable(message: bytes) -> bool:
+    """Whether a chunk record can hold ``message`` (one data section or not AMQP 1.0)."""
+    return bool(message) and (message[0] != 0 or data_body(message, 0, len(message)) >= 0)
+
+
+def message_values(message: bytes) -> tuple[tuple[Any, ...], bytes]:
+    """The fourteen properties and the body a message of a chunk record stands for."""
+    body_at = data_body(message, 0, len(message)) if message[0] == 0 else -1
+    if body_at >= 0:
+        return (None, None, None, 2, *(None,) * 10), message[body_at:]
+    return (None, None, {RAW_HEADER: True}, 2, *(None,) * 10), message
+
+
+def split_entries(data: bytes) -> list[memoryview]:
+    """The entries (each with its length) of an entries publish, each checked to be one
+    of the two shapes; CodecError before anything is stored."""
+    view = memoryview(data)
+    out: list[memoryview] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        if pos + 4 > n:
+            raise CodecError(f"entries cut inside the length at byte {pos}")
+        start = pos + 4
+        end = start + _U32.unpack_from(data, pos)[0]
+        if end > n or end == start:
+            raise CodecError(f"entry at byte {pos} is empty or cut")
+        if data[start] == 0 and data_body(data, start, end) < 0:
+            raise CodecError(f"entry at byte {pos} is AMQP 1.0 but not one data section")
+        out.append(view[pos:end])
+        pos = end
+    if len(out) > MAX_ENTRIES:
+        raise CodecError(f"{len(out)} entries: a chunk holds at most {MAX_ENTRIES}")
+    return out
+
+
+def chunk_record(
+    offset: int,
+    timestamp_ms: int,
+    last_id: int,
+    name: bytes,
+    prefix: bytes,
+    entries: Sequence[bytes | memoryview],
+) -> bytes:
+    """The whole record (header, name, payload) for ``entries`` starting at ``offset``."""
+    data = b"".join(entries)
+    count = len(entries)
+    head = OSIRIS_HEADER.pack(
+        _MAGIC_VERSION, 0, count, count, timestamp_ms, 0, offset, zlib.crc32(data),
+        len(data), 0, 0,
+    )
+    length = _RECORD.size - 8 + len(name) + len(prefix) + len(head) + len(data)
+    rec = _RECORD.pack(0, length, offset, timestamp_ms, last_id, len(name) | CHUNK_FLAG)[4:]
+    crc = zlib.crc32(data, zlib.crc32(head, zlib.crc32(prefix, zlib.crc32(name, zlib.crc32(rec)))))
+    return b"".join((_CRC.pack(crc), rec, name, prefix, head, data))
+
+
+def osiris_start(data: bytes | memoryview, payload: int) -> int:
+    """Where the osiris chunk header starts in a chunk record whose payload starts at
+    ``payload`` (after the exchange and routing key)."""
+    pos: int = payload + 2 + _U16.unpack_from(data, payload)[0]
+    end: int = pos + 2 + _U16.unpack_from(data, pos)[0]
+    return end
+
+
+def chunk_count(data: bytes | memoryview, payload: int) -> int:
+    """How many messages the chunk record whose payload starts at ``payload`` holds."""
+    return int(_U32.unpack_from(data, osiris_start(data, payload) + 4)[0])
+
+
+def messages(data: bytes, payload: int, end: int) -> list[tuple[bytes, bytes]]:
+    """Each message of a chunk record as (properties, body) in the store's message
+    encoding (stream_codec.py); the exchange and routing key are the payload's first
+    bytes, up to ``osiris_start``."""
+    pos = osiris_start(data, payload) + OSIRIS_HEADER.size
+    out: list[tuple[bytes, bytes]] = []
+    while pos < end:
+        start = pos + 4
+        stop = start + _U32.unpack_from(data, pos)[0]
+        body = data_body(data, start, stop) if data[start] == 0 else -1
+        if body >= 0:
+            out.append((PLAIN_PROPERTIES, data[body:stop]))
+        else:
+            out.append((RAW_PROPERTIES, data[start:stop]))
+        pos = stop
+    return out
+
+
+def expand(data: bytes, pos: int, first: int, end: int | None) -> list[tuple[int, Any]]:
+    """The chunk record at ``pos`` as plain records (the common layout, CRC 0, as a
+    chunked read hands records out): (offset, record bytes) for offsets from ``first``
+    and before ``end``."""
+    _crc, length, offset, ts, last_id, nlen = _RECORD.unpack_from(data, pos)
+    nlen &= NAME_MASK
+    name_at = pos + _RECORD.size
+    name = data[name_at : name_at + nlen]
+    payload = name_at + nlen
+    prefix = data[payload : osiris_start(data, payload)]
+    found = messages(data, payload, pos + 8 + length)
+    first_id = last_id - len(found) + 1 if name else 0
+    out: list[tuple[int, Any]] = []
+    for i, (props, body) in enumerate(found):
+        o = offset + i
+        if o < first or (end is not None and o >= end):
+            continue
+        size = _RECORD.size - 8 + nlen + len(prefix) + len(props) + len(body)
+        head = _RECORD.pack(0, size, o, ts, first_id + i if name else 0, nlen)
+        out.append((o, b"".join((head, name, prefix, props, body))))
+    return out
+
+
+def plain_run(data: bytes, first: int, end: int | None) -> tuple[bytes, int, int]:
+    """A run of stored records as plain records only (chunk records expanded, messages
+    before ``first`` or from ``end`` left out): (records, count, last offset), for
+    readers that decode records themselves (chunked AMQP reads: the Spark source). A run
+    without chunk records comes back as it is."""
+    unpack, pos, n = _RECORD.unpack_from, 0, len(data)
+    parts: list[Any] = []
+    keep = 0  # where the plain records not yet in ``parts`` start
+    count, last = 0, first - 1
+    chunked = False
+    while pos < n:
+        _crc, length, offset, _ts, _pid, nlen = unpack(data, pos)
+        rec_end = pos + 8 + length
+        if nlen & CHUNK_FLAG:
+            chunked = True
+            parts.append(data[keep:pos])
+            for o, record in expand(data, pos, first, end):
+                parts.append(record)
+                count += 1
+                last = o
+            keep = rec_end
+        else:
+            count += 1
+            last = offset
+        pos = rec_end
+    if not chunked:
+        return data, count, last
+    parts.append(data[keep:])
+    return b"".join(parts), count, last

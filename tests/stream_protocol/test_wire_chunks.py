@@ -1,0 +1,205 @@
+"""Chunks stored in the wire format (store/stream_chunk.py): a Publish frame whose messages
+are data sections or plain bytes is ONE chunk record on disk, and a subscription gets it
+as a Deliver head plus the stored bytes; a subscription starting inside it, or with a
+frame size too small for it, gets exactly its messages; filters treat its messages as
+unfiltered. AMQP 0-9-1 (per message and chunked, as the Spark source reads), STOMP and
+rstream consumers of a real Roost read each message with its own offset."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pika
+import pytest
+from rstream import AMQPMessage, ConsumerOffsetSpecification, OffsetType, RawMessage
+from rstream import Consumer as RConsumer
+from rstream import Producer as RProducer
+
+from roost.pipeline.chunks import records
+from roost.store.stream_store import StreamFiles
+from roost.stream_protocol import constants as c
+from roost.stream_protocol.chunks import ChunkHeader, chunk_records
+from roost.stream_protocol.codec import encode
+from roost.stream_protocol.frames import (
+    Create,
+    Credit,
+    DeclarePublisher,
+    Deliver,
+    OffsetSpec,
+    Open,
+    PeerProperties,
+    Publish,
+    PublishConfirm,
+    PublishedMessage,
+    SaslAuthenticate,
+    SaslHandshake,
+    Subscribe,
+    Tune,
+)
+from roost.stream_protocol.session import OPEN, StreamSession, StreamSettings
+from tests.brokers import memory_broker
+from tests.stomp.test_session import FakeClock
+from tests.stream_protocol.test_batched_paths import _stomp_read
+from tests.stream_protocol.test_session import FakeTransport
+from tests.support import RoostProcess
+
+# a data section written with a 32-bit length although short: a chunk rebuilt from the
+# message would use the 8-bit form, so only the stored bytes give this back
+LONG_FORM = b"\x00Su\xb0" + struct.pack(">I", 3) + b"abc"
+
+
+_SESSIONS: list[StreamSession] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_sessions() -> Iterator[None]:
+    """Sessions end as a dropped connection does: their readers close their files."""
+    yield
+    while _SESSIONS:
+        _SESSIONS.pop().connection_lost()
+
+
+def session_on(
+    port: Any, frame_max: int, create: bool
+) -> tuple[StreamSession, FakeTransport, FakeClock]:
+    transport, clock = FakeTransport(), FakeClock()
+    session = StreamSession(port, StreamSettings(), transport, clock)
+    _SESSIONS.append(session)
+    frames: list[Any] = [
+        PeerProperties(1, {}),
+        SaslHandshake(2),
+        SaslAuthenticate(3, "PLAIN", b"\x00guest\x00guest"),
+        Tune(frame_max, 0, response=True),
+        Open(4, "/"),
+    ]
+    if create:
+        frames.append(Create(5, "s"))
+    for frame in frames:
+        session.data_received(encode(frame))
+    clock.advance(0)
+    assert session.state == OPEN
+    transport.frames()
+    return session, transport, clock
+
+
+def delivered(session: StreamSession, transport: FakeTransport, clock: FakeClock,
+              spec: OffsetSpec, **subscribe: Any) -> list[Deliver]:
+    session.data_received(encode(Subscribe(9, 1, "s", spec, 100, **subscribe)))
+    clock.advance(0)
+    return [f for f in transport.frames() if isinstance(f, Deliver)]
+
+
+def published(tmp_path: Path, messages: list[bytes]) -> Any:
+    port = memory_broker(stream_storage=StreamFiles(tmp_path))
+    session, transport, clock = session_on(port, 1 << 20, create=True)
+    session.data_received(encode(DeclarePublisher(6, 1, "ref", "s")))
+    session.data_received(
+        encode(Publish(1, [PublishedMessage(i, m) for i, m in enumerate(messages, 1)]))
+    )
+    clock.advance(0)
+    assert PublishConfirm(1, list(range(1, len(messages) + 1))) in transport.frames()
+    return port
+
+
+def test_a_publish_frame_is_one_stored_chunk_delivered_as_stored(tmp_path: Path) -> None:
+    messages = [LONG_FORM, b"raw", *(b"\x00Su\xa0\x02m%d" % i for i in range(3))]
+    port = published(tmp_path, messages)
+    segment = next(tmp_path.glob("vhosts/*/streams/*/*.seg")).read_bytes()
+    session, transport, clock = session_on(port, 1 << 20, create=False)
+    delivers = delivered(session, transport, clock, OffsetSpec(c.OFFSET_FIRST))
+    assert len(delivers) == 1
+    assert delivers[0].chunk in segment  # the stored bytes, header and all
+    assert chunk_records(delivers[0].chunk) == messages
+    assert ChunkHeader.unpack(delivers[0].chunk).chunk_id == 0
+
+
+def test_inside_a_chunk_or_past_the_frame_size_exactly_the_messages_go(tmp_path: Path) -> None:
+    messages = [b"\x00Su\xa0\xff" + bytes([i]) * 255 for i in range(40)]  # ~10 KiB
+    port = published(tmp_path, messages)
+    # from offset 37: a chunk from 37 on, not the stored one
+    session, transport, clock = session_on(port, 1 << 20, create=False)
+    delivers = delivered(session, transport, clock, OffsetSpec(c.OFFSET_OFFSET, 37))
+    assert [ChunkHeader.unpack(d.chunk).chunk_id for d in delivers] == [37]
+    assert chunk_records(delivers[0].chunk) == messages[37:]
+    # a 4 KiB frame size: the chunk is split into frames that fit, offsets consecutive
+    session, transport, clock = session_on(port, 4096, create=False)
+    delivers = delivered(session, transport, clock, OffsetSpec(c.OFFSET_FIRST))
+    session.data_received(encode(Credit(1, 100)))
+    clock.advance(0)
+    assert len(delivers) > 2 and all(len(d.chunk) <= 4096 for d in delivers)
+    got: list[bytes] = []
+    for deliver in delivers:
+        assert ChunkHeader.unpack(deliver.chunk).chunk_id == len(got)
+        got += chunk_records(deliver.chunk)
+    assert got == messages
+
+
+def test_a_filtering_subscription_treats_chunk_messages_as_unfiltered(tmp_path: Path) -> None:
+    port = published(tmp_path, [b"\x00Su\xa0\x01a", b"\x00Su\xa0\x01b"])
+    session, transport, clock = session_on(port, 1 << 20, create=False)
+    only = {"filter.0": "eu"}
+    assert delivered(session, transport, clock, OffsetSpec(c.OFFSET_FIRST), properties=only) == []
+    session, transport, clock = session_on(port, 1 << 20, create=False)
+    delivers = delivered(session, transport, clock, OffsetSpec(c.OFFSET_FIRST),
+                         properties={**only, "match-unfiltered": "true"})
+    assert [r for d in delivers for r in chunk_records(d.chunk)] == [b"\x00Su\xa0\x01a",
+                                                                     b"\x00Su\xa0\x01b"]
+
+
+def test_every_protocol_reads_each_message_of_a_stored_chunk(
+    roost: RoostProcess, qname: str
+) -> None:
+    got: list[tuple[int, bytes]] = []
+
+    async def scenario() -> None:
+        async with RProducer(
+            "127.0.0.1", roost.stream_port, username="guest", password="guest"
+        ) as producer:
+            await producer.create_stream(qname)
+            await producer.send_batch(
+                qname, [AMQPMessage(body=b"a"), RawMessage(b"b"), AMQPMessage(body=b"c")]
+            )
+            await producer.send_batch(qname, [AMQPMessage(body=b"d"), AMQPMessage(body=b"e")])
+        consumer = RConsumer("127.0.0.1", roost.stream_port, username="guest",
+                             password="guest")
+        await consumer.start()
+        try:
+            await consumer.subscribe(
+                qname, lambda msg, ctx: got.append((ctx.offset, bytes(msg))),
+                offset_specification=ConsumerOffsetSpecification(OffsetType.OFFSET, 1),
+            )
+            deadline = time.monotonic() + 10
+            while len(got) < 4 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+        finally:
+            await consumer.close()
+
+    asyncio.run(scenario())
+    # rstream, from inside a chunk: each message as it was sent
+    assert got == [(1, b"b"), (2, b"\x00Su\xa0\x01c"), (3, b"\x00Su\xa0\x01d"),
+                   (4, b"\x00Su\xa0\x01e")]
+    with pika.BlockingConnection(pika.URLParameters(roost.url)) as conn:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=10)
+        plain: list[tuple[Any, bytes]] = []
+        ch.basic_consume(qname, lambda ch_, m, p, body: plain.append((p, body)),
+                         arguments={"x-stream-offset": 2})
+        chunked: list[tuple[int, bytes]] = []
+        ch.basic_consume(  # the Spark source's chunked read
+            qname,
+            lambda ch_, m, p, body: chunked.extend((r[0], r[5]) for r in records(body)),
+            arguments={"x-stream-offset": 1, "x-roost-chunk-bytes": 65536},
+        )
+        deadline = time.monotonic() + 10
+        while (len(plain) < 3 or len(chunked) < 4) and time.monotonic() < deadline:
+            conn.process_data_events(0.05)
+    assert [(p.headers["x-stream-offset"], b) for p, b in plain] == [(2, b"c"), (3, b"d"),
+                                                                      (4, b"e")]
+    assert plain[0][0].delivery_mode == 2
+    assert chunked == [(1, b"b"), (2, b"c"), (3, b"d"), (4, b"e")]
+    assert _stomp_read(roost, qname, 5) == ["a", "b", "c", "d", "e"]

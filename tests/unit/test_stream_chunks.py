@@ -1,0 +1,177 @@
+"""Chunk records in a stream log (store/stream_chunk.py): a stream client's Publish frame
+stored as ONE record in the stream protocol's wire format, read back per message (offsets,
+producer ids, AMQP properties) by plain readers, whole by the stream protocol's; crash
+recovery keeps whole chunks only; retention, time lookup and dedup per message."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+from roost.pipeline.chunks import records
+from roost.store.stream_chunk import CHUNK_FLAG, OSIRIS_HEADER, RAW_HEADER
+from roost.store.stream_codec import decode_stream_message, message_prefix
+from roost.store.stream_log import HEADER, StreamLog
+from roost.store.stream_store import DiskStream
+
+_U32 = struct.Struct(">I")
+PREFIX = message_prefix("", "s")
+
+
+def data_section(body: bytes) -> bytes:
+    return b"\x00Su\xa0" + bytes([len(body)]) + body
+
+
+def entries(messages: list[bytes]) -> list[bytes]:
+    return [_U32.pack(len(m)) + m for m in messages]
+
+
+def bodies(log: StreamLog, start: int = 0) -> list[tuple[int, bytes]]:
+    out = []
+    for record in log.reader(start).drain():
+        _ex, _rk, _props, body = decode_stream_message(record.payload)
+        out.append((record.offset, body))
+    return out
+
+
+def test_a_chunk_record_reads_back_per_message_beside_plain_records(tmp_path: Path) -> None:
+    log = StreamLog(tmp_path)
+    log.append(PREFIX + b"\x00\x00plain-0", timestamp_ms=1)  # no properties set
+    first = log.append_chunk(
+        PREFIX,
+        entries([data_section(b"a"), b"raw c", data_section(b"d")]),
+        timestamp_ms=2,
+        producer="p",
+        first_id=10,
+    )
+    log.append(PREFIX + b"\x00\x00plain-4", timestamp_ms=3)
+    assert (first, log.next_offset) == (1, 5)
+    assert bodies(log) == [(0, b"plain-0"), (1, b"a"), (2, b"raw c"), (3, b"d"), (4, b"plain-4")]
+    # a reader starting inside the chunk starts at its offset
+    assert bodies(log, 2) == [(2, b"raw c"), (3, b"d"), (4, b"plain-4")]
+    got = list(log.reader(1).drain())[:3]
+    assert [(r.producer, r.publishing_id) for r in got] == [("p", 10), ("p", 11), ("p", 12)]
+    raw = decode_stream_message(got[1].payload)[2]
+    assert raw[2] == {RAW_HEADER: True} and raw[3] == 2  # marked raw, persistent
+    assert decode_stream_message(got[0].payload)[2][2] is None
+    # the record itself is flagged, and its payload ends in the osiris chunk as stored
+    data = log.active_path.read_bytes()
+    pos = HEADER.size + len(PREFIX) + 9  # past the first (plain) record
+    nlen = HEADER.unpack_from(data, pos)[5]
+    assert nlen == CHUNK_FLAG | 1
+    log.close()
+    reopened = StreamLog(tmp_path)
+    assert reopened.next_offset == 5 and reopened.producers == {"p": 12}
+    assert bodies(reopened) == bodies(log)
+
+
+def test_plain_chunked_reads_expand_and_wire_reads_keep_the_record(tmp_path: Path) -> None:
+    log = StreamLog(tmp_path)
+    log.append_chunk(PREFIX, entries([data_section(b"%d" % i) for i in range(5)]), timestamp_ms=7)
+    log.append(PREFIX + b"\x00\x00after", timestamp_ms=8)
+    reader = log.reader(2)
+    first, last, count, data = reader.next_chunk(1 << 20, 4)  # type: ignore[misc]
+    reader.close()
+    assert (first, last, count) == (2, 3, 2)
+    assert [(o, b) for o, _ts, _ex, _rk, _p, b in records(data)] == [(2, b"2"), (3, b"3")]
+    reader = log.reader(2)
+    wire = reader.next_chunk(1 << 20, None, wire=True)
+    reader.close()
+    assert wire is not None
+    first, last, count, data = wire
+    assert (first, last, count) == (2, 5, 4)  # messages from 2; the whole record is there
+    nlen = HEADER.unpack_from(data, 0)[5]
+    assert nlen & CHUNK_FLAG
+    at = HEADER.size + len(PREFIX)
+    head = OSIRIS_HEADER.unpack_from(data, at)
+    chunk_entries = data[at + OSIRIS_HEADER.size : 8 + HEADER.unpack_from(data, 0)[1]]
+    assert head[2:4] == (5, 5) and head[4] == 7 and head[6] == 0  # counts, ts, first offset
+    assert head[7] == zlib.crc32(chunk_entries) and head[8] == len(chunk_entries)
+
+
+def test_a_duplicate_prefix_is_dropped_and_ids_go_on(tmp_path: Path) -> None:
+    stream = DiskStream(tmp_path, {})
+    body = b"".join(entries([data_section(b"%d" % i) for i in range(1, 5)]))
+    assert stream.append_entries("", "s", body, timestamp_ms=1, producer="p", first_id=1) == 4
+    again = b"".join(entries([data_section(b"%d" % i) for i in range(3, 7)]))
+    assert stream.append_entries("", "s", again, timestamp_ms=2, producer="p", first_id=3) == 2
+    assert stream.next_offset == 6 and stream.producers["p"] == 6
+    reader = stream.reader(0)
+    got = []
+    while (record := reader.next()) is not None:
+        got.append(record[5])
+    reader.close()
+    stream.close()
+    assert got == [b"1", b"2", b"3", b"4", b"5", b"6"]
+
+
+def test_retention_and_time_lookup_count_messages(tmp_path: Path) -> None:
+    log = StreamLog(tmp_path, max_segment_bytes=2000, max_bytes=4000)
+    for i in range(40):
+        log.append_chunk(PREFIX, entries([data_section(b"x" * 50)] * 10), timestamp_ms=1000 + i)
+    assert log.next_offset == 400
+    log.apply_retention()
+    assert log.first_offset % 10 == 0 and log.first_offset > 0  # whole chunks went
+    kept = bodies(log)
+    assert [o for o, _ in kept] == list(range(log.first_offset, 400))
+    assert log.offset_for_time(1039) == 390
+    reader = log.reader(395)
+    assert reader.next().offset == 395  # type: ignore[union-attr]
+    reader.close()
+    log.close()
+
+
+def test_a_torn_chunk_is_dropped_whole(tmp_path: Path) -> None:
+    log = StreamLog(tmp_path)
+    log.append_chunk(PREFIX, entries([data_section(b"a")] * 3), timestamp_ms=1)
+    log.append_chunk(PREFIX, entries([data_section(b"b")] * 4), timestamp_ms=2)
+    log.close()
+    path = log.active_path
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.truncate(size - 5)  # the second chunk's write cut short
+    reopened = StreamLog(tmp_path)
+    assert reopened.next_offset == 3 and reopened.dropped_bytes > 0
+    assert [b for _o, b in bodies(reopened)] == [b"a"] * 3
+
+
+_WRITER = """
+import struct, sys
+from pathlib import Path
+from roost.store.stream_codec import message_prefix
+from roost.store.stream_log import StreamLog
+log = StreamLog(Path(sys.argv[1]))
+u32 = struct.Struct(">I")
+body = b"\\x00Su\\xa0\\x04" + b"data"
+i = 0
+while True:
+    log.append_chunk(message_prefix("", "s"), [u32.pack(9) + body] * 7, timestamp_ms=i,
+                     producer="p", first_id=1 + 7 * i)
+    i += 1
+    if i == 50:
+        print("ready", flush=True)
+"""
+
+
+def test_kill_9_mid_writes_keeps_only_whole_chunks(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    log = StreamLog(tmp_path)
+    assert log.next_offset >= 350 and log.next_offset % 7 == 0
+    got = list(log.reader(0).drain())
+    assert [r.offset for r in got] == list(range(log.next_offset))
+    assert [r.publishing_id for r in got] == list(range(1, log.next_offset + 1))
+    assert log.producers == {"p": log.next_offset}
+    log.close()
