@@ -28,8 +28,8 @@ def data_section(body: bytes) -> bytes:
     return b"\x00Su\xa0" + bytes([len(body)]) + body
 
 
-def entries(messages: list[bytes]) -> list[bytes]:
-    return [_U32.pack(len(m)) + m for m in messages]
+def entries(messages: list[bytes]) -> bytes:
+    return b"".join(_U32.pack(len(m)) + m for m in messages)
 
 
 def bodies(log: StreamLog, start: int = 0) -> list[tuple[int, bytes]]:
@@ -46,6 +46,7 @@ def test_a_chunk_record_reads_back_per_message_beside_plain_records(tmp_path: Pa
     first = log.append_chunk(
         PREFIX,
         entries([data_section(b"a"), b"raw c", data_section(b"d")]),
+        3,
         timestamp_ms=2,
         producer="p",
         first_id=10,
@@ -73,7 +74,8 @@ def test_a_chunk_record_reads_back_per_message_beside_plain_records(tmp_path: Pa
 
 def test_plain_chunked_reads_expand_and_wire_reads_keep_the_record(tmp_path: Path) -> None:
     log = StreamLog(tmp_path)
-    log.append_chunk(PREFIX, entries([data_section(b"%d" % i) for i in range(5)]), timestamp_ms=7)
+    five = entries([data_section(b"%d" % i) for i in range(5)])
+    log.append_chunk(PREFIX, five, 5, timestamp_ms=7)
     log.append(PREFIX + b"\x00\x00after", timestamp_ms=8)
     reader = log.reader(2)
     first, last, count, data = reader.next_chunk(1 << 20, 4)  # type: ignore[misc]
@@ -97,9 +99,9 @@ def test_plain_chunked_reads_expand_and_wire_reads_keep_the_record(tmp_path: Pat
 
 def test_a_duplicate_prefix_is_dropped_and_ids_go_on(tmp_path: Path) -> None:
     stream = DiskStream(tmp_path, {})
-    body = b"".join(entries([data_section(b"%d" % i) for i in range(1, 5)]))
+    body = entries([data_section(b"%d" % i) for i in range(1, 5)])
     assert stream.append_entries("", "s", body, timestamp_ms=1, producer="p", first_id=1) == 4
-    again = b"".join(entries([data_section(b"%d" % i) for i in range(3, 7)]))
+    again = entries([data_section(b"%d" % i) for i in range(3, 7)])
     assert stream.append_entries("", "s", again, timestamp_ms=2, producer="p", first_id=3) == 2
     assert stream.next_offset == 6 and stream.producers["p"] == 6
     reader = stream.reader(0)
@@ -114,7 +116,8 @@ def test_a_duplicate_prefix_is_dropped_and_ids_go_on(tmp_path: Path) -> None:
 def test_retention_and_time_lookup_count_messages(tmp_path: Path) -> None:
     log = StreamLog(tmp_path, max_segment_bytes=2000, max_bytes=4000)
     for i in range(40):
-        log.append_chunk(PREFIX, entries([data_section(b"x" * 50)] * 10), timestamp_ms=1000 + i)
+        ten = entries([data_section(b"x" * 50)] * 10)
+        log.append_chunk(PREFIX, ten, 10, timestamp_ms=1000 + i)
     assert log.next_offset == 400
     log.apply_retention()
     assert log.first_offset % 10 == 0 and log.first_offset > 0  # whole chunks went
@@ -129,8 +132,8 @@ def test_retention_and_time_lookup_count_messages(tmp_path: Path) -> None:
 
 def test_a_torn_chunk_is_dropped_whole(tmp_path: Path) -> None:
     log = StreamLog(tmp_path)
-    log.append_chunk(PREFIX, entries([data_section(b"a")] * 3), timestamp_ms=1)
-    log.append_chunk(PREFIX, entries([data_section(b"b")] * 4), timestamp_ms=2)
+    log.append_chunk(PREFIX, entries([data_section(b"a")] * 3), 3, timestamp_ms=1)
+    log.append_chunk(PREFIX, entries([data_section(b"b")] * 4), 4, timestamp_ms=2)
     log.close()
     path = log.active_path
     size = path.stat().st_size
@@ -151,7 +154,7 @@ u32 = struct.Struct(">I")
 body = b"\\x00Su\\xa0\\x04" + b"data"
 i = 0
 while True:
-    log.append_chunk(message_prefix("", "s"), [u32.pack(9) + body] * 7, timestamp_ms=i,
+    log.append_chunk(message_prefix("", "s"), (u32.pack(9) + body) * 7, 7, timestamp_ms=i,
                      producer="p", first_id=1 + 7 * i)
     i += 1
     if i == 50:
@@ -175,3 +178,19 @@ def test_kill_9_mid_writes_keeps_only_whole_chunks(tmp_path: Path) -> None:
     assert [r.publishing_id for r in got] == list(range(1, log.next_offset + 1))
     assert log.producers == {"p": log.next_offset}
     log.close()
+
+
+def test_a_flipped_byte_in_a_chunk_s_messages_ends_the_log_there(tmp_path: Path) -> None:
+    """The record's CRC stops at the osiris header, whose CRC covers the messages:
+    recovery checks both."""
+    log = StreamLog(tmp_path)
+    log.append_chunk(PREFIX, entries([data_section(b"a")] * 3), 3, timestamp_ms=1)
+    log.append_chunk(PREFIX, entries([data_section(b"b")] * 4), 4, timestamp_ms=2)
+    log.close()
+    path = log.active_path
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # the last message's last byte
+    path.write_bytes(bytes(data))
+    reopened = StreamLog(tmp_path)
+    assert reopened.next_offset == 3 and reopened.dropped_bytes > 0
+    reopened.close()

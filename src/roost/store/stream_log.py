@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from roost.store.files import append_all, fsync_path, make_dirs, truncate_quietly
-from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count, chunk_record
+from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count, chunk_record, intact
 from roost.store.stream_reader import StreamReader
 
 HEADER = struct.Struct("<IIQqqH")  # crc, length after crc+length, offset, ts, pub id, name len
@@ -122,14 +122,17 @@ def scan(path: Path, start: int) -> tuple[int, int, int | None, list[tuple[int, 
         end = pos + 8 + length
         if length < HEADER.size - 8 or end > len(data):
             break
-        if zlib.crc32(memoryview(data)[pos + 4 : end]) != crc:
+        count = 1
+        if nlen & CHUNK_FLAG:  # a whole chunk (both CRCs held): all its messages count
+            payload = pos + HEADER.size + (nlen & NAME_MASK)
+            if not intact(data, pos, end, crc, payload):
+                break
+            count = chunk_count(data, payload)
+        elif zlib.crc32(memoryview(data)[pos + 4 : end]) != crc:
             break
         if pos + start - last_indexed >= INDEX_EVERY:
             entries.append((offset, pos + start, ts))
             last_indexed = pos + start
-        count = 1
-        if nlen & CHUNK_FLAG:  # a whole chunk (its CRC held): all its messages count
-            count = chunk_count(data, pos + HEADER.size + (nlen & NAME_MASK))
         next_offset = offset + count
         last_ts = ts
         pos = end
@@ -364,13 +367,15 @@ class StreamLog:
     def append_chunk(
         self,
         prefix: bytes,
-        entries: Sequence[bytes | memoryview],
+        entries: bytes | memoryview,
+        count: int,
         *,
         timestamp_ms: int,
         producer: str = "",
         first_id: int = 0,
     ) -> int:
-        """Write ``entries`` (stream_chunk.py: ``u32 length | message`` each) as ONE chunk
+        """Write ``count`` ``entries`` (stream_chunk.py: ``u32 length | message`` each, one
+        after the other) as ONE chunk
         record, offsets from the next one, publishing ids ``first_id`` upwards when
         ``producer`` is set. Returns the first offset; a failed write keeps nothing."""
         seg = self.segments[-1]
@@ -378,12 +383,12 @@ class StreamLog:
             self._roll()
             seg = self.segments[-1]
         offset = self.next_offset
-        last_id = first_id + len(entries) - 1 if producer else 0
+        last_id = first_id + count - 1 if producer else 0
         name = producer.encode("utf-8")
-        record = chunk_record(offset, timestamp_ms, last_id, name, prefix, entries)
+        record = chunk_record(offset, timestamp_ms, last_id, name, prefix, entries, count)
         position = seg.size
         indexed = ((offset, position),) if position - self._last_indexed >= INDEX_EVERY else ()
-        self._write(seg, record, indexed, offset + len(entries), timestamp_ms, producer, last_id)
+        self._write(seg, record, indexed, offset + count, timestamp_ms, producer, last_id)
         return offset
 
     def _write(

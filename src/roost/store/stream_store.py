@@ -196,9 +196,11 @@ class DiskStream:
         if skip == len(found):
             return 0
         try:
+            start = sum(len(e) for e in found[:skip])  # entries lie one after the other
             self.log.append_chunk(
                 message_prefix(exchange, routing_key),
-                found[skip:],
+                memoryview(entries)[start:],
+                len(found) - skip,
                 timestamp_ms=timestamp_ms,
                 producer=producer,
                 first_id=first_id + skip,
