@@ -128,3 +128,64 @@ def test_super_stream_by_key_and_an_amqp_publish_to_its_exchange(
     assert route == [f"{qname}-eu", f"{qname}-us"]
     assert got[f"{qname}-us"] == [b"us", b"us"]
     assert got[f"{qname}-eu"] == [b"amqp-eu"]
+
+
+def test_single_active_consumers_share_a_super_stream_s_partitions(
+    roost: RoostProcess, qname: str
+) -> None:
+    """Two single-active SuperStreamConsumers named alike on a 3-partition super stream:
+    as RabbitMQ does, partition i goes to member i mod 2 (the first: partitions 0 and 2,
+    the second: 1); the first is told it stepped down on partition 1; when the second
+    leaves, partition 1 comes back to the first."""
+    from rstream import OffsetSpecification
+
+    async def main() -> tuple[dict[str, list[bytes]], dict[str, list[bytes]],
+                              list[tuple[str, str, bool]]]:
+        got: dict[str, dict[str, list[bytes]]] = {"one": defaultdict(list),
+                                                  "two": defaultdict(list)}
+        updates: list[tuple[str, str, bool]] = []
+
+        def listener(who: str) -> Callable[[bool, Any], Awaitable[OffsetSpecification]]:
+            async def answer(active: bool, ctx: Any) -> OffsetSpecification:
+                updates.append((who, ctx.stream, active))
+                return OffsetSpecification(OffsetType.NEXT, 0)
+            return answer
+
+        producer = SuperStreamProducer(
+            **_auth(roost), super_stream=qname, routing=RouteType.Hash,
+            routing_extractor=_key("id"),
+            super_stream_creation_option=SuperStreamCreationOption(n_partitions=3),
+        )
+        async with producer:
+            await producer.send(AMQPMessage(body=b"x", application_properties={"id": "k"}))
+        sac = {"single-active-consumer": "true", "name": "grp", "super-stream": qname}
+        consumers = {who: SuperStreamConsumer(**_auth(roost), super_stream=qname)
+                     for who in ("one", "two")}
+        async with Producer(**_auth(roost)) as plain:
+            for who, consumer in consumers.items():
+                await consumer.start()
+                await consumer.subscribe(
+                    lambda m, ctx, who=who: got[who][ctx.stream].append(amqp_decoder(m).body),
+                    offset_specification=ConsumerOffsetSpecification(OffsetType.NEXT),
+                    properties=sac, subscriber_name="grp", consumer_update_listener=listener(who),
+                )
+                await _until(lambda who=who: any(u[0] == who for u in updates), f"{who} active")
+            await _until(lambda: ("one", f"{qname}-1", False) in updates, "one steps down")
+            await asyncio.sleep(0.1)
+            for i in range(3):
+                await plain.send_wait(f"{qname}-{i}", AMQPMessage(body=b"p%d" % i))
+            await _until(lambda: sum(len(v) for g in got.values() for v in g.values()) == 3,
+                         "one message per partition")
+            await consumers["two"].close()
+            await _until(lambda: updates.count(("one", f"{qname}-1", True)) == 2, "back to one")
+            await asyncio.sleep(0.1)
+            await plain.send_wait(f"{qname}-1", AMQPMessage(body=b"again"))
+            await _until(lambda: got["one"][f"{qname}-1"] == [b"again"], "one reads 1 again")
+            await consumers["one"].close()
+        return got["one"], got["two"], updates
+
+    one, two, updates = asyncio.run(asyncio.wait_for(main(), 60))
+    assert dict(one) == {f"{qname}-0": [b"p0"], f"{qname}-2": [b"p2"], f"{qname}-1": [b"again"]}
+    assert dict(two) == {f"{qname}-1": [b"p1"]}
+    assert ("two", f"{qname}-0", True) not in updates
+    assert ("two", f"{qname}-2", True) not in updates

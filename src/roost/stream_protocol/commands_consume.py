@@ -72,8 +72,20 @@ class ConsumeCommands(CommandsBase):
         sub.active = False
         self.subscriptions[f.subscription_id] = sub
         self._reply(c.SUBSCRIBE, f.correlation_id, c.OK)
-        if single_active.join(self._groups, sub.group, (self, sub)):
-            self._activate(sub)
+        single_active.join(
+            self._groups, sub.group, (self, sub), self._partition(f), _activate, _deactivate
+        )
+
+    def _partition(self, f: Subscribe) -> int | None:
+        """The stream's order in the super stream the Subscribe names (None: none)."""
+        super_stream = f.properties.get("super-stream")
+        if not super_stream:
+            return None
+        try:
+            partitions = self.port.super_stream_partitions(self.client, super_stream)
+        except BrokerError:
+            return None
+        return partitions.index(f.stream) if f.stream in partitions else None
 
     def _start(self, sub: Subscription, spec: OffsetSpec) -> None:
         """The core consumer of a subscription, from ``spec``; deliveries begin with
@@ -109,6 +121,21 @@ class ConsumeCommands(CommandsBase):
         self._updates[self._next_update] = sub
         self.s.send(ConsumerUpdate(self._next_update, sub.id, True))
 
+    def _deactivate(self, sub: Subscription) -> None:
+        """A super stream's partition moved to another member: stop reading and tell the
+        client (its answer, an offset, is not needed)."""
+        for correlation, waiting in list(self._updates.items()):
+            if waiting is sub:  # an activation not answered yet no longer stands
+                del self._updates[correlation]
+        sub.active = False
+        sub.drop_pending()
+        if sub.session is not None:
+            self.port.close_session(sub.session)
+            sub.session = None
+            sub.consumer = None
+        self._next_update += 1
+        self.s.send(ConsumerUpdate(self._next_update, sub.id, False))
+
     def _consumer_update_response(self, f: ConsumerUpdateResponse) -> None:
         sub = self._updates.pop(f.correlation_id, None)
         if sub is None or self.subscriptions.get(sub.id) is not sub or sub.session is not None:
@@ -125,9 +152,7 @@ class ConsumeCommands(CommandsBase):
     def _leave(self, sub: Subscription) -> None:
         if sub.group is not None:
             group, sub.group = sub.group, None
-            single_active.leave(
-                self._groups, group, (self, sub), lambda member: member[0]._activate(member[1])
-            )
+            single_active.leave(self._groups, group, (self, sub), _activate, _deactivate)
 
     def _wake(self, sub: Subscription) -> None:
         if self.s.gate.flow_held:  # its Credit must be read: the socket may not wait
@@ -181,3 +206,10 @@ class ConsumeCommands(CommandsBase):
         code = c.NO_OFFSET if stored is None else c.OK
         self.s.send(QueryOffsetResponse(f.correlation_id, code, stored or 0))
 
+
+def _activate(member: tuple[ConsumeCommands, Subscription]) -> None:
+    member[0]._activate(member[1])
+
+
+def _deactivate(member: tuple[ConsumeCommands, Subscription]) -> None:
+    member[0]._deactivate(member[1])

@@ -5,6 +5,13 @@ connection, one is active; the others wait. The active one is told with Consumer
 connection closes, the stream goes), the oldest waiting one becomes active the same
 way, as RabbitMQ does for a plain stream.
 
+On a partition of a super stream (Subscribe property ``super-stream``), RabbitMQ spreads
+the partitions over the group's members: partition ``i`` (its order in the super stream)
+is read by member ``i mod n`` of the ``n`` members in arrival order, so two consumers of a
+three-partition super stream read two and one partitions. A member joining or leaving
+moves partitions: the one that steps down is told ConsumerUpdate (not active) and stops
+reading, and the new one is made active.
+
 The groups are the broker's (one table per adapter port, so every connection of a
 server shares it), kept here because only the stream protocol has the notion.
 """
@@ -12,12 +19,32 @@ server shares it), kept here because only the stream protocol has the notion.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 from weakref import WeakKeyDictionary
 
-# (vhost, stream, name) -> members in arrival order; the first is the active one
-Groups = dict[tuple[str, str, str], list[Any]]
+
+@dataclass
+class Group:
+    """The members in arrival order, the active one, and for a super stream's partition
+    its order (None: a plain stream, the first member is active)."""
+
+    partition: int | None = None
+    members: list[Any] = field(default_factory=list)
+    active: Any = None
+
+    def chosen(self) -> Any:
+        if not self.members:
+            return None
+        if self.partition is None:
+            return self.members[0]
+        return self.members[self.partition % len(self.members)]
+
+
+# (vhost, stream, name) -> its group
+Groups = dict[tuple[str, str, str], Group]
 _TABLES: WeakKeyDictionary[Any, Groups] = WeakKeyDictionary()
+Change = Callable[[Any], None]
 
 
 def groups_of(port: Any) -> Groups:
@@ -27,23 +54,43 @@ def groups_of(port: Any) -> Groups:
     return table
 
 
-def join(groups: Groups, key: tuple[str, str, str], member: Any) -> bool:
-    """Add ``member``; True when it is the active one (the group was empty)."""
-    members = groups.setdefault(key, [])
-    members.append(member)
-    return len(members) == 1
+def _settle(group: Group, activate: Change, deactivate: Change) -> None:
+    """Make the member the rule chooses the active one, stepping the previous down."""
+    chosen = group.chosen()
+    if chosen is group.active:
+        return
+    previous, group.active = group.active, chosen
+    if previous is not None and previous in group.members:
+        deactivate(previous)
+    if chosen is not None:
+        activate(chosen)
+
+
+def join(
+    groups: Groups,
+    key: tuple[str, str, str],
+    member: Any,
+    partition: int | None,
+    activate: Change,
+    deactivate: Change,
+) -> None:
+    """Add ``member``; activate whom the group's rule now chooses."""
+    group = groups.setdefault(key, Group(partition))
+    group.members.append(member)
+    _settle(group, activate, deactivate)
 
 
 def leave(
-    groups: Groups, key: tuple[str, str, str], member: Any, activate: Callable[[Any], None]
+    groups: Groups, key: tuple[str, str, str], member: Any, activate: Change, deactivate: Change
 ) -> None:
-    """Remove ``member``; when it was active, ``activate`` the next one, if any."""
-    members = groups.get(key)
-    if not members or member not in members:
+    """Remove ``member``; activate whom the group's rule now chooses, if anyone."""
+    group = groups.get(key)
+    if group is None or member not in group.members:
         return
-    was_active = members[0] == member
-    members.remove(member)
-    if not members:
+    group.members.remove(member)
+    if group.active is member:
+        group.active = None
+    if not group.members:
         del groups[key]
-    elif was_active:
-        activate(members[0])
+        return
+    _settle(group, activate, deactivate)
