@@ -189,3 +189,51 @@ def test_single_active_consumers_share_a_super_stream_s_partitions(
     assert dict(two) == {f"{qname}-1": [b"p1"]}
     assert ("two", f"{qname}-0", True) not in updates
     assert ("two", f"{qname}-2", True) not in updates
+
+
+def test_super_streams_made_and_deleted_with_roost_ctl_and_the_http_api(
+    roost: RoostProcess, qname: str
+) -> None:
+    """``roost ctl declare super_stream NAME --partitions 3`` and ``PUT
+    /api/stream/super-streams/VHOST/NAME`` with binding keys declare what CreateSuperStream
+    would: rstream lists the partitions, routes by key, and reads what it published;
+    ``roost ctl delete super_stream`` removes the exchange and its streams."""
+    import httpx
+
+    from tests.http.test_ctl import ctl
+
+    ctl(roost, "declare", "super_stream", qname, "--partitions", "3",
+        "--argument", "x-max-length-bytes=1000000")
+    api = f"{roost.http_url}/api/stream/super-streams/%2F/{qname}.keyed"
+    auth = ("guest", "guest")
+    assert httpx.put(api, json={"binding_keys": ["eu", "us"]}, auth=auth).status_code == 201
+    bad = httpx.put(api, json={"partitions": 2, "binding_keys": "a"}, auth=auth)
+    assert bad.status_code == 400 and "either" in bad.text
+
+    async def main() -> tuple[list[str], list[str], dict[str, list[bytes]]]:
+        async with Producer(**_auth(roost)) as plain:
+            client = await plain.default_client
+            partitions = await client.partitions(qname)
+            keyed = await client.route("us", f"{qname}.keyed")
+        producer = SuperStreamProducer(**_auth(roost), super_stream=qname,
+                                       routing=RouteType.Hash, routing_extractor=_key("id"))
+        async with producer:
+            for i in range(12):
+                await producer.send(
+                    AMQPMessage(body=b"m%d" % i, application_properties={"id": f"k{i}"})
+                )
+        return partitions, keyed, await _consume_all(roost, qname, 12)
+
+    partitions, keyed, got = asyncio.run(asyncio.wait_for(main(), 60))
+    assert partitions == [f"{qname}-0", f"{qname}-1", f"{qname}-2"]
+    assert keyed == [f"{qname}.keyed-us"]
+    assert sorted(b for bodies in got.values() for b in bodies) == sorted(
+        b"m%d" % i for i in range(12)
+    )
+    stream = httpx.get(f"{roost.http_url}/api/queues/%2F/{qname}-1", auth=auth).json()
+    assert stream["arguments"]["x-max-length-bytes"] == 1000000
+    ctl(roost, "delete", "super_stream", qname)
+    for name in (qname, f"{qname}-0", f"{qname}-2"):
+        kind = "exchanges" if name == qname else "queues"
+        gone = httpx.get(f"{roost.http_url}/api/{kind}/%2F/{name}", auth=auth)
+        assert gone.status_code == 404, name

@@ -134,6 +134,13 @@ def cmd_declare(api: ApiClient, args: argparse.Namespace) -> None:
             "arguments": _pairs(args.argument, "argument"),
         }
         api.put(f"{_vhost_path(args, 'exchanges')}/{seg(args.name)}", body)
+    elif args.what == "super_stream":
+        body = {"arguments": _pairs(args.argument, "argument")}
+        if args.partitions is not None:
+            body["partitions"] = args.partitions
+        else:
+            body["binding_keys"] = args.binding_keys
+        api.put(f"/api/stream/super-streams/{seg(args.vhost)}/{seg(args.name)}", body)
     else:
         kind = "q" if args.destination_type == "queue" else "e"
         api.post(
@@ -147,6 +154,8 @@ def cmd_delete(api: ApiClient, args: argparse.Namespace) -> None:
         api.delete(f"{_vhost_path(args, 'queues')}/{seg(args.name)}")
     elif args.what == "exchange":
         api.delete(f"{_vhost_path(args, 'exchanges')}/{seg(args.name)}")
+    elif args.what == "super_stream":
+        api.delete(f"/api/stream/super-streams/{seg(args.vhost)}/{seg(args.name)}")
     else:
         kind = "q" if args.destination_type == "queue" else "e"
         api.delete(
