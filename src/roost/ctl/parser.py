@@ -95,7 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ss.add_argument("name")
     how = ss.add_mutually_exclusive_group(required=True)
     how.add_argument("--partitions", type=int, help="N partitions: NAME-0 .. NAME-(N-1)")
-    how.add_argument("--binding-keys", help="comma-separated keys: one partition NAME-KEY each")
+    how.add_argument("--binding-keys", "--routing-keys", dest="binding_keys",
+                     help="comma-separated keys: one partition NAME-KEY each")
     ss.add_argument("--argument", action="append", metavar="KEY=VALUE",
                     help="for every partition stream, e.g. x-max-age=7D")
     declare.set_defaults(ctl_func=c.cmd_declare)

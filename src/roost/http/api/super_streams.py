@@ -1,5 +1,5 @@
 """/api/stream/super-streams: a super stream declared and deleted in one call (what
-``rabbitmq-streams add_super_stream`` and RabbitMQ 3.13's management UI do): a durable
+``rabbitmq-streams add_super_stream`` does on RabbitMQ; the path is Roost's): a durable
 direct exchange marked ``x-super-stream``, one stream per partition, each bound with its
 routing key and ``x-stream-partition-order``, exactly as the stream protocol's
 CreateSuperStream declares them. Body: ``partitions`` (N: streams NAME-0 .. NAME-N-1,
