@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from roost.backpressure import FRAMES_PER_TURN
+from roost.core.consumer import Consumer
 from roost.core.exchanges.base import Exchange
 from roost.core.flow import HIGH_MESSAGES
 from roost.core.queues.base import Queue
@@ -135,6 +136,9 @@ def test_the_common_path_writes_only_slots_and_every_queue_attribute_is_there() 
     handler.data_received(f"ACK\nid:{message.headers['ack']}\n\n\x00".encode())
     assert queue.stat_acked == 1
     assert vars(queue) == {}  # nothing spilled into an instance dict
+    [consumer] = queue.consumers  # no options: none kept (ConsumerWithOptions has them)
+    assert type(consumer) is Consumer and not hasattr(consumer, "__dict__")
+    assert (consumer.exclusive, consumer.priority, consumer.ack_timeout) == (False, 0, 0.0)
     # whatever Queue.__init__ sets (also after a change to it) a subscription queue has
     plain = Queue(handler.broker.vhosts["/"], "plain")  # type: ignore[attr-defined]
     missing = [name for name in vars(plain) if not hasattr(queue, name)]
@@ -143,9 +147,10 @@ def test_the_common_path_writes_only_slots_and_every_queue_attribute_is_there() 
 
 def test_topic_subscriptions_cost_at_most_1000_bytes_each_in_process() -> None:
     # 2,000 topic subscriptions on one connection: 1,465 bytes each with a classic queue
-    # per subscription and a memo of permitted names, 1,137 with a slim queue, 960 now
+    # per subscription and a memo of permitted names, 1,137 with a slim queue, 928 now
     # (no entry in the connection's exclusive queues, no key tuple per binding, a consumer
-    # list with room for one, three fields fewer per STOMP subscription). Python's own
+    # list with room for one, three fields fewer per STOMP subscription, a Consumer without
+    # options keeps none of them). Python's own
     # allocations, which tracemalloc counts the same on every run of one Python version.
     handler, transport, clock = session()
     handler.data_received(CONNECT)
