@@ -162,3 +162,19 @@ def test_headers_rejects_bad_x_match() -> None:
 def test_unknown_exchange_type() -> None:
     with pytest.raises(CommandInvalid, match="invalid exchange type 'nope'"):
         make_exchange("/", "x", "nope")
+
+
+def test_a_binding_is_its_own_key_in_its_exchange() -> None:
+    # no key tuple kept per binding (64 bytes at 100,000 STOMP topic subscriptions): the
+    # binding hashes and compares as (destination, routing key, frozen arguments)
+    first = make_exchange("/", "x1", "topic")
+    second = make_exchange("/", "x2", "topic")
+    queue = object()
+    binding = first.bind(queue, "a.b", {"k": [1]})  # type: ignore[arg-type]
+    assert binding is not None and not hasattr(binding, "__dict__")
+    assert first.bindings[(queue, "a.b", (("k", (1,)),))] is binding
+    assert first.bind(queue, "a.b", {"k": [1]}) is None  # idempotent  # type: ignore[arg-type]
+    other = second.bind(queue, "a.b", {"k": [1]})  # type: ignore[arg-type]
+    assert other is not None and other != binding and binding in [binding]
+    assert first.unbind(queue, "a.b", {"k": [1]}) is binding  # type: ignore[arg-type]
+    assert first.bindings == {} and list(second.bindings.values()) == [other]

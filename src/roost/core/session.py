@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any, Protocol
 
-from roost.core.consumer import NO_ARGUMENTS, Consumer
+from roost.core.consumer import NO_ARGUMENTS, Consumer, new_consumer
 from roost.core.errors import NotAllowed, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class Session:
         if tag in self.consumers:
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
         queue.check_consume(exclusive)
-        consumer = Consumer(
+        made = new_consumer(
             self,
             queue,
             tag,
@@ -136,9 +136,9 @@ class Session:
             prefetch=self.prefetch_count,
             arguments=arguments or NO_ARGUMENTS,
         )
-        queue.add_consumer(consumer)  # may refuse (a stream checks its arguments)
-        self.consumers[tag] = consumer
-        return consumer
+        queue.add_consumer(made)  # may refuse (a stream checks its arguments)
+        self.consumers[tag] = made
+        return made
 
     def start(self, consumer: Consumer) -> None:
         """Begin deliveries to a consumer registered by ``consume``."""

@@ -421,7 +421,10 @@ class VHost:
         self.queues[name] = queue
         if cache is not None:
             self._queue_dedup[queue] = cache
-        if owner is not None:
+        if owner is not None and cls is not SubscriptionQueue:
+            # a subscription's queue is not listed there (a set entry is 40-100 bytes at
+            # 100,000 of them): it ends with its one consumer, which its session's end
+            # cancels before the connection's exclusive queues go
             owner.exclusive_queues.add(queue)
         self._changed(QueueDeclared(queue))
         return queue

@@ -130,6 +130,6 @@ class Sending(SessionState):
             name = f"stomp-temp-{os.urandom(12).hex()}"
             self.broker.declare_queue(self.client, name, exclusive=True, auto_delete=True)
             self.temp_queues[dest_text] = name
-            sub = Subscription(dest_text, dest_text, name, "auto")
-            self._consume(sub, 0)
+            sub = Subscription(dest_text, dest_text, "auto")
+            self._consume(sub, name, 0, stomp_arguments.NONE)
         return name

@@ -3,7 +3,9 @@ topic subscription's own exclusive queue, or a durable one), and its consumer.""
 
 from __future__ import annotations
 
+import base64
 import os
+from typing import Any
 
 from roost.core import ACK_TIMEOUT
 from roost.stomp import arguments as stomp_arguments
@@ -39,30 +41,32 @@ class Subscribing(SessionState):
         except ValueError as exc:
             raise StompError("invalid ack-timeout", repr(timeout_text)) from exc
         dest = self._parse(dest_text, cache=False)  # rarely subscribed to twice
-        queue = self._subscription_queue(dest, dest_text, sub_id, frame)
-        sub = Subscription(
-            sub_id,
-            dest_text,
-            queue,
-            ack,
-            ack_timeout,
-            arguments=stomp_arguments.consumer_arguments(frame.headers),
-            outstanding=NONE_OUTSTANDING if ack == "auto" else {},
-        )
-        self._consume(sub, int(prefetch_text))
+        arguments = stomp_arguments.consumer_arguments(frame.headers)
+        if ack_timeout > 0:  # the consumer's default deadline (core.features.consumer_timeout)
+            arguments = {**arguments, ACK_TIMEOUT: ack_timeout}
+        queue, own = self._subscription_queue(dest, dest_text, sub_id, frame)
+        outstanding = NONE_OUTSTANDING if ack == "auto" else {}
+        sub = Subscription(sub_id, dest_text, ack, outstanding)
+        try:
+            self._consume(sub, queue, int(prefetch_text), arguments)
+        except BaseException:
+            if own:  # a topic subscription's queue goes with its consumer: it has none
+                self.broker.delete_queue(self.client, queue)
+            raise
 
     def _subscription_queue(
         self, dest: Destination, dest_text: str, sub_id: str, frame: Frame
-    ) -> str:
+    ) -> tuple[str, bool]:
+        """The queue's name, and whether it is the subscription's own (ends with it)."""
         assert self.client is not None
         broker, client = self.broker, self.client
         if dest.kind == "queue":
             arguments = stomp_arguments.queue_arguments(frame.headers)
             broker.declare_queue(client, dest.name, durable=True, arguments=arguments)
-            return dest.name
+            return dest.name, False
         if dest.kind in ("amq-queue", "reply-queue"):
             broker.queue(client, dest.name)  # must exist
-            return dest.name
+            return dest.name, False
         if dest.kind == "temp-queue":
             raise StompError("invalid destination", "subscribe to a temp-queue via reply-to")
         durable = (frame.get("durable") or frame.get("persistent") or "").lower() == "true"
@@ -73,37 +77,40 @@ class Subscribing(SessionState):
             exchange, key = "amq.topic", (dest.prefix or dest.name)
         else:
             exchange, key = dest.name, dest.key
+        binding_arguments = {PREFIX_ARGUMENT: True} if prefix else stomp_arguments.NONE
         if durable and frame.get("id"):
             name = frame.get("x-queue-name") or destinations.durable_subscription_queue(
                 dest_text, sub_id
             )
             broker.declare_queue(client, name, durable=True)
-        else:
-            name = f"stomp-subscription-{os.urandom(12).hex()}"
-            # its own queue, as RabbitMQ gives it, made in less memory: 100,000 topic
-            # subscriptions are common (core/queues/subscription.py)
-            broker.declare_queue(client, name, exclusive=True, auto_delete=True, subscription=True)
-        binding_arguments = {PREFIX_ARGUMENT: True} if prefix else stomp_arguments.NONE
-        broker.bind_queue(client, name, exchange, key, binding_arguments)
-        if prefix and durable:  # bound with '#' by a Roost that filtered in deliver
-            broker.unbind_queue(client, name, exchange, "#", {})
-        return name
+            broker.bind_queue(client, name, exchange, key, binding_arguments)
+            if prefix:  # bound with '#' by a Roost that filtered in deliver
+                broker.unbind_queue(client, name, exchange, "#", {})
+            return name, False
+        # its own queue, as RabbitMQ gives it, made in less memory: 100,000 topic
+        # subscriptions are common (core/queues/subscription.py); a shorter random name
+        # than a hex one (16 characters for 96 bits)
+        name = "stomp-subscription-" + base64.urlsafe_b64encode(os.urandom(12)).decode()
+        broker.declare_queue(client, name, exclusive=True, auto_delete=True, subscription=True)
+        try:
+            broker.bind_queue(client, name, exchange, key, binding_arguments)
+        except BaseException:  # it is not among the connection's exclusive queues
+            broker.delete_queue(client, name)
+            raise
+        return name, True
 
-    def _consume(self, sub: Subscription, prefetch: int) -> None:
+    def _consume(
+        self, sub: Subscription, queue: str, prefetch: int, arguments: dict[str, Any]
+    ) -> None:
         assert self.session is not None
         session = self.session
         session.prefetch_count = prefetch
         if sub.destination.startswith("/temp-queue/"):
             sub.destination_line = header_lines([("destination", sub.destination)], self.version)
-        # the subscription's ack-timeout is the consumer's default deadline (core.features.
-        # consumer_timeout); a message's own ack-timeout header wins over it
-        arguments = sub.arguments
-        if sub.ack_timeout > 0:
-            arguments = {**arguments, ACK_TIMEOUT: sub.ack_timeout}
         try:
             consumer = self.broker.consume(
                 session,
-                sub.queue,
+                queue,
                 sub.id,
                 no_ack=sub.ack == "auto",
                 exclusive=False,
@@ -120,7 +127,9 @@ class Subscribing(SessionState):
         sub = self.subscriptions.pop(sub_id or "", None)
         if sub is None:
             raise StompError("unknown subscription", f"no subscription '{sub_id}'")
+        consumer = self.session.consumers.get(sub.id)
         self.session.cancel(sub.id)
         self._settle(sub, list(sub.outstanding), requeue=True)
-        if (frame.get("durable") or frame.get("persistent") or "").lower() == "true":
-            self.broker.delete_queue(self.client, sub.queue)
+        durable = (frame.get("durable") or frame.get("persistent") or "").lower() == "true"
+        if durable and consumer is not None:
+            self.broker.delete_queue(self.client, consumer.queue.name)

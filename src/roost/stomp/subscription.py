@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
-
-from roost.stomp import arguments as stomp_arguments
+from typing import Final
 
 # what an ack:auto subscription has outstanding: always nothing, so all of them share
 # this one (nothing is ever added to it: deliver records tags only for client acks)
@@ -14,13 +12,12 @@ NONE_OUTSTANDING: Final[dict[int, None]] = {}
 
 @dataclass(slots=True)  # one per subscription: 100,000 of them are common (bench/rss_bench.py)
 class Subscription:
+    """Only what deliveries and acks read: its queue, ack-timeout and consumer arguments
+    went to the core with its consumer (``Session.consumers[id]``), 8 bytes a field."""
+
     id: str
     destination: str
-    queue: str
     ack: str
-    ack_timeout: float = 0.0  # the core requeues what is not acked in time
-    # consumer arguments from the SUBSCRIBE headers (a stream's x-stream-offset, …)
-    arguments: dict[str, Any] = field(default_factory=lambda: stomp_arguments.NONE)
     # delivery tags not yet acknowledged by the client, in delivery order (ack:auto
     # subscriptions share an empty one)
     outstanding: dict[int, None] = field(default_factory=lambda: NONE_OUTSTANDING)

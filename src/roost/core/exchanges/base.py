@@ -24,7 +24,10 @@ def freeze(value: Any) -> Any:
 
 
 class Binding:
-    __slots__ = ("arguments", "destination", "key", "routing_key", "source")
+    """A binding is its own key in ``Exchange.bindings``: hashed as, and equal to, the
+    tuple ``key`` (a tuple kept in each was 64 bytes a STOMP topic subscription)."""
+
+    __slots__ = ("arguments", "destination", "frozen", "routing_key", "source")
 
     def __init__(
         self,
@@ -37,7 +40,19 @@ class Binding:
         self.destination = destination
         self.routing_key = routing_key
         self.arguments = arguments
-        self.key = (destination, routing_key, freeze(arguments))
+        self.frozen = freeze(arguments)  # () when there are none, shared
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.destination, self.routing_key, self.frozen)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Binding):  # (the same key on another exchange is another)
+            return self is other or (self.source is other.source and self.key == other.key)
+        return self.key == other
 
     def __repr__(self) -> str:
         return f"Binding({self.source.name!r} -> {self.destination.name!r}, {self.routing_key!r})"
@@ -64,7 +79,7 @@ class Exchange:
         self.auto_delete = auto_delete
         self.internal = internal
         self.arguments = arguments
-        self.bindings: dict[tuple[Any, ...], Binding] = {}
+        self.bindings: dict[object, Binding] = {}  # a key tuple finds its binding
         self.deleted = False
         # lifetime counters for management and metrics (RabbitMQ's publish_in/publish_out)
         self.stat_in = 0
@@ -81,9 +96,9 @@ class Exchange:
         """Add a binding; None when an identical one exists (binding is idempotent)."""
         self.validate_binding(routing_key, arguments)
         binding = Binding(self, destination, routing_key, arguments)
-        if binding.key in self.bindings:
+        if binding in self.bindings:
             return None
-        self.bindings[binding.key] = binding
+        self.bindings[binding] = binding
         self._add(binding)
         return binding
 

@@ -34,7 +34,10 @@ What each call promises:
   while a queue it reached is congested: the adapter stops reading that socket.
 - ``declare_queue(..., exclusive=True, auto_delete=True, subscription=True)``: the queue
   of one topic subscription (no arguments); it behaves and is listed as any such queue,
-  in less memory (core/queues/subscription.py). Ignored for any other kind of queue.
+  in less memory (core/queues/subscription.py). It ends with its one consumer, not with
+  the connection (it is not among the connection's exclusive queues): the adapter
+  consumes it at once, or deletes it when binding or consuming is refused. Ignored for
+  any other kind of queue.
 - Deliveries reach the session's ``DeliverySink`` synchronously; the session's prefetch
   (``set_qos``) bounds them, and settling (``ack``/``nack``/``reject``) frees credit.
 - Streams (``is_stream`` … ``super_stream_route``): a producer's last publishing id, a
