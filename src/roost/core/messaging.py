@@ -77,6 +77,7 @@ class Messaging:
         counts.received += 1
         size = len(message.body)
         counts.sizes[0 if size <= 100 else 1 if size <= 1000 else size_bucket(size)] += 1
+        counts.size_sum += size
         latency = self._latency
         if latency is not None and (now := latency.stamp()) is not None:
             message.published_at = now
