@@ -7,10 +7,13 @@ non-durable queues, and with S STOMP subscriptions to distinct topics (``/topic/
     .venv/bin/python bench/rss_bench.py [--brokers roost,rabbitmq] [--connections 1000,5000]
         [--queues 100000] [--subscriptions 100000] [--sub-connections 250] [--repeat 1]
     .venv/bin/python bench/rss_bench.py --churn [20000,5000,5000]
+    .venv/bin/python bench/rss_bench.py --idle-cycles 2000,8
 
 ``--churn AMQP,STOMP,WS``: memory under connection churn instead (bench/_churn_rss.py):
 short-lived connections of the three protocols, closed every way, RSS after every
-1,000, and what the management API still lists at the end.
+1,000, and what the management API still lists at the end. ``--idle-cycles N,CYCLES``:
+N idle AMQP connections opened, held a second and closed cleanly, CYCLES times on one
+broker, RSS after each cycle (issue 19's first churn finding).
 
 Every measurement starts a fresh broker (memory a broker freed is not always given back,
 so a second measurement on the same process would be skewed). The load comes from a
@@ -50,7 +53,7 @@ DECLARE_WAIT_S = 900
 # -- the load: a client subprocess -------------------------------------------------------
 
 
-async def _client(url: str, connections: int, queues: int) -> None:
+async def _client(url: str, connections: int, queues: int, close: bool = False) -> None:
     from roost.amqp import codec_methods as m
     from roost.amqp.codec import encode_method_frame
     from roost.client import Connection, connect
@@ -81,9 +84,31 @@ async def _client(url: str, connections: int, queues: int) -> None:
         opened += conns
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    if close:  # connection.close and its close-ok, as a pool or a cron job ends
+        await asyncio.gather(*(conn.close() for conn in opened))
+        return
     for conn in opened:
         if conn.transport is not None:
             conn.transport.abort()
+
+
+def idle_cycles(broker: str, connections: int, cycles: int) -> tuple[float, list[float]]:
+    """``--idle-cycles``: on one broker, ``connections`` idle AMQP connections (one
+    channel each) opened, held a second and closed cleanly, ``cycles`` times; the
+    broker's RSS idle and after each cycle (once it had a second to let go)."""
+    with _brokers.LAUNCHERS[broker]() as url:
+        pid = broker_pid(url)
+        time.sleep(SETTLE_S)
+        idle, after = rss_mb(pid), []
+        for cycle in range(cycles):
+            load = _spawn([sys.executable, __file__, "--client", url, str(connections), "0",
+                           "close"])
+            time.sleep(1.0)  # held a second
+            load.communicate("\n", timeout=120)
+            time.sleep(SETTLE_S)
+            after.append(rss_mb(pid))
+            print(f"{broker}: cycle {cycle + 1}, RSS {after[-1]:.1f} MB", file=sys.stderr)
+    return idle, after
 
 
 async def _subscriber(port: int, connections: int, subscriptions: int) -> None:
@@ -186,8 +211,8 @@ def _wait_listening(port: int) -> None:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--client":
-        _, _, url, n, q = sys.argv
-        asyncio.run(_client(url, int(n), int(q)))
+        url, n, q, *close = sys.argv[2:]
+        asyncio.run(_client(url, int(n), int(q), close == ["close"]))
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--subscriber":
         _, _, port, n, s = sys.argv
@@ -207,6 +232,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--churn", nargs="?", const="20000,5000,5000", metavar="AMQP,STOMP,WS",
                     help="connection churn instead (default 20000,5000,5000)")
+    ap.add_argument("--idle-cycles", metavar="N,CYCLES",
+                    help="N idle AMQP connections opened, held 1 s, closed; CYCLES times")
     args = ap.parse_args()
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # brokers inherit it
@@ -218,6 +245,18 @@ def main() -> int:
         a, s, w = (int(n) for n in args.churn.split(","))
         results = {b: _churn_rss.measure(b, __file__, (a, s, w)) for b in brokers}
         _churn_rss.report(results, (a, s, w))
+        return 0
+    if args.idle_cycles:
+        n, cycles = (int(v) for v in args.idle_cycles.split(","))
+        got = {b: idle_cycles(b, n, cycles) for b in brokers}
+        print(f"{n:,} idle AMQP connections opened, held 1 s and closed, {cycles} times: "
+              "broker RSS MB")
+        print("| broker | idle | " + " | ".join(f"cycle {c + 1}" for c in range(cycles))
+              + " | last - first cycle |")
+        print("|---|" + "---:|" * (cycles + 2))
+        for b, (idle, after) in got.items():
+            print(f"| {_brokers.TITLES[b]} | {idle:.1f} | "
+                  + " | ".join(f"{v:.1f}" for v in after) + f" | {after[-1] - after[0]:+.1f} |")
         return 0
     loads = [(int(n), 0, 0) for n in args.connections.split(",") if n]
     if args.queues:

@@ -189,6 +189,12 @@ class Config:
         "close a channel (406) that holds a delivery unacknowledged longer than this, in "
         "ms, requeueing its messages (RabbitMQ's consumer_timeout); 0 disables it",
     )
+    flow_socket_wait_cap: float = setting(
+        60.0,
+        "seconds a queue's publishers stay held for a consumer that waits on its own full "
+        "socket yet takes no message (a hung client); then they go on; 0 = no cap",
+        metavar="SECONDS",
+    )
     # -- access and limits (docs/security.md)
     max_connections: int = setting(
         0, "most client connections (AMQP and STOMP) the broker accepts; 0 = no limit", metavar="N"
@@ -364,6 +370,8 @@ class Config:
             raise ValueError("max_open_files must be at least 8")
         if self.idle_file_close_s <= 0:
             raise ValueError("idle_file_close_s must be > 0")
+        if self.flow_socket_wait_cap < 0:
+            raise ValueError("flow_socket_wait_cap must be >= 0 (0 disables it)")
         if self.consumer_timeout_ms < 0:
             raise ValueError("consumer_timeout_ms must be >= 0 (0 disables it)")
         if not (0 <= self.stomp_port <= 65535 and 0 <= self.ws_port <= 65535):

@@ -111,6 +111,7 @@ def broker_settings(config: Config) -> BrokerSettings:
         max_message_size=config.max_message_size,
         max_failed_logins_per_minute=config.max_failed_logins_per_minute,
         consumer_timeout_ms=config.consumer_timeout_ms,
+        flow_socket_wait_cap=config.flow_socket_wait_cap,
         vm_memory_high_watermark=config.vm_memory_high_watermark,
         vm_memory_high_watermark_paging_ratio=config.vm_memory_high_watermark_paging_ratio,
         disk_free_limit=config.disk_free_limit,

@@ -3,6 +3,9 @@ closing a connection with a reason."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import httpx
 import pika
 import pytest
@@ -110,3 +113,41 @@ def test_channel_modes(http: httpx.Client, named: pika.BlockingConnection, name:
         confirming.channel_number: (True, False),
         transacting.channel_number: (False, True),
     }
+
+
+def test_messages_unconfirmed_counts_publishes_waiting_for_their_fsync(
+    slow_sync: RoostProcess, qname: str
+) -> None:
+    """A persistent publish to a durable queue is confirmed after the fsync (every
+    1.5 s on this broker): meanwhile the channel shows it in ``messages_unconfirmed``,
+    as RabbitMQ's /api/channels does, and 0 once it is confirmed."""
+    params = pika.URLParameters(slow_sync.url)
+    params.client_properties = {"connection_name": qname}
+    done = threading.Event()
+    confirmed = []
+
+    def publish() -> None:  # pika's blocking publish waits for each confirm
+        with pika.BlockingConnection(params) as conn:
+            ch = conn.channel()
+            ch.queue_declare(qname, durable=True)
+            ch.confirm_delivery()
+            while not done.is_set() and len(confirmed) < 10:
+                ch.basic_publish("", qname, b"x", pika.BasicProperties(delivery_mode=2))
+                confirmed.append(1)
+
+    thread = threading.Thread(target=publish, daemon=True)
+    thread.start()
+    seen: set[int] = set()
+    with httpx.Client(base_url=slow_sync.http_url, auth=("guest", "guest"), timeout=10) as http:
+        try:
+            while thread.is_alive() and 1 not in seen:
+                for ch in json_of(http.get("/api/channels")):
+                    if ch["confirm"]:  # the broker is this test's own
+                        seen.add(ch["messages_unconfirmed"])
+                time.sleep(0.02)
+        finally:
+            done.set()
+            thread.join(10)
+        assert 1 in seen, f"never saw the waiting publish: {seen}"
+        assert len(confirmed) < 10  # seen while the publisher still waited
+        assert eventually(lambda: not json_of(http.get("/api/channels")))  # it left

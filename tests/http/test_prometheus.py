@@ -166,6 +166,9 @@ def test_global_counters_count_the_traffic(traffic: RoostProcess) -> None:
     assert m[f'{size}{{protocol="amqp091",le="100.0"}}'] == 8
     assert m[f'{size}{{protocol="amqp091",le="1000.0"}}'] == 18
     assert m['rabbitmq_message_size_bytes_count{protocol="amqp091"}'] == 18
+    # the bodies' bytes: 10 x 500 + 6 x 50 + 1 + 1, and STOMP's 3 x "from stomp"
+    assert m['rabbitmq_message_size_bytes_sum{protocol="amqp091"}'] == 5302
+    assert m['rabbitmq_message_size_bytes_sum{protocol="stomp"}'] == 30
     assert m["rabbitmq_raft_term_total"] == 1
     assert m["rabbitmq_raft_log_commit_index"] == 20  # 10 enqueued, 10 acked
     per_object = series(scrape(traffic, "/metrics/per-object"))

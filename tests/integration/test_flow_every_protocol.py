@@ -12,8 +12,9 @@ pika and stomp.py (over TCP and over WebSocket) with manual acks and a prefetch 
 an MQTT QoS 1 subscription read slowly (its QoS 0 messages need no PUBACK: reading
 the socket is what paces it), and a raw-socket STOMP ``ack:auto`` subscriber read
 slowly (the same: its socket paces it, and its queue must not be called stalled while
-the socket drains). Bodies are 1 KiB so that 20 MB of publishes cannot all hide in the
-kernel's socket buffers.
+the socket drains), and its AMQP twin, a raw-socket ``no_ack`` consumer read 2 KiB at a
+time (pika reads 128 KiB a call, too fast to be paced). Bodies are 1 KiB so that 20 MB
+of publishes cannot all hide in the kernel's socket buffers.
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ import pika
 import stomp
 import websocket
 
+from roost.amqp import codec_methods as m
+from roost.amqp.codec import (
+    NEED_DATA,
+    PROTOCOL_HEADER,
+    BodyFrame,
+    FrameReader,
+    MethodFrame,
+    encode_method_frame,
+)
 from roost.core.flow import HIGH_MESSAGES
 from roost.mqtt import codec
 from roost.mqtt.packets import Connect, Disconnect, Publish, Subscribe, Subscription
@@ -167,6 +177,97 @@ def test_amqp_publisher_is_held_and_nothing_is_lost(fresh_roost: RoostProcess, q
         )
     finally:
         conn.close()
+
+
+class RawAmqpReader:
+    """An AMQP 0-9-1 consumer on a plain socket, spoken with Roost's codec, so that the
+    test decides how much it reads a call (pika reads 128 KiB at a time)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        self.sock.connect(("127.0.0.1", port))
+        self.sock.settimeout(5)
+        self.reader = FrameReader(frame_max=0, expect_protocol_header=False)
+
+    def send(self, channel: int, method: Any) -> None:
+        self.sock.sendall(encode_method_frame(channel, method))
+
+    def expect(self, kind: type[Any]) -> Any:
+        while True:
+            while (frame := self.reader.next_frame()) is not NEED_DATA:
+                if isinstance(frame, MethodFrame):
+                    assert isinstance(frame.method, kind), frame.method
+                    return frame.method
+            self.reader.feed(self.sock.recv(4096))
+
+    def consume(self, qname: str) -> None:
+        self.sock.sendall(PROTOCOL_HEADER)
+        self.expect(m.ConnectionStart)
+        self.send(0, m.ConnectionStartOk(client_properties={}, mechanism="PLAIN",
+                                         response=b"\x00guest\x00guest"))  # fmt: skip
+        tune = self.expect(m.ConnectionTune)
+        self.send(0, m.ConnectionTuneOk(channel_max=tune.channel_max, frame_max=tune.frame_max,
+                                        heartbeat=0))  # fmt: skip
+        self.send(0, m.ConnectionOpen(virtual_host="/"))
+        self.expect(m.ConnectionOpenOk)
+        self.send(1, m.ChannelOpen())
+        self.expect(m.ChannelOpenOk)
+        self.send(1, m.QueueDeclare(queue=qname))
+        self.expect(m.QueueDeclareOk)
+        self.send(1, m.BasicConsume(queue=qname, consumer_tag="slow", no_ack=True))
+        self.expect(m.BasicConsumeOk)
+        self.sock.settimeout(0.05)
+
+    def bodies(self, nbytes: int) -> list[bytes]:
+        """Read at most ``nbytes`` from the socket; the message bodies completed."""
+        try:
+            self.reader.feed(self.sock.recv(nbytes))
+        except TimeoutError:
+            return []
+        out = []
+        while (frame := self.reader.next_frame()) is not NEED_DATA:
+            if isinstance(frame, BodyFrame):  # 1 KiB bodies: one body frame each
+                out.append(frame.payload)
+        return out
+
+
+def test_amqp_auto_ack_reader_paced_by_its_socket_holds_the_publisher(
+    fresh_roost: RoostProcess, qname: str
+) -> None:
+    """The AMQP twin of the STOMP ``ack:auto`` reader below: a ``no_ack`` consumer that
+    reads 2 KiB a call is paced by its socket alone, goes more than a second without a
+    delivery while the kernel's buffers drain to it, and still holds its publisher (a
+    pika ``basic_publish`` loop) in ``flow``; every message arrives once."""
+    reader = RawAmqpReader(fresh_roost.amqp_port)
+    reader.consume(qname)
+    consumer = Consumer(ack=lambda _id: None)  # nothing to ack: the reads pace it
+
+    def pump() -> None:  # 2 KiB a call: ~0.5 MB/s (~500 messages/s) in the slow phase
+        if len(consumer.seqs) < TOTAL:
+            for payload in reader.bodies(2048):
+                consumer.delivered(None, seq_of(payload))
+
+    consumer.pump = pump
+    ports: list[int] = []
+
+    def produce() -> None:
+        params = pika.URLParameters(fresh_roost.url)
+        params.heartbeat = 0
+        publisher = pika.BlockingConnection(params)
+        ports.append(publisher._impl._transport._sock.getsockname()[1])
+        ch = publisher.channel()
+        for seq in range(TOTAL):
+            ch.basic_publish("", qname, body(seq))
+        publisher.close()
+
+    producer = threading.Thread(target=produce)
+    try:
+        check_held_then_all_arrive(
+            fresh_roost, qname, consumer, producer, lambda: ports[0] if ports else -1
+        )
+    finally:
+        reader.sock.close()
 
 
 # -- STOMP over TCP -----------------------------------------------------------------------

@@ -8,6 +8,7 @@ from roost.core import flow
 from roost.core.broker import Broker
 from roost.core.message import Message, Properties
 from roost.core.session import Session
+from roost.core.settings import BrokerSettings
 from tests.brokers import memory_broker
 
 
@@ -170,6 +171,61 @@ def test_consumer_waiting_for_its_socket_keeps_holding(broker: Broker, client, m
     assert changes == [True] and not queue.flow.stalled
     session.set_writable(True)  # it drained: takes the whole backlog, lets go
     assert len(sink.tags) == 20 and changes == [True, False]
+
+
+def test_socket_wait_without_a_delivery_is_capped(broker: Broker, client, monkeypatch):
+    """A consumer that waits on its socket but never reads (a hung process, its TCP
+    connection alive) holds its publishers only up to SOCKET_WAIT_CAP, counted from its
+    last delivery, then the queue is stalled and lets them go."""
+    clock = FakeClock(monkeypatch)
+    queue = small_watermarks(broker, client)
+    session, sink = auto_ack_consumer(broker, client)
+    changes: list[bool] = []
+    publisher = broker.new_publisher(changes.append)
+    assert publisher.socket_wait_cap == flow.SOCKET_WAIT_CAP == 60.0  # the default
+    session.set_writable(False)
+    publish(broker, client, publisher, 20)
+    assert changes == [True]
+    for _ in range(30):  # 33 s without a delivery: under the cap
+        clock.pass_interval(publisher)
+    real_deliver = sink.deliver
+
+    def deliver_three(*args) -> None:  # its socket takes three, then is full again
+        real_deliver(*args)
+        if len(sink.tags) == 3:
+            session.set_writable(False)
+
+    sink.deliver = deliver_three
+    session.set_writable(True)
+    assert len(sink.tags) == 3 and changes == [True]  # still congested: 17 ready
+    clock.pass_interval(publisher)  # the delivery is seen: the cap counts from here
+    delivered_at = clock.now
+    while clock.now - delivered_at < flow.SOCKET_WAIT_CAP - flow.STALL_AFTER:
+        clock.pass_interval(publisher)  # nothing read since; still under the cap
+        assert changes == [True] and not queue.flow.stalled
+    clock.pass_interval(publisher)
+    assert changes == [True, False] and queue.flow.stalled
+
+
+def test_socket_wait_cap_comes_from_the_settings(monkeypatch) -> None:
+    """``--flow-socket-wait-cap`` (BrokerSettings.flow_socket_wait_cap); 0 = no cap."""
+    clock = FakeClock(monkeypatch)
+    broker = memory_broker(BrokerSettings(flow_socket_wait_cap=5.0))
+    user = broker.authenticate("guest", "guest", peer_host="127.0.0.1")
+    client = broker.connect(user, "/", protocol="test", peer="127.0.0.1:1")
+    queue = small_watermarks(broker, client)
+    session, _ = auto_ack_consumer(broker, client)
+    session.set_writable(False)
+    changes: list[bool] = []
+    publisher = broker.new_publisher(changes.append)
+    publish(broker, client, publisher, 20)
+    for _ in range(4):  # 4 x 1.1 s: under 5 s
+        clock.pass_interval(publisher)
+    assert changes == [True]
+    clock.pass_interval(publisher)
+    assert changes == [True, False] and queue.flow.stalled
+    uncapped = memory_broker(BrokerSettings(flow_socket_wait_cap=0))
+    assert uncapped.new_publisher(changes.append).socket_wait_cap == 0
 
 
 def test_socket_wait_of_a_connection_not_being_read_is_no_progress(

@@ -20,6 +20,7 @@ from roost.perf.stats import (
     ConsumerResult,
     Histogram,
     ProducerResult,
+    Tally,
     aggregate,
     bucket,
     declare_report,
@@ -345,3 +346,16 @@ def test_consumer_with_auto_ack_never_acks() -> None:
         assert conn.tally.consumed == 3 and transport.written == []
 
     asyncio.run(go())
+
+
+def test_tally_take_counts_stamps_and_stops_at_the_limit() -> None:
+    """What every STOMP and MQTT consumer link counts a delivery with (Tally.take)."""
+    t = Tally()
+    t.start_ns, t.limit = 1_000, 3
+    now = 5_000_000
+    assert t.take((2_000_000).to_bytes(8, "big") + b"x" * 10, now)  # 3 ms old
+    assert t.take((500).to_bytes(8, "big"), now)  # stamped before the run: stale
+    assert t.take(b"short", now)  # no timestamp: counted, no latency
+    assert (t.consumed, t.stale, t.latency.max, t.full) == (3, 1, 3_000, False)  # µs
+    assert t.take(b"more", now)  # the stale one does not count towards -D
+    assert not t.take(b"over", now) and t.full and t.consumed == 4

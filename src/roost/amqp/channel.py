@@ -34,6 +34,10 @@ class ConfirmTracker:
         self._pending.append(self.last_seq)
         return self.last_seq
 
+    def unconfirmed(self) -> int:
+        """Publishes whose ack or nack the client has not been sent yet."""
+        return len(self._pending)
+
     def settle(self, seq: int, ok: bool) -> None:
         self._settled[seq] = ok
 

@@ -375,6 +375,7 @@ class AMQPChannel:
             raise PreconditionFailed("cannot switch from tx to confirm mode")
         self.mode = Mode.CONFIRM
         self.session.confirm = True
+        self.session.unconfirmed = self.confirms.unconfirmed
         if not method.nowait:
             self.reply(m.ConfirmSelectOk())
 

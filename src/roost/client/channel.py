@@ -46,6 +46,7 @@ class Channel:
         self.number = number
         self.error: BaseException | None = None  # why it ended
         self.on_return: OnMessage | None = None  # mandatory publishes that found no queue
+        self.on_end: Callable[[BaseException], None] | None = None  # told once it ends
         self.consumers: dict[str, tuple[OnMessage, Callable[[str], None] | None]] = {}
         self._calls: deque[tuple[frozenset[int], asyncio.Future[Any]]] = deque()
         self._next_tag = -1  # confirm mode: the last publish's sequence number; -1 = off
@@ -105,6 +106,8 @@ class Channel:
     def ended(self, error: BaseException) -> None:
         if self.error is None:
             self.error = error
+            if self.on_end is not None:
+                self.on_end(error)
         while self._calls:
             fut = self._calls.popleft()[1]
             if not fut.done():

@@ -43,7 +43,7 @@ class RemoteFlow(QueueFlow):
     def after_drain(self) -> None:
         pass
 
-    def check_progress(self) -> None:
+    def check_progress(self, socket_wait_cap: float = 0.0) -> None:
         pass  # the window moves with the home node's answers, not with deliveries here
 
     def set_congested(self, congested: bool) -> None:

@@ -363,6 +363,7 @@ class Activity:
                     for (protocol, name), n in self.counters.protocol_errors.items()
                     if protocol == label
                 ),
+                c.size_sum,
             )
             for label, c in sums.items()
         ]
@@ -421,6 +422,7 @@ def _channel_info(session: Session) -> ChannelInfo:
         user=client.user.name,
         consumer_count=len(session.consumers),
         messages_unacknowledged=session.unacked_count,
+        messages_unconfirmed=session.unconfirmed(),
         prefetch_count=session.prefetch_count,
         global_prefetch_count=session.global_prefetch,
         state="running" if session.flow_active else "flow",

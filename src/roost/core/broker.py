@@ -142,7 +142,9 @@ class Broker:
         self.delete_queue = d.delete_queue
         # outcomes decided elsewhere (a cluster's etcd commits, home nodes' confirms)
         self.pending = Pending()
-        m = self.messaging = Messaging(self.quotas, store, self.pending, self.stats.latency)
+        m = self.messaging = Messaging(
+            self.quotas, store, self.pending, self.stats.latency, settings.flow_socket_wait_cap
+        )
         self.publish = m.publish
         self.check_publish = m.check_publish
         self.get = m.get

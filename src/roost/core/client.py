@@ -56,6 +56,7 @@ class ClientCounts:
         "get_manual_ack",
         "received",
         "returned",
+        "size_sum",
         "sizes",
         "unroutable",
     )
@@ -72,6 +73,7 @@ class ClientCounts:
         self.get_manual_ack = 0
         self.get_empty = 0
         self.sizes = [0] * (len(SIZE_BOUNDS) + 1)  # received bodies by size_bucket
+        self.size_sum = 0  # their bytes (the histogram's _sum)
 
     def add(self, other: ClientCounts) -> None:
         for name in self.__slots__:

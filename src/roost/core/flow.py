@@ -26,7 +26,11 @@ flow between processes; here each queue has a congestion state with hysteresis:
   is the bytes it reads, so its queue keeps holding while that wait lasts. A consumer
   whose own connection is not being read (held by flow control or blocked by an
   alarm) is no such evidence: its client may be stuck writing to us and never read
-  (one connection publishing to a queue it consumes from), so the rule above applies.
+  (one connection publishing to a queue it consumes from), so the rule above applies;
+* that wait has a cap (``SOCKET_WAIT_CAP``, ``--flow-socket-wait-cap``): a consumer that
+  took no delivery for that long is stalled even while it waits on its own socket. A
+  hung process whose TCP connection stays open reads nothing, and would otherwise hold
+  its queue's publishers until heartbeats or keepalive end it.
 
 The core knows no protocol: it only calls ``on_change``.
 """
@@ -54,6 +58,8 @@ HIGH_BYTES = 64 * 1024 * 1024
 LOW_BYTES = 32 * 1024 * 1024
 # A congested queue that delivered nothing for this long is stalled.
 STALL_AFTER = 1.0  # seconds
+# ... even while a consumer waits on its own socket, once it took nothing for this long
+SOCKET_WAIT_CAP = 60.0  # seconds; 0 = no cap
 
 
 class QueueFlow:
@@ -62,6 +68,7 @@ class QueueFlow:
     __slots__ = (
         "_checked",
         "_mark",
+        "_moved",
         "_queue",
         "congested",
         "high_bytes",
@@ -88,6 +95,7 @@ class QueueFlow:
         self.publishers: set[Publisher] | None = None
         self._mark = -1
         self._checked = 0.0
+        self._moved = 0.0  # when a delivery was last seen while congested
 
     @property
     def queue(self) -> Queue:
@@ -108,7 +116,7 @@ class QueueFlow:
         ):
             self.congested = True
             self._mark = queue.stat_delivered
-            self._checked = time.monotonic()
+            self._checked = self._moved = time.monotonic()
 
     def after_drain(self) -> None:
         """Called by the queue when its backlog shrank or its consumers changed."""
@@ -134,18 +142,23 @@ class QueueFlow:
         for publisher in publishers or ():
             publisher.released_by(self)
 
-    def check_progress(self) -> None:
-        """No delivery for ``STALL_AFTER``: stop holding publishers (see module doc)."""
+    def check_progress(self, socket_wait_cap: float = SOCKET_WAIT_CAP) -> None:
+        """No delivery for ``STALL_AFTER``, or for ``socket_wait_cap`` while a consumer
+        waits on its own socket: stop holding publishers (see module doc)."""
         now = time.monotonic()
         if not self.congested or now - self._checked < STALL_AFTER:
             return  # several publishers' watchdogs may ask within one interval
         queue = self.queue
         delivered = queue.stat_delivered
-        if delivered == self._mark and not any(waits_for_socket(c) for c in queue.consumers):
+        if delivered != self._mark:
+            self._moved = now
+        elif not any(waits_for_socket(c) for c in queue.consumers) or (
+            socket_wait_cap and now - self._moved >= socket_wait_cap
+        ):
             log.info(
                 "queue '%s' in vhost '%s' stalled (no delivery for %.0fs with %d ready):"
                 " its publishers may go on",
-                queue.name, queue.vhost.name, now - self._checked, len(queue.ready),
+                queue.name, queue.vhost.name, now - self._moved, len(queue.ready),
             )
             self.congested = False
             self.stalled = True
@@ -176,10 +189,13 @@ def waits_for_socket(consumer: Consumer) -> bool:
 class Publisher:
     """Whoever publishes (an AMQP channel, a STOMP connection): the queues holding it."""
 
-    __slots__ = ("_held", "on_change")
+    __slots__ = ("_held", "on_change", "socket_wait_cap")
 
-    def __init__(self, on_change: Callable[[bool], None]) -> None:
+    def __init__(
+        self, on_change: Callable[[bool], None], socket_wait_cap: float = SOCKET_WAIT_CAP
+    ) -> None:
         self.on_change = on_change
+        self.socket_wait_cap = socket_wait_cap
         self._held: set[QueueFlow] = set()
 
     @property
@@ -201,7 +217,7 @@ class Publisher:
     def check_progress(self) -> None:
         """Let the protocol's watchdog ask every holding queue whether it still moves."""
         for flow in list(self._held):
-            flow.check_progress()
+            flow.check_progress(self.socket_wait_cap)
 
     def close(self) -> None:
         """The publisher is gone: no queue keeps a reference to it."""

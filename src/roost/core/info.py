@@ -181,6 +181,7 @@ class ChannelInfo:
     state: str  # "running" or "flow"
     confirm: bool = False  # publisher confirms on (AMQP confirm.select)
     transactional: bool = False  # AMQP tx.select
+    messages_unconfirmed: int = 0  # publishes not yet confirmed (confirm mode)
 
     @property
     def name(self) -> str:
@@ -309,6 +310,7 @@ class ProtocolTotals:
     consumers: int = 0
     sizes: tuple[int, ...] = ()  # received bodies per core.client.SIZE_BOUNDS bucket
     errors: tuple[tuple[str, int], ...] = ()  # (error name, count): the stream protocol's
+    size_sum: int = 0  # the received bodies' bytes
 
 
 @dataclass(frozen=True, slots=True)

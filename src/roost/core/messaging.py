@@ -17,7 +17,7 @@ from roost.core.exchanges.producers import PRODUCERS_EXCHANGE
 from roost.core.exchanges.producers import answer as answer_producer_query
 from roost.core.features.direct_reply import REPLY_TO
 from roost.core.features.ttl import parse_expiration
-from roost.core.flow import Publisher
+from roost.core.flow import SOCKET_WAIT_CAP, Publisher
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -32,8 +32,14 @@ if TYPE_CHECKING:
 
 class Messaging:
     def __init__(
-        self, quotas: Quotas, store: MessageStore, pending: Pending, latency: Latency | None
+        self,
+        quotas: Quotas,
+        store: MessageStore,
+        pending: Pending,
+        latency: Latency | None,
+        socket_wait_cap: float = SOCKET_WAIT_CAP,
     ) -> None:
+        self._socket_wait_cap = socket_wait_cap  # core/flow.py
         self._quotas = quotas
         self._store = store
         self._pending = pending
@@ -77,6 +83,7 @@ class Messaging:
         counts.received += 1
         size = len(message.body)
         counts.sizes[0 if size <= 100 else 1 if size <= 1000 else size_bucket(size)] += 1
+        counts.size_sum += size
         latency = self._latency
         if latency is not None and (now := latency.stamp()) is not None:
             message.published_at = now
@@ -135,7 +142,7 @@ class Messaging:
         """Flow control for one publishing session: ``on_change(True)`` when a congested
         queue wants it to stop, ``on_change(False)`` when it may go on (core/flow.py).
         Call ``check_progress()`` about once a second while held, ``close()`` at the end."""
-        return Publisher(on_change)
+        return Publisher(on_change, self._socket_wait_cap)
 
     def prepare_get(self, session: Session, name: str) -> None:
         """basic.get's checks (NotFound, 403, 405) before the reply waits; a cluster's

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from roost.core.connections import connection_ref
 from roost.core.errors import NotFound
+from roost.core.events import Event, VHostChanged
 from roost.core.info import (
     BindingInfo,
     ExchangeInfo,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from roost.core.auth import User
     from roost.core.catalog import Catalog
     from roost.core.connections import Connections
+    from roost.core.events import Listener
     from roost.core.exchanges import Exchange
     from roost.core.queues.base import Queue
     from roost.core.stats import RateSampler
@@ -70,6 +72,20 @@ class Queries:
         self._authenticate = authenticate
         self.vhost = catalog.vhost
         self.can_access_vhost = catalog.can_access_vhost
+
+    def follow(self, listener: Listener) -> None:
+        """Tell ``listener`` every definition change from now on, broker-wide and in
+        every vhost (vhosts added later too), as the typed events of core/events.py.
+        It is called synchronously inside the change: read what is needed, then return."""
+        for vhost in list(self._catalog.vhosts.values()):
+            vhost.on_change.append(listener)
+
+        def broker_changed(event: Event) -> None:
+            if isinstance(event, VHostChanged) and listener not in event.vhost.on_change:
+                event.vhost.on_change.append(listener)
+            listener(event)
+
+        self._catalog.on_change.append(broker_changed)
 
     def check_vhost(self, name: str) -> None:
         """NotFound unless the vhost exists."""

@@ -7,7 +7,7 @@ limits, and hands every delivery to its protocol adapter through a ``DeliverySin
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Container
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.consumer import NO_ARGUMENTS, Consumer, new_consumer
@@ -58,6 +58,10 @@ CLOSED_SINK: DeliverySink = _ClosedSink()
 Unacked = tuple["Queue", "Entry", "Consumer | None"]
 
 
+def _none_unconfirmed() -> int:
+    return 0
+
+
 class Session:
     def __init__(self, client: Client, sink: DeliverySink) -> None:
         self.client = client
@@ -74,6 +78,8 @@ class Session:
         # the channel's mode, as the management API shows it (AMQP confirm.select / tx.select)
         self.confirm = False
         self.transactional = False
+        # the adapter's count of publishes not yet confirmed to the client (management)
+        self.unconfirmed: Callable[[], int] = _none_unconfirmed
         self._next_tag = 1
         self._unacked: dict[int, Unacked] = {}
         self._order: deque[int] = deque()  # tags in delivery order, acked ones skipped lazily

@@ -30,6 +30,9 @@ class BrokerSettings:
     max_failed_logins_per_minute: int = 0
     # the default consumer acknowledgement timeout; 0 = none (--consumer-timeout-ms)
     consumer_timeout_ms: int = 0
+    # seconds a congested queue holds its publishers for a consumer that waits on its
+    # own socket but takes nothing (core/flow.py); 0 = no cap (--flow-socket-wait-cap)
+    flow_socket_wait_cap: float = 60.0
     # resource alarms (core/alarms.py)
     vm_memory_high_watermark: str = DEFAULT_MEMORY_WATERMARK
     vm_memory_high_watermark_paging_ratio: float = DEFAULT_PAGING_RATIO

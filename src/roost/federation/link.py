@@ -5,7 +5,8 @@ again after the upstream's ``reconnect-delay`` when either side fails (status ``
 with the reason meanwhile, as RabbitMQ's ``/api/federation-links`` shows it).
 
 - ``ExchangeLink``: declares a queue on the upstream, binds it to the upstream exchange
-  as the downstream exchange is bound (following every binding change), and publishes
+  as the downstream exchange is bound (following every binding change: the federation
+  runtime pokes the link when a binding of its exchange changes), and publishes
   what arrives into the downstream exchange with an ``x-received-from`` entry. A
   message that already passed ``max-hops`` brokers, or this one, is dropped.
 - ``QueueLink``: consumes from the upstream queue only while the downstream queue has
@@ -39,7 +40,9 @@ if TYPE_CHECKING:
     from roost.core.ports.management import DefinitionQueries
 
 log = logging.getLogger("roost.federation")
-POLL = 0.1  # seconds between looks at the downstream's bindings or consumers
+# seconds between looks at a federated queue's consumers and ready count: no event tells
+# of those (they change with every delivery), so queue links alone still look
+DEMAND_POLL = 0.1
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,12 @@ class Link:
         ).hexdigest()[:8]
         self.moved = 0
         self._task: asyncio.Task[None] | None = None
+        self._poked = asyncio.Event()
+
+    def poke(self) -> None:
+        """Something the link follows changed (a binding of its exchange), or one of
+        its channels or connections ended: the link looks again now."""
+        self._poked.set()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -154,8 +163,15 @@ class Link:
         """The link's consumer tag upstream: RabbitMQ's ``federation-link-UPSTREAM``."""
         return self.upstream.consumer_tag or f"federation-link-{self.upstream.name}"
 
-    async def _watch(self, chans: list[Channel], conns: list[Connection], each: Any) -> None:
-        """Call ``each()`` every POLL seconds until a channel or connection ends."""
+    async def _watch(
+        self, chans: list[Channel], conns: list[Connection], each: Any, every: float | None
+    ) -> None:
+        """Call ``each()`` when poked (or every ``every`` seconds, if given) until a
+        channel or connection ends, which pokes too."""
+        for ch in chans:
+            ch.on_end = lambda _exc: self.poke()
+        for conn in conns:
+            conn.closed.add_done_callback(lambda _fut: self.poke())
         while True:
             for ch in chans:
                 if ch.error is not None:
@@ -164,7 +180,12 @@ class Link:
                 if conn.closed.done():
                     raise ConnectionError(str(conn.error or "a connection closed"))
             await each()
-            await asyncio.sleep(POLL)
+            if every is None:
+                await self._poked.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._poked.wait(), every)
+            self._poked.clear()
 
 
 class _Forwarder:
@@ -279,7 +300,7 @@ class ExchangeLink(Link):
 
         await uch.consume(queue, on_message, no_ack=no_ack, consumer_tag=self.consumer_tag())
         self._set("running")
-        await self._watch([uch, lch], conns, follow_bindings)
+        await self._watch([uch, lch], conns, follow_bindings, None)
 
 
 class QueueLink(Link):
@@ -326,4 +347,4 @@ class QueueLink(Link):
                 tag = None
 
         self._set("running")
-        await self._watch([uch, lch], conns, follow_demand)
+        await self._watch([uch, lch], conns, follow_demand, DEMAND_POLL)

@@ -1,7 +1,10 @@
 """Every federation link of this node, kept in step with the policies, the
 ``federation-upstream`` and ``federation-upstream-set`` parameters and the exchanges and
-queues they match: a look every 0.5 s through the management port starts the
-links that should run and stops the others (cheap when no policy federates anything).
+queues they match. The management port tells of every definition change as it happens
+(``queries.follow``, the typed events of core/events.py); a change that can alter which
+links run wakes one look that starts the links that should run and stops the others. A
+binding change wakes only the exchange links of its exchange. Nothing is looked at while
+nothing changes.
 
 It is also the management port's ``ParameterRuntime`` for both components: a value is
 checked before it is stored, and ``/api/federation-links`` shows the links."""
@@ -13,7 +16,22 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from roost.federation.link import POLL, ExchangeLink, Link, QueueLink, Where
+from roost.core.events import (
+    BindingAdded,
+    BindingRemoved,
+    Event,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    ParameterChanged,
+    ParameterDeleted,
+    PolicyChanged,
+    PolicyDeleted,
+    QueueDeclared,
+    QueueDeleted,
+    VHostChanged,
+    VHostDeleted,
+)
+from roost.federation.link import ExchangeLink, Link, QueueLink, Where
 from roost.federation.spec import Upstream, parse_upstream, parse_upstream_set, with_overrides
 
 if TYPE_CHECKING:
@@ -62,11 +80,38 @@ class Federation:
         self.links: dict[Key, Link] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self.looks = 0  # how many times the links were compared with the policies
 
     def start(self) -> None:
         self._parameters.attach_runtime(UPSTREAM, self)
         self._parameters.attach_runtime(UPSTREAM_SET, _SetRuntime())
+        self._queries.follow(self._changed)
+        self._wake.set()  # the first look: the definitions recovered at start
         self._task = asyncio.get_running_loop().create_task(self._follow())
+
+    def _changed(self, event: Event) -> None:
+        """Told inside every definition change: note what to look at, look later."""
+        match event:
+            case BindingAdded(binding=b) | BindingRemoved(binding=b):
+                where = ("exchange", b.source.vhost, b.source.name)
+                for link in self.links.values():
+                    if (link.kind, link.vhost, link.resource) == where:
+                        link.poke()
+            case ParameterChanged(component=c) | ParameterDeleted(component=c):
+                if c in (UPSTREAM, UPSTREAM_SET):
+                    self._wake.set()
+            case (
+                PolicyChanged()
+                | PolicyDeleted()
+                | ExchangeDeclared()
+                | ExchangeDeleted()
+                | QueueDeclared()
+                | QueueDeleted()
+                | VHostChanged()
+                | VHostDeleted()
+            ):
+                self._wake.set()
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -78,15 +123,17 @@ class Federation:
 
     async def _follow(self) -> None:
         while True:
+            await self._wake.wait()
+            self._wake.clear()  # changes made during this look wake the next one
             try:
                 await self._step()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a vhost deleted under our feet: next look is fresh
+            except Exception:  # a vhost deleted under our feet: the next change looks again
                 log.exception("federation: following the policies failed")
-            await asyncio.sleep(POLL * 5)  # policies change rarely: every 0.5 s
 
     async def _step(self) -> None:
+        self.looks += 1
         want = self.wanted()
         for key in [k for k, link in self.links.items() if want.get(k) != link.upstream]:
             await self.links.pop(key).stop()
@@ -157,7 +204,8 @@ class Federation:
         for key, link in self.links.items():
             if link.vhost == vhost and link.id == name:
                 self._later(link)
-                self.links.pop(key)  # the next look starts it afresh
+                self.links.pop(key)
+                self._wake.set()  # the next look starts it afresh
                 return
         raise NoSuchLink(f"no federation link '{name}' in vhost '{vhost}'")
 

@@ -197,7 +197,7 @@ def _global(out: Exposition, protocols: list[ProtocolTotals], overview: Overview
     out.histogram(
         "rabbitmq_message_size_bytes",
         "Size of the messages received from publishers",
-        [({"protocol": t.protocol}, SIZE_LE, t.sizes, 0.0) for t in protocols if t.sizes],
+        [({"protocol": t.protocol}, SIZE_LE, t.sizes, t.size_sum) for t in protocols if t.sizes],
     )
 
 

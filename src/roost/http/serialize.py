@@ -171,7 +171,7 @@ def channel(ch: ChannelInfo) -> dict[str, Any]:
         "state": ch.state,
         "consumer_count": ch.consumer_count,
         "messages_unacknowledged": ch.messages_unacknowledged,
-        "messages_unconfirmed": 0,
+        "messages_unconfirmed": ch.messages_unconfirmed,
         "messages_uncommitted": 0,
         "acks_uncommitted": 0,
         "prefetch_count": ch.prefetch_count,

@@ -27,6 +27,7 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
 from roost.client.confirms import ConfirmTracker
+from roost.perf.link_base import LinkBase, opened, subscribed
 from roost.perf.mqtt_codec import MQTTError, Target, target
 from roost.perf.options import TIMESTAMP_BYTES, Options
 from roost.perf.stats import Tally
@@ -35,16 +36,12 @@ READS_PER_WAKE = 256  # packets handled per readable event (paho reads one per c
 QUEUED_HIGH = 2000  # packets waiting in paho before a producer holds
 
 
-class _Link:
+class _Link(LinkBase):
     """One paho client on this process's event loop, with what perf's loops use."""
 
     def __init__(self, where: Target, client_id: str) -> None:
+        super().__init__()  # server stays "": MQTT's CONNACK names no server
         self.where = where
-        self.loop = asyncio.get_running_loop()
-        self.error: BaseException | None = None
-        self.server = ""  # MQTT's CONNACK names no server
-        self.connected: asyncio.Future[None] = self.loop.create_future()
-        self._wake: asyncio.Future[None] | None = None
         self._closing = False
         self._misc: asyncio.TimerHandle | None = None
         c = self.client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
@@ -112,24 +109,11 @@ class _Link:
         self.wake()
 
     def lost(self, exc: BaseException) -> None:
-        if self.error is None and not self._closing:
-            self.error = exc
-        if not self.connected.done():
-            self.connected.set_exception(exc)
-            self.connected.exception()
-        self.wake()
+        self.ended(exc, record=not self._closing)
 
     @property
     def paused(self) -> bool:
         return self.client.want_write()
-
-    def wake(self) -> None:
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
-
-    async def wait(self, timeout: float) -> None:
-        self._wake = self.loop.create_future()
-        await asyncio.wait([self._wake], timeout=timeout)
 
     async def close(self, timeout: float = 2.0) -> None:
         """Send what paho holds, then DISCONNECT (a broker handles a connection's packets
@@ -229,15 +213,8 @@ class Consumer(_Link):
             self.wake()
 
     def _on_message(self, client: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
-        t = self.tally
-        if t.full or t.consumed - t.stale >= t.limit:
-            t.full = True  # -D reached, or the run is over: not counted
-            return
-        body = msg.payload
-        if len(body) >= TIMESTAMP_BYTES:
-            t.record(int.from_bytes(body[:8], "big"), time.monotonic_ns())
-        else:
-            t.consumed += 1
+        # not counted once -D is reached or the run is over
+        self.tally.take(msg.payload, time.monotonic_ns())
 
     def _on_subscribe(self, client: paho.Client, _u: Any, _mid: int, reasons: Any,
                       _props: Any) -> None:
@@ -255,14 +232,9 @@ class Consumer(_Link):
 
 
 async def open_producer(opts: Options, slot: int) -> Producer:
-    link = Producer(target(opts), opts, slot)
-    await link.open()
-    return link
+    return await opened(Producer(target(opts), opts, slot))
 
 
 async def open_consumer(opts: Options, slot: int) -> Consumer:
-    link = Consumer(target(opts), opts, slot)
-    await link.open()
-    await link.subscribe()
-    return link
+    return await subscribed(Consumer(target(opts), opts, slot))
 

@@ -30,6 +30,7 @@ from roost.mqtt.packets import (
     Subscribe,
     Subscription,
 )
+from roost.perf.link_base import LinkBase, opened, subscribed
 from roost.perf.options import TIMESTAMP_BYTES, Options
 from roost.perf.stats import Tally
 
@@ -69,18 +70,14 @@ class MQTTError(Exception):
 
 
 
-class _Link(asyncio.Protocol):
+class _Link(LinkBase, asyncio.Protocol):
     """One MQTT connection on an asyncio transport, with what perf's loops use."""
 
     def __init__(self, where: Target, client_id: str) -> None:
+        super().__init__()  # server stays "": CONNACK names no server
         self.where, self.client_id = where, client_id
-        self.loop = asyncio.get_running_loop()
         self.reader = PacketReader(role="client", protocol_level=LEVEL)
-        self.error: BaseException | None = None
         self.writes_paused = False
-        self.server = ""  # CONNACK names no server
-        self.connected: asyncio.Future[None] = self.loop.create_future()
-        self._wake: asyncio.Future[None] | None = None
         self._closing = False
         self.transport: asyncio.Transport | None = None
 
@@ -139,22 +136,9 @@ class _Link(asyncio.Protocol):
     # -- state ----------------------------------------------------------------------------
 
     def lost(self, exc: BaseException) -> None:
-        if self.error is None and not self._closing:
-            self.error = exc
-        if not self.connected.done():
-            self.connected.set_exception(exc)
-            self.connected.exception()
+        self.ended(exc, record=not self._closing)
         if self.transport is not None:
             self.transport.close()
-        self.wake()
-
-    def wake(self) -> None:
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
-
-    async def wait(self, timeout: float) -> None:
-        self._wake = self.loop.create_future()
-        await asyncio.wait([self._wake], timeout=timeout)
 
     async def close(self, timeout: float = 2.0) -> None:
         """DISCONNECT, then close: a broker handles a connection's packets in order."""
@@ -252,14 +236,7 @@ class Consumer(_Link):
                 continue
             if packet.packet_id is not None:  # QoS 1: acknowledged whether counted or not
                 acks.append(puback + packet.packet_id.to_bytes(2, "big"))
-            if t.full or t.consumed - t.stale >= t.limit:
-                t.full = True  # -D reached, or the run is over: not counted
-                continue
-            body = packet.payload
-            if len(body) >= TIMESTAMP_BYTES:
-                t.record(int.from_bytes(body[:8], "big"), now)
-            else:
-                t.consumed += 1
+            t.take(packet.payload, now)  # not counted once -D is reached or the run is over
         t.counted()
         if acks:
             self.write(b"".join(acks))
@@ -280,13 +257,8 @@ class Consumer(_Link):
 
 
 async def open_producer(opts: Options, slot: int) -> Producer:
-    link = Producer(target(opts), opts, slot)
-    await link.open()
-    return link
+    return await opened(Producer(target(opts), opts, slot))
 
 
 async def open_consumer(opts: Options, slot: int) -> Consumer:
-    link = Consumer(target(opts), opts, slot)
-    await link.open()
-    await link.subscribe()
-    return link
+    return await subscribed(Consumer(target(opts), opts, slot))

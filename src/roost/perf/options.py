@@ -11,10 +11,10 @@ from typing import Any
 
 from roost.client.uri import Endpoint, parse_uri
 from roost.perf.schedule import Steps, parse_step
+from roost.perf.stats import TIMESTAMP_BYTES as TIMESTAMP_BYTES  # re-exported
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 DEFAULT_DURATION_S = 10.0
-TIMESTAMP_BYTES = 8  # a body shorter than this carries no timestamp: no latency figures
 PROTOCOLS = ("amqp", "stomp", "ws", "mqtt")
 FLAGS = ("persistent", "mandatory")
 MQTT_CLIENTS = ("codec", "paho")

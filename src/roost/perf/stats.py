@@ -8,6 +8,8 @@ from collections.abc import MutableSequence
 from dataclasses import dataclass, field
 from typing import Any
 
+TIMESTAMP_BYTES = 8  # a body shorter than this carries no timestamp: no latency figures
+
 # Values keep this many significant bits: a bucket is at most 1/128 (< 0.8 %) below
 # the value it stands for, and a run needs a few hundred buckets, not one per message.
 SIGNIFICANT_BITS = 7
@@ -142,6 +144,18 @@ class Tally:
             time.sleep((done - self.paid) * self.busy_us / 1e6)
         self.paid = done
         self.progress[self.slot] = done
+
+    def take(self, body: bytes | bytearray, now: int) -> bool:
+        """Count one delivery taken at ``now`` (ns), its latency from the timestamp its
+        body starts with; False when it is not counted (-D reached, or the run is over)."""
+        if self.full or self.consumed - self.stale >= self.limit:
+            self.full = True
+            return False
+        if len(body) >= TIMESTAMP_BYTES:
+            self.record(int.from_bytes(body[:TIMESTAMP_BYTES], "big"), now)
+        else:
+            self.consumed += 1
+        return True
 
     def record(self, stamp: int, now: int) -> None:
         """One message stamped ``stamp`` (ns) taken at ``now``: the slow path's count."""

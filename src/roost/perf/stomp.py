@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from roost.client.confirms import ConfirmTracker
+from roost.perf.link_base import LinkBase, opened, subscribed
 from roost.perf.options import TIMESTAMP_BYTES, Options
 from roost.perf.stats import Tally
 from roost.stomp.frames import NEED_DATA, Frame, FrameParser, serialize
@@ -69,18 +70,14 @@ class StompError(Exception):
     """The broker sent an ERROR frame, or the connection ended."""
 
 
-class _Link:
+class _Link(LinkBase):
     """One STOMP connection with the attributes perf's loops use (``worker.py``)."""
 
     def __init__(self, where: Target) -> None:
+        super().__init__()
         self.where = where
-        self.loop = asyncio.get_running_loop()
         self.parser = FrameParser()
-        self.error: BaseException | None = None
         self.paused = False
-        self.server = ""
-        self.connected: asyncio.Future[None] = self.loop.create_future()
-        self._wake: asyncio.Future[None] | None = None
         self._bye: asyncio.Future[None] = self.loop.create_future()
         self._transport: asyncio.Transport | None = None
         self._ws: Any = None
@@ -169,21 +166,9 @@ class _Link:
                                  f"{frame.body[:200].decode(errors='replace')}".strip()))
 
     def lost(self, exc: BaseException | None) -> None:
-        if self.error is None and not self._bye.done():
-            self.error = exc or StompError("the connection was closed")
-        for fut in (self.connected, self._bye):
-            if not fut.done():
-                fut.set_exception(self.error or StompError("closed"))
-                fut.exception()
-        self.wake()
-
-    def wake(self) -> None:
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
-
-    async def wait(self, timeout: float) -> None:
-        self._wake = self.loop.create_future()
-        await asyncio.wait([self._wake], timeout=timeout)
+        """After DISCONNECT's receipt the close is ours: no error."""
+        self.ended(exc or StompError("the connection was closed"),
+                   record=not self._bye.done(), waiting=(self._bye,))
 
     async def close(self, timeout: float = 2.0) -> None:
         """DISCONNECT and wait for its receipt: every frame before it was handled."""
@@ -292,14 +277,8 @@ class Consumer(_Link):
             if frame.command != "MESSAGE":
                 self.frame(frame)
                 continue
-            if t.full or t.consumed - t.stale >= t.limit:
-                t.full = True  # -D reached, or the run is over: left unacked
-                continue
-            body = frame.body
-            if len(body) >= TIMESTAMP_BYTES:
-                t.record(int.from_bytes(body[:8], "big"), now)
-            else:
-                t.consumed += 1
+            if not t.take(frame.body, now):
+                continue  # -D reached, or the run is over: left unacked
             ack_id = frame.headers.get("ack", "")
             if self.ack == "client-individual":
                 acks.append(serialize("ACK", {"id": ack_id}))
@@ -332,13 +311,8 @@ class Consumer(_Link):
 
 
 async def open_producer(opts: Options, slot: int) -> Producer:
-    link = Producer(target(opts), opts, opts.queue_of(slot))
-    await link.open()
-    return link
+    return await opened(Producer(target(opts), opts, opts.queue_of(slot)))
 
 
 async def open_consumer(opts: Options, slot: int) -> Consumer:
-    link = Consumer(target(opts), opts, slot)
-    await link.open()
-    await link.subscribe()
-    return link
+    return await subscribed(Consumer(target(opts), opts, slot))

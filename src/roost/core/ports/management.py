@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from roost.core.durability import Completion
+    from roost.core.events import Listener
     from roost.core.info import (
         BindingInfo,
         ChannelInfo,
@@ -114,7 +115,12 @@ class DefinitionsAdmin(Protocol):
 
 
 class DefinitionQueries(Protocol):
-    """Typed snapshots of definitions; NotFound for a vhost or object that is not there."""
+    """Typed snapshots of definitions; NotFound for a vhost or object that is not there.
+    ``follow`` tells a listener of every change as it happens (the typed events of
+    core/events.py, broker-wide and in every vhost), for what follows definitions from
+    outside the core (federation links) without polling the snapshots."""
+
+    def follow(self, listener: Listener) -> None: ...
 
     def check_vhost(self, name: str) -> None: ...
     def can_access_vhost(self, user: str, vhost: str) -> bool: ...
