@@ -57,6 +57,7 @@ class Replicator:
         self.members = members
         self.term = 0  # 0 until the election is won
         self.deposed = False
+        self.refusing = False  # leaving its group (regroup.py): publishes are refused
         self.on_deposed = on_deposed
         self.index = 0  # the last log index written
         self.own_durable = 0
@@ -93,7 +94,7 @@ class Replicator:
 
     def push(self, message: Message) -> bool:
         q = self.queue
-        if self.deposed:
+        if self.deposed or self.refusing:
             q.refusal = f"{q._where()}: this node is no longer its leader"
             return False
         q._seq += 1

@@ -31,6 +31,8 @@ from roost.cluster.election import Election
 from roost.cluster.link import frames as f
 from roost.cluster.quorum.follower import Follower
 from roost.cluster.quorum.leader import Replicator
+from roost.cluster.quorum.members import MemberControl
+from roost.cluster.quorum.regroup import Regroup
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.core.errors import BrokerError
 from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
@@ -65,6 +67,10 @@ class QuorumManager:
         self.following: dict[Key, Follower] = {}
         self.groups: dict[Key, QuorumGroup] = {}
         self.tasks: dict[Key, asyncio.Task[None]] = {}
+        self.elections: dict[Key, Election] = {}  # won here, for fenced writes
+        self.regroup = Regroup(self)
+        self.control = MemberControl(self)  # what the management API calls
+        self._free: set[asyncio.Task[None]] = set()
         self._promoting = False
         node.frame_handlers.append(self.frame)
         node.link_up.append(self._link_up)
@@ -78,6 +84,15 @@ class QuorumManager:
 
     def _key(self, kind: str, key: Key) -> str:
         return f"{self.prefix}/{kind}/{quote(key[0], safe='')}/{quote(key[1], safe='')}"
+
+    def _drain_key(self, node: str) -> str:
+        return f"{self.prefix}/quorum-drain/{quote(node, safe='')}"
+
+    def _record(self, key: Key, rep: Replicator, term: int) -> bytes:
+        target = max(self.regroup.target(key, rep.queue.arguments), len(rep.members))
+        record = {"members": rep.members, "leader": self.name, "term": term, "target": target}
+        self.regroup.records[key] = record
+        return json.dumps(record).encode()
 
     def _running(self) -> list[str]:
         return [n.name for n in self.node.membership.running()] if self.node.membership else []
@@ -138,6 +153,20 @@ class QuorumManager:
             for queue in list(vhost.queues.values()):
                 if isinstance(queue, QuorumQueue) and queue.replication is None:
                     self._spawn((vhost.name, queue.name), self._rejoin(queue))
+        self._spawn_free(self._started())
+
+    async def _started(self) -> None:
+        # a node started again is a candidate for groups again (it ends a drain)
+        await self.node.coordinator.delete(self._drain_key(self.name))
+        self._spawn_free(self.regroup.follow())
+        self._spawn_free(self.regroup.reconcile())
+
+    def _spawn_free(self, work: Any) -> None:
+        """A task tied to no one queue (the group watch, a request, growing back)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._free.add(task)
+        task.add_done_callback(self._free.discard)
+        task.add_done_callback(_report)
 
     async def _rejoin(self, queue: QuorumQueue) -> None:
         key = (queue.vhost.name, queue.name)
@@ -179,8 +208,7 @@ class QuorumManager:
             log.warning("queue %s: %s leads it already", key, leader.node)
             rep.close("another node leads this queue")
             return
-        record = {"members": rep.members, "leader": self.name, "term": election.term}
-        ops = [Put(self._key("quorum", key), json.dumps(record).encode())]
+        ops = [Put(self._key("quorum", key), self._record(key, rep, election.term))]
         if write_home:  # the definition's node is the queue's home: here now
             defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
             kv = await coordinator.get(defs_key)
@@ -192,6 +220,7 @@ class QuorumManager:
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self.elections[key] = election
         rep.started(election.term)
         log.info(
             "queue %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
@@ -212,6 +241,8 @@ class QuorumManager:
         match frame:
             case f.Replicate():
                 key = (frame.vhost, frame.queue)
+                if self.regroup.excluded(key):  # sent before we left the group
+                    return
                 follower = self.following.get(key)
                 rep = self.leading.get(key)
                 if rep is not None:
@@ -284,9 +315,8 @@ class QuorumManager:
         queue.group = rep
         self.leading[key] = rep
         # the first batch of the new term is a snapshot to every member
-        record = {"members": members, "leader": self.name, "term": election.term}
         defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
-        ops = [Put(self._key("quorum", key), json.dumps(record).encode())]
+        ops = [Put(self._key("quorum", key), self._record(key, rep, election.term))]
         found = await self.node.coordinator.get(defs_key)
         if found is not None:
             envelope = json.loads(found.value)
@@ -296,6 +326,7 @@ class QuorumManager:
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self.elections[key] = election
         rep.started(election.term)
         log.warning(
             "queue %s: now led here (term %d, %d messages)", key, election.term, len(rep.live)
@@ -350,7 +381,7 @@ class QuorumManager:
         task.add_done_callback(_report)
 
     async def stop(self) -> None:
-        for task in list(self.tasks.values()):
+        for task in [*self.tasks.values(), *self._free]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
