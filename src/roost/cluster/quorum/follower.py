@@ -31,8 +31,8 @@ class Follower:
         self.leader = ""
         self.last_index = 0  # every record up to here applied (durable once acked)
         self.durable_index = 0
-        # seq -> (slot in our store, body size, delivered), in the leader's order
-        self.held: dict[int, tuple[int, int, bool]] = {}
+        # seq -> (slot in our store, body size, times delivered), in the leader's order
+        self.held: dict[int, tuple[int, int, int]] = {}
 
     def receive(self, link: Link, frame: f.Replicate) -> None:
         if frame.term < self.term:
@@ -61,9 +61,10 @@ class Follower:
                     self.store.remove(found[0])
             elif kind == r.DLV:
                 found = self.held.get(seq)
-                if found is not None and not found[2]:
-                    self.store.mark_delivered(found[0])
-                    self.held[seq] = (found[0], found[1], True)
+                if found is not None:
+                    if not found[2]:
+                        self.store.mark_delivered(found[0])
+                    self.held[seq] = (found[0], found[1], max(found[2], r.count_of(raw)))
         self.last_index = upto
         term = self.term
         self.message_store.when_durable(lambda ok: self._durable(link, term, upto, ok))

@@ -71,6 +71,7 @@ class Replicator:
         self.need_snapshot: set[str] = set(self.followers)
         self._flush_scheduled = False
         self._progress: dict[str, float] = {}  # member -> when its acks last moved
+        self.snapshot_at: dict[str, int] = {}  # member -> the index of its last snapshot
         self._watchdog: asyncio.TimerHandle | None = None
 
     @property
@@ -86,9 +87,18 @@ class Replicator:
         return len(self.members) // 2 + 1
 
     def online(self) -> list[str]:
-        """Members up and in sync: this leader, and followers with no snapshot owed."""
-        up = [m for m in self.followers if self.links.link(m) is not None]
-        return [self.node] + [m for m in up if m not in self.need_snapshot]
+        """Members up and in sync: this leader, and followers whose link is up, that
+        hold the last snapshot sent to them and whose acks are not standing still
+        while they are behind."""
+        now = asyncio.get_running_loop().time()
+        return [self.node] + [
+            m
+            for m in self.followers
+            if self.links.link(m) is not None
+            and m not in self.need_snapshot
+            and self.acked.get(m, 0) >= self.snapshot_at.get(m, 0)
+            and (self.acked.get(m, 0) >= self.index or now - self._progress.get(m, now) < WATCHDOG)
+        ]
 
     # -- the queue's hooks
 
@@ -124,8 +134,8 @@ class Replicator:
         return True
 
     def delivered(self, entry: Entry) -> None:
-        if entry.seq in self.live:
-            self._record(r.mark(r.DLV, entry.seq))
+        if entry.seq in self.live:  # every delivery: its count survives a failover
+            self._record(r.delivered(entry.seq, entry.deliveries))
 
     def forgotten(self, entry: Entry) -> None:
         if self.live.pop(entry.seq, None) is not None:
@@ -188,6 +198,7 @@ class Replicator:
                 continue
             if member in self.need_snapshot:
                 self.need_snapshot.discard(member)
+                self.snapshot_at[member] = self.index
                 link.send(self._snapshot())
             elif batch:
                 link.send(
@@ -209,7 +220,7 @@ class Replicator:
             entries.append(
                 r.enq(
                     seq,
-                    entry.deliveries > 0,
+                    entry.deliveries,
                     message.exchange,
                     message.routing_key,
                     properties_of(message),

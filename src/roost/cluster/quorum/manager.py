@@ -343,9 +343,9 @@ class QuorumManager:
             queue._seq = max(queue._seq, seq)
             entry = Entry(seq, Message(exchange, routing_key, Properties(*props), body))
             entry.slot = slot
-            if delivered:  # redelivered, x-delivery-count 1
+            if delivered:  # redelivered, its x-delivery-count kept
                 entry.redelivered = True
-                entry.deliveries = 1
+                entry.deliveries = delivered
             queue._own_ready().append(entry)
             queue.ready_bytes += entry.size
         bindings = [

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from roost.cluster.quorum.manager import QuorumManager
 
 REQUEST_WAIT = 15.0  # seconds a request may wait for the leader to apply it
-RECONCILE = 2.0  # seconds between a leader's checks of its groups' sizes
+RECONCILE = 1.0  # seconds between a leader's checks of its groups (size, who is in sync)
 
 Key = tuple[str, str]
 

@@ -85,6 +85,7 @@ class Regroup:
         group = manager.groups.get(key)
         if group is not None:
             group.members = list(record["members"])
+            group.in_sync = record.get("online")
         if manager.name not in record["members"]:
             follower = manager.following.pop(key, None)
             if follower is not None:  # taken out of the group: our copy goes
@@ -140,14 +141,22 @@ class Regroup:
         request: dict[str, Any] | None,
     ) -> bool:  # fmt: skip
         manager = self.manager
-        record = {"members": members, "leader": manager.name, "term": rep.term, "target": target}
+        record = {
+            "members": members,
+            "leader": manager.name,
+            "term": rep.term,
+            "target": target,
+            "online": [m for m in rep.online() if m in members],
+        }
         ops: list[Any] = [Put(manager._key("quorum", key), json.dumps(record).encode())]
         if request is not None:
             ops.append(Delete(manager._key("quorum-req", key)))
+        before = self.records.get(key, {}).get("members")
         result = await election.fenced_txn([], ops)
         if result.succeeded:
             self.records[key] = record
-            log.info("queue %s: members now %s (target %d)", key, members, target)
+            if before != members:
+                log.info("queue %s: members now %s (target %d)", key, members, target)
         return result.succeeded
 
     async def _hand_over(
@@ -223,6 +232,12 @@ class Regroup:
         for key, rep in list(manager.leading.items()):
             if not rep.term or rep.deposed or rep.refusing or key in self._busy:
                 continue
+            record = self.records.get(key) or {}
+            election = manager.elections.get(key)
+            if election is not None and record.get("online") != rep.online():
+                # the others' management view: who is in sync, as this leader sees it
+                target = self.target(key, rep.queue.arguments)
+                await self._write(key, rep, election, list(rep.members), target, None)
             if len(rep.members) >= self.target(key, rep.queue.arguments):
                 continue
             spare = [n for n in running if n not in rep.members and n not in self.drained]
