@@ -3,7 +3,10 @@ queue in the message store (``store/``: the same files a local queue has), and
 acknowledges an index once the group commit that covers it ran (fsync).
 
 Fencing: a record batch of an older term than the newest this member has seen is
-refused (``ok=False`` with our term), so a deposed leader can commit nothing here. A
+refused (``ok=False`` with our term), so a deposed leader can commit nothing here. So is
+one of a term whose election key this member saw vanish (``fence``, set by the manager
+when the failover starts): a leader paused past its lease that resumes before the new
+leader's first batch reached this member still commits nothing. A
 batch that does not follow on from the last index (a gap after a lost link) is refused
 too; the leader then sends a full snapshot (``RESET``).
 """
@@ -28,6 +31,7 @@ class Follower:
         self.queue = queue
         self.store: QueueStore = store.open_queue(vhost, queue)
         self.term = 0  # the newest term seen
+        self.fence = 0  # terms up to here are refused: their leader's key is gone
         self.leader = ""
         self.last_index = 0  # every record up to here applied (durable once acked)
         self.durable_index = 0
@@ -35,7 +39,7 @@ class Follower:
         self.held: dict[int, tuple[int, int, int]] = {}
 
     def receive(self, link: Link, frame: f.Replicate) -> None:
-        if frame.term < self.term:
+        if frame.term < self.term or frame.term <= self.fence:
             self._answer(link, ok=False)
             return
         if frame.term > self.term:
@@ -88,4 +92,6 @@ class Follower:
         self._answer(link, ok=True)
 
     def _answer(self, link: Link, *, ok: bool) -> None:
-        link.send(f.ReplicateAck(self.vhost, self.queue, self.term, self.durable_index, ok))
+        # a fenced-off leader is told of a newer term than its own, so it stands down
+        term = max(self.term, self.fence + 1) if not ok else self.term
+        link.send(f.ReplicateAck(self.vhost, self.queue, term, self.durable_index, ok))

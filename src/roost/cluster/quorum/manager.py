@@ -26,8 +26,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from roost.cluster.coordinator import Put
+from roost.cluster.coordinator import Compare, Delete, Put
 from roost.cluster.election import Election
+from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
 from roost.cluster.quorum.follower import Follower
 from roost.cluster.quorum.leader import Replicator
@@ -140,7 +141,7 @@ class QuorumManager:
                 if rep is not None and rep.queue is queue:
                     rep.close()
                     if not self._promoting and not queue.remote:
-                        self._spawn(key, self._forget_queue(key), replace=False)
+                        self._spawn(key, self._forget_queue(key, rep.term), replace=False)
             case _:
                 pass
 
@@ -231,9 +232,15 @@ class QuorumManager:
         lease = m.lease_id if m is not None else 0
         return Election(self.node.coordinator, self._key("leaders", key), self.name, lease)
 
-    async def _forget_queue(self, key: Key) -> None:
-        await self._election(key).coordinator.delete(self._key("leaders", key))
-        await self.node.coordinator.delete(self._key("quorum", key))
+    async def _forget_queue(self, key: Key, term: int) -> None:
+        """The queue was deleted while led here: its election key and group go, but only
+        if this node still leads it with ``term`` (a leader paused past its lease and
+        resumed sees its queue replaced by a stand-in: the new leader's keys stay)."""
+        leader_key = self._key("leaders", key)
+        await self.node.coordinator.txn(
+            [Compare(leader_key, "create", term)],
+            [Delete(leader_key), Delete(self._key("quorum", key))],
+        )
 
     # -- frames
 
@@ -269,12 +276,24 @@ class QuorumManager:
     # -- failover
 
     async def _watch_leader(self, key: Key, follower: Follower) -> None:
+        """A member's watch of its leader, again after an etcd failure (this node's
+        lease lost and renewed after a pause, etcd out of reach)."""
+        while self.following.get(key) is follower:
+            try:
+                await self._follow_leader(key, follower)
+                return
+            except ClusterError as exc:
+                log.info("queue %s: watching the leader again (%s)", key, exc)
+                await asyncio.sleep(1.0)
+
+    async def _follow_leader(self, key: Key, follower: Follower) -> None:
         coordinator = self.node.coordinator
-        election = self._election(key)
+        election = self._election(key)  # under this node's current lease
         while self.following.get(key) is follower:
             leader = await election.leader()
             if leader is not None:
                 await election._wait_for_vacancy(leader)
+                follower.fence = max(follower.fence, leader.term)  # that leader is done
             pos_key = self._key("quorum-pos", key) + "/" + quote(self.name, safe="")
             mine = (follower.term, follower.durable_index)
             await coordinator.put(pos_key, json.dumps(list(mine)).encode())
@@ -293,6 +312,8 @@ class QuorumManager:
                 await asyncio.sleep(FALLBACK)
                 if await election.leader() is not None:
                     continue
+            if not election.lease_id:  # re-registering: a key without a lease never goes
+                raise ClusterError("this node has no lease yet")
             await election.campaign_once()
             if election.term:
                 await self._promote(key, follower, election)
