@@ -29,7 +29,7 @@ from tests.cluster.test_quorum import (
     three_nodes,
 )
 from tests.cluster.test_quorum_members import publish
-from tests.support import RoostProcess, eventually
+from tests.support import RoostProcess, browser_page, eventually
 
 LOCAL = {"X-Roost-Node-Local": "1"}  # the asked node's own view (no asking the leader)
 
@@ -86,6 +86,27 @@ def own_leader(server: RoostProcess, queue: str) -> object:
     return shown.json()["leader"]
 
 
+def ui_replicas(server: RoostProcess, queue: str) -> None:
+    """The web UI's queue page: leader, every member, which are in sync (n3 is not)."""
+    from playwright.sync_api import expect
+
+    with browser_page() as page:
+        page.goto(server.http_url + "/")
+        login = page.get_by_test_id("login")
+        login.locator("input[name=username]").fill("guest")
+        login.locator("input[name=password]").fill("guest")
+        login.get_by_role("button", name="Sign in").click()
+        expect(page.locator("#whoami")).to_contain_text("guest")
+        page.goto(f"{server.http_url}/#/queues/%2F/{queue}")
+        expect(page.get_by_test_id("queue-leader")).to_contain_text(
+            "Leader n1: 2 of 3 members online"
+        )
+        rows = page.get_by_test_id("queue-replicas-table").locator("tbody tr")
+        expect(rows).to_have_count(3)
+        texts = sorted(" ".join(r.inner_text().split()) for r in rows.all())
+        assert texts == ["n1 leader yes", "n2 follower yes", "n3 follower no"], texts
+
+
 def has_lease(etcd: EtcdServer, prefix: str, name: str) -> bool:
     """The node's membership key is there: the cluster counts it as running."""
 
@@ -127,6 +148,8 @@ def test_online_on_every_node_means_in_sync(
             # n2's own view (from the leader's group record): n3 is not in sync...
             eventually(lambda: online(n2, "s") == ["n1", "n2"], 10)
             # ...while n3 is still running as far as the cluster knows
+            assert has_lease(shared_etcd, etcd_prefix, "n3")
+            ui_replicas(n2, "s")  # and the web UI's queue page says so
             assert has_lease(shared_etcd, etcd_prefix, "n3")
             assert time.monotonic() - stopped < 20
         finally:
