@@ -176,6 +176,7 @@ class Replicator:
         loop = asyncio.get_running_loop()
         now = loop.time()
         for member in self.followers:
+            self._progress.setdefault(member, now)  # a member just added is watched too
             behind = self.acked.get(member, 0) < self.index
             if not behind or self.links.link(member) is None:
                 self._progress[member] = now

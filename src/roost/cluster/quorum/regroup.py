@@ -40,15 +40,17 @@ class Regroup:
         self.records: dict[Key, dict[str, Any]] = {}  # the newest group record seen
         self.drained: set[str] = set()
         self._busy: set[Key] = set()  # a change is being applied
+        self.left: set[Key] = set()  # groups this node was taken out of
 
     @property
     def prefix(self) -> str:
         return self.manager.prefix + "/quorum"
 
     def excluded(self, key: Key) -> bool:
-        """This node was taken out of the queue's group (records to it are stale)."""
-        record = self.records.get(key)
-        return record is not None and self.manager.name not in record["members"]
+        """This node was taken out of the queue's group (records still in flight to it
+        are stale). A node just added may get the leader's snapshot before it sees the
+        new group: that one is taken."""
+        return key in self.left
 
     def target(self, key: Key, arguments: dict[str, Any]) -> int:
         return target_of(self.records.get(key), arguments)
@@ -80,8 +82,14 @@ class Regroup:
             return
         if value is None:
             self.records.pop(key, None)
+            self.left.discard(key)
             return
+        before = self.records.get(key)
         record = self.records[key] = json.loads(value)
+        if manager.name in record["members"]:
+            self.left.discard(key)
+        elif before is not None and manager.name in before["members"]:
+            self.left.add(key)
         group = manager.groups.get(key)
         if group is not None:
             group.members = list(record["members"])
