@@ -156,7 +156,12 @@ class Server:
             cfg.http_max_body_size,
             body_timeout=cfg.handshake_timeout,
         )
-        runner = self.listeners.web_runner(create_app(self.broker.management, settings))
+        app = create_app(self.broker.management, settings)
+        if self.cluster is not None and self.cluster.quorum is not None:
+            from roost.http.api.quorum import MEMBERS
+
+            app[MEMBERS] = self.cluster.quorum.control  # replicated queues' members
+        runner = self.listeners.web_runner(app)
         await runner.setup()
         self._http_runner = runner
         if cfg.http_port:

@@ -37,7 +37,7 @@ def test_records_are_applied_and_acknowledged_once_durable() -> None:
     follower.receive(wire, batch(7, 1, enq(1), enq(2), r.mark(r.DLV, 1)))  # type: ignore[arg-type]
     follower.receive(wire, batch(7, 4, r.mark(r.DEL, 2)))  # type: ignore[arg-type]
     assert list(follower.held) == [1]
-    assert follower.held[1][2] is True  # delivered: redelivered after a failover
+    assert follower.held[1][2] == 1  # delivered once: redelivered after a failover
     acks = [a for a in wire.sent if isinstance(a, f.ReplicateAck)]
     assert [(a.term, a.durable_index, a.ok) for a in acks] == [(7, 3, True), (7, 4, True)]
 
@@ -64,3 +64,27 @@ def test_a_gap_is_refused_and_a_snapshot_replaces_the_copy() -> None:
     assert follower.last_index == 9
     follower.receive(wire, batch(3, 10, enq(7)))  # type: ignore[arg-type]
     assert list(follower.held) == [4, 6, 7]
+
+
+def test_the_term_of_a_vanished_leader_is_refused_before_the_new_one_speaks() -> None:
+    """A leader paused past its lease resumes and sends a snapshot (even a RESET) before
+    the new leader's first batch reached this member: refused, and told of a newer term."""
+    wire = Wire()
+    follower = Follower(MemoryStore(), "/", "q")
+    follower.receive(wire, batch(5, 1, enq(1)))  # type: ignore[arg-type]
+    follower.fence = 5  # the manager saw term 5's election key vanish
+    follower.receive(wire, batch(5, 0, r.mark(r.RESET, 3), enq(8)))  # type: ignore[arg-type]
+    assert list(follower.held) == [1]
+    last = wire.sent[-1]
+    assert isinstance(last, f.ReplicateAck)
+    assert last.ok is False and last.term > 5  # the old leader stands down
+
+
+def test_delivery_counts_are_kept() -> None:
+    wire = Wire()
+    follower = Follower(MemoryStore(), "/", "q")
+    follower.receive(wire, batch(2, 1, enq(1), r.delivered(1, 1), r.delivered(1, 3)))  # type: ignore[arg-type]
+    assert follower.held[1][2] == 3
+    snapshot = r.enq(2, 7, "", "q", b"\x00\x00", b"x")
+    follower.receive(wire, batch(2, 0, r.mark(r.RESET, 9), snapshot))  # type: ignore[arg-type]
+    assert follower.held[2][2] == 7

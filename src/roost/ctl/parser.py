@@ -6,6 +6,7 @@ import argparse
 
 from roost.ctl import commands as c
 from roost.ctl.daily_parser import add_daily_arguments
+from roost.ctl.queues import add_queues_arguments
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -193,3 +194,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         sp.add_argument("--only-vhost", action="store_true", help="just the -V vhost")
     p.set_defaults(ctl_func=c.cmd_definitions)
     add_daily_arguments(sub)
+    add_queues_arguments(sub)

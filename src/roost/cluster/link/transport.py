@@ -108,7 +108,10 @@ class LinkProtocol(asyncio.Protocol):
             if transport.is_closing():  # replaced by a new connection in this turn
                 self.out.take()
                 return
-            transport.write(self.out.take())
+            try:
+                transport.write(self.out.take())
+            except RuntimeError:  # uvloop: closed by the peer (a reset) but not closing
+                return  # the frames were lost with it: link-down handling follows
             self._last_out = self.loop.time()
             if self.link is not None:
                 self.link.writes += 1

@@ -3,7 +3,10 @@ queue in the message store (``store/``: the same files a local queue has), and
 acknowledges an index once the group commit that covers it ran (fsync).
 
 Fencing: a record batch of an older term than the newest this member has seen is
-refused (``ok=False`` with our term), so a deposed leader can commit nothing here. A
+refused (``ok=False`` with our term), so a deposed leader can commit nothing here. So is
+one of a term whose election key this member saw vanish (``fence``, set by the manager
+when the failover starts): a leader paused past its lease that resumes before the new
+leader's first batch reached this member still commits nothing. A
 batch that does not follow on from the last index (a gap after a lost link) is refused
 too; the leader then sends a full snapshot (``RESET``).
 """
@@ -28,14 +31,15 @@ class Follower:
         self.queue = queue
         self.store: QueueStore = store.open_queue(vhost, queue)
         self.term = 0  # the newest term seen
+        self.fence = 0  # terms up to here are refused: their leader's key is gone
         self.leader = ""
         self.last_index = 0  # every record up to here applied (durable once acked)
         self.durable_index = 0
-        # seq -> (slot in our store, body size, delivered), in the leader's order
-        self.held: dict[int, tuple[int, int, bool]] = {}
+        # seq -> (slot in our store, body size, times delivered), in the leader's order
+        self.held: dict[int, tuple[int, int, int]] = {}
 
     def receive(self, link: Link, frame: f.Replicate) -> None:
-        if frame.term < self.term:
+        if frame.term < self.term or frame.term <= self.fence:
             self._answer(link, ok=False)
             return
         if frame.term > self.term:
@@ -61,9 +65,10 @@ class Follower:
                     self.store.remove(found[0])
             elif kind == r.DLV:
                 found = self.held.get(seq)
-                if found is not None and not found[2]:
-                    self.store.mark_delivered(found[0])
-                    self.held[seq] = (found[0], found[1], True)
+                if found is not None:
+                    if not found[2]:
+                        self.store.mark_delivered(found[0])
+                    self.held[seq] = (found[0], found[1], max(found[2], r.count_of(raw)))
         self.last_index = upto
         term = self.term
         self.message_store.when_durable(lambda ok: self._durable(link, term, upto, ok))
@@ -87,4 +92,6 @@ class Follower:
         self._answer(link, ok=True)
 
     def _answer(self, link: Link, *, ok: bool) -> None:
-        link.send(f.ReplicateAck(self.vhost, self.queue, self.term, self.durable_index, ok))
+        # a fenced-off leader is told of a newer term than its own, so it stands down
+        term = max(self.term, self.fence + 1) if not ok else self.term
+        link.send(f.ReplicateAck(self.vhost, self.queue, term, self.durable_index, ok))

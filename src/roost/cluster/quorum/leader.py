@@ -57,6 +57,7 @@ class Replicator:
         self.members = members
         self.term = 0  # 0 until the election is won
         self.deposed = False
+        self.refusing = False  # leaving its group (regroup.py): publishes are refused
         self.on_deposed = on_deposed
         self.index = 0  # the last log index written
         self.own_durable = 0
@@ -70,6 +71,7 @@ class Replicator:
         self.need_snapshot: set[str] = set(self.followers)
         self._flush_scheduled = False
         self._progress: dict[str, float] = {}  # member -> when its acks last moved
+        self.snapshot_at: dict[str, int] = {}  # member -> the index of its last snapshot
         self._watchdog: asyncio.TimerHandle | None = None
 
     @property
@@ -85,15 +87,24 @@ class Replicator:
         return len(self.members) // 2 + 1
 
     def online(self) -> list[str]:
-        """Members up and in sync: this leader, and followers with no snapshot owed."""
-        up = [m for m in self.followers if self.links.link(m) is not None]
-        return [self.node] + [m for m in up if m not in self.need_snapshot]
+        """Members up and in sync: this leader, and followers whose link is up, that
+        hold the last snapshot sent to them and whose acks are not standing still
+        while they are behind."""
+        now = asyncio.get_running_loop().time()
+        return [self.node] + [
+            m
+            for m in self.followers
+            if self.links.link(m) is not None
+            and m not in self.need_snapshot
+            and self.acked.get(m, 0) >= self.snapshot_at.get(m, 0)
+            and (self.acked.get(m, 0) >= self.index or now - self._progress.get(m, now) < WATCHDOG)
+        ]
 
     # -- the queue's hooks
 
     def push(self, message: Message) -> bool:
         q = self.queue
-        if self.deposed:
+        if self.deposed or self.refusing:
             q.refusal = f"{q._where()}: this node is no longer its leader"
             return False
         q._seq += 1
@@ -123,8 +134,8 @@ class Replicator:
         return True
 
     def delivered(self, entry: Entry) -> None:
-        if entry.seq in self.live:
-            self._record(r.mark(r.DLV, entry.seq))
+        if entry.seq in self.live:  # every delivery: its count survives a failover
+            self._record(r.delivered(entry.seq, entry.deliveries))
 
     def forgotten(self, entry: Entry) -> None:
         if self.live.pop(entry.seq, None) is not None:
@@ -165,6 +176,7 @@ class Replicator:
         loop = asyncio.get_running_loop()
         now = loop.time()
         for member in self.followers:
+            self._progress.setdefault(member, now)  # a member just added is watched too
             behind = self.acked.get(member, 0) < self.index
             if not behind or self.links.link(member) is None:
                 self._progress[member] = now
@@ -187,6 +199,7 @@ class Replicator:
                 continue
             if member in self.need_snapshot:
                 self.need_snapshot.discard(member)
+                self.snapshot_at[member] = self.index
                 link.send(self._snapshot())
             elif batch:
                 link.send(
@@ -208,7 +221,7 @@ class Replicator:
             entries.append(
                 r.enq(
                     seq,
-                    entry.deliveries > 0,
+                    entry.deliveries,
                     message.exchange,
                     message.routing_key,
                     properties_of(message),

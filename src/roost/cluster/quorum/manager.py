@@ -26,11 +26,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from roost.cluster.coordinator import Put
+from roost.cluster.coordinator import Compare, Delete, Put
 from roost.cluster.election import Election
+from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
 from roost.cluster.quorum.follower import Follower
 from roost.cluster.quorum.leader import Replicator
+from roost.cluster.quorum.members import MemberControl
+from roost.cluster.quorum.regroup import Regroup
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.core.errors import BrokerError
 from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
@@ -65,6 +68,10 @@ class QuorumManager:
         self.following: dict[Key, Follower] = {}
         self.groups: dict[Key, QuorumGroup] = {}
         self.tasks: dict[Key, asyncio.Task[None]] = {}
+        self.elections: dict[Key, Election] = {}  # won here, for fenced writes
+        self.regroup = Regroup(self)
+        self.control = MemberControl(self)  # what the management API calls
+        self._free: set[asyncio.Task[None]] = set()
         self._promoting = False
         node.frame_handlers.append(self.frame)
         node.link_up.append(self._link_up)
@@ -78,6 +85,15 @@ class QuorumManager:
 
     def _key(self, kind: str, key: Key) -> str:
         return f"{self.prefix}/{kind}/{quote(key[0], safe='')}/{quote(key[1], safe='')}"
+
+    def _drain_key(self, node: str) -> str:
+        return f"{self.prefix}/quorum-drain/{quote(node, safe='')}"
+
+    def _record(self, key: Key, rep: Replicator, term: int) -> bytes:
+        target = max(self.regroup.target(key, rep.queue.arguments), len(rep.members))
+        record = {"members": rep.members, "leader": self.name, "term": term, "target": target}
+        self.regroup.records[key] = record
+        return json.dumps(record).encode()
 
     def _running(self) -> list[str]:
         return [n.name for n in self.node.membership.running()] if self.node.membership else []
@@ -125,7 +141,7 @@ class QuorumManager:
                 if rep is not None and rep.queue is queue:
                     rep.close()
                     if not self._promoting and not queue.remote:
-                        self._spawn(key, self._forget_queue(key), replace=False)
+                        self._spawn(key, self._forget_queue(key, rep.term), replace=False)
             case _:
                 pass
 
@@ -138,6 +154,20 @@ class QuorumManager:
             for queue in list(vhost.queues.values()):
                 if isinstance(queue, QuorumQueue) and queue.replication is None:
                     self._spawn((vhost.name, queue.name), self._rejoin(queue))
+        self._spawn_free(self._started())
+
+    async def _started(self) -> None:
+        # a node started again is a candidate for groups again (it ends a drain)
+        await self.node.coordinator.delete(self._drain_key(self.name))
+        self._spawn_free(self.regroup.follow())
+        self._spawn_free(self.regroup.reconcile())
+
+    def _spawn_free(self, work: Any) -> None:
+        """A task tied to no one queue (the group watch, a request, growing back)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._free.add(task)
+        task.add_done_callback(self._free.discard)
+        task.add_done_callback(_report)
 
     async def _rejoin(self, queue: QuorumQueue) -> None:
         key = (queue.vhost.name, queue.name)
@@ -179,8 +209,7 @@ class QuorumManager:
             log.warning("queue %s: %s leads it already", key, leader.node)
             rep.close("another node leads this queue")
             return
-        record = {"members": rep.members, "leader": self.name, "term": election.term}
-        ops = [Put(self._key("quorum", key), json.dumps(record).encode())]
+        ops = [Put(self._key("quorum", key), self._record(key, rep, election.term))]
         if write_home:  # the definition's node is the queue's home: here now
             defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
             kv = await coordinator.get(defs_key)
@@ -192,6 +221,7 @@ class QuorumManager:
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self.elections[key] = election
         rep.started(election.term)
         log.info(
             "queue %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
@@ -202,9 +232,15 @@ class QuorumManager:
         lease = m.lease_id if m is not None else 0
         return Election(self.node.coordinator, self._key("leaders", key), self.name, lease)
 
-    async def _forget_queue(self, key: Key) -> None:
-        await self._election(key).coordinator.delete(self._key("leaders", key))
-        await self.node.coordinator.delete(self._key("quorum", key))
+    async def _forget_queue(self, key: Key, term: int) -> None:
+        """The queue was deleted while led here: its election key and group go, but only
+        if this node still leads it with ``term`` (a leader paused past its lease and
+        resumed sees its queue replaced by a stand-in: the new leader's keys stay)."""
+        leader_key = self._key("leaders", key)
+        await self.node.coordinator.txn(
+            [Compare(leader_key, "create", term)],
+            [Delete(leader_key), Delete(self._key("quorum", key))],
+        )
 
     # -- frames
 
@@ -212,6 +248,8 @@ class QuorumManager:
         match frame:
             case f.Replicate():
                 key = (frame.vhost, frame.queue)
+                if self.regroup.excluded(key):  # sent before we left the group
+                    return
                 follower = self.following.get(key)
                 rep = self.leading.get(key)
                 if rep is not None:
@@ -238,12 +276,24 @@ class QuorumManager:
     # -- failover
 
     async def _watch_leader(self, key: Key, follower: Follower) -> None:
+        """A member's watch of its leader, again after an etcd failure (this node's
+        lease lost and renewed after a pause, etcd out of reach)."""
+        while self.following.get(key) is follower:
+            try:
+                await self._follow_leader(key, follower)
+                return
+            except ClusterError as exc:
+                log.info("queue %s: watching the leader again (%s)", key, exc)
+                await asyncio.sleep(1.0)
+
+    async def _follow_leader(self, key: Key, follower: Follower) -> None:
         coordinator = self.node.coordinator
-        election = self._election(key)
+        election = self._election(key)  # under this node's current lease
         while self.following.get(key) is follower:
             leader = await election.leader()
             if leader is not None:
                 await election._wait_for_vacancy(leader)
+                follower.fence = max(follower.fence, leader.term)  # that leader is done
             pos_key = self._key("quorum-pos", key) + "/" + quote(self.name, safe="")
             mine = (follower.term, follower.durable_index)
             await coordinator.put(pos_key, json.dumps(list(mine)).encode())
@@ -262,6 +312,8 @@ class QuorumManager:
                 await asyncio.sleep(FALLBACK)
                 if await election.leader() is not None:
                     continue
+            if not election.lease_id:  # re-registering: a key without a lease never goes
+                raise ClusterError("this node has no lease yet")
             await election.campaign_once()
             if election.term:
                 await self._promote(key, follower, election)
@@ -284,9 +336,8 @@ class QuorumManager:
         queue.group = rep
         self.leading[key] = rep
         # the first batch of the new term is a snapshot to every member
-        record = {"members": members, "leader": self.name, "term": election.term}
         defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
-        ops = [Put(self._key("quorum", key), json.dumps(record).encode())]
+        ops = [Put(self._key("quorum", key), self._record(key, rep, election.term))]
         found = await self.node.coordinator.get(defs_key)
         if found is not None:
             envelope = json.loads(found.value)
@@ -296,6 +347,7 @@ class QuorumManager:
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self.elections[key] = election
         rep.started(election.term)
         log.warning(
             "queue %s: now led here (term %d, %d messages)", key, election.term, len(rep.live)
@@ -312,9 +364,9 @@ class QuorumManager:
             queue._seq = max(queue._seq, seq)
             entry = Entry(seq, Message(exchange, routing_key, Properties(*props), body))
             entry.slot = slot
-            if delivered:  # redelivered, x-delivery-count 1
+            if delivered:  # redelivered, its x-delivery-count kept
                 entry.redelivered = True
-                entry.deliveries = 1
+                entry.deliveries = delivered
             queue._own_ready().append(entry)
             queue.ready_bytes += entry.size
         bindings = [
@@ -350,7 +402,7 @@ class QuorumManager:
         task.add_done_callback(_report)
 
     async def stop(self) -> None:
-        for task in list(self.tasks.values()):
+        for task in [*self.tasks.values(), *self._free]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task

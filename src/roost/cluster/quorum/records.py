@@ -2,9 +2,10 @@
 
 Each record names a message by its **seq**, the leader's entry number for it:
 
-- ``ENQ`` a message joined the queue (with ``delivered``: it was handed out before, as
-  in a new leader's snapshot);
-- ``DLV`` it was handed out for the first time (a redelivery after failover is marked);
+- ``ENQ`` a message joined the queue (with ``delivered``: how many times it was handed
+  out before, up to 255, as in a new leader's snapshot);
+- ``DLV`` it was handed out, and how many times in all (so a redelivery after failover
+  carries its true ``x-delivery-count`` and is marked redelivered);
 - ``DEL`` it left for good (acked, dropped, dead-lettered);
 - ``RESET`` the follower drops what it holds: a snapshot of every live message follows,
   and ``upto`` is the leader's log index the snapshot stands for.
@@ -18,12 +19,13 @@ from dataclasses import dataclass
 ENQ, DLV, DEL, RESET = b"E", b"V", b"D", b"R"
 _HEAD = struct.Struct("!cQ")  # kind, seq (RESET: upto)
 _ENQ = struct.Struct("!BBBI")  # delivered, exchange len, routing key len, properties len
+_COUNT = struct.Struct("!I")  # a DLV's delivery count
 
 
 @dataclass(slots=True)
 class Enq:
     seq: int
-    delivered: bool
+    delivered: int  # times handed out before
     exchange: str
     routing_key: str
     properties: bytes
@@ -31,13 +33,13 @@ class Enq:
 
 
 def enq(
-    seq: int, delivered: bool, exchange: str, routing_key: str, props: bytes, body: bytes
+    seq: int, delivered: int, exchange: str, routing_key: str, props: bytes, body: bytes
 ) -> bytes:
     ex, rk = exchange.encode(), routing_key.encode()
     return b"".join(
         (
             _HEAD.pack(ENQ, seq),
-            _ENQ.pack(delivered, len(ex), len(rk), len(props)),
+            _ENQ.pack(min(delivered, 255), len(ex), len(rk), len(props)),
             ex,
             rk,
             props,
@@ -48,6 +50,15 @@ def enq(
 
 def mark(kind: bytes, seq: int) -> bytes:
     return _HEAD.pack(kind, seq)
+
+
+def delivered(seq: int, count: int) -> bytes:
+    return _HEAD.pack(DLV, seq) + _COUNT.pack(count)
+
+
+def count_of(raw: bytes) -> int:
+    """A DLV record's delivery count."""
+    return _COUNT.unpack_from(raw, _HEAD.size)[0] if len(raw) > _HEAD.size else 1
 
 
 def decode(raw: bytes) -> tuple[bytes, int, Enq | None]:
@@ -63,4 +74,4 @@ def decode(raw: bytes) -> tuple[bytes, int, Enq | None]:
     rk = raw[at : at + rkl].decode()
     at += rkl
     props = raw[at : at + pl]
-    return kind, seq, Enq(seq, bool(delivered), ex, rk, props, raw[at + pl :])
+    return kind, seq, Enq(seq, delivered, ex, rk, props, raw[at + pl :])

@@ -16,16 +16,18 @@ if TYPE_CHECKING:
 
 class QuorumGroup:
     """What management shows of a queue led elsewhere (RabbitMQ's leader / members /
-    online); ``online`` is the members whose node is running."""
+    online); ``online`` is the members the leader last said were in sync (in the group
+    record, ``regroup.py``) whose node is running."""
 
     def __init__(self, leader: str, members: list[str], running: Any) -> None:
         self.leader = leader
         self.members = members
+        self.in_sync: list[str] | None = None  # None: the leader has not said yet
         self._running = running
 
     def online(self) -> list[str]:
         up = set(self._running())
-        return [m for m in self.members if m in up]
+        return [m for m in self.members if m in up and (self.in_sync is None or m in self.in_sync)]
 
 
 class QuorumStandIn(RemoteQueue):

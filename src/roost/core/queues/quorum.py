@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class Replication(Protocol):
     """A cluster's replication of one quorum queue (roost.cluster.quorum), led here: it
     takes the publishes (they join the queue once a majority holds them) and hears of
-    first deliveries and of messages leaving for good."""
+    deliveries (each with its count) and of messages leaving for good."""
 
     def push(self, message: Message) -> bool: ...
     def delivered(self, entry: Entry) -> None: ...
@@ -83,7 +83,7 @@ class QuorumQueue(Queue):
 
     def _delivered(self, entry: Entry) -> None:
         super()._delivered(entry)
-        if self.replication is not None and entry.deliveries == 1:
+        if self.replication is not None:  # each one: the count survives a failover
             self.replication.delivered(entry)
 
     def _forget(self, entry: Entry) -> None:

@@ -51,6 +51,12 @@ export async function queuePage(main, [vhost, name]) {
     { key: "consumer_tag", label: "Tag" }, { key: "channel_details.name", label: "Channel" },
     { key: "ack_required", label: "Ack required" }, { key: "prefetch_count", label: "Prefetch", num: true },
   ]);
+  // a cluster's replicated quorum queue: its leader, every member and which are in sync
+  const replicas = new Table("queue-replicas", [
+    { key: "node", label: "Node" }, { key: "role", label: "Role" }, { key: "online", label: "Online (in sync)" },
+  ]);
+  const leader = el("p", { class: "muted", "data-testid": "queue-leader" });
+  const replicaCard = el("section", { class: "card", hidden: true }, el("h2", {}, "Replicas"), leader, replicas.node);
   const pub = publishForm("queue-publish", "", name);
   const getForm = el("form", { class: "inline", "data-testid": "queue-get" },
     field("Ack mode", el("select", { name: "ackmode" },
@@ -66,6 +72,7 @@ export async function queuePage(main, [vhost, name]) {
     el("h1", {}, `Queue ${name}`, el("span", { class: "muted" }, ` in ${vhost}`)),
     el("div", { class: "stats" }, Object.values(tiles).map((t) => t.node)),
     chart.node,
+    replicaCard,
     el("h2", {}, "Bindings"), bindings.node,
     el("h2", {}, "Consumers"), consumers.node,
     el("section", { class: "card" }, el("h2", {}, "Publish message"), pub),
@@ -79,6 +86,13 @@ export async function queuePage(main, [vhost, name]) {
     tiles.publish.set(rate(q, "publish")); tiles.deliver.set(rate(q, "deliver_get"));
     chart.chart.push(Date.now(), { messages: q.messages, publish: rate(q, "publish"), deliver_get: rate(q, "deliver_get") });
     consumers.set(q.consumer_details);
+    replicaCard.hidden = !q.members;
+    if (q.members) {
+      leader.textContent = `Leader ${q.leader}: ${q.online.length} of ${q.members.length} members online`;
+      replicas.set(q.members.map((n) => ({
+        node: n, role: n === q.leader ? "leader" : "follower", online: q.online.includes(n) ? "yes" : "no",
+      })));
+    }
     bindings.set(await api(`${path}/bindings`));
   };
   onPublish(pub, vhost, "", refresh);
