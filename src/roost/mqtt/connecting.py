@@ -102,7 +102,7 @@ class Connecting(SessionState):
         )
         self._aliases_out = agreed.aliases
         present = self._resume_or_clean(client, p.clean_start)
-        self._timers.pop("connect").cancel()
+        self._timers.cancel("connect")
         if agreed.keep_alive:
             self._keep_alive = agreed.keep_alive * 1.5  # the spec's "one and a half times"
             self._schedule(self._keep_alive + 0.01)

@@ -1,6 +1,6 @@
 """One MQTT connection as a core client: the sans-IO session (no event loop, no socket).
 
-Bytes go in through ``data_received``; packets come out through ``MQTTTransport.write``;
+Bytes go in through ``data_received``; packets come out through the transport's ``write``;
 closing and pausing input are asked of the transport, and time and timers of the
 ``Clock`` the plumbing hands in (mqtt/protocol.py, mqtt/ws.py). When the socket is read
 is the ``ReadGate``'s (roost/backpressure.py, as for AMQP and STOMP): congested queues,
@@ -18,7 +18,8 @@ This module is the session's frame: input, output, flow control, keepalive and c
 Each packet's work is in a part the session inherits, one module each: CONNECT in
 mqtt/connecting.py, PUBLISH in mqtt/publishing.py, SUBSCRIBE and UNSUBSCRIBE in
 mqtt/subscribing.py, deliveries in mqtt/delivering.py; mqtt/session_state.py declares
-the state they share, mqtt/transport.py what the plumbing gives.
+the state they share. What it asks of its plumbing is roost/lifecycle.py's
+``SessionTransport`` and ``Clock``, its timers a ``lifecycle.Timers``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 from roost.backpressure import ReadGate
 from roost.core import AdapterPort, Traffic
 from roost.core.errors import AccessRefused, BrokerError
-from roost.lifecycle import ReadLoop, release
+from roost.lifecycle import Clock, ReadLoop, SessionTransport, Timers, release
 from roost.mqtt import mapping
 from roost.mqtt.codec import NEED_DATA, PacketReader, encode
 from roost.mqtt.errors import MQTTError
@@ -80,7 +81,6 @@ from roost.mqtt.publishing import Publishing
 from roost.mqtt.session_state import log, subscription_queue
 from roost.mqtt.settings import MQTTSettings
 from roost.mqtt.subscribing import Subscribing
-from roost.mqtt.transport import Clock, MQTTTransport, Timer
 
 __all__ = ["MQTTSession", "MQTTSettings", "subscription_queue"]
 
@@ -90,7 +90,7 @@ class MQTTSession(ReadLoop, Connecting, Publishing, Subscribing, Delivering):
         self,
         port: AdapterPort,
         settings: MQTTSettings,
-        transport: MQTTTransport,
+        transport: SessionTransport,
         state: MQTTState,
         registry: set[Any],
         *,
@@ -121,9 +121,8 @@ class MQTTSession(ReadLoop, Connecting, Publishing, Subscribing, Delivering):
         self._keep_alive = 0.0
         # one timer per purpose (CONNECT deadline, keepalive check), each replaced when it
         # fires: a long-lived connection keeps no fired ones
-        self._timers: dict[str, Timer] = {
-            "connect": clock.call_later(settings.connect_timeout, self._connect_timeout)
-        }
+        self._timers = Timers(clock)
+        self._timers.set("connect", settings.connect_timeout, self._connect_timeout)
         # when the socket is read: queues congested by our PUBLISHes, resource alarms, a
         # turn's worth of work done, a pending definition (sans-IO like this session: it
         # pauses through the transport, times on the clock)
@@ -264,7 +263,7 @@ class MQTTSession(ReadLoop, Connecting, Publishing, Subscribing, Delivering):
     # -- keepalive and timers -------------------------------------------------------------
 
     def _schedule(self, delay: float) -> None:
-        self._timers["keepalive"] = self._clock.call_later(delay, self._check_keep_alive)
+        self._timers.set("keepalive", delay, self._check_keep_alive)
 
     def _check_keep_alive(self) -> None:
         """Runs when the keepalive deadline (1.5 x the keepalive after the last packet
@@ -315,9 +314,7 @@ class MQTTSession(ReadLoop, Connecting, Publishing, Subscribing, Delivering):
             return
         self.closed = True
         self.state = State.CLOSED
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
+        self._timers.cancel_all()
         self.registry.discard(self)
         self.gate.close()  # no queue or alarm holds it any more (not even its will)
         if self.shared.sessions.get(self.key) is self:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from roost.core import AdapterPort, Message, Traffic
     from roost.core.errors import BrokerError
     from roost.core.ports.adapter import Client, Consumer, Publisher, Session
+    from roost.lifecycle import Clock, SessionTransport, Timers
     from roost.mqtt.aliases import OutgoingAliases
     from roost.mqtt.codec import PacketReader
     from roost.mqtt.packets import Packet, Publish
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from roost.mqtt.settings import MQTTSettings
     from roost.mqtt.states import State
     from roost.mqtt.subscriptions import Subscriptions
-    from roost.mqtt.transport import Clock, MQTTTransport, Timer
 
 log = logging.getLogger("roost.mqtt")
 
@@ -41,7 +41,7 @@ class SessionState:
     # set by MQTTSession.__init__ (mqtt/session.py), which says what each one is
     port: AdapterPort
     settings: MQTTSettings
-    transport: MQTTTransport
+    transport: SessionTransport
     shared: MQTTState
     registry: set[Any]
     protocol: str
@@ -61,7 +61,7 @@ class SessionState:
     _clock: Clock
     _heard: float
     _keep_alive: float
-    _timers: dict[str, Timer]
+    _timers: Timers
     gate: ReadGate
     _consuming: set[int]
     _inflight: dict[int, int]
