@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from roost.core.alarms import ResourceAlarms
 from roost.core.broker import Broker
 from roost.core.durability import MessageStore, StreamStorage
 from roost.core.settings import BrokerSettings
@@ -15,10 +16,15 @@ def memory_broker(
     defaults: bool = True,
     store: MessageStore | None = None,
     stream_storage: StreamStorage | None = None,
+    alarms: ResourceAlarms | None = None,
 ) -> Broker:
-    """``defaults``: vhost '/' and guest/guest on it (``Broker.with_defaults``)."""
+    """``defaults``: vhost '/' and guest/guest on it (``Broker.with_defaults``);
+    ``alarms``: a test's own (``defaults=False`` only), else made from the settings."""
     kinds = {
         "store": store if store is not None else MemoryStore(),
         "stream_storage": stream_storage if stream_storage is not None else MemoryStreams(),
     }
-    return Broker.with_defaults(settings, **kinds) if defaults else Broker(settings, **kinds)
+    assert alarms is None or not defaults
+    return Broker.with_defaults(settings, **kinds) if defaults else Broker(
+        settings, alarms=alarms, **kinds
+    )

@@ -6,14 +6,14 @@ import argparse
 import getpass
 import sys
 
-from roost import __version__, _build, config, logs
+from roost import __version__, _build, config_sources, logs
 
 
 def _server(args: argparse.Namespace) -> int:
     from roost.server_process import run
 
     try:
-        cfg = config.load(args)
+        cfg = config_sources.load(args)
     except (ValueError, OSError) as exc:
         print(f"roost: {exc}", file=sys.stderr)
         return 2
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     server = sub.add_parser("server", help="run the broker", description="Run the broker.")
-    config.add_arguments(server)
+    config_sources.add_arguments(server)
     server.set_defaults(func=_server)
 
     users = sub.add_parser("users", help="user helpers")

@@ -1,22 +1,14 @@
 """Settings, each declared once: default, command-line flag, ROOST_* variable, TOML key.
 
-Precedence: command line > environment > config file (``--config FILE``) > default.
+Precedence: command line > environment > config file (``--config FILE``) > default:
+roost/config_sources.py reads them, roost/config_checks.py checks the values.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
-import os
-import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from roost import logs
-from roost.core.alarms import disk_limit, memory_limit
 
 
 def setting(default: Any, help: str, *, metavar: str | None = None) -> Any:
@@ -323,123 +315,6 @@ class Config:
         "SO_REUSEPORT, so several nodes on one machine share the same ports",
     )
 
-    def validate(self) -> Config:
-        if self.log_level not in LOG_LEVELS:
-            raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
-        for name in ("log_console_level", "log_file_level"):
-            value = getattr(self, name)
-            if value is not None and value not in logs.LEVELS:
-                raise ValueError(f"{name} must be one of {', '.join(logs.LEVELS)}")
-        for name in ("log_format", "log_file_format"):
-            if getattr(self, name) not in (None, "text", "json"):
-                raise ValueError(f"{name} must be text or json")
-        logs.parse_categories(self.log_categories)
-        if not self.bind_addresses:
-            raise ValueError("bind needs at least one address")
-        if not 0 <= self.amqp_port <= 65535:
-            raise ValueError("amqp_port must be 0..65535")
-        if self.frame_max < 4096:
-            raise ValueError("frame_max must be at least 4096")
-        if not 1 <= self.channel_max <= 65535:
-            raise ValueError("channel_max must be 1..65535")
-        if self.heartbeat < 0:
-            raise ValueError("heartbeat must be >= 0")
-        if self.handshake_timeout <= 0:
-            raise ValueError("handshake_timeout must be > 0")
-        if self.tcp_keepalive_idle < 0:
-            raise ValueError("tcp_keepalive_idle must be >= 0 (0 turns keepalive off)")
-        if self.tcp_keepalive_interval < 1 or self.tcp_keepalive_count < 1:
-            raise ValueError("tcp_keepalive_interval and tcp_keepalive_count must be >= 1")
-        if not 0 <= self.http_port <= 65535:
-            raise ValueError("http_port must be 0..65535")
-        if not 0 <= self.prometheus_port <= 65535:
-            raise ValueError("prometheus_port must be 0..65535")
-        if self.latency_sample < 0:
-            raise ValueError("latency_sample must be >= 0 (0 turns the histograms off)")
-        if self.stats_interval <= 0:
-            raise ValueError("stats_interval must be > 0")
-        if self.statsd is not None and not self.statsd.rpartition(":")[2].isdigit():
-            raise ValueError("statsd must be HOST:PORT")
-        if self.fsync not in ("always", "interval", "never"):
-            raise ValueError("fsync must be always, interval or never")
-        if self.fsync_interval_ms <= 0:
-            raise ValueError("fsync_interval_ms must be > 0")
-        if not 4096 <= self.segment_size <= 1 << 30:
-            raise ValueError("segment_size must be 4096..1073741824")
-        if self.max_open_files < 8:
-            raise ValueError("max_open_files must be at least 8")
-        if self.idle_file_close_s <= 0:
-            raise ValueError("idle_file_close_s must be > 0")
-        if self.flow_socket_wait_cap < 0:
-            raise ValueError("flow_socket_wait_cap must be >= 0 (0 disables it)")
-        if self.consumer_timeout_ms < 0:
-            raise ValueError("consumer_timeout_ms must be >= 0 (0 disables it)")
-        if not (0 <= self.stomp_port <= 65535 and 0 <= self.ws_port <= 65535):
-            raise ValueError("stomp_port and ws_port must be 0..65535")
-        for name in ("max_connections", "consumer_max_per_channel", "max_failed_logins_per_minute"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0")
-        if not 1 <= self.mqtt_prefetch <= 65535:
-            raise ValueError("mqtt_prefetch must be 1..65535")
-        if self.mqtt_max_packet_size < 1024:
-            raise ValueError("mqtt_max_packet_size must be at least 1024")
-        if not 0 <= self.mqtt_max_keep_alive <= 65535:
-            raise ValueError("mqtt_max_keep_alive must be 0..65535")
-        if not 1 <= self.mqtt_receive_maximum <= 65535:
-            raise ValueError("mqtt_receive_maximum must be 1..65535")
-        if self.mqtt_max_subscriptions < 1:
-            raise ValueError("mqtt_max_subscriptions must be at least 1")
-        if self.http_max_body_size < 1024:
-            raise ValueError("http_max_body_size must be at least 1024")
-        for name in (
-            "amqps_port", "stomps_port", "wss_port", "https_port", "mqtt_port", "mqtts_port",
-            "mqtt_ws_port", "mqtt_wss_port", "stream_port", "streams_port",
-            "stream_advertised_port",
-        ):
-            if not 0 <= getattr(self, name) <= 65535:
-                raise ValueError(f"{name} must be 0..65535")
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("tls_cert and tls_key go together")
-        if self.tls_verify is not None and self.tls_verify not in ("none", "peer", "require"):
-            raise ValueError("tls_verify must be none, peer or require")
-        if self.tls_verify_mode != "none" and not self.tls_ca:
-            raise ValueError(f"tls_verify {self.tls_verify_mode} needs tls_ca")
-        if self.tls_ca is not None and self.tls_cert is None:
-            raise ValueError("tls_ca needs tls_cert and tls_key")
-        try:
-            memory_limit(self.vm_memory_high_watermark, 1 << 30)
-        except ValueError as exc:
-            raise ValueError(f"vm_memory_high_watermark: {exc}") from None
-        try:
-            disk_limit(self.disk_free_limit, 1 << 30)
-        except ValueError as exc:
-            raise ValueError(f"disk_free_limit: {exc}") from None
-        if self.alarm_check_interval <= 0:
-            raise ValueError("alarm_check_interval must be > 0")
-        if self.vm_memory_high_watermark_paging_ratio < 0:
-            raise ValueError("vm_memory_high_watermark_paging_ratio must be >= 0")
-        if self.events_stream is not None and (
-            not self.events_stream
-            or self.events_stream.startswith("amq.")
-            or len(self.events_stream.encode()) > 255
-        ):
-            raise ValueError("events_stream must be a queue name: 1-255 bytes, not amq.*")
-        if self.events_max_bytes < 1024 * 1024:
-            raise ValueError("events_max_bytes must be at least 1048576 (1 MiB)")
-        if self.cluster is not None:
-            from roost.cluster.urls import parse_cluster_url
-
-            parse_cluster_url(self.cluster)  # raises ValueError with the reason
-        if not 0 <= self.cluster_port <= 65535:
-            raise ValueError("cluster_port must be 0..65535")
-        if not 2 <= self.cluster_lease_ttl <= 300:
-            raise ValueError("cluster_lease_ttl must be 2..300 seconds")
-        if self.node_name is not None and not 0 < len(self.node_name.encode()) <= 255:
-            raise ValueError("node_name must be 1-255 bytes")
-        self.static_shovel_values()  # raises ValueError naming the bad shovel
-        return self
-
-
     def static_shovel_values(self) -> dict[str, Any]:
         """The static shovels (name: value), each checked as a dynamic one is."""
         if self.static_shovels is None:
@@ -458,78 +333,3 @@ class Config:
             except ValueError as exc:
                 raise ValueError(f"static shovel '{name}': {exc}") from None
         return shovels
-
-
-FIELDS = {f.name: f for f in dataclasses.fields(Config)}
-
-
-def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def env_name(name: str) -> str:
-    return "ROOST_" + name.upper()
-
-
-def _coerce(name: str, value: Any) -> Any:
-    default = FIELDS[name].default
-    if isinstance(default, bool):
-        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
-    if name == "bind" and isinstance(value, list | tuple):  # repeated flag, TOML list
-        return ",".join(str(v) for v in value)
-    if isinstance(value, Mapping):  # a TOML table, e.g. [log_categories]
-        return ",".join(f"{k}={v}" for k, v in value.items())
-    if isinstance(default, int):
-        return int(value)
-    if isinstance(default, float):
-        return float(value)
-    return value if value is None else str(value)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", help="TOML config file (flags win over it)")
-    for name, f in FIELDS.items():
-        default = f.default
-        if isinstance(default, bool):  # a switch: --reuse-port, no value
-            parser.add_argument(
-                flag(name),
-                dest=name,
-                action="store_const",
-                const=True,
-                default=None,
-                help=f"{f.metadata['help']} (default: off; env {env_name(name)}=1)",
-            )
-            continue
-        parser.add_argument(
-            flag(name),
-            dest=name,
-            default=None,
-            action="append" if name == "bind" else "store",  # --bind A --bind B
-            metavar=f.metadata.get("metavar") or name.split("_")[-1].upper(),
-            help=f"{f.metadata['help']} (default: {default}; env {env_name(name)})",
-        )
-
-
-def load(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Config:
-    values: dict[str, Any] = {}
-    path = getattr(args, "config", None) or environ.get("ROOST_CONFIG")
-    if path:
-        with Path(path).open("rb") as fh:
-            data = tomllib.load(fh)
-        shovels = data.pop("shovels", None)  # [shovels.NAME] tables, beside [server] or not
-        data = data.get("server", data)
-        shovels = data.pop("shovels", shovels)
-        if shovels is not None:
-            data["static_shovels"] = json.dumps(shovels)
-        unknown = set(data) - set(FIELDS)
-        if unknown:
-            raise ValueError(f"unknown setting(s) in {path}: {', '.join(sorted(unknown))}")
-        values.update(data)
-    for name in FIELDS:
-        if env_name(name) in environ:
-            values[name] = environ[env_name(name)]
-    for name in FIELDS:
-        given = getattr(args, name, None)
-        if given is not None:
-            values[name] = given
-    return Config(**{k: _coerce(k, v) for k, v in values.items()}).validate()

@@ -15,7 +15,10 @@
   sessions' unacked messages requeue, its consumers and exclusive queues go, its
   publishers stop being held) and keeps the close reason for the management API.
 
-``Transport`` is what a session asks of its plumbing. Each adapter keeps what is its
+``SessionTransport`` (and ``Transport``, TCP's, which may also be flushed) is what a
+session asks of its plumbing, ``Clock`` its time and timers, ``Timers`` its timers by
+purpose (MQTT uses all three; STOMP and the stream protocol still declare their own,
+docs/architecture.md says what is left). Each adapter keeps what is its
 own: its protocol's refusal codes, its frames, its sessions (AMQP channels, MQTT wills,
 stream subscriptions) which it closes before it calls ``release``. This module does
 no I/O (like the sessions that use it) and reaches the core only through the adapter
@@ -31,34 +34,87 @@ from roost.core.errors import AccessRefused
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from roost.backpressure import ReadGate
+    from roost.backpressure import ReadGate, Timer
     from roost.core import Traffic
     from roost.core.ports.adapter import AdapterPort, Client
 
 log = logging.getLogger("roost.lifecycle")
 
 
-class Transport(Protocol):
-    """What a session asks of its plumbing (roost/plumbing.py's ``TcpPlumbing``): the
-    peer, output batched per read or loop turn, closing, and pausing input."""
+class SessionTransport(Protocol):
+    """What every sans-IO session asks of its plumbing, TCP or WebSocket
+    (roost/plumbing.py's ``TcpPlumbing`` and ``WebSocketPlumbing``, or a test's fake):
+    the peer, output, closing, and pausing input."""
 
     peer: str
     tls: bool
+    # CN of the verified TLS client certificate, if any (EXTERNAL, or a protocol's
+    # certificate login when the client names no user)
     cert_user: str | None
 
     def write(self, data: bytes) -> None: ...
+
+    def close(self, *, going_away: bool = False) -> None:
+        """Flush what was written, then close; ``going_away`` when the server is stopping
+        (WebSocket close code 1001)."""
+
+    def abort(self) -> None: ...
+
+    def pause_reading(self) -> None:
+        """Read no more input until ``resume_reading`` (roost/backpressure.py)."""
+
+    def resume_reading(self) -> None: ...
+
+
+class Transport(SessionTransport, Protocol):
+    """A session's TCP plumbing (``TcpPlumbing``), whose output it may also flush."""
 
     def flush(self) -> None: ...
 
     def flush_soon(self) -> None: ...
 
-    def close(self, *, going_away: bool = False) -> None: ...
 
-    def abort(self) -> None: ...
+class Clock(Protocol):
+    """Time and callbacks, handed in by the plumbing (the asyncio loop, or a test's fake
+    clock): a session does no I/O and owns no event loop."""
 
-    def pause_reading(self) -> None: ...
+    def time(self) -> float: ...
 
-    def resume_reading(self) -> None: ...
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer: ...
+
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> object: ...
+
+
+class Timers:
+    """A session's timers, one per purpose (its CONNECT deadline, its keepalive check):
+    setting a purpose again replaces its timer, ``cancel_all`` at close cancels what is
+    left. A connection holds one timer per purpose however long it lives, never the
+    ones that already fired."""
+
+    __slots__ = ("_clock", "_timers")
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._timers: dict[str, Timer] = {}
+
+    def set(self, purpose: str, delay: float, callback: Callable[..., object], *args: Any) -> None:
+        old = self._timers.get(purpose)
+        if old is not None:
+            old.cancel()  # harmless for the one running now
+        self._timers[purpose] = self._clock.call_later(delay, callback, *args)
+
+    def cancel(self, purpose: str) -> None:
+        timer = self._timers.pop(purpose, None)
+        if timer is not None:
+            timer.cancel()
+
+    def cancel_all(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    def __len__(self) -> int:
+        return len(self._timers)
 
 
 class ReadLoop:

@@ -20,7 +20,7 @@ import pika
 import pytest
 import stomp
 
-from roost.config import load
+from roost.config_sources import load
 from roost.core.errors import BrokerError
 from roost.core.message import Message, Properties
 from tests.brokers import memory_broker

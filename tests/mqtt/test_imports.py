@@ -11,9 +11,10 @@ import pytest
 
 import roost.mqtt
 
-# the adapter's own modules (session, mapping, retained, shared subscriptions, the
-# plumbing) use the core
-ADAPTER = {"session", "mapping", "retained", "protocol", "ws", "shared", "subscriptions"}
+# the adapter's own modules (the session and its parts, mapping, retained, shared
+# subscriptions, the plumbing) use the core
+ADAPTER = {"session", "connecting", "publishing", "subscribing", "delivering", "mapping",
+           "retained", "protocol", "ws", "shared", "subscriptions"}
 MODULES = [
     f"roost.mqtt.{m.name}"
     for m in pkgutil.iter_modules(roost.mqtt.__path__)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from roost import config
+from roost import config_sources
 from roost.cli import build_parser
 from tests.support import RoostProcess, prerequisite
 
@@ -66,7 +66,7 @@ def test_unit_verifies_and_is_hardened(tmp_path: Path) -> None:
     argv = shlex.split(start.group(1))
     assert argv[0] == INSTALLED
     args = build_parser().parse_args(argv[1:])
-    assert config.load(args, environ={}).log_file == "/var/log/roost/roost.log"
+    assert config_sources.load(args, environ={}).log_file == "/var/log/roost/roost.log"
 
 
 def test_verify_catches_a_broken_unit(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ def test_container_file_runs_a_valid_command(name: str) -> None:
 
     argv = json.loads(cmd.group(1))
     assert argv[:2] == ["roost", "server"]
-    cfg = config.load(build_parser().parse_args(argv[1:]), environ={})
+    cfg = config_sources.load(build_parser().parse_args(argv[1:]), environ={})
     assert cfg.bind_addresses == ["0.0.0.0", "::"]
     exposed = {int(p) for p in re.findall(r"\d+", re.search(r"^EXPOSE (.*)$", text, re.M).group(1))}  # type: ignore[union-attr]
     assert {cfg.amqp_port, cfg.http_port, cfg.stomp_port, cfg.ws_port} <= exposed

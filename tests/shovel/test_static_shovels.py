@@ -13,7 +13,7 @@ import httpx
 import pika
 import pytest
 
-from roost.config import load
+from roost.config_sources import load
 from tests.support import RoostProcess, eventually
 
 

@@ -81,16 +81,21 @@ def test_memory_pressure_shrinks_the_window(setup: tuple[Broker, Queue]) -> None
     assert _in_memory(queue) == [True] * PAGE_WINDOW + [False] * 10
 
 
-def test_pressure_pages_out_what_queues_already_keep(setup: tuple[Broker, Queue]) -> None:
+def test_pressure_pages_out_what_queues_already_keep(tmp_path: Path) -> None:
     """Messages kept in memory before the pressure began are dropped past the first
-    ``PAGE_WINDOW`` when the alarms say paging started, and read back whole."""
-    broker, queue = setup
-    for i in range(3000):
-        queue.push(Message("", "q", PERSISTENT, b"%04d" % i))
+    ``PAGE_WINDOW`` when the alarms say paging started, and read back whole. The broker
+    hears of it through the alarms it was given (it subscribes as it is built)."""
     alarms = ResourceAlarms(memory_total=1000, memory_watermark="0.5", paging_ratio=0.5,
                             memory_probe=lambda: 300, disk_probe=lambda _dir: 10**12,
                             heap_trim=None)
-    alarms.on_paging = broker.page_out_kept
+    broker = memory_broker(defaults=False, alarms=alarms)
+    hub = DiskStore(tmp_path, fsync="never")
+    vhost = broker.catalog.add_vhost("/")
+    vhost.pager = Pager(hub, broker.alarms)
+    queue = vhost.declare_queue("q", durable=True)
+    queue.attach_store(hub.open_queue("/", "q"))
+    for i in range(3000):
+        queue.push(Message("", "q", PERSISTENT, b"%04d" % i))
     alarms.check()  # 300 of 1000: past 0.5 x 0.5 of it
     assert alarms.paging
     assert _in_memory(queue) == [True] * PAGE_WINDOW + [False] * (3000 - PAGE_WINDOW)
@@ -98,6 +103,7 @@ def test_pressure_pages_out_what_queues_already_keep(setup: tuple[Broker, Queue]
     queue._page_in(entries[-1])
     assert entries[-1].message is not None
     assert entries[-1].message.body == b"%04d" % PAGE_WINDOW
+    hub.files.close_all()
 
 
 def test_a_paged_out_backlog_costs_well_under_a_byte_a_message(

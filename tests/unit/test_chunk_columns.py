@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roost.pipeline.chunks import ChunkColumns, records
-from roost.pipeline.source import record_batch
+from roost.pipeline.record_batches import record_batch
 from roost.store.stream_codec import encode_stream_message
 from roost.store.stream_log import StreamLog
 

@@ -123,3 +123,28 @@ def test_open_and_release_give_back_what_the_connection_held() -> None:
     assert session.gate.closed
     assert "mine" not in port.vhosts["/"].queues  # the exclusive queue went with it
     assert not lifecycle.release(port, client, "again", session.gate)  # once only
+
+
+def test_timers_keep_one_per_purpose_and_cancel_what_they_replace() -> None:
+    """A session's timers by purpose (MQTT's CONNECT deadline and keepalive check): a
+    purpose set again replaces its timer, whose callback then never runs; a connection
+    that reschedules its keepalive for an hour still holds one timer, not 360."""
+    clock = FakeClock()
+    timers = lifecycle.Timers(clock)
+    fired: list[str] = []
+    timers.set("connect", 10, fired.append, "connect")
+    timers.set("connect", 20, fired.append, "connect again")
+    clock.advance(15)
+    assert fired == []  # the replaced deadline was cancelled
+
+    def check() -> None:
+        fired.append("keepalive")
+        timers.set("keepalive", 10, check)  # rescheduled from its own callback
+
+    timers.set("keepalive", 10, check)
+    clock.advance(3600)
+    assert fired.count("keepalive") == 360 and "connect again" in fired
+    assert len(timers) == 2  # one per purpose, however many times each was set
+    timers.cancel_all()
+    clock.advance(3600)
+    assert fired.count("keepalive") == 360 and len(timers) == 0

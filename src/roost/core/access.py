@@ -33,18 +33,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from roost.core.errors import AccessRefused, PreconditionFailed
 
 if TYPE_CHECKING:
     from roost.core.auth import Permission, TopicPermission, User
-    from roost.core.exchanges import Exchange
     from roost.core.message import Message
 
 DEFAULT_EXCHANGE = "amq.default"  # the name RabbitMQ checks and reports for ""
 IMPERSONATOR = "impersonator"
 _CACHE_MAX = 1024  # resource names remembered per (access kind); then start again
+
+
+class Exchange(Protocol):
+    """What a permission check reads of an exchange (core/exchanges: its type), declared
+    here so that the rights below the broker model import nothing of it."""
+
+    @property
+    def kind(self) -> str: ...
 
 
 def _compile(pattern: str) -> re.Pattern[str] | None:

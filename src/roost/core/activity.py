@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 from roost import __version__
 from roost.core.alarms import DISK, MEMORY, ResourceAlarms, rss_bytes
 from roost.core.alarms import disk_free as disk_free_bytes
-from roost.core.client import ClientCounts, protocol_label
-from roost.core.connections import connection_info, connection_ref
+from roost.core.connections import channel_info, connection_info
 from roost.core.exchanges import EXCHANGE_TYPES
 from roost.core.info import (
     ChannelInfo,
@@ -39,6 +38,7 @@ from roost.core.info import (
 )
 from roost.core.latency import BOUNDS, Histogram
 from roost.core.mutators import stats as mutator_stats
+from roost.core.protocol_totals import protocol_totals
 from roost.core.queries import message_counts
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from roost.core.connections import Connections
     from roost.core.durability import MessageStore
     from roost.core.queues.base import Queue
-    from roost.core.session import Session
     from roost.core.settings import BrokerSettings
     from roost.core.stats import Stats
 
@@ -87,9 +86,6 @@ def _fd_counts() -> tuple[int, int]:
         used = 0
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return used, soft if soft > 0 else 0
-
-
-PROTOCOLS = ("amqp091", "stomp", "stream")  # always listed, as RabbitMQ lists its enabled ones
 
 
 class Activity:
@@ -235,14 +231,14 @@ class Activity:
     def list_channels(self, vhost: str | None = None) -> list[ChannelInfo]:
         if vhost is not None:
             self._catalog.vhost(vhost)
-        return [_channel_info(s) for s in self._connections.sessions(vhost)]
+        return [channel_info(s) for s in self._connections.sessions(vhost)]
 
     def list_consumers(self, vhost: str | None = None) -> list[ConsumerInfo]:
         if vhost is not None:
             self._catalog.vhost(vhost)
         out = []
         for session in self._connections.sessions(vhost):
-            channel = _channel_info(session)
+            channel = channel_info(session)
             for c in session.consumers.values():
                 out.append(
                     ConsumerInfo(
@@ -327,46 +323,8 @@ class Activity:
         self.resource_alarms.set_disk_free_limit(spec)
 
     def protocol_totals(self) -> list[ProtocolTotals]:
-        """The global counters per protocol (AMQP 0-9-1, STOMP, MQTT, the stream
-        protocol), with the error answers each gave (``Counters.protocol_errors``)."""
-        sums: dict[str, ClientCounts] = {p: ClientCounts() for p in PROTOCOLS}
-        publishers: dict[str, int] = dict.fromkeys(PROTOCOLS, 0)
-        consumers: dict[str, int] = dict.fromkeys(PROTOCOLS, 0)
-        for label, retired in self.counters.retired_counts.items():
-            sums.setdefault(label, ClientCounts()).add(retired)
-        for client in self._connections:
-            label = protocol_label(client.protocol)
-            sums.setdefault(label, ClientCounts()).add(client.counts)
-            if client.counts.received:
-                publishers[label] = publishers.get(label, 0) + 1
-            consumers[label] = consumers.get(label, 0) + sum(
-                len(s.consumers) for s in client.sessions
-            )
-        return [
-            ProtocolTotals(
-                label,
-                c.received,
-                c.confirm_received,
-                c.unroutable,
-                c.returned,
-                c.confirmed,
-                c.consume_auto_ack,
-                c.consume_manual_ack,
-                c.get_auto_ack,
-                c.get_manual_ack,
-                c.get_empty,
-                publishers.get(label, 0),
-                consumers.get(label, 0),
-                tuple(c.sizes),
-                tuple(
-                    (name, n)
-                    for (protocol, name), n in self.counters.protocol_errors.items()
-                    if protocol == label
-                ),
-                c.size_sum,
-            )
-            for label, c in sums.items()
-        ]
+        """The global counters per protocol (core/protocol_totals.py)."""
+        return protocol_totals(self.counters, self._connections)
 
     def dead_lettered(self) -> dict[tuple[str, str], int]:
         """Messages dead-lettered, by (queue kind, reason), over every vhost."""
@@ -410,22 +368,4 @@ def store_info(store: MessageStore) -> StoreInfo:
         fsyncs=stats.count,
         fsync_buckets=tuple(buckets),
         fsync_seconds_sum=stats.total,
-    )
-
-
-def _channel_info(session: Session) -> ChannelInfo:
-    client = session.client
-    return ChannelInfo(
-        connection=connection_ref(client),
-        number=getattr(session, "number", 0),
-        vhost=client.vhost.name,
-        user=client.user.name,
-        consumer_count=len(session.consumers),
-        messages_unacknowledged=session.unacked_count,
-        messages_unconfirmed=session.unconfirmed(),
-        prefetch_count=session.prefetch_count,
-        global_prefetch_count=session.global_prefetch,
-        state="running" if session.flow_active else "flow",
-        confirm=session.confirm,
-        transactional=session.transactional,
     )

@@ -180,7 +180,7 @@ class ResourceAlarms:
         self.paging_ratio = paging_ratio
         self.paging = False
         # told when paging starts (True) or stops: the broker pages out what queues keep
-        self.on_paging: Callable[[bool], None] | None = None
+        self._paging_listeners: dict[Callable[[bool], None], None] = {}
         self.active: frozenset[str] = frozenset()
         self._listeners: dict[Listener, None] = {}  # a set in subscription order
 
@@ -192,6 +192,13 @@ class ResourceAlarms:
 
     def unsubscribe(self, listener: Listener) -> None:
         self._listeners.pop(listener, None)
+
+    def subscribe_paging(self, listener: Callable[[bool], None]) -> None:
+        """``listener(paging)`` when paging transient messages to disk starts (True) or
+        stops. The broker subscribes as it is built: the alarms are made before it (the
+        disk store, which the broker needs, reports a full disk to them), so its
+        reaction cannot be handed to their constructor."""
+        self._paging_listeners[listener] = None
 
     # -- limits (start-up and operator calls) -------------------------------------------
 
@@ -235,8 +242,8 @@ class ResourceAlarms:
             log.info("paging transient messages to disk %s (used %d bytes, threshold %d)",
                      "started" if paging else "stopped", self.mem_used,
                      int(self.mem_limit * self.paging_ratio))
-            if self.on_paging is not None:
-                self.on_paging(paging)
+            for told in list(self._paging_listeners):
+                told(paging)
         active = set()
         if self.mem_used > self.mem_limit:
             active.add(MEMORY)

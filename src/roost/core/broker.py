@@ -110,7 +110,7 @@ class Broker:
         self.settings = settings = settings if settings is not None else BrokerSettings()
         self.message_store = store
         self.alarms = alarms if alarms is not None else resource_alarms(settings)
-        self.alarms.on_paging = self.page_out_kept
+        self.alarms.subscribe_paging(self.page_out_kept)  # memory pressure pages out
         self.streams = Streams(stream_storage)
         # transient messages page out here under memory pressure (core.paging)
         self.pager = Pager(store, self.alarms)

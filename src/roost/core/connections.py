@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from roost.core.client import ClientCounts, protocol_label
 from roost.core.errors import NotFound
-from roost.core.info import ConnectionInfo, ConnectionRef
+from roost.core.info import ChannelInfo, ConnectionInfo, ConnectionRef
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -165,3 +165,21 @@ def connection_info(client: Client, sampler: RateSampler) -> ConnectionInfo:
 def connection_ref(client: Client) -> ConnectionRef:
     host, port = split_peer(client.peer)
     return ConnectionRef(client.peer, host, port, client.user.name)
+
+
+def channel_info(session: Session) -> ChannelInfo:
+    client = session.client
+    return ChannelInfo(
+        connection=connection_ref(client),
+        number=getattr(session, "number", 0),
+        vhost=client.vhost.name,
+        user=client.user.name,
+        consumer_count=len(session.consumers),
+        messages_unacknowledged=session.unacked_count,
+        messages_unconfirmed=session.unconfirmed(),
+        prefetch_count=session.prefetch_count,
+        global_prefetch_count=session.global_prefetch,
+        state="running" if session.flow_active else "flow",
+        confirm=session.confirm,
+        transactional=session.transactional,
+    )

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from roost.core.definitions import (
+from roost.core.definition_items import (
     binding_item,
     exchange_item,
     item_recreated,

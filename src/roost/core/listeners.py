@@ -1,17 +1,19 @@
-"""Change listeners (``on_change`` of the broker and of each vhost)."""
+"""Change listeners (``on_change`` of the broker and of each vhost).
+
+Generic in the event's type (core/events.py's ``Event`` where it is called), so this
+module, which the broker model calls, imports nothing of it."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from roost.core.events import Event, Listener
+E = TypeVar("E")
 
 
 def tell_all(
-    listeners: Iterable[Listener], event: Event, log: logging.Logger, where: str = ""
+    listeners: Iterable[Callable[[E], None]], event: E, log: logging.Logger, where: str = ""
 ) -> None:
     """Tell every listener, even when one fails: the change is made in memory, so the
     store's listener must hear of it too. The first failure is raised afterwards;

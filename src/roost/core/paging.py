@@ -14,12 +14,32 @@ goes). Messages queued before paging started stay in memory.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from roost.core.alarms import ResourceAlarms
     from roost.core.durability import MessageStore, QueueStore
-    from roost.core.queues.base import Queue
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Queue(Protocol):
+    """What paging asks of a queue (core/queues/base.py's ``Queue``): its names and its
+    store, declared here so that the pager, which queues call, imports nothing of them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def vhost(self) -> _Named: ...
+
+    @property
+    def store(self) -> QueueStore | None: ...
+
+    def attach_store(self, store: QueueStore) -> None: ...
 
 
 class Pager:

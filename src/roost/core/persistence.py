@@ -17,14 +17,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from roost.core.definitions import (
-    ORDER,
-    export_definitions,
-    import_definitions,
-    item_recreated,
-    queue_item,
-    recreated,
-)
+from roost.core.definition_items import item_recreated, queue_item, recreated
+from roost.core.definitions import export_definitions, import_definitions
+from roost.core.definitions_schema import ORDER
 from roost.core.durability import DefinitionsStore, MessageStore
 from roost.core.events import (
     Event,

@@ -13,7 +13,7 @@ from roost.core.info import QueueInfo
 from roost.core.ports.management import ManagementPort
 from roost.http.exposition import CONTENT_TYPE, Exposition, Labels
 from roost.http.keys import PORT
-from roost.http.metrics import identity
+from roost.http.metrics_node import identity
 
 FAMILIES = (
     "connection_churn_metrics", "node_coarse_metrics", "node_metrics",

@@ -1,5 +1,8 @@
 """Decoders of every MQTT packet, both roles, all three protocol levels, and the checks
-that refuse malformed input with its MQTT 5 reason code.
+that refuse malformed input with its MQTT 5 reason code. This module frames a packet and
+decodes PUBLISH and its acks; CONNECT, CONNACK, PINGREQ/PINGRESP, DISCONNECT and AUTH are
+in decode_connection.py, SUBSCRIBE and UNSUBSCRIBE with their acks in
+decode_subscriptions.py, the fields they share in decode_fields.py.
 
 Malformed input and its reason code:
 
@@ -45,18 +48,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from roost.mqtt.decode_connection import (
+    _decode_auth,
+    _decode_connack,
+    _decode_connect,
+    _decode_disconnect,
+    _decode_pingreq,
+    _decode_pingresp,
+)
+from roost.mqtt.decode_fields import _done, _packet_id, _reason
+from roost.mqtt.decode_subscriptions import (
+    _decode_suback,
+    _decode_subscribe,
+    _decode_unsuback,
+    _decode_unsubscribe,
+)
 from roost.mqtt.errors import MQTTError
 from roost.mqtt.packets import (
     AUTH,
     CONNACK,
     CONNECT,
     DISCONNECT,
-    LEVELS,
     MQTT_5,
     PACKET_NAMES,
     PINGREQ,
     PINGRESP,
-    PROTOCOL_NAMES,
     PUBACK,
     PUBCOMP,
     PUBLISH,
@@ -66,42 +82,17 @@ from roost.mqtt.packets import (
     SUBSCRIBE,
     UNSUBACK,
     UNSUBSCRIBE,
-    WILL,
-    Auth,
-    ConnAck,
-    Connect,
-    Disconnect,
     Packet,
-    PingReq,
-    PingResp,
     Properties,
     PubAck,
     PubComp,
     Publish,
     PubRec,
     PubRel,
-    SubAck,
-    Subscribe,
-    Subscription,
-    UnsubAck,
-    Unsubscribe,
-    Will,
 )
 from roost.mqtt.properties import decode_properties
-from roost.mqtt.reason_codes import (
-    ALLOWED,
-    MALFORMED_PACKET,
-    PROTOCOL_ERROR,
-    TOPIC_NAME_INVALID,
-    UNSUPPORTED_PROTOCOL_VERSION,
-    V3_SUBACK_FAILURE,
-)
-from roost.mqtt.topics import SHARE_PREFIX, validate_topic_name
-from roost.mqtt.wire import (
-    MAX_VARINT,
-    Reader,
-    check_utf8,
-)
+from roost.mqtt.reason_codes import MALFORMED_PACKET, PROTOCOL_ERROR, TOPIC_NAME_INVALID
+from roost.mqtt.wire import MAX_VARINT, Reader, check_utf8
 
 MAX_PACKET_SIZE: Final = 1 + 4 + MAX_VARINT  # the largest packet the framing can carry
 
@@ -115,7 +106,6 @@ FROM_SERVER: Final = frozenset(
      DISCONNECT, AUTH}
 )
 _FLAGS_0010: Final = frozenset({PUBREL, SUBSCRIBE, UNSUBSCRIBE})
-_V3_SUBACK_CODES: Final = frozenset({0, 1, 2, V3_SUBACK_FAILURE})
 
 
 def check_first_byte(first: int, level: int | None, role: str) -> None:
@@ -135,94 +125,6 @@ def check_first_byte(first: int, level: int | None, role: str) -> None:
         raise MQTTError(MALFORMED_PACKET, f"reserved flags 0x{flags:X} in {name}", ptype)
     if role == "client" and ptype == DISCONNECT and level is not None and level < MQTT_5:
         raise MQTTError(PROTOCOL_ERROR, "DISCONNECT from a 3.x server", ptype)
-
-
-
-def _done(r: Reader, ptype: int) -> None:
-    if r.remaining():
-        raise MQTTError(
-            MALFORMED_PACKET, f"{r.remaining()} bytes after the end of {PACKET_NAMES[ptype]}", ptype
-        )
-
-
-def _packet_id(r: Reader, ptype: int) -> int:
-    packet_id = r.u16("packet identifier")
-    if packet_id == 0:
-        raise MQTTError(PROTOCOL_ERROR, "packet identifier 0", ptype)
-    return packet_id
-
-
-def _reason(r: Reader, ptype: int) -> int:
-    code = r.byte("reason code")
-    if code not in ALLOWED[ptype]:
-        raise MQTTError(
-            PROTOCOL_ERROR, f"reason code 0x{code:02X} is not one of {PACKET_NAMES[ptype]}'s", ptype
-        )
-    return code
-
-
-def _check_auth_props(props: Properties, ptype: int) -> None:
-    if props.authentication_data is not None and props.authentication_method is None:
-        raise MQTTError(PROTOCOL_ERROR, "authentication data without a method", ptype)
-
-
-def _decode_connect(r: Reader, flags: int, level: int | None, role: str) -> Connect:
-    name = r.string("protocol name")
-    level = r.byte("protocol level")
-    if level not in LEVELS or PROTOCOL_NAMES[level] != name:
-        raise MQTTError(
-            UNSUPPORTED_PROTOCOL_VERSION, f"protocol {name!r} level {level}", CONNECT
-        )
-    cflags = r.byte("connect flags")
-    if cflags & 0x01:
-        raise MQTTError(MALFORMED_PACKET, "reserved connect flag set", CONNECT)
-    will_flag = bool(cflags & 0x04)
-    will_qos = (cflags >> 3) & 0x03
-    will_retain = bool(cflags & 0x20)
-    if will_qos == 3:
-        raise MQTTError(MALFORMED_PACKET, "will QoS 3", CONNECT)
-    if not will_flag and (will_qos or will_retain):
-        raise MQTTError(MALFORMED_PACKET, "will QoS or retain without a will", CONNECT)
-    has_password = bool(cflags & 0x40)
-    has_username = bool(cflags & 0x80)
-    if has_password and not has_username and level < MQTT_5:
-        raise MQTTError(MALFORMED_PACKET, "password without a user name", CONNECT)
-    keep_alive = r.u16("keep alive")
-    props = decode_properties(r, CONNECT) if level == MQTT_5 else Properties()
-    _check_auth_props(props, CONNECT)
-    client_id = r.string("client identifier")
-    will = None
-    if will_flag:
-        will_props = decode_properties(r, WILL) if level == MQTT_5 else Properties()
-        topic = r.string("will topic")
-        validate_topic_name(topic)
-        will = Will(topic, r.binary("will payload"), will_qos, will_retain, will_props)
-    username = r.string("user name") if has_username else None
-    password = r.binary("password") if has_password else None
-    _done(r, CONNECT)
-    return Connect(
-        client_id, level, bool(cflags & 0x02), keep_alive, username, password, will, props
-    )
-
-
-def _decode_connack(r: Reader, flags: int, level: int, role: str) -> ConnAck:
-    ack_flags = r.byte("acknowledge flags")
-    if ack_flags & 0xFE:
-        raise MQTTError(MALFORMED_PACKET, "reserved acknowledge flags set", CONNACK)
-    code = r.byte("reason code")
-    if level == MQTT_5:
-        if code not in ALLOWED[CONNACK]:
-            raise MQTTError(PROTOCOL_ERROR, f"CONNACK reason code 0x{code:02X}", CONNACK)
-        props = decode_properties(r, CONNACK)
-        _check_auth_props(props, CONNACK)
-    else:
-        if code > 5:
-            raise MQTTError(PROTOCOL_ERROR, f"CONNACK return code {code}", CONNACK)
-        props = Properties()
-    if code and ack_flags:
-        raise MQTTError(PROTOCOL_ERROR, "session present on a refused connection", CONNACK)
-    _done(r, CONNACK)
-    return ConnAck(code, bool(ack_flags), props)
 
 
 def _decode_publish(r: Reader, flags: int, level: int, role: str) -> Publish:
@@ -289,106 +191,6 @@ def _decoder_ack(ptype: int) -> Callable[[Reader, int, int, str], Packet]:
     return decode
 
 
-def _decode_subscribe(r: Reader, flags: int, level: int, role: str) -> Subscribe:
-    packet_id = _packet_id(r, SUBSCRIBE)
-    props = decode_properties(r, SUBSCRIBE) if level == MQTT_5 else Properties()
-    if len(props.subscription_identifiers) > 1:
-        raise MQTTError(PROTOCOL_ERROR, "Subscription Identifier given more than once", SUBSCRIBE)
-    subs: list[Subscription] = []
-    while r.remaining():
-        topic_filter = r.string("topic filter")
-        options = r.byte("subscription options")
-        if options & (0xC0 if level == MQTT_5 else 0xFC):
-            raise MQTTError(MALFORMED_PACKET, "reserved subscription option bits set", SUBSCRIBE)
-        qos = options & 0x03
-        if qos == 3:
-            raise MQTTError(MALFORMED_PACKET, "subscription QoS 3", SUBSCRIBE)
-        no_local = bool(options & 0x04)
-        retain_handling = (options >> 4) & 0x03
-        if retain_handling == 3:
-            raise MQTTError(PROTOCOL_ERROR, "retain handling 3", SUBSCRIBE)
-        if no_local and topic_filter.startswith(SHARE_PREFIX):
-            raise MQTTError(PROTOCOL_ERROR, "no-local on a shared subscription", SUBSCRIBE)
-        subs.append(
-            Subscription(topic_filter, qos, no_local, bool(options & 0x08), retain_handling)
-        )
-    if not subs:
-        raise MQTTError(PROTOCOL_ERROR, "SUBSCRIBE without a topic filter", SUBSCRIBE)
-    return Subscribe(packet_id, subs, props)
-
-
-def _decode_suback(r: Reader, flags: int, level: int, role: str) -> SubAck:
-    packet_id = _packet_id(r, SUBACK)
-    props = decode_properties(r, SUBACK) if level == MQTT_5 else Properties()
-    allowed = ALLOWED[SUBACK] if level == MQTT_5 else _V3_SUBACK_CODES
-    codes = list(r.rest())
-    for code in codes:
-        if code not in allowed:
-            raise MQTTError(PROTOCOL_ERROR, f"SUBACK reason code 0x{code:02X}", SUBACK)
-    if not codes:
-        raise MQTTError(PROTOCOL_ERROR, "SUBACK without a reason code", SUBACK)
-    return SubAck(packet_id, codes, props)
-
-
-def _decode_unsubscribe(r: Reader, flags: int, level: int, role: str) -> Unsubscribe:
-    packet_id = _packet_id(r, UNSUBSCRIBE)
-    props = decode_properties(r, UNSUBSCRIBE) if level == MQTT_5 else Properties()
-    filters: list[str] = []
-    while r.remaining():
-        filters.append(r.string("topic filter"))
-    if not filters:
-        raise MQTTError(PROTOCOL_ERROR, "UNSUBSCRIBE without a topic filter", UNSUBSCRIBE)
-    return Unsubscribe(packet_id, filters, props)
-
-
-def _decode_unsuback(r: Reader, flags: int, level: int, role: str) -> UnsubAck:
-    packet_id = _packet_id(r, UNSUBACK)
-    if level < MQTT_5:
-        _done(r, UNSUBACK)
-        return UnsubAck(packet_id)
-    props = decode_properties(r, UNSUBACK)
-    codes = list(r.rest())
-    for code in codes:
-        if code not in ALLOWED[UNSUBACK]:
-            raise MQTTError(PROTOCOL_ERROR, f"UNSUBACK reason code 0x{code:02X}", UNSUBACK)
-    if not codes:
-        raise MQTTError(PROTOCOL_ERROR, "UNSUBACK without a reason code", UNSUBACK)
-    return UnsubAck(packet_id, codes, props)
-
-
-def _decode_pingreq(r: Reader, flags: int, level: int, role: str) -> PingReq:
-    _done(r, PINGREQ)
-    return PingReq()
-
-
-def _decode_pingresp(r: Reader, flags: int, level: int, role: str) -> PingResp:
-    _done(r, PINGRESP)
-    return PingResp()
-
-
-def _decode_disconnect(r: Reader, flags: int, level: int, role: str) -> Disconnect:
-    code = 0
-    props = Properties()
-    if level == MQTT_5 and r.remaining():
-        code = _reason(r, DISCONNECT)
-        if r.remaining():
-            props = decode_properties(r, DISCONNECT)
-    _done(r, DISCONNECT)
-    return Disconnect(code, props)
-
-
-def _decode_auth(r: Reader, flags: int, level: int, role: str) -> Auth:
-    code = 0
-    props = Properties()
-    if r.remaining():
-        code = _reason(r, AUTH)
-        if r.remaining():
-            props = decode_properties(r, AUTH)
-    _check_auth_props(props, AUTH)
-    _done(r, AUTH)
-    return Auth(code, props)
-
-
 _DECODERS: Final[dict[int, Callable[[Reader, int, Any, str], Packet]]] = {
     CONNECT: _decode_connect,
     CONNACK: _decode_connack,
@@ -423,4 +225,3 @@ def decode_body(
     """``decode_packet`` once ``check_first_byte`` has passed (the reader checks it from
     the first byte, before the body is there)."""
     return _DECODERS[first_byte >> 4](Reader(body), first_byte & 0x0F, protocol_level, role)
-

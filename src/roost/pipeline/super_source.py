@@ -35,7 +35,8 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from roost.pipeline.amqp import Client, RoostError, missing_as, properties
-from roost.pipeline.source import RoostPartition, _Options, read_partition
+from roost.pipeline.options import _Options
+from roost.pipeline.reading import RoostPartition, read_partition
 from roost.pipeline.superstream import DEFAULT_STREAM_PORT, partitions
 
 

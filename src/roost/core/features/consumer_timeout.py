@@ -29,15 +29,49 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from roost.core.errors import PreconditionFailed
+from roost.core.errors import BrokerError, PreconditionFailed
 
 if TYPE_CHECKING:
     from roost.core.message import Message
-    from roost.core.session import Session
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class _Sink(Protocol):
+    def close_with(self, error: BrokerError) -> None: ...
+
+
+class Session(Protocol):
+    """What the deadlines ask of a session (core/session.py's ``Session``), declared here
+    so that this feature, which sessions call, imports nothing of them."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def client(self) -> _Named: ...
+
+    @property
+    def sink(self) -> _Sink: ...
+
+    @property
+    def next_tag(self) -> int: ...
+
+    def is_unacked(self, tag: int) -> bool: ...
+
+    def oldest_unacked(self, skip: Container[int] = ()) -> int | None: ...
+
+    def expire(self, tag: int) -> None: ...
 
 log = logging.getLogger("roost.consumer_timeout")
 
