@@ -118,6 +118,15 @@ def test_heartbeats_go_out_and_two_silent_intervals_close() -> None:
     assert "heartbeats" in session.close_reason
 
 
+def test_a_long_lived_connection_holds_one_heartbeat_timer() -> None:
+    session, transport, clock = opened(heartbeat=5)
+    for _ in range(50):  # the client answers every interval: the connection lives on
+        session.data_received(encode(Heartbeat()))
+        clock.advance(5)
+    assert not transport.closed
+    assert len(session._timers) == 1  # not one per heartbeat sent
+
+
 def test_publish_is_confirmed_and_a_subscription_gets_one_chunk() -> None:
     session, transport, clock = opened()
     session.data_received(encode(Create(5, "s")))

@@ -353,7 +353,9 @@ class StreamSession(ReadLoop):
         self._missed = not self._received
         self._received = False
         self.send(Heartbeat())
-        self._timers.append(self.clock.call_later(self.heartbeat, self._beat))
+        # the timer that called this has fired: keep only the next one, or a connection
+        # with heartbeats would hold one handle per interval for as long as it lives
+        self._timers[:] = [self.clock.call_later(self.heartbeat, self._beat)]
 
     _handlers: dict[type, Callable[[StreamSession, Any], None]] = {
         PeerProperties: _peer_properties,
