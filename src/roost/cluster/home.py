@@ -29,7 +29,21 @@ if TYPE_CHECKING:
     from roost.core.session import Session
     from roost.core.vhost import VHost
 
-CREDIT = 256  # deliveries a home node sends ahead of the acks of one remote subscription
+# Deliveries a home node sends ahead of the acks of one remote subscription: the
+# subscriber asks for a credit sized to its own consumers' prefetch (``credit_for``), and
+# raises it (``Credit``) as consumers join. A delivery and its ack make a round trip
+# through both nodes' event loops (a few ms to tens of ms under load); 256 bounded one
+# queue's relay near 256 per round trip, below what a consumer on the home node takes.
+CREDIT = 256  # the least, and what a peer that names none gets
+CREDIT_MAX = 4096
+CREDIT_PER_PREFETCH = 8  # credit per unit of the local consumers' summed prefetch
+
+
+def credit_for(prefetches: list[int]) -> int:
+    """The credit for a stand-in whose consumers have these prefetch counts (0: none)."""
+    if not prefetches or 0 in prefetches:
+        return CREDIT_MAX if prefetches else CREDIT
+    return max(CREDIT, min(CREDIT_MAX, CREDIT_PER_PREFETCH * sum(prefetches)))
 
 
 class _Sink:
@@ -210,6 +224,7 @@ class Home:
             return
         session, sink = self._session(link, vhost)
         tag = f"cluster-{link.peer}-{frame.consumer_id}"
+        session.set_qos(min(frame.prefetch, CREDIT_MAX) or CREDIT, False)
         try:
             consumer = session.consume(queue, tag, no_ack=False, exclusive=False)
         except BrokerError as exc:
@@ -224,6 +239,16 @@ class Home:
             tag = f"cluster-{link.peer}-{frame.consumer_id}"
             if sink.ids.pop(tag, None) is not None:
                 session.cancel(tag)
+
+    def credit(self, link: Link, frame: f.Credit) -> None:
+        """The subscriber's consumers changed: its subscription's prefetch follows."""
+        tag = f"cluster-{link.peer}-{frame.consumer_id}"
+        for session, sink in self._of(link):
+            consumer = session.consumers.get(tag) if tag in sink.ids else None
+            if consumer is not None:
+                consumer.prefetch = min(frame.credit, CREDIT_MAX) or CREDIT
+                consumer.queue.dispatch()
+                return
 
     def acked(self, link: Link, frame: f.Acked) -> None:
         sessions = [session for session, _sink in self._of(link)]

@@ -26,7 +26,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from roost.cluster.home import CREDIT, Home
+from roost.cluster.home import Home, credit_for
 from roost.cluster.link import frames as f
 from roost.cluster.stand_in import RemoteQueue
 from roost.cluster.wire import message_of, properties_of
@@ -165,7 +165,17 @@ class DataPlane:
         self._next_id += 1
         queue.consumer_id = self._next_id
         self._subscriptions[queue.consumer_id] = queue
-        link.send(f.Consume(queue.consumer_id, queue.vhost.name, queue.name, "", CREDIT))
+        queue.credit = credit_for([c.prefetch for c in queue.consumers])
+        link.send(f.Consume(queue.consumer_id, queue.vhost.name, queue.name, "", queue.credit))
+
+    def resize(self, queue: RemoteQueue) -> None:
+        """A consumer joined or left here: the subscription's credit follows their prefetch
+        (raised at once; lowered too, the home node then sends less until acks catch up)."""
+        credit = credit_for([c.prefetch for c in queue.consumers])
+        link = self.node.links.link(queue.home)
+        if credit != queue.credit and queue.consumer_id and link is not None:
+            queue.credit = credit
+            link.send(f.Credit(queue.consumer_id, credit))
 
     def unsubscribe(self, queue: RemoteQueue) -> None:
         consumer_id, queue.consumer_id = queue.consumer_id, 0
@@ -208,6 +218,15 @@ class DataPlane:
 
     def frame(self, link: Link, frame: f.Frame) -> None:
         match frame:
+            case f.Batch(frames=frames):  # a run of publishes and deliveries, in order
+                publish, deliver = self.home.publish, self._deliver
+                for inner in frames:
+                    if isinstance(inner, f.Deliver):
+                        deliver(link, inner)
+                    else:
+                        publish(link, inner)
+            case f.Deliver():
+                self._deliver(link, frame)
             case f.Publish():
                 self.home.publish(link, frame)
             case f.PublishResult(publish_id=pid, outcome=outcome, text=text):
@@ -228,19 +247,8 @@ class DataPlane:
                     self._answered(link.peer, count)
             case f.Acked():
                 self.home.acked(link, frame)
-            case f.Deliver():
-                queue = self._subscriptions.get(frame.consumer_id)
-                if queue is None or queue.deleted:
-                    back = f.Settle(
-                        frame.consumer_id, f.SettleOp.REJECT, f.SETTLE_REQUEUE, frame.delivery_id
-                    )
-                    link.send(back)
-                    return
-                message = message_of(
-                    frame.exchange, frame.routing_key, frame.properties, frame.body
-                )
-                redelivered = bool(frame.flags & f.DELIVER_REDELIVERED)
-                queue.arrived(frame.delivery_id, redelivered, message)
+            case f.Credit():
+                self.home.credit(link, frame)
             case f.Settle():
                 self.home.settle(link, frame)
             case f.Get():
@@ -259,6 +267,15 @@ class DataPlane:
                     self.home.cancel(link, frame)
             case _:
                 pass
+
+    def _deliver(self, link: Link, frame: f.Deliver) -> None:
+        queue = self._subscriptions.get(frame.consumer_id)
+        if queue is None or queue.deleted:
+            cid, did = frame.consumer_id, frame.delivery_id
+            link.send(f.Settle(cid, f.SettleOp.REJECT, f.SETTLE_REQUEUE, did))
+            return
+        message = message_of(frame.exchange, frame.routing_key, frame.properties, frame.body)
+        queue.arrived(frame.delivery_id, bool(frame.flags & f.DELIVER_REDELIVERED), message)
 
     def _answered(self, home: str, count: int = 1) -> None:
         left = self._in_flight[home] = self._in_flight.get(home, count) - count

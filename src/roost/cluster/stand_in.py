@@ -72,6 +72,7 @@ class RemoteQueue(Queue):
                 protocol="cluster", peer=home, user=User("rmq-internal", ""), vhost=vhost
             )
         self.consumer_id = 0  # our subscription at the home node; 0: none
+        self.credit = 0  # its credit there (home.credit_for)
         # the home node's figures, as of its last answer (refresh, fetch, purge)
         self.home_ready = 0
         self.home_consumers = 0
@@ -168,6 +169,8 @@ class RemoteQueue(Queue):
         super().add_consumer(consumer)
         if not self.consumer_id:
             self.plane.subscribe(self)
+        else:
+            self.plane.resize(self)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """No auto-delete here: the home node counts this node as one consumer."""
@@ -178,4 +181,5 @@ class RemoteQueue(Queue):
             self._give_back(requeue=True)
             self.plane.unsubscribe(self)
         elif self.consumers:
+            self.plane.resize(self)
             self.dispatch()
