@@ -156,6 +156,8 @@ class DataPlane:
         elif not frame.reply_code:
             queue.home_consumers = frame.consumers
             queue.home_ready = 0 if op == f.QueueOpKind.PURGE else frame.messages
+            if op == f.QueueOpKind.PURGE:
+                queue.home_purged = frame.messages
         self.broker.pending.finish(number, None)
 
     def subscribe(self, queue: RemoteQueue) -> None:

@@ -76,6 +76,8 @@ class RemoteQueue(Queue):
         # the home node's figures, as of its last answer (refresh, fetch, purge)
         self.home_ready = 0
         self.home_consumers = 0
+        self.home_purged = -1  # the home node's count of the last purge (-1: none yet)
+        self.held_purged = 0  # what this node held of it (sent ahead, not handed out)
         self.window = RemoteFlow(self)
         self.flow = self.window
 
@@ -135,13 +137,21 @@ class RemoteQueue(Queue):
         self.ready_bytes += entry.size
 
     def purge(self) -> int:
-        """Purged at home too; the count is what this node knew of the home's figures
-        (refreshed by every declare) and what it held itself."""
+        """Purged at home too. The count returned is what this node knew of the home's
+        figures (refreshed by every declare) and what it held itself; ``purged`` gives
+        the home node's answer once it came (the reply waits for it)."""
         count = self.message_count
+        self.held_purged = len(self.ready)
+        self.home_purged = -1
         self._give_back(requeue=False)
         self.plane.queue_op(self, f.QueueOpKind.PURGE)
         self.home_ready = 0
         return count
+
+    def purged(self, count: int) -> int:
+        if self.home_purged < 0:
+            return count  # no answer (the link went down): the estimate
+        return self.home_purged + self.held_purged
 
     def _give_back(self, *, requeue: bool) -> None:
         for entry in self.ready:
