@@ -80,8 +80,9 @@ class _Sink:
 
 
 class _Peer:
-    """A peer as a publisher here: while a queue it feeds is congested, its answers wait,
-    so its publish window fills and it holds its own publishers."""
+    """A peer as the publisher of one queue here: while the queue is congested, the
+    answers to the peer's publishes to it wait, so the peer's window for that queue
+    fills and it holds that queue's publishers (and no other queue's)."""
 
     def __init__(self, link: Link) -> None:
         self.link = link
@@ -158,18 +159,20 @@ class Home:
         self.broker = broker
         # (peer, vhost) -> the session serving that peer's subscriptions there
         self.sessions: dict[tuple[str, str], tuple[Session, _Sink]] = {}
-        self.peers: dict[str, _Peer] = {}
+        # (peer, vhost, queue) -> that peer as the publisher of that queue
+        self.peers: dict[tuple[str, str, str], _Peer] = {}
 
-    def _peer(self, link: Link) -> _Peer:
-        peer = self.peers.get(link.peer)
+    def _peer(self, link: Link, frame: f.Publish) -> _Peer:
+        key = (link.peer, frame.vhost, frame.queues[0] if frame.queues else "")
+        peer = self.peers.get(key)
         if peer is None or peer.link is not link:
             if peer is not None:
                 peer.close()
-            peer = self.peers[link.peer] = _Peer(link)
+            peer = self.peers[key] = _Peer(link)
         return peer
 
     def publish(self, link: Link, frame: f.Publish) -> None:
-        peer = self._peer(link)
+        peer = self._peer(link, frame)
 
         def answer(outcome: f.Outcome, text: str = "") -> None:
             if not frame.publish_id:
@@ -314,9 +317,8 @@ class Home:
 
     def link_down(self, peer: str) -> None:
         """The peer's subscriptions end; what it had not acked is requeued here."""
-        gone = self.peers.pop(peer, None)
-        if gone is not None:
-            gone.close()
+        for gone in [k for k in self.peers if k[0] == peer]:
+            self.peers.pop(gone).close()
         for key in [k for k in self.sessions if k[0] == peer]:
             session, _sink = self.sessions.pop(key)
             self.broker.close_session(session)

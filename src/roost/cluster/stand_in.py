@@ -32,7 +32,7 @@ class RemoteEntry(Entry):
 
 
 class RemoteFlow(QueueFlow):
-    """A stand-in is congested while its home node's publish window is full; its own
+    """A stand-in is congested while its publish window to the home node is full; its own
     backlog (what the home node sent ahead) never holds anyone."""
 
     __slots__ = ()
@@ -79,6 +79,7 @@ class RemoteQueue(Queue):
         self.home_purged = -1  # the home node's count of the last purge (-1: none yet)
         self.held_purged = 0  # what this node held of it (sent ahead, not handed out)
         self.window = RemoteFlow(self)
+        self.in_flight = 0  # publishes forwarded to the home node, not yet answered
         self.flow = self.window
 
     # -- publishing: to the home node
