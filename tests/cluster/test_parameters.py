@@ -1,0 +1,65 @@
+"""Runtime parameters live in etcd like the other definitions: a federation upstream,
+a vhost's limits and a global parameter set on one node are on the other when the HTTP
+reply comes, and deleting one on one node deletes that one (and nothing else) on both."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.cluster.test_definitions import pair  # noqa: F401  (the fixture)
+from tests.support import RoostProcess, eventually
+
+AUTH = ("guest", "guest")
+
+
+def put(server: RoostProcess, path: str, body: Any) -> None:
+    reply = httpx.put(server.http_url + path, json=body, auth=AUTH, timeout=10)
+    assert reply.status_code in (201, 204), (path, reply.status_code, reply.text)
+
+
+def delete(server: RoostProcess, path: str) -> None:
+    reply = httpx.delete(server.http_url + path, auth=AUTH, timeout=10)
+    assert reply.status_code == 204, (path, reply.status_code, reply.text)
+
+
+def status(server: RoostProcess, path: str) -> tuple[int, Any]:
+    reply = httpx.get(server.http_url + path, auth=AUTH, timeout=10)
+    return reply.status_code, reply.json() if reply.status_code == 200 else None
+
+
+def test_parameters_set_and_deleted_on_one_node_are_so_on_the_other(
+    pair: tuple[RoostProcess, RoostProcess],  # noqa: F811
+) -> None:
+    n1, n2 = pair
+    upstream = "/api/parameters/federation-upstream/%2F/up1"
+    put(n1, upstream, {"value": {"uri": "amqp://127.0.0.1:1", "ack-mode": "on-confirm"}})
+    put(n1, "/api/vhost-limits/%2F/max-connections", {"value": 50})
+    put(n1, "/api/global-parameters/region", {"value": "eu-1"})
+    code, got = status(n2, upstream)
+    assert code == 200 and got["value"]["uri"] == "amqp://127.0.0.1:1"
+    code, got = status(n2, "/api/global-parameters/region")
+    assert code == 200 and got["value"] == "eu-1"
+    code, got = status(n2, "/api/vhost-limits/%2F")
+    assert code == 200 and got[0]["value"] == {"max-connections": 50}
+
+    # set on n2, seen on n1 too
+    put(n2, "/api/parameters/federation-upstream/%2F/up2", {"value": {"uri": "amqp://h2"}})
+    assert status(n1, "/api/parameters/federation-upstream/%2F/up2")[0] == 200
+
+    delete(n1, upstream)
+    delete(n2, "/api/global-parameters/region")
+    # read-your-writes holds for deletes too: gone on the other node when the reply came
+    assert status(n2, upstream)[0] == 404
+    assert status(n1, "/api/global-parameters/region")[0] == 404
+    # only that one: the other upstream and the vhost's limits stay, on both nodes
+    for n in (n1, n2):
+        assert status(n, "/api/parameters/federation-upstream/%2F/up2")[0] == 200
+        code, got = status(n, "/api/vhost-limits/%2F")
+        assert code == 200 and got and got[0]["value"] == {"max-connections": 50}, (n, got)
+    # and after a restart, a node loads them from etcd
+    n2.stop()
+    n2.start()
+    eventually(lambda: status(n2, "/api/parameters/federation-upstream/%2F/up2")[0] == 200)
+    assert status(n2, upstream)[0] == 404
