@@ -1,6 +1,7 @@
 """Runtime parameters live in etcd like the other definitions: a federation upstream,
 a vhost's limits and a global parameter set on one node are on the other when the HTTP
-reply comes, and deleting one on one node deletes that one (and nothing else) on both."""
+reply comes, and deleting one on one node deletes that one (and nothing else) on both.
+A dynamic shovel, whose parameter is on every node, runs on one node of the cluster."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from tests.cluster.test_definitions import pair  # noqa: F401  (the fixture)
+from tests.cluster.test_definitions import channel, pair  # noqa: F401  (pair: the fixture)
 from tests.support import RoostProcess, eventually
 
 AUTH = ("guest", "guest")
@@ -63,3 +64,47 @@ def test_parameters_set_and_deleted_on_one_node_are_so_on_the_other(
     n2.start()
     eventually(lambda: status(n2, "/api/parameters/federation-upstream/%2F/up2")[0] == 200)
     assert status(n2, upstream)[0] == 404
+
+
+def shovel_rows(server: RoostProcess) -> list[str]:
+    return [r["name"] for r in status(server, "/api/shovels/%2F")[1] if r["state"] == "running"]
+
+
+def test_a_dynamic_shovel_runs_on_one_node_of_the_cluster(
+    pair: tuple[RoostProcess, RoostProcess],  # noqa: F811
+) -> None:
+    """Its parameter is on every node, but one node runs it (as in RabbitMQ): from an
+    exchange, two running copies would each bind a queue and move every message twice.
+    When that node goes, another takes it over."""
+    n1, n2 = pair
+    c1, ch1 = channel(n1)
+    ch1.queue_declare("landed")
+    value = {"src-uri": "amqp://", "src-exchange": "amq.fanout",
+             "dest-uri": "amqp://", "dest-queue": "landed"}  # fmt: skip
+    put(n1, "/api/parameters/shovel/%2F/fan", {"value": value})
+    eventually(lambda: shovel_rows(n1) + shovel_rows(n2) == ["fan"],
+               what=lambda: (shovel_rows(n1), shovel_rows(n2)))  # fmt: skip
+    runner, other = (n1, n2) if shovel_rows(n1) else (n2, n1)
+
+    def landed() -> int:
+        return int(ch1.queue_declare("landed", passive=True).method.message_count)
+
+    def bound() -> bool:  # the shovel's own queue is bound: it would take what comes now
+        _code, rows = status(runner, "/api/exchanges/%2F/amq.fanout/bindings/source")
+        return bool(rows)
+
+    eventually(bound)
+    ch1.confirm_delivery()
+    for i in range(3):
+        ch1.basic_publish("amq.fanout", "", b"m%d" % i)
+    eventually(lambda: landed() >= 3, what=landed)
+    ch1.basic_publish("", "landed", b"marker")  # behind any second copy in the queue
+    eventually(lambda: landed() >= 4, what=landed)
+    bodies = []
+    while (got := ch1.basic_get("landed", auto_ack=True))[0] is not None:
+        bodies.append(got[2])
+    assert sorted(bodies) == [b"m0", b"m1", b"m2", b"marker"]
+    c1.close()
+
+    runner.kill()  # the other node takes it over once the runner's lease ends
+    eventually(lambda: shovel_rows(other) == ["fan"], timeout=30, what=lambda: shovel_rows(other))
