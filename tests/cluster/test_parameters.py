@@ -5,6 +5,7 @@ A dynamic shovel, whose parameter is on every node, runs on one node of the clus
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -108,3 +109,59 @@ def test_a_dynamic_shovel_runs_on_one_node_of_the_cluster(
 
     runner.kill()  # the other node takes it over once the runner's lease ends
     eventually(lambda: shovel_rows(other) == ["fan"], timeout=30, what=lambda: shovel_rows(other))
+
+
+def test_a_federated_exchange_brings_each_message_once_into_the_cluster(
+    pair: tuple[RoostProcess, RoostProcess],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The upstream and the policy are on both nodes, and a message published upstream
+    arrives once, not once per node: the nodes announce one cluster name, so their
+    links share one queue upstream (``federation: fx -> NAME:fx``), as a RabbitMQ
+    cluster's do. (This held before this test was written.)"""
+    n1, n2 = pair
+    up = RoostProcess(tmp_path / "upstream", "--node-name", "fed-up@localhost").start()
+    try:
+        cu, chu = channel(up)
+        chu.exchange_declare("fx", "fanout")
+        c1, ch1 = channel(n1)
+        ch1.exchange_declare("fx", "fanout")
+        ch1.queue_declare("fed-in")
+        ch1.queue_bind("fed-in", "fx")
+        put(n1, "/api/parameters/federation-upstream/%2F/up", {"value": {"uri": up.url}})
+        put(n1, "/api/policies/%2F/fed", {
+            "pattern": "^fx$", "apply-to": "exchanges",
+            "definition": {"federation-upstream": "up"}})  # fmt: skip
+
+        def link_rows() -> list[str]:
+            return [
+                str(r["node"])
+                for n in (n1, n2)
+                for r in status(n, "/api/federation-links")[1]
+                if r.get("exchange") == "fx" and r["status"] == "running"
+            ]
+
+        eventually(lambda: len(link_rows()) >= 1, timeout=15, what=link_rows)
+
+        def bound_upstream() -> bool:  # the link's queue upstream takes what comes now
+            return bool(status(up, "/api/exchanges/%2F/fx/bindings/source")[1])
+
+        eventually(bound_upstream)
+        chu.confirm_delivery()
+        for i in range(3):
+            chu.basic_publish("fx", "", b"u%d" % i)
+
+        def arrived() -> int:
+            return int(ch1.queue_declare("fed-in", passive=True).method.message_count)
+
+        eventually(lambda: arrived() >= 3, what=arrived)
+        ch1.basic_publish("", "fed-in", b"marker")  # behind any second copy
+        eventually(lambda: arrived() >= 4, what=arrived)
+        bodies = []
+        while (got := ch1.basic_get("fed-in", auto_ack=True))[0] is not None:
+            bodies.append(got[2])
+        assert sorted(bodies) == [b"marker", b"u0", b"u1", b"u2"]
+        c1.close()
+        cu.close()
+    finally:
+        up.kill()
