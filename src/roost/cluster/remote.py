@@ -65,8 +65,9 @@ class DataPlane:
         self.broker = broker
         self.home = Home(broker)
         self._next_id = 0
-        # publish id -> (the stand-in it went through, Pending operation number)
-        self._forwarded: dict[int, tuple[RemoteQueue, int]] = {}
+        # publish id -> (the stand-in it went through, Pending operation number, the node
+        # it went to: a replicated queue's stand-in may point at a new leader meanwhile)
+        self._forwarded: dict[int, tuple[RemoteQueue, int, str]] = {}
         self._subscriptions: dict[int, RemoteQueue] = {}  # consumer id -> stand-in
         self._acks: dict[str, list[int]] = {}  # home node -> delivery ids acked this turn
         self._acks_planned = False
@@ -95,7 +96,7 @@ class DataPlane:
             return False
         self._next_id += 1
         pid = self._next_id
-        self._forwarded[pid] = (queue, self.broker.pending.issue())
+        self._forwarded[pid] = (queue, self.broker.pending.issue(), queue.home)
         queue.in_flight += 1
         if queue.in_flight >= WINDOW_HIGH and not queue.window.congested:
             queue.window.set_congested(True)
@@ -293,8 +294,9 @@ class DataPlane:
     def _link_down(self, link: Link, why: str) -> None:
         peer = link.peer
         self.home.link_down(peer)
-        for pid, (stand_in, number) in list(self._forwarded.items()):
-            if stand_in.home == peer:
+        for pid, (stand_in, number, home) in list(self._forwarded.items()):
+            if home == peer:
+                self._answered(stand_in, 1)
                 del self._forwarded[pid]
                 self.broker.pending.finish(
                     number, Unreachable(f"link to node '{peer}' lost: {why}")
@@ -306,8 +308,6 @@ class DataPlane:
         for queue in self._stand_ins(peer):
             self._subscriptions.pop(queue.consumer_id, None)
             queue.lost_home()
-            queue.in_flight = 0
-            self._answered(queue, 0)
 
     def _node_down(self, peer: str) -> None:
         """The home node is gone (its lease expired): consumers of its queues here are
