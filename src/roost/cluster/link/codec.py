@@ -162,11 +162,12 @@ class Encoder:
     the link otherwise spent ~2 µs a message in the reader and the frame handlers.
     """
 
-    __slots__ = ("_run", "_run_count", "_run_size", "parts", "size")
+    __slots__ = ("_run", "_run_count", "_run_size", "batching", "parts", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, *, batching: bool = True) -> None:
         self.parts: list[bytes] = []
         self.size = 0
+        self.batching = batching  # False towards a peer that said it cannot read a Batch
         self._run = -1  # index in parts of the open run's header slot; -1: none
         self._run_size = 0
         self._run_count = 0
@@ -174,7 +175,7 @@ class Encoder:
     def add(self, frame: f.Frame) -> None:
         parts = encode_parts(frame)
         size = sum(map(len, parts))
-        if isinstance(frame, f.BATCHED):
+        if self.batching and isinstance(frame, f.BATCHED):
             if self._run < 0:
                 self._run = len(self.parts)
                 self.parts.append(b"")  # the Batch header, if the run gets a second frame

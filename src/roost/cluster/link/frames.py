@@ -87,7 +87,10 @@ class Hello:
 
     node: str
     incarnation: int
-    version: int = 1
+    version: int = 1  # 2: reads Batch frames
+
+
+LINK_VERSION = 2
 
 
 @dataclass(slots=True)
