@@ -84,7 +84,60 @@ def test_many_frames_in_one_write() -> None:
     size = enc.size
     data = enc.take()
     assert len(data) == size and not enc
-    assert frames_of(data) == SAMPLES
+    assert _flat(frames_of(data)) == SAMPLES
+
+
+def _flat(frames: list[f.Frame]) -> list[f.Frame]:
+    out: list[f.Frame] = []
+    for frame in frames:
+        out += frame.frames if isinstance(frame, f.Batch) else [frame]
+    return out
+
+
+def test_a_run_of_publishes_and_deliveries_goes_as_one_batch() -> None:
+    """Consecutive Publish/Deliver frames become one Batch, in order; any other frame
+    ends the run, and a run of one stays a plain frame."""
+    pub = f.Publish(1, f.PUBLISH_CONFIRM, "/", ["q"], "", "q", b"\x80\x00", b"a" * 100)
+    dlv = f.Deliver(2, 9, 0, 0, "", "q", b"\x00\x00", b"b" * 50)
+    enc = Encoder()
+    for frame in (pub, dlv, pub, f.Acked(f.pack_ids([3])), dlv, f.Credit(1, 5), pub, dlv):
+        enc.add(frame)
+    size = enc.size
+    data = enc.take()
+    assert len(data) == size
+    assert frames_of(data) == [
+        f.Batch([pub, dlv, pub]),
+        f.Acked(f.pack_ids([3])),
+        dlv,
+        f.Credit(1, 5),
+        f.Batch([pub, dlv]),
+    ]
+    # the batch is the inner frames' own bytes behind one header (size, kind 44)
+    inner = encode(pub) + encode(dlv)
+    assert data.endswith(struct.pack("!IB", 1 + len(inner), 44) + inner)
+    for cut in range(len(data)):  # and it is read whole however the socket splits it
+        reader = LinkReader()
+        reader.feed(data[:cut])
+        got = []
+        while (frame := reader.next_frame()) is not NEED_DATA:
+            got.append(frame)
+        reader.feed(data[cut:])
+        while (frame := reader.next_frame()) is not NEED_DATA:
+            got.append(frame)
+        assert len(got) == 5
+
+
+def test_a_long_run_is_cut_into_batches_below_the_frame_limit() -> None:
+    from roost.cluster.link import codec
+
+    pub = f.Publish(1, 0, "/", ["q"], "", "q", b"", b"x" * 100_000)
+    enc = Encoder()
+    for _ in range(25):
+        enc.add(pub)
+    batches = frames_of(enc.take())
+    assert all(isinstance(b, f.Batch) for b in batches) and len(batches) == 3
+    assert sum(len(b.frames) for b in batches if isinstance(b, f.Batch)) == 25
+    assert codec.BATCH_BYTES < codec.DEFAULT_MAX_FRAME
 
 
 GOLDEN = [
@@ -134,6 +187,18 @@ MALFORMED = [
         "entries cannot fit",
     ),
     (_frame(f.Kind.PUBLISH, b"\0" * 9 + b"\x01/\xff\xff\x01q"), "name runs past the frame"),
+    (_frame(f.Kind.BATCH, b""), "Batch frame with no frames"),
+    (_frame(f.Kind.BATCH, b"\0\0\0"), "inner frame's header runs past"),
+    (_frame(f.Kind.BATCH, _frame(f.Kind.CREDIT, b"\0" * 12)), "kind 10 cannot be batched"),
+    (_frame(f.Kind.BATCH, struct.pack("!IB", 99, f.Kind.DELIVER)), "inner frame runs past"),
+    (
+        _frame(f.Kind.BATCH, _frame(f.Kind.BATCH, _frame(f.Kind.PUBLISH, b""))),
+        "kind 44 cannot be batched",
+    ),
+    (
+        _frame(f.Kind.BATCH, _frame(f.Kind.DELIVER, encode(SAMPLES[9])[5:] + b"!")),
+        "1 bytes past its fields",
+    ),
 ]
 
 

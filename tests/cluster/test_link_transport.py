@@ -135,3 +135,38 @@ def test_malformed_input_drops_the_connection_only() -> None:
         await a.links.close()
 
     run(main)
+
+
+def test_publishes_go_as_one_batch_to_a_new_peer_and_one_by_one_to_an_old_one() -> None:
+    """A peer whose Hello says version 2 reads Batch frames; one that says 1 (an older
+    build) is sent the same frames one by one."""
+
+    async def main() -> None:
+        from roost.cluster.link.codec import encode, frames_of
+
+        a = Node("a")
+        pa = await a.start()
+        pub = f.Publish(1, 0, "/", ["q"], "", "q", b"", b"body")
+        for version, batched in ((2, True), (1, False)):
+            reader, writer = await asyncio.open_connection(pa.host, pa.port)
+            writer.write(encode(f.Hello(f"old{version}", version, version)))
+            await writer.drain()
+            await until(lambda v=version: a.links.link(f"old{v}") is not None)  # type: ignore[misc]
+            link = a.links.link(f"old{version}")
+            assert link is not None
+            for _ in range(3):
+                link.send(pub)
+            got: list[f.Frame] = []
+            data = b""
+            while len([fr for fr in got if not isinstance(fr, f.Hello)]) < (1 if batched else 3):
+                data += await asyncio.wait_for(reader.read(65536), 5)
+                try:
+                    got = frames_of(data)
+                except Exception:  # a partial frame: read on
+                    continue
+            frames = [fr for fr in got if not isinstance(fr, f.Hello)]
+            assert frames == ([f.Batch([pub, pub, pub])] if batched else [pub, pub, pub])
+            writer.close()
+        await a.links.close()
+
+    run(main)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pika
 import pytest
 
@@ -47,6 +48,35 @@ def test_balanced_queues_spread_over_the_running_nodes(
         # the queue is n2's own: it is on n2's disk side of etcd and n2 serves it alone
         keys = etcd_keys(shared_etcd, f"{etcd_prefix}/defs/queues/")
         assert keys[f"{etcd_prefix}/defs/queues/%2F/b1"]["node"] == "n2"
+
+        # the policy key (RabbitMQ 3.12's queue-leader-locator), its value checked first
+        auth = ("guest", "guest")
+        url = n1.http_url + "/api/policies/%2F/"
+        bad = httpx.put(url + "spread", auth=auth, json={
+            "pattern": "^pol", "definition": {"queue-leader-locator": "nearest"}})  # fmt: skip
+        assert bad.status_code == 400
+        assert 'is not a valid queue leader locator value' in bad.json()["reason"]
+        ok = httpx.put(url + "spread", auth=auth, json={
+            "pattern": "^pol", "definition": {"queue-leader-locator": "balanced"}})  # fmt: skip
+        assert ok.status_code in (201, 204)
+        for i in range(3):  # 3 queues each so far: n1 (the declaring node), n2, n1
+            ch1.queue_declare(f"pol{i}", durable=True)
+        ch1.queue_declare("pol-here", arguments=local)  # the argument wins over the policy
+        homes = {q["name"]: q["node"] for q in api(n2, "/api/queues")}
+        placed = [homes[f"pol{i}"] for i in range(3)] + [homes["pol-here"]]
+        assert placed == ["n1", "n2", "n1", "n1"]
+
+        # a value RabbitMQ 3.12 does not know: 406, with its words
+        for value, why in (("nearest", "invalid_queue_locator_arg"),
+                           (5, "{unacceptable_type,signedint}")):  # fmt: skip
+            ch = c1.channel()
+            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as exc:
+                ch.queue_declare("odd", arguments={"x-queue-leader-locator": value})
+            assert exc.value.reply_code == 406
+            assert exc.value.reply_text == (
+                f"PRECONDITION_FAILED - invalid arg 'x-queue-leader-locator' for queue 'odd' "
+                f"in vhost '/': {why}"
+            )
         c1.close()
         c2.close()
     finally:

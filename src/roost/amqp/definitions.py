@@ -113,9 +113,15 @@ def queue_unbind(channel: AMQPChannel, method: m.QueueUnbind) -> None:
 
 def queue_purge(channel: AMQPChannel, method: m.QueuePurge) -> None:
     completion = channel.broker.durable_from_here()  # a cluster: the home node purged
-    count = channel.broker.purge_queue(channel.client, queue_name(channel, method.queue))
+    name = queue_name(channel, method.queue)
+    count = channel.broker.purge_queue(channel.client, name)
     if not method.nowait:
-        channel.reply_durably(completion, m.QueuePurgeOk(message_count=count))
+        queue = channel.broker.queue(channel.client, name)
+
+        def purge_ok() -> m.QueuePurgeOk:  # a cluster's home node answers the count
+            return m.QueuePurgeOk(message_count=queue.purged(count))
+
+        channel.reply_durably(completion, m.QueuePurgeOk(message_count=count), purge_ok)
 
 
 def queue_delete(channel: AMQPChannel, method: m.QueueDelete) -> None:

@@ -186,8 +186,10 @@ class ClusterDefinitions(RemoteChanges):
         section, item, gone = found
         key = self.key(section, item)
         home = ""
-        if isinstance(event, QueueDeclared) and not gone and wants_balanced(item["arguments"]):
-            home = self._place(event.queue, item)
+        if isinstance(event, QueueDeclared) and not gone:
+            policy = self.catalog.policy_definition(item["vhost"], "queue", item["name"])
+            if wants_balanced(item["arguments"], policy):
+                home = self._place(event.queue, item)
         number = self.broker.pending.issue()
         self._inflight[key] = self._inflight.get(key, 0) + 1
         self._writes.put_nowait(Write(number, section, key, None if gone else item, home))

@@ -29,7 +29,21 @@ if TYPE_CHECKING:
     from roost.core.session import Session
     from roost.core.vhost import VHost
 
-CREDIT = 256  # deliveries a home node sends ahead of the acks of one remote subscription
+# Deliveries a home node sends ahead of the acks of one remote subscription: the
+# subscriber asks for a credit sized to its own consumers' prefetch (``credit_for``), and
+# raises it (``Credit``) as consumers join. A delivery and its ack make a round trip
+# through both nodes' event loops (a few ms to tens of ms under load); 256 bounded one
+# queue's relay near 256 per round trip, below what a consumer on the home node takes.
+CREDIT = 256  # the least, and what a peer that names none gets
+CREDIT_MAX = 4096
+CREDIT_PER_PREFETCH = 8  # credit per unit of the local consumers' summed prefetch
+
+
+def credit_for(prefetches: list[int]) -> int:
+    """The credit for a stand-in whose consumers have these prefetch counts (0: none)."""
+    if not prefetches or 0 in prefetches:
+        return CREDIT_MAX if prefetches else CREDIT
+    return max(CREDIT, min(CREDIT_MAX, CREDIT_PER_PREFETCH * sum(prefetches)))
 
 
 class _Sink:
@@ -66,8 +80,9 @@ class _Sink:
 
 
 class _Peer:
-    """A peer as a publisher here: while a queue it feeds is congested, its answers wait,
-    so its publish window fills and it holds its own publishers."""
+    """A peer as the publisher of one queue here: while the queue is congested, the
+    answers to the peer's publishes to it wait, so the peer's window for that queue
+    fills and it holds that queue's publishers (and no other queue's)."""
 
     def __init__(self, link: Link) -> None:
         self.link = link
@@ -144,18 +159,20 @@ class Home:
         self.broker = broker
         # (peer, vhost) -> the session serving that peer's subscriptions there
         self.sessions: dict[tuple[str, str], tuple[Session, _Sink]] = {}
-        self.peers: dict[str, _Peer] = {}
+        # (peer, vhost, queue) -> that peer as the publisher of that queue
+        self.peers: dict[tuple[str, str, str], _Peer] = {}
 
-    def _peer(self, link: Link) -> _Peer:
-        peer = self.peers.get(link.peer)
+    def _peer(self, link: Link, frame: f.Publish) -> _Peer:
+        key = (link.peer, frame.vhost, frame.queues[0] if frame.queues else "")
+        peer = self.peers.get(key)
         if peer is None or peer.link is not link:
             if peer is not None:
                 peer.close()
-            peer = self.peers[link.peer] = _Peer(link)
+            peer = self.peers[key] = _Peer(link)
         return peer
 
     def publish(self, link: Link, frame: f.Publish) -> None:
-        peer = self._peer(link)
+        peer = self._peer(link, frame)
 
         def answer(outcome: f.Outcome, text: str = "") -> None:
             if not frame.publish_id:
@@ -210,6 +227,7 @@ class Home:
             return
         session, sink = self._session(link, vhost)
         tag = f"cluster-{link.peer}-{frame.consumer_id}"
+        session.set_qos(min(frame.prefetch, CREDIT_MAX) or CREDIT, False)
         try:
             consumer = session.consume(queue, tag, no_ack=False, exclusive=False)
         except BrokerError as exc:
@@ -224,6 +242,16 @@ class Home:
             tag = f"cluster-{link.peer}-{frame.consumer_id}"
             if sink.ids.pop(tag, None) is not None:
                 session.cancel(tag)
+
+    def credit(self, link: Link, frame: f.Credit) -> None:
+        """The subscriber's consumers changed: its subscription's prefetch follows."""
+        tag = f"cluster-{link.peer}-{frame.consumer_id}"
+        for session, sink in self._of(link):
+            consumer = session.consumers.get(tag) if tag in sink.ids else None
+            if consumer is not None:
+                consumer.prefetch = min(frame.credit, CREDIT_MAX) or CREDIT
+                consumer.queue.dispatch()
+                return
 
     def acked(self, link: Link, frame: f.Acked) -> None:
         sessions = [session for session, _sink in self._of(link)]
@@ -289,9 +317,8 @@ class Home:
 
     def link_down(self, peer: str) -> None:
         """The peer's subscriptions end; what it had not acked is requeued here."""
-        gone = self.peers.pop(peer, None)
-        if gone is not None:
-            gone.close()
+        for gone in [k for k in self.peers if k[0] == peer]:
+            self.peers.pop(gone).close()
         for key in [k for k in self.sessions if k[0] == peer]:
             session, _sink = self.sessions.pop(key)
             self.broker.close_session(session)

@@ -5,6 +5,7 @@ after the last client is gone."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import platform
@@ -57,6 +58,7 @@ class ClusterNode:
         self.link_up: list[Callable[[Link], None]] = []
         self.link_down: list[Callable[[Link, str], None]] = []
         self.node_down: list[Callable[[str], None]] = []  # a peer's lease ended
+        self.members_changed: list[Callable[[], None]] = []  # a node came or went
         self.definitions: Any = None  # roost.cluster.definitions, once serving
         self.quorum: Any = None  # roost.cluster.quorum.manager, once serving
         self._tasks: set[asyncio.Task[None]] = set()
@@ -174,6 +176,21 @@ class ClusterNode:
         if not running and record.name != self.name:
             for listener in self.node_down:
                 listener(record.name)
+        for changed in self.members_changed:
+            changed()
+
+    def runs_here(self, key: str) -> bool:
+        """Is this node the one of the running nodes that runs ``key`` (a dynamic shovel)?
+        Rendezvous hashing: every node computes the same answer from the same members,
+        and a node coming or going moves only the keys it wins or held."""
+        names = self.running_names() or [self.name]
+        if self.name not in names:
+            return False
+
+        def weight(node: str) -> bytes:
+            return hashlib.sha1(f"{key}\0{node}".encode()).digest()
+
+        return max(names, key=weight) == self.name
 
     def _dial_running(self) -> None:
         if self.membership is None:

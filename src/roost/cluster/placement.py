@@ -6,7 +6,9 @@
   ``min-masters`` means the same; its ``random`` is taken as ``balanced`` too.
 
 Chosen from the queue's ``x-queue-leader-locator`` (or ``x-queue-master-locator``)
-argument; the policy keys of the same names are not read.
+argument, else from the ``queue-leader-locator`` key of the policy that applies to it
+when it is declared (RabbitMQ 3.12's policy key). Bad values are refused before this
+(406, ``roost.core.features.settings``).
 """
 
 from __future__ import annotations
@@ -16,15 +18,17 @@ from collections.abc import Iterable
 from typing import Any
 
 ARGUMENTS = ("x-queue-leader-locator", "x-queue-master-locator")
-BALANCED = frozenset({"balanced", "min-masters", "random"})
+POLICY_KEY = "queue-leader-locator"
+BALANCED = frozenset({"balanced", "min-masters", "random", "least-leaders"})
 
 
-def wants_balanced(arguments: dict[str, Any]) -> bool:
+def wants_balanced(arguments: dict[str, Any], policy: dict[str, Any] | None = None) -> bool:
+    """The queue's argument wins over its policy, as for its other placement-like keys."""
     for name in ARGUMENTS:
         value = arguments.get(name)
         if value is not None:
             return str(value) in BALANCED
-    return False
+    return policy is not None and str(policy.get(POLICY_KEY)) in BALANCED
 
 
 def balanced_home(me: str, running: Iterable[str], homes: Iterable[str]) -> str:

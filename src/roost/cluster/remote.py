@@ -16,8 +16,9 @@ consumers use like any queue:
 
 The home node's side is ``roost.cluster.home``. A link that goes down closes the
 sessions the home node kept for that peer (their unacked messages are requeued there)
-and nacks the publishes still waiting on it; publishes in flight to one home node are
-bounded by a window (``WINDOW_HIGH``), whose fullness holds the publishers here.
+and nacks the publishes still waiting on it; publishes in flight to one queue's home
+node are bounded by a window (``WINDOW_HIGH``), whose fullness holds the publishers of
+that queue here (each queue its own: one congested queue holds no other's publishers).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from roost.cluster.home import CREDIT, Home
+from roost.cluster.home import Home, credit_for
 from roost.cluster.link import frames as f
 from roost.cluster.stand_in import RemoteQueue
 from roost.cluster.wire import message_of, properties_of
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("roost.cluster.remote")
 
-# publishes forwarded to one home node and not yet answered: at HIGH the publishers
-# feeding its queues are held (as a congested local queue holds them), at LOW they go
+# publishes forwarded to one queue's home node and not yet answered: at HIGH the
+# publishers feeding it are held (as a congested local queue holds them), at LOW they go
 # on. Without a window a producer that never waits fills the link faster than the home
 # node reads it, and the acks that share the link queue behind seconds of publishes.
 GET = -1  # a request that is a basic.get (the others are f.QueueOpKind)
@@ -64,10 +65,9 @@ class DataPlane:
         self.broker = broker
         self.home = Home(broker)
         self._next_id = 0
-        # publish id -> (home node, Pending operation number)
-        self._forwarded: dict[int, tuple[str, int]] = {}
-        self._in_flight: dict[str, int] = {}  # home node -> publishes not yet answered
-        self._full: set[str] = set()  # home nodes whose window is full
+        # publish id -> (the stand-in it went through, Pending operation number, the node
+        # it went to: a replicated queue's stand-in may point at a new leader meanwhile)
+        self._forwarded: dict[int, tuple[RemoteQueue, int, str]] = {}
         self._subscriptions: dict[int, RemoteQueue] = {}  # consumer id -> stand-in
         self._acks: dict[str, list[int]] = {}  # home node -> delivery ids acked this turn
         self._acks_planned = False
@@ -96,13 +96,10 @@ class DataPlane:
             return False
         self._next_id += 1
         pid = self._next_id
-        home = queue.home
-        self._forwarded[pid] = (home, self.broker.pending.issue())
-        in_flight = self._in_flight[home] = self._in_flight.get(home, 0) + 1
-        if in_flight >= WINDOW_HIGH and home not in self._full:
-            self._full.add(home)
-            for stand_in in self._stand_ins(home):
-                stand_in.window.set_congested(True)
+        self._forwarded[pid] = (queue, self.broker.pending.issue(), queue.home)
+        queue.in_flight += 1
+        if queue.in_flight >= WINDOW_HIGH and not queue.window.congested:
+            queue.window.set_congested(True)
         link.send(
             f.Publish(
                 pid,
@@ -156,6 +153,8 @@ class DataPlane:
         elif not frame.reply_code:
             queue.home_consumers = frame.consumers
             queue.home_ready = 0 if op == f.QueueOpKind.PURGE else frame.messages
+            if op == f.QueueOpKind.PURGE:
+                queue.home_purged = frame.messages
         self.broker.pending.finish(number, None)
 
     def subscribe(self, queue: RemoteQueue) -> None:
@@ -165,7 +164,17 @@ class DataPlane:
         self._next_id += 1
         queue.consumer_id = self._next_id
         self._subscriptions[queue.consumer_id] = queue
-        link.send(f.Consume(queue.consumer_id, queue.vhost.name, queue.name, "", CREDIT))
+        queue.credit = credit_for([c.prefetch for c in queue.consumers])
+        link.send(f.Consume(queue.consumer_id, queue.vhost.name, queue.name, "", queue.credit))
+
+    def resize(self, queue: RemoteQueue) -> None:
+        """A consumer joined or left here: the subscription's credit follows their prefetch
+        (raised at once; lowered too, the home node then sends less until acks catch up)."""
+        credit = credit_for([c.prefetch for c in queue.consumers])
+        link = self.node.links.link(queue.home)
+        if credit != queue.credit and queue.consumer_id and link is not None:
+            queue.credit = credit
+            link.send(f.Credit(queue.consumer_id, credit))
 
     def unsubscribe(self, queue: RemoteQueue) -> None:
         consumer_id, queue.consumer_id = queue.consumer_id, 0
@@ -208,39 +217,41 @@ class DataPlane:
 
     def frame(self, link: Link, frame: f.Frame) -> None:
         match frame:
+            case f.Batch(frames=frames):  # a run of publishes and deliveries, in order
+                publish, deliver = self.home.publish, self._deliver
+                for inner in frames:
+                    if isinstance(inner, f.Deliver):
+                        deliver(link, inner)
+                    else:
+                        publish(link, inner)
+            case f.Deliver():
+                self._deliver(link, frame)
             case f.Publish():
                 self.home.publish(link, frame)
             case f.PublishResult(publish_id=pid, outcome=outcome, text=text):
                 found = self._forwarded.pop(pid, None)
                 if found is not None:
-                    self._answered(found[0])
+                    self._answered(found[0], 1)
                     error = None if outcome == f.Outcome.CONFIRMED else Unreachable(text)
                     self.broker.pending.finish(found[1], error)
             case f.Confirmed(ids=raw):
                 forwarded, finish = self._forwarded, self.broker.pending.finish
-                count = 0
+                last = None
                 for pid in f.unpack_ids(raw):
                     found = forwarded.pop(pid, None)
                     if found is not None:
-                        count += 1
+                        stand_in = found[0]
+                        stand_in.in_flight -= 1
                         finish(found[1], None)
-                if count:
-                    self._answered(link.peer, count)
+                        if stand_in is not last and last is not None:
+                            self._answered(last, 0)
+                        last = stand_in
+                if last is not None:
+                    self._answered(last, 0)
             case f.Acked():
                 self.home.acked(link, frame)
-            case f.Deliver():
-                queue = self._subscriptions.get(frame.consumer_id)
-                if queue is None or queue.deleted:
-                    back = f.Settle(
-                        frame.consumer_id, f.SettleOp.REJECT, f.SETTLE_REQUEUE, frame.delivery_id
-                    )
-                    link.send(back)
-                    return
-                message = message_of(
-                    frame.exchange, frame.routing_key, frame.properties, frame.body
-                )
-                redelivered = bool(frame.flags & f.DELIVER_REDELIVERED)
-                queue.arrived(frame.delivery_id, redelivered, message)
+            case f.Credit():
+                self.home.credit(link, frame)
             case f.Settle():
                 self.home.settle(link, frame)
             case f.Get():
@@ -260,12 +271,20 @@ class DataPlane:
             case _:
                 pass
 
-    def _answered(self, home: str, count: int = 1) -> None:
-        left = self._in_flight[home] = self._in_flight.get(home, count) - count
-        if left <= WINDOW_LOW and home in self._full:
-            self._full.discard(home)
-            for stand_in in self._stand_ins(home):
-                stand_in.window.set_congested(False)
+    def _deliver(self, link: Link, frame: f.Deliver) -> None:
+        queue = self._subscriptions.get(frame.consumer_id)
+        if queue is None or queue.deleted:
+            cid, did = frame.consumer_id, frame.delivery_id
+            link.send(f.Settle(cid, f.SettleOp.REJECT, f.SETTLE_REQUEUE, did))
+            return
+        message = message_of(frame.exchange, frame.routing_key, frame.properties, frame.body)
+        queue.arrived(frame.delivery_id, bool(frame.flags & f.DELIVER_REDELIVERED), message)
+
+    @staticmethod
+    def _answered(queue: RemoteQueue, count: int) -> None:
+        queue.in_flight -= count
+        if queue.in_flight <= WINDOW_LOW and queue.window.congested:
+            queue.window.set_congested(False)
 
     def _link_up(self, link: Link) -> None:
         for queue in self._stand_ins(link.peer):
@@ -275,14 +294,13 @@ class DataPlane:
     def _link_down(self, link: Link, why: str) -> None:
         peer = link.peer
         self.home.link_down(peer)
-        for pid, (home, number) in list(self._forwarded.items()):
+        for pid, (stand_in, number, home) in list(self._forwarded.items()):
             if home == peer:
+                self._answered(stand_in, 1)
                 del self._forwarded[pid]
                 self.broker.pending.finish(
                     number, Unreachable(f"link to node '{peer}' lost: {why}")
                 )
-        self._in_flight[peer] = 0
-        self._answered(peer, 0)
         for rid, (queue, number, _op) in list(self._requests.items()):
             if queue.home == peer:  # the replies go with what this node knows
                 del self._requests[rid]

@@ -114,10 +114,8 @@ class RemoteChanges:
                 catalog.delete_policy(parts[0], parts[1])
             elif section == "global_parameters":  # cluster_name among them
                 catalog.parameters.delete_global_parameter(parts[0])
-            elif section == "parameters":
-                vhost = catalog.vhost(parts[0])
-                for name in list(vhost.limits):
-                    catalog.delete_vhost_limit(parts[0], name)
+            elif section == "parameters":  # vhost limits, operator policies, shovels, …
+                catalog.parameters.delete_parameter(parts[0], parts[1], parts[2])
             elif section == "queues":
                 vhost = catalog.vhost(parts[0])
                 queue = vhost.queues.get(parts[1])

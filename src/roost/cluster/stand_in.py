@@ -32,7 +32,7 @@ class RemoteEntry(Entry):
 
 
 class RemoteFlow(QueueFlow):
-    """A stand-in is congested while its home node's publish window is full; its own
+    """A stand-in is congested while its publish window to the home node is full; its own
     backlog (what the home node sent ahead) never holds anyone."""
 
     __slots__ = ()
@@ -72,10 +72,14 @@ class RemoteQueue(Queue):
                 protocol="cluster", peer=home, user=User("rmq-internal", ""), vhost=vhost
             )
         self.consumer_id = 0  # our subscription at the home node; 0: none
+        self.credit = 0  # its credit there (home.credit_for)
         # the home node's figures, as of its last answer (refresh, fetch, purge)
         self.home_ready = 0
         self.home_consumers = 0
+        self.home_purged = -1  # the home node's count of the last purge (-1: none yet)
+        self.held_purged = 0  # what this node held of it (sent ahead, not handed out)
         self.window = RemoteFlow(self)
+        self.in_flight = 0  # publishes forwarded to the home node, not yet answered
         self.flow = self.window
 
     # -- publishing: to the home node
@@ -134,13 +138,21 @@ class RemoteQueue(Queue):
         self.ready_bytes += entry.size
 
     def purge(self) -> int:
-        """Purged at home too; the count is what this node knew of the home's figures
-        (refreshed by every declare) and what it held itself."""
+        """Purged at home too. The count returned is what this node knew of the home's
+        figures (refreshed by every declare) and what it held itself; ``purged`` gives
+        the home node's answer once it came (the reply waits for it)."""
         count = self.message_count
+        self.held_purged = len(self.ready)
+        self.home_purged = -1
         self._give_back(requeue=False)
         self.plane.queue_op(self, f.QueueOpKind.PURGE)
         self.home_ready = 0
         return count
+
+    def purged(self, count: int) -> int:
+        if self.home_purged < 0:
+            return count  # no answer (the link went down): the estimate
+        return self.home_purged + self.held_purged
 
     def _give_back(self, *, requeue: bool) -> None:
         for entry in self.ready:
@@ -168,6 +180,8 @@ class RemoteQueue(Queue):
         super().add_consumer(consumer)
         if not self.consumer_id:
             self.plane.subscribe(self)
+        else:
+            self.plane.resize(self)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """No auto-delete here: the home node counts this node as one consumer."""
@@ -178,4 +192,5 @@ class RemoteQueue(Queue):
             self._give_back(requeue=True)
             self.plane.unsubscribe(self)
         elif self.consumers:
+            self.plane.resize(self)
             self.dispatch()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost.shovel.spec import parse_spec
@@ -26,9 +27,13 @@ class NoSuchShovel(LookupError):
 
 class Shovels:
     def __init__(self, parameters: ParametersAdmin, *, local_port: int, node: str,
-                 static: dict[str, Any] | None = None) -> None:
+                 static: dict[str, Any] | None = None,
+                 runs_here: Callable[[str], bool] | None = None) -> None:
         """``local_port``: this node's AMQP listener, where ``amqp://`` with no host goes;
-        ``static``: the config file's shovels (name: value), run in vhost ``/``."""
+        ``static``: the config file's shovels (name: value), run in vhost ``/``;
+        ``runs_here``: in a cluster, whether this node is the one that runs a dynamic
+        shovel (its parameter is on every node; as in RabbitMQ, one node runs it)."""
+        self._runs_here = runs_here or (lambda key: True)
         self._parameters = parameters
         self._static = {name: parse_spec(value) for name, value in (static or {}).items()}
         self._local_port, self._node = local_port, node
@@ -65,7 +70,7 @@ class Shovels:
         old = self.workers.pop((vhost, name), None)
         if old is not None:
             self._later(old.stop())
-        if value is None:
+        if value is None or not self._runs_here(f"shovel/{vhost}/{name}"):
             return
         try:
             spec = parse_spec(value)
@@ -76,6 +81,14 @@ class Shovels:
                         finished=self._finished)
         self.workers[(vhost, name)] = worker
         worker.start()
+
+    def rebalance(self) -> None:
+        """The cluster's members changed: start the shovels this node now runs, stop
+        those another node now runs (their unacked messages go back to the source)."""
+        for p in self._parameters.list_parameters(component=COMPONENT):
+            mine = self._runs_here(f"shovel/{p.vhost}/{p.name}")
+            if mine != ((p.vhost, p.name) in self.workers):
+                self._changed(p.vhost, p.name, p.value)
 
     def _later(self, stopping: Any) -> None:
         task = asyncio.get_running_loop().create_task(stopping)

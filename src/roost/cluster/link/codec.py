@@ -148,21 +148,58 @@ def encode(frame: f.Frame) -> bytes:
     return b"".join(encode_parts(frame))
 
 
+# a run of batched frames is closed at this size (well below any max_frame)
+BATCH_BYTES = 1024 * 1024
+
+
 class Encoder:
-    """Frames gathered for one write (the transport takes them once per loop turn)."""
+    """Frames gathered for one write (the transport takes them once per loop turn).
 
-    __slots__ = ("parts", "size")
+    Consecutive ``Publish`` and ``Deliver`` frames go as one ``Batch``: each is encoded
+    at once, as it would be alone, and a run of two or more gets the Batch header in
+    front when the run ends (any other frame, ``take``, or ``BATCH_BYTES``). The bytes
+    cost 5 more a run; the receiver decodes and dispatches one frame for the run, where
+    the link otherwise spent ~2 µs a message in the reader and the frame handlers.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_run", "_run_count", "_run_size", "batching", "parts", "size")
+
+    def __init__(self, *, batching: bool = True) -> None:
         self.parts: list[bytes] = []
         self.size = 0
+        self.batching = batching  # False towards a peer that said it cannot read a Batch
+        self._run = -1  # index in parts of the open run's header slot; -1: none
+        self._run_size = 0
+        self._run_count = 0
 
     def add(self, frame: f.Frame) -> None:
         parts = encode_parts(frame)
-        self.parts.extend(parts)
-        self.size += sum(len(p) for p in parts)
+        size = sum(map(len, parts))
+        if self.batching and isinstance(frame, f.BATCHED):
+            if self._run < 0:
+                self._run = len(self.parts)
+                self.parts.append(b"")  # the Batch header, if the run gets a second frame
+            self._run_size += size
+            self._run_count += 1
+            self.parts += parts
+            self.size += size + (HEADER.size if self._run_count == 2 else 0)
+            if self._run_size >= BATCH_BYTES:
+                self._close_run()
+            return
+        self._close_run()
+        self.parts += parts
+        self.size += size
+
+    def _close_run(self) -> None:
+        if self._run < 0:
+            return
+        if self._run_count > 1:
+            self.parts[self._run] = HEADER.pack(1 + self._run_size, f.Kind.BATCH)
+        self._run = -1
+        self._run_size = self._run_count = 0
 
     def take(self) -> bytes:
+        self._close_run()
         data = b"".join(self.parts)
         self.parts.clear()
         self.size = 0

@@ -26,6 +26,8 @@ DELIVER = f.Kind.DELIVER
 SETTLE = f.Kind.SETTLE
 CREDIT = f.Kind.CREDIT
 RESULT = f.Kind.PUBLISH_RESULT
+BATCH = f.Kind.BATCH
+_HEADER = struct.Struct("!IB")
 
 
 Buffer = bytes | bytearray
@@ -74,7 +76,16 @@ def encode_result(fr: f.PublishResult) -> list[bytes]:
     return [_RESULT.pack(10 + len(text), RESULT, fr.publish_id, fr.outcome) + text]
 
 
+def encode_batch(fr: f.Batch) -> list[bytes]:
+    parts: list[bytes] = [b""]
+    for inner in fr.frames:
+        parts += ENCODERS[type(inner)](inner)
+    parts[0] = _HEADER.pack(1 + sum(map(len, parts)), BATCH)
+    return parts
+
+
 ENCODERS: dict[type, Callable[..., list[bytes]]] = {
+    f.Batch: encode_batch,
     f.Publish: encode_publish,
     f.Deliver: encode_deliver,
     f.Settle: encode_settle,
@@ -171,7 +182,34 @@ def decode_result(data: Buffer, pos: int, end: int) -> tuple[f.PublishResult, in
     return f.PublishResult(publish_id, _OUTCOMES[outcome], text), pos
 
 
+def decode_batch(data: Buffer, pos: int, end: int) -> tuple[f.Batch, int]:
+    """The inner frames, each a whole frame (size, kind, fields) of a kind in f.BATCHED."""
+    frames: list[f.Publish | f.Deliver] = []
+    while pos < end:
+        if pos + 5 > end:
+            raise Truncated("Batch: an inner frame's header runs past the frame")
+        size, kind = _HEADER.unpack_from(data, pos)
+        stop = pos + 4 + size
+        if size < 1 or stop > end:
+            raise Truncated("Batch: an inner frame runs past the frame")
+        if kind == PUBLISH:
+            inner: f.Publish | f.Deliver
+            inner, fields_end = decode_publish(data, pos + 5, stop)
+        elif kind == DELIVER:
+            inner, fields_end = decode_deliver(data, pos + 5, stop)
+        else:
+            raise Truncated(f"Batch: kind {kind} cannot be batched")
+        if fields_end != stop:
+            raise Truncated(f"Batch: an inner frame has {stop - fields_end} bytes past its fields")
+        frames.append(inner)
+        pos = stop
+    if not frames:
+        raise Truncated("Batch frame with no frames")
+    return f.Batch(frames), pos
+
+
 DECODERS: dict[int, Callable[[Buffer, int, int], tuple[f.Frame, int]]] = {
+    BATCH: decode_batch,
     PUBLISH: decode_publish,
     DELIVER: decode_deliver,
     SETTLE: decode_settle,

@@ -47,6 +47,7 @@ class Kind(enum.IntEnum):
     QUEUE_OP_RESULT = 41
     CONFIRMED = 42  # many PublishResults CONFIRMED in one frame
     ACKED = 43  # many Settle ACKs in one frame
+    BATCH = 44  # a loop turn's run of Publish / Deliver frames in one frame
 
 
 class Outcome(enum.IntEnum):
@@ -86,7 +87,10 @@ class Hello:
 
     node: str
     incarnation: int
-    version: int = 1
+    version: int = 1  # 2: reads Batch frames
+
+
+LINK_VERSION = 2
 
 
 @dataclass(slots=True)
@@ -205,6 +209,19 @@ class Acked:
     ids: bytes
 
 
+@dataclass(slots=True)
+class Batch:
+    """A run of ``Publish`` and ``Deliver`` frames queued in one loop turn, in one frame:
+    its payload is the inner frames, each encoded as it would be alone (size, kind,
+    fields). The receiver handles them in order, as if they had come one by one; it
+    decodes and dispatches one frame where it would dispatch each (``Encoder``)."""
+
+    frames: list[Publish | Deliver]
+
+
+BATCHED = (Publish, Deliver)  # the kinds a Batch carries
+
+
 def pack_ids(ids: list[int]) -> bytes:
     return struct.pack(f"!{len(ids)}Q", *ids)
 
@@ -292,4 +309,5 @@ Frame = (
     | QueueOpResult
     | Confirmed
     | Acked
+    | Batch
 )

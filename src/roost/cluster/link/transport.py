@@ -78,7 +78,7 @@ class LinkProtocol(asyncio.Protocol):
         self.manager = manager
         self.dialed = dialed
         self.reader = LinkReader(manager.max_frame)
-        self.out = Encoder()
+        self.out = Encoder(batching=False)  # until the peer's Hello says it reads them
         self.transport: asyncio.Transport | None = None
         self.link: Link | None = None
         self.closed = False
@@ -92,7 +92,7 @@ class LinkProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         self._last_in = self._last_out = self.loop.time()
-        self.queue(f.Hello(self.manager.node, self.manager.incarnation))
+        self.queue(f.Hello(self.manager.node, self.manager.incarnation, f.LINK_VERSION))
         self._timer = self.loop.call_later(HEARTBEAT, self._tick)
 
     def queue(self, frame: f.Frame) -> None:
@@ -145,6 +145,7 @@ class LinkProtocol(asyncio.Protocol):
             raise LinkError(f"expected Hello, got {type(frame).__name__}")
         if self.dialed is not None and frame.node != self.dialed.name:
             raise LinkError(f"dialed {self.dialed.name!r} but {frame.node!r} answered")
+        self.out.batching = frame.version >= 2  # an older build cannot read a Batch
         self.link = self.manager._attach(self, frame)
 
     def pause_writing(self) -> None:

@@ -18,6 +18,12 @@ from roost.core.mutators import POLICY_KEY as MUTATORS_KEY
 from roost.core.mutators import mutator_names, registry
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
+# where a cluster places a new queue (roost.cluster.placement): RabbitMQ's values, the
+# older ones of each key taken as ``balanced``
+LOCATORS = {
+    "x-queue-leader-locator": ("client-local", "balanced", "random", "least-leaders"),
+    "x-queue-master-locator": ("client-local", "min-masters", "random"),
+}
 
 # argument -> policy key, for the keys merged by taking the lower value
 _MIN_KEYS = {
@@ -94,6 +100,14 @@ def validate_arguments(arguments: dict[str, Any], queue: str, vhost: str) -> Non
         raise invalid("x-dead-letter-routing-key", "routing_key_but_no_dlx_defined")
     if "x-overflow" in arguments and _text(arguments["x-overflow"]) not in OVERFLOW_MODES:
         raise invalid("x-overflow", "invalid_overflow")
+    for key, values in LOCATORS.items():  # RabbitMQ 3.12's check (3.10's quorum queues')
+        value = arguments.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise invalid(key, f"{{unacceptable_type,{type_name(value)}}}")
+        if value not in values:
+            raise invalid(key, "invalid_queue_locator_arg")
 
 
 def _erlang(value: Any) -> str:
@@ -146,6 +160,9 @@ def validate_policy_definition(definition: dict[str, Any], *, check_mutators: bo
         elif key == "overflow":
             ok = value in OVERFLOW_MODES
             what = "overflow value"
+        elif key == "queue-leader-locator":
+            ok = value in LOCATORS["x-queue-leader-locator"]
+            what = "queue leader locator value"
         elif key in _POLICY_CHECKS:
             what, low = _POLICY_CHECKS[key]
             ok = isinstance(value, str) if low is None else _is_int(value) and value >= low

@@ -462,6 +462,10 @@ class Queue:
     def fetch(self) -> None:
         """Have a message ready for basic.get's ``take``."""
 
+    def purged(self, count: int) -> int:
+        """purge-ok's count once the purge is done (``count``: what ``purge`` returned)."""
+        return count
+
     @property
     def consumer_count(self) -> int:
         return len(self.consumers)
