@@ -24,6 +24,16 @@ COMPILED = [
     "src/roost/amqp/codec.py",
     "src/roost/amqp/connection.py",
     "src/roost/stomp/frames.py",
+    "src/roost/amqp/session.py",
+    "src/roost/amqp/handlers.py",
+    "src/roost/amqp/definitions.py",
+    "src/roost/amqp/properties.py",
+    "src/roost/lifecycle.py",
+    "src/roost/core/message.py",
+    "src/roost/core/messaging.py",
+    "src/roost/core/session.py",
+    "src/roost/core/consumer.py",
+    "src/roost/core/vhost.py",
 ]
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from roost.core.errors import AccessRefused
 
 if TYPE_CHECKING:
@@ -61,6 +63,8 @@ class Transport(Protocol):
     def resume_reading(self) -> None: ...
 
 
+# compiled (docs/compiled.md); the MQTT and stream sessions are interpreted subclasses
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ReadLoop:
     """The read path of a session: ``data_received`` feeds the codec and works through
     what it parsed, within the gate's bounds. A session says whether it has closed
