@@ -32,7 +32,6 @@ COMPILED = [
     "src/roost/core/message.py",
     "src/roost/core/messaging.py",
     "src/roost/core/session.py",
-    "src/roost/core/consumer.py",
     "src/roost/core/vhost.py",
 ]
 

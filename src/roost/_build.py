@@ -32,7 +32,6 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.message",
     "roost.core.messaging",
     "roost.core.session",
-    "roost.core.consumer",
     "roost.core.vhost",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
