@@ -23,6 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _brokers  # a sibling module, not a package
+from _measure import broker_pid, cpu_seconds
 
 NONE = "-"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -46,6 +47,10 @@ SCENARIOS = {
         Scenario("3", "2 producers / 4 consumers, 16 B, prefetch 100, manual ack",
                  ("--producers", "2", "--consumers", "4", "--size", "16", "--prefetch", "100")),
         Scenario("4", "10,000 queue declares", ("--queue-declares", "10000"), declares=True),
+        Scenario("5", "1 producer / 1 consumer, 1 KiB persistent, confirms (window 1000), "
+                 "prefetch 100, manual ack",
+                 ("--producers", "1", "--consumers", "1", "--size", "1024", "--persistent",
+                  "--confirm", "1000", "--prefetch", "100")),
     ]
 }
 
@@ -70,6 +75,15 @@ def throughput(r: dict[str, Any]) -> float:
     return float(r["consume_rate"] if r.get("consumers") else r["publish_rate"])
 
 
+def _cpu_per_message(seconds: float, r: dict[str, Any]) -> float | None:
+    """The broker's CPU (user + system) over a run, per message delivered (published
+    when nothing consumes); it includes the run's connection set-up and drain."""
+    if r["mode"] == "queue-declares":
+        return None
+    count = r.get("consumed") if r.get("consumers") else r.get("published")
+    return seconds / count * 1e6 if count else None
+
+
 def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -86,6 +100,7 @@ def table(brokers: list[str], scenarios: list[Scenario],
         head.append("ratio")
     head += [f"{n} publish/s" for n in names]
     head += [f"{n} p50 / p99 µs" for n in names]
+    head += [f"{n} broker CPU µs/msg" for n in names]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in scenarios:
         rates = [_median([throughput(r) for r in results.get((b, s.key), [])]) for b in brokers]
@@ -103,6 +118,10 @@ def table(brokers: list[str], scenarios: list[Scenario],
             else:
                 cells.append(f"{_fmt(_median([x['p50'] for x in lat]))} / "
                              f"{_fmt(_median([x['p99'] for x in lat]))}")
+        for b in brokers:
+            cpu = [r["broker_cpu_us"] for r in results.get((b, s.key), [])
+                   if r.get("broker_cpu_us") is not None]
+            cells.append(NONE if s.declares or not cpu else f"{_median(cpu):.1f}")
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -117,10 +136,11 @@ def run_scenarios(name: str, brokers: list[str], scenarios: Sequence[Scenario], 
     log_path = RESULTS / f"{name}-{stamp}.log"
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with contextlib.ExitStack() as stack, open(raw_path, "w") as raw, open(log_path, "w") as log:
-        urls = {}
+        urls, pids = {}, {}
         for b in brokers:
             print(f"starting {_brokers.TITLES[b]}…", file=sys.stderr, flush=True)
             urls[b] = stack.enter_context(_brokers.LAUNCHERS[b]())
+            pids[b] = broker_pid(urls[b])  # beam.smp for RabbitMQ
         for s in scenarios:
             for rep in range(repeat):
                 # Alternate which broker goes first so neither always runs on a warmer box.
@@ -133,7 +153,10 @@ def run_scenarios(name: str, brokers: list[str], scenarios: Sequence[Scenario], 
                     try:
                         # A queue per run: a late publish of one run never reaches the next.
                         queue = f"bench-{s.key}-{rep + 1}"
+                        cpu0 = cpu_seconds(pids[b])
                         report = perf(urls[b], s, duration, queue, log)
+                        report["broker_cpu_us"] = _cpu_per_message(
+                            cpu_seconds(pids[b]) - cpu0, report)
                     except (RuntimeError, subprocess.TimeoutExpired) as exc:
                         print(f"  failed: {exc}", file=sys.stderr)
                         continue

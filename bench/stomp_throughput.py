@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 import _brokers  # a sibling module, not a package
+from _measure import cpu_seconds, listener_pid
 
 from roost.stomp.frames import NEED_DATA, Frame, FrameParser, serialize
 
@@ -248,11 +249,12 @@ def run_fanout(
 def _launcher(
     name: str, port: int, ws_port: int
 ) -> contextlib.AbstractContextManager[object] | None:
-    if name == "roost":
+    if name in ("roost", "roost-pure"):  # roost-pure: ROOST_PURE_PYTHON=1 (docs/compiled.md)
         return _brokers.roost(
             "--stomp-port", str(port), "--ws-port", str(ws_port), "--http-port", "0",
             "--mqtt-port", "0", "--mqtt-ws-port", "0",
             "--stream-port", "0",
+            env={"ROOST_PURE_PYTHON": "1"} if name == "roost-pure" else None,
         )
     if name == "rabbitmq":
         if not _brokers.rabbitmq_installed():
@@ -289,11 +291,14 @@ def main() -> int:
     ap.add_argument("--fanout", action="store_true",
                     help="topic fan-out instead: 1 publisher, --subscribers, 117 B, TCP and WS")
     ap.add_argument("--subscribers", type=int, default=20)
+    ap.add_argument("--fanout-transports", default="tcp,ws",
+                    help="the transports the fan-out runs over (tcp, ws or both)")
     ap.add_argument("--client-processes", type=int, default=4,
                     help="processes the fan-out subscribers are spread over")
     args = ap.parse_args()
     count = args.count or (5000 if args.fanout else 50000)
     rates: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}  # the broker's CPU µs per message delivered
     with contextlib.ExitStack() as stack:
         brokers: dict[str, dict[str, int]] = {}
         for name in args.brokers.split(","):
@@ -305,18 +310,22 @@ def main() -> int:
         if args.fanout:
             return fanout(args, brokers, count)
         for name in brokers:
-            rates[name] = []
+            rates[name], cpus[name] = [], []
         for _ in range(args.repeat):
             for name, ports in brokers.items():
                 port = ports[args.transport]
+                pid = _retry(listener_pid, ports["tcp"])
+                cpu0 = cpu_seconds(pid)
                 rate = _retry(lambda p: asyncio.run(run_once(p, count, args.transport)), port)
                 rates[name].append(rate)
+                cpus[name].append((cpu_seconds(pid) - cpu0) / count * 1e6)
     print(f"1 producer / 1 consumer over {args.transport}, 1 KiB, client-individual, "
           f"prefetch 100, {count} messages, {args.repeat} runs")
-    print(f"{'broker':10} {'median msg/s':>13}  runs")
+    print(f"{'broker':10} {'median msg/s':>13} {'CPU µs/msg':>11}  runs")
     for name, got in rates.items():
         runs = ", ".join(f"{r:,.0f}" for r in got)
-        print(f"{name:10} {statistics.median(got):>13,.0f}  {runs}")
+        print(f"{name:10} {statistics.median(got):>13,.0f} "
+              f"{statistics.median(cpus[name]):>11.1f}  {runs}")
     if "roost" in rates and "rabbitmq" in rates:
         ratio = statistics.median(rates["roost"]) / statistics.median(rates["rabbitmq"])
         print(f"ratio roost / rabbitmq: {ratio:.2f}")
@@ -326,16 +335,20 @@ def main() -> int:
 def fanout(args: argparse.Namespace, brokers: dict[str, dict[str, int]], count: int) -> int:
     print(f"topic fan-out: 1 publisher, {args.subscribers} subscribers in "
           f"{args.client_processes} processes, 117 B, {count} messages, {args.repeat} runs")
-    print(f"{'broker':10} {'transport':9} {'median deliveries/s':>20}  runs")
-    for transport in ("tcp", "ws"):
+    print(f"{'broker':10} {'transport':9} {'median deliveries/s':>20} "
+          f"{'CPU µs/delivery':>16}  runs")
+    for transport in args.fanout_transports.split(","):
         for name, ports in brokers.items():
-            got = [
-                _retry(run_fanout, ports, transport, args.subscribers, count,
-                       args.client_processes)
-                for _ in range(args.repeat)
-            ]
+            pid = _retry(listener_pid, ports["tcp"])
+            got, cpu = [], []
+            for _ in range(args.repeat):
+                cpu0 = cpu_seconds(pid)
+                got.append(_retry(run_fanout, ports, transport, args.subscribers, count,
+                                  args.client_processes))
+                cpu.append((cpu_seconds(pid) - cpu0) / (count * args.subscribers) * 1e6)
             runs = ", ".join(f"{r:,.0f}" for r in got)
-            print(f"{name:10} {transport:9} {statistics.median(got):>20,.0f}  {runs}")
+            print(f"{name:10} {transport:9} {statistics.median(got):>20,.0f} "
+                  f"{statistics.median(cpu):>16.2f}  {runs}")
     return 0
 
 

@@ -361,7 +361,8 @@ def render_method(w: Writer, method: MethodSpec) -> None:
     emit_tuple(w, "__slots__ = ", slots, 1)
     w(f"CLASS_ID = {method.class_id}", 1)
     w(f"METHOD_ID = {method.method_id}", 1)
-    w(f"INDEX = 0x{method.class_id << 16 | method.method_id:08X}", 1)
+    # annotated: mypyc, compiling a module that reads m.SomeMethod.INDEX, cannot infer it
+    w(f"INDEX: ClassVar[int] = 0x{method.class_id << 16 | method.method_id:08X}", 1)
     w(f"NAME = \"{method.class_name}.{method.name}\"", 1)
     w(f"SYNCHRONOUS = {method.synchronous}", 1)
     w(f"CONTENT = {method.content}", 1)

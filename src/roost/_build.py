@@ -24,6 +24,15 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.amqp.codec",
     "roost.amqp.connection",
     "roost.stomp.frames",
+    "roost.amqp.session",
+    "roost.amqp.handlers",
+    "roost.amqp.definitions",
+    "roost.amqp.properties",
+    "roost.lifecycle",
+    "roost.core.message",
+    "roost.core.messaging",
+    "roost.core.session",
+    "roost.core.vhost",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 

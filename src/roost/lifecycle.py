@@ -29,6 +29,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from roost.core.errors import AccessRefused
 
 if TYPE_CHECKING:
@@ -117,6 +119,8 @@ class Timers:
         return len(self._timers)
 
 
+# compiled (docs/compiled.md); the MQTT and stream sessions are interpreted subclasses
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ReadLoop:
     """The read path of a session: ``data_received`` feeds the codec and works through
     what it parsed, within the gate's bounds. A session says whether it has closed

@@ -46,16 +46,18 @@ def test_the_compiled_modules_run_where_built() -> None:
     assert _build.compiled_modules() == list(_build.COMPILED_MODULES)
     assert "compiled (mypyc" in _build.describe()
     out = _run("from roost.cli import main; main(['--version'])")
-    assert out.startswith("roost ") and "compiled (mypyc: 3 hot-path modules)" in out
+    count = len(_build.COMPILED_MODULES)
+    assert out.startswith("roost ") and f"compiled (mypyc: {count} hot-path modules)" in out
 
 
 def test_pure_python_runs_with_the_env_switch() -> None:
     out = _run(
         "import importlib.machinery as m\n"
         "from roost import _build\n"
-        "from roost.amqp import codec, connection\n"
-        "from roost.stomp import frames\n"
-        "for mod in (codec, connection, frames):\n"
+        "import importlib, roost.server\n"
+        "from roost.amqp import codec\n"
+        "for name in _build.COMPILED_MODULES:\n"
+        "    mod = importlib.import_module(name)\n"
         "    assert type(mod.__spec__.loader) is m.SourceFileLoader, mod\n"
         "    assert mod.__file__.endswith('.py'), mod.__file__\n"
         "raw = codec.encode_table({'a': 1, 'b': 'x'})\n"
@@ -66,17 +68,51 @@ def test_pure_python_runs_with_the_env_switch() -> None:
     assert out.strip() == "pure Python (ROOST_PURE_PYTHON=1)"
 
 
+# The unit tests of what is compiled, run again on the pure build (the rest of the suite
+# runs on the compiled one): the codecs, the AMQP session and handlers over the core
+# (tests/amqp drives them in process), the core's sessions, exchanges and flow, and the
+# store's in-process tests. Kept under a minute; tests/unit/test_build.py runs them.
+PURE_TESTS = (
+    "tests/codec", "tests/core", "tests/amqp", "tests/stomp/test_frames.py",
+    "tests/unit/test_session.py", "tests/unit/test_exchanges.py", "tests/unit/test_flow.py",
+    "tests/unit/test_lifecycle.py", "tests/store/test_codec.py",
+    "tests/store/test_store_contract.py", "tests/store/test_journal.py",
+    "tests/store/test_queue_store.py",
+)
+
+
 @pytest.mark.slow
-def test_codec_and_parser_tests_pass_on_the_pure_build() -> None:
+def test_codec_core_and_store_tests_pass_on_the_pure_build() -> None:
     env = {k: v for k, v in os.environ.items() if k != _build.PURE_ENV}
+    code = ("import sys, pytest, roost.server\n"
+            "from roost import _build\n"
+            "assert not _build.compiled_modules(), _build.compiled_modules()\n"
+            "sys.exit(pytest.main(sys.argv[1:]))\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/codec",
-         "tests/stomp/test_frames.py"],
+        [sys.executable, "-c", code, "-q", "-p", "no:cacheprovider", *PURE_TESTS],
         cwd=ROOT, env={**env, _build.PURE_ENV: "1"}, capture_output=True, text=True,
         timeout=300, check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert " passed" in proc.stdout
+
+
+def test_the_server_imports_every_compiled_module_compiled() -> None:
+    """What ``roost server`` imports: each module of the list as a C extension (none
+    falls back to its source), whichever way it is reached."""
+    if not REQUIRE and not _build.compiled_modules():
+        pytest.skip("the pure build is installed here (no C compiler or Python headers)")
+    out = _run(
+        "import importlib, sys\n"
+        "import roost.server, roost.cli\n"
+        "from roost import _build\n"
+        "for name in _build.COMPILED_MODULES:\n"
+        "    mod = importlib.import_module(name)  # the STOMP modules load with a listener\n"
+        "    print(name, type(mod.__spec__.loader).__name__, mod.__file__.rsplit('.', 1)[1])\n"
+    )
+    rows = [line.split() for line in out.splitlines()]
+    assert [r[0] for r in rows] == list(_build.COMPILED_MODULES)
+    assert all(r[1:] == ["ExtensionFileLoader", "so"] for r in rows), rows
 
 
 @pytest.mark.parametrize("pure", [False, True])

@@ -173,7 +173,7 @@ class ConnectionStart(Method):
     __slots__ = ("version_major", "version_minor", "server_properties", "mechanisms", "locales")
     CLASS_ID = 10
     METHOD_ID = 10
-    INDEX = 0x000A000A
+    INDEX: ClassVar[int] = 0x000A000A
     NAME = "connection.start"
     SYNCHRONOUS = True
     CONTENT = False
@@ -235,7 +235,7 @@ class ConnectionStartOk(Method):
     __slots__ = ("client_properties", "mechanism", "response", "locale")
     CLASS_ID = 10
     METHOD_ID = 11
-    INDEX = 0x000A000B
+    INDEX: ClassVar[int] = 0x000A000B
     NAME = "connection.start-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -298,7 +298,7 @@ class ConnectionSecure(Method):
     __slots__ = ("challenge",)
     CLASS_ID = 10
     METHOD_ID = 20
-    INDEX = 0x000A0014
+    INDEX: ClassVar[int] = 0x000A0014
     NAME = "connection.secure"
     SYNCHRONOUS = True
     CONTENT = False
@@ -340,7 +340,7 @@ class ConnectionSecureOk(Method):
     __slots__ = ("response",)
     CLASS_ID = 10
     METHOD_ID = 21
-    INDEX = 0x000A0015
+    INDEX: ClassVar[int] = 0x000A0015
     NAME = "connection.secure-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -382,7 +382,7 @@ class ConnectionTune(Method):
     __slots__ = ("channel_max", "frame_max", "heartbeat")
     CLASS_ID = 10
     METHOD_ID = 30
-    INDEX = 0x000A001E
+    INDEX: ClassVar[int] = 0x000A001E
     NAME = "connection.tune"
     SYNCHRONOUS = True
     CONTENT = False
@@ -426,7 +426,7 @@ class ConnectionTuneOk(Method):
     __slots__ = ("channel_max", "frame_max", "heartbeat")
     CLASS_ID = 10
     METHOD_ID = 31
-    INDEX = 0x000A001F
+    INDEX: ClassVar[int] = 0x000A001F
     NAME = "connection.tune-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -470,7 +470,7 @@ class ConnectionOpen(Method):
     __slots__ = ("virtual_host", "capabilities", "insist")
     CLASS_ID = 10
     METHOD_ID = 40
-    INDEX = 0x000A0028
+    INDEX: ClassVar[int] = 0x000A0028
     NAME = "connection.open"
     SYNCHRONOUS = True
     CONTENT = False
@@ -528,7 +528,7 @@ class ConnectionOpenOk(Method):
     __slots__ = ("known_hosts",)
     CLASS_ID = 10
     METHOD_ID = 41
-    INDEX = 0x000A0029
+    INDEX: ClassVar[int] = 0x000A0029
     NAME = "connection.open-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -572,7 +572,7 @@ class ConnectionClose(Method):
     __slots__ = ("reply_code", "reply_text", "class_id", "method_id")
     CLASS_ID = 10
     METHOD_ID = 50
-    INDEX = 0x000A0032
+    INDEX: ClassVar[int] = 0x000A0032
     NAME = "connection.close"
     SYNCHRONOUS = True
     CONTENT = False
@@ -630,7 +630,7 @@ class ConnectionCloseOk(Method):
     __slots__ = ()
     CLASS_ID = 10
     METHOD_ID = 51
-    INDEX = 0x000A0033
+    INDEX: ClassVar[int] = 0x000A0033
     NAME = "connection.close-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -653,7 +653,7 @@ class ConnectionBlocked(Method):
     __slots__ = ("reason",)
     CLASS_ID = 10
     METHOD_ID = 60
-    INDEX = 0x000A003C
+    INDEX: ClassVar[int] = 0x000A003C
     NAME = "connection.blocked"
     SYNCHRONOUS = False
     CONTENT = False
@@ -697,7 +697,7 @@ class ConnectionUnblocked(Method):
     __slots__ = ()
     CLASS_ID = 10
     METHOD_ID = 61
-    INDEX = 0x000A003D
+    INDEX: ClassVar[int] = 0x000A003D
     NAME = "connection.unblocked"
     SYNCHRONOUS = False
     CONTENT = False
@@ -720,7 +720,7 @@ class ConnectionUpdateSecret(Method):
     __slots__ = ("new_secret", "reason")
     CLASS_ID = 10
     METHOD_ID = 70
-    INDEX = 0x000A0046
+    INDEX: ClassVar[int] = 0x000A0046
     NAME = "connection.update-secret"
     SYNCHRONOUS = True
     CONTENT = False
@@ -771,7 +771,7 @@ class ConnectionUpdateSecretOk(Method):
     __slots__ = ()
     CLASS_ID = 10
     METHOD_ID = 71
-    INDEX = 0x000A0047
+    INDEX: ClassVar[int] = 0x000A0047
     NAME = "connection.update-secret-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -794,7 +794,7 @@ class ChannelOpen(Method):
     __slots__ = ("out_of_band",)
     CLASS_ID = 20
     METHOD_ID = 10
-    INDEX = 0x0014000A
+    INDEX: ClassVar[int] = 0x0014000A
     NAME = "channel.open"
     SYNCHRONOUS = True
     CONTENT = False
@@ -838,7 +838,7 @@ class ChannelOpenOk(Method):
     __slots__ = ("channel_id",)
     CLASS_ID = 20
     METHOD_ID = 11
-    INDEX = 0x0014000B
+    INDEX: ClassVar[int] = 0x0014000B
     NAME = "channel.open-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -880,7 +880,7 @@ class ChannelFlow(Method):
     __slots__ = ("active",)
     CLASS_ID = 20
     METHOD_ID = 20
-    INDEX = 0x00140014
+    INDEX: ClassVar[int] = 0x00140014
     NAME = "channel.flow"
     SYNCHRONOUS = True
     CONTENT = False
@@ -919,7 +919,7 @@ class ChannelFlowOk(Method):
     __slots__ = ("active",)
     CLASS_ID = 20
     METHOD_ID = 21
-    INDEX = 0x00140015
+    INDEX: ClassVar[int] = 0x00140015
     NAME = "channel.flow-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -958,7 +958,7 @@ class ChannelClose(Method):
     __slots__ = ("reply_code", "reply_text", "class_id", "method_id")
     CLASS_ID = 20
     METHOD_ID = 40
-    INDEX = 0x00140028
+    INDEX: ClassVar[int] = 0x00140028
     NAME = "channel.close"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1016,7 +1016,7 @@ class ChannelCloseOk(Method):
     __slots__ = ()
     CLASS_ID = 20
     METHOD_ID = 41
-    INDEX = 0x00140029
+    INDEX: ClassVar[int] = 0x00140029
     NAME = "channel.close-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -1039,7 +1039,7 @@ class AccessRequest(Method):
     __slots__ = ("realm", "exclusive", "passive", "active", "write", "read")
     CLASS_ID = 30
     METHOD_ID = 10
-    INDEX = 0x001E000A
+    INDEX: ClassVar[int] = 0x001E000A
     NAME = "access.request"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1112,7 +1112,7 @@ class AccessRequestOk(Method):
     __slots__ = ("ticket",)
     CLASS_ID = 30
     METHOD_ID = 11
-    INDEX = 0x001E000B
+    INDEX: ClassVar[int] = 0x001E000B
     NAME = "access.request-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -1160,7 +1160,7 @@ class ExchangeDeclare(Method):
     )
     CLASS_ID = 40
     METHOD_ID = 10
-    INDEX = 0x0028000A
+    INDEX: ClassVar[int] = 0x0028000A
     NAME = "exchange.declare"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1260,7 +1260,7 @@ class ExchangeDeclareOk(Method):
     __slots__ = ()
     CLASS_ID = 40
     METHOD_ID = 11
-    INDEX = 0x0028000B
+    INDEX: ClassVar[int] = 0x0028000B
     NAME = "exchange.declare-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -1283,7 +1283,7 @@ class ExchangeDelete(Method):
     __slots__ = ("ticket", "exchange", "if_unused", "nowait")
     CLASS_ID = 40
     METHOD_ID = 20
-    INDEX = 0x00280014
+    INDEX: ClassVar[int] = 0x00280014
     NAME = "exchange.delete"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1343,7 +1343,7 @@ class ExchangeDeleteOk(Method):
     __slots__ = ()
     CLASS_ID = 40
     METHOD_ID = 21
-    INDEX = 0x00280015
+    INDEX: ClassVar[int] = 0x00280015
     NAME = "exchange.delete-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -1366,7 +1366,7 @@ class ExchangeBind(Method):
     __slots__ = ("ticket", "destination", "source", "routing_key", "nowait", "arguments")
     CLASS_ID = 40
     METHOD_ID = 30
-    INDEX = 0x0028001E
+    INDEX: ClassVar[int] = 0x0028001E
     NAME = "exchange.bind"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1441,7 +1441,7 @@ class ExchangeBindOk(Method):
     __slots__ = ()
     CLASS_ID = 40
     METHOD_ID = 31
-    INDEX = 0x0028001F
+    INDEX: ClassVar[int] = 0x0028001F
     NAME = "exchange.bind-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -1464,7 +1464,7 @@ class ExchangeUnbind(Method):
     __slots__ = ("ticket", "destination", "source", "routing_key", "nowait", "arguments")
     CLASS_ID = 40
     METHOD_ID = 40
-    INDEX = 0x00280028
+    INDEX: ClassVar[int] = 0x00280028
     NAME = "exchange.unbind"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1539,7 +1539,7 @@ class ExchangeUnbindOk(Method):
     __slots__ = ()
     CLASS_ID = 40
     METHOD_ID = 51
-    INDEX = 0x00280033
+    INDEX: ClassVar[int] = 0x00280033
     NAME = "exchange.unbind-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -1571,7 +1571,7 @@ class QueueDeclare(Method):
     )
     CLASS_ID = 50
     METHOD_ID = 10
-    INDEX = 0x0032000A
+    INDEX: ClassVar[int] = 0x0032000A
     NAME = "queue.declare"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1663,7 +1663,7 @@ class QueueDeclareOk(Method):
     __slots__ = ("queue", "message_count", "consumer_count")
     CLASS_ID = 50
     METHOD_ID = 11
-    INDEX = 0x0032000B
+    INDEX: ClassVar[int] = 0x0032000B
     NAME = "queue.declare-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -1716,7 +1716,7 @@ class QueueBind(Method):
     __slots__ = ("ticket", "queue", "exchange", "routing_key", "nowait", "arguments")
     CLASS_ID = 50
     METHOD_ID = 20
-    INDEX = 0x00320014
+    INDEX: ClassVar[int] = 0x00320014
     NAME = "queue.bind"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1791,7 +1791,7 @@ class QueueBindOk(Method):
     __slots__ = ()
     CLASS_ID = 50
     METHOD_ID = 21
-    INDEX = 0x00320015
+    INDEX: ClassVar[int] = 0x00320015
     NAME = "queue.bind-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -1814,7 +1814,7 @@ class QueuePurge(Method):
     __slots__ = ("ticket", "queue", "nowait")
     CLASS_ID = 50
     METHOD_ID = 30
-    INDEX = 0x0032001E
+    INDEX: ClassVar[int] = 0x0032001E
     NAME = "queue.purge"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1870,7 +1870,7 @@ class QueuePurgeOk(Method):
     __slots__ = ("message_count",)
     CLASS_ID = 50
     METHOD_ID = 31
-    INDEX = 0x0032001F
+    INDEX: ClassVar[int] = 0x0032001F
     NAME = "queue.purge-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -1908,7 +1908,7 @@ class QueueDelete(Method):
     __slots__ = ("ticket", "queue", "if_unused", "if_empty", "nowait")
     CLASS_ID = 50
     METHOD_ID = 40
-    INDEX = 0x00320028
+    INDEX: ClassVar[int] = 0x00320028
     NAME = "queue.delete"
     SYNCHRONOUS = True
     CONTENT = False
@@ -1976,7 +1976,7 @@ class QueueDeleteOk(Method):
     __slots__ = ("message_count",)
     CLASS_ID = 50
     METHOD_ID = 41
-    INDEX = 0x00320029
+    INDEX: ClassVar[int] = 0x00320029
     NAME = "queue.delete-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2014,7 +2014,7 @@ class QueueUnbind(Method):
     __slots__ = ("ticket", "queue", "exchange", "routing_key", "arguments")
     CLASS_ID = 50
     METHOD_ID = 50
-    INDEX = 0x00320032
+    INDEX: ClassVar[int] = 0x00320032
     NAME = "queue.unbind"
     SYNCHRONOUS = True
     CONTENT = False
@@ -2082,7 +2082,7 @@ class QueueUnbindOk(Method):
     __slots__ = ()
     CLASS_ID = 50
     METHOD_ID = 51
-    INDEX = 0x00320033
+    INDEX: ClassVar[int] = 0x00320033
     NAME = "queue.unbind-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2105,7 +2105,7 @@ class BasicQos(Method):
     __slots__ = ("prefetch_size", "prefetch_count", "global_")
     CLASS_ID = 60
     METHOD_ID = 10
-    INDEX = 0x003C000A
+    INDEX: ClassVar[int] = 0x003C000A
     NAME = "basic.qos"
     SYNCHRONOUS = True
     CONTENT = False
@@ -2156,7 +2156,7 @@ class BasicQosOk(Method):
     __slots__ = ()
     CLASS_ID = 60
     METHOD_ID = 11
-    INDEX = 0x003C000B
+    INDEX: ClassVar[int] = 0x003C000B
     NAME = "basic.qos-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2188,7 +2188,7 @@ class BasicConsume(Method):
     )
     CLASS_ID = 60
     METHOD_ID = 20
-    INDEX = 0x003C0014
+    INDEX: ClassVar[int] = 0x003C0014
     NAME = "basic.consume"
     SYNCHRONOUS = True
     CONTENT = False
@@ -2282,7 +2282,7 @@ class BasicConsumeOk(Method):
     __slots__ = ("consumer_tag",)
     CLASS_ID = 60
     METHOD_ID = 21
-    INDEX = 0x003C0015
+    INDEX: ClassVar[int] = 0x003C0015
     NAME = "basic.consume-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2326,7 +2326,7 @@ class BasicCancel(Method):
     __slots__ = ("consumer_tag", "nowait")
     CLASS_ID = 60
     METHOD_ID = 30
-    INDEX = 0x003C001E
+    INDEX: ClassVar[int] = 0x003C001E
     NAME = "basic.cancel"
     SYNCHRONOUS = True
     CONTENT = False
@@ -2377,7 +2377,7 @@ class BasicCancelOk(Method):
     __slots__ = ("consumer_tag",)
     CLASS_ID = 60
     METHOD_ID = 31
-    INDEX = 0x003C001F
+    INDEX: ClassVar[int] = 0x003C001F
     NAME = "basic.cancel-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2421,7 +2421,7 @@ class BasicPublish(Method):
     __slots__ = ("ticket", "exchange", "routing_key", "mandatory", "immediate")
     CLASS_ID = 60
     METHOD_ID = 40
-    INDEX = 0x003C0028
+    INDEX: ClassVar[int] = 0x003C0028
     NAME = "basic.publish"
     SYNCHRONOUS = False
     CONTENT = True
@@ -2488,7 +2488,7 @@ class BasicReturn(Method):
     __slots__ = ("reply_code", "reply_text", "exchange", "routing_key")
     CLASS_ID = 60
     METHOD_ID = 50
-    INDEX = 0x003C0032
+    INDEX: ClassVar[int] = 0x003C0032
     NAME = "basic.return"
     SYNCHRONOUS = False
     CONTENT = True
@@ -2551,7 +2551,7 @@ class BasicDeliver(Method):
     __slots__ = ("consumer_tag", "delivery_tag", "redelivered", "exchange", "routing_key")
     CLASS_ID = 60
     METHOD_ID = 60
-    INDEX = 0x003C003C
+    INDEX: ClassVar[int] = 0x003C003C
     NAME = "basic.deliver"
     SYNCHRONOUS = False
     CONTENT = True
@@ -2619,7 +2619,7 @@ class BasicGet(Method):
     __slots__ = ("ticket", "queue", "no_ack")
     CLASS_ID = 60
     METHOD_ID = 70
-    INDEX = 0x003C0046
+    INDEX: ClassVar[int] = 0x003C0046
     NAME = "basic.get"
     SYNCHRONOUS = True
     CONTENT = False
@@ -2675,7 +2675,7 @@ class BasicGetOk(Method):
     __slots__ = ("delivery_tag", "redelivered", "exchange", "routing_key", "message_count")
     CLASS_ID = 60
     METHOD_ID = 71
-    INDEX = 0x003C0047
+    INDEX: ClassVar[int] = 0x003C0047
     NAME = "basic.get-ok"
     SYNCHRONOUS = False
     CONTENT = True
@@ -2741,7 +2741,7 @@ class BasicGetEmpty(Method):
     __slots__ = ("cluster_id",)
     CLASS_ID = 60
     METHOD_ID = 72
-    INDEX = 0x003C0048
+    INDEX: ClassVar[int] = 0x003C0048
     NAME = "basic.get-empty"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2785,7 +2785,7 @@ class BasicAck(Method):
     __slots__ = ("delivery_tag", "multiple")
     CLASS_ID = 60
     METHOD_ID = 80
-    INDEX = 0x003C0050
+    INDEX: ClassVar[int] = 0x003C0050
     NAME = "basic.ack"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2827,7 +2827,7 @@ class BasicReject(Method):
     __slots__ = ("delivery_tag", "requeue")
     CLASS_ID = 60
     METHOD_ID = 90
-    INDEX = 0x003C005A
+    INDEX: ClassVar[int] = 0x003C005A
     NAME = "basic.reject"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2869,7 +2869,7 @@ class BasicRecoverAsync(Method):
     __slots__ = ("requeue",)
     CLASS_ID = 60
     METHOD_ID = 100
-    INDEX = 0x003C0064
+    INDEX: ClassVar[int] = 0x003C0064
     NAME = "basic.recover-async"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2908,7 +2908,7 @@ class BasicRecover(Method):
     __slots__ = ("requeue",)
     CLASS_ID = 60
     METHOD_ID = 110
-    INDEX = 0x003C006E
+    INDEX: ClassVar[int] = 0x003C006E
     NAME = "basic.recover"
     SYNCHRONOUS = True
     CONTENT = False
@@ -2947,7 +2947,7 @@ class BasicRecoverOk(Method):
     __slots__ = ()
     CLASS_ID = 60
     METHOD_ID = 111
-    INDEX = 0x003C006F
+    INDEX: ClassVar[int] = 0x003C006F
     NAME = "basic.recover-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -2970,7 +2970,7 @@ class BasicNack(Method):
     __slots__ = ("delivery_tag", "multiple", "requeue")
     CLASS_ID = 60
     METHOD_ID = 120
-    INDEX = 0x003C0078
+    INDEX: ClassVar[int] = 0x003C0078
     NAME = "basic.nack"
     SYNCHRONOUS = False
     CONTENT = False
@@ -3021,7 +3021,7 @@ class ConfirmSelect(Method):
     __slots__ = ("nowait",)
     CLASS_ID = 85
     METHOD_ID = 10
-    INDEX = 0x0055000A
+    INDEX: ClassVar[int] = 0x0055000A
     NAME = "confirm.select"
     SYNCHRONOUS = True
     CONTENT = False
@@ -3060,7 +3060,7 @@ class ConfirmSelectOk(Method):
     __slots__ = ()
     CLASS_ID = 85
     METHOD_ID = 11
-    INDEX = 0x0055000B
+    INDEX: ClassVar[int] = 0x0055000B
     NAME = "confirm.select-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -3083,7 +3083,7 @@ class TxSelect(Method):
     __slots__ = ()
     CLASS_ID = 90
     METHOD_ID = 10
-    INDEX = 0x005A000A
+    INDEX: ClassVar[int] = 0x005A000A
     NAME = "tx.select"
     SYNCHRONOUS = True
     CONTENT = False
@@ -3106,7 +3106,7 @@ class TxSelectOk(Method):
     __slots__ = ()
     CLASS_ID = 90
     METHOD_ID = 11
-    INDEX = 0x005A000B
+    INDEX: ClassVar[int] = 0x005A000B
     NAME = "tx.select-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -3129,7 +3129,7 @@ class TxCommit(Method):
     __slots__ = ()
     CLASS_ID = 90
     METHOD_ID = 20
-    INDEX = 0x005A0014
+    INDEX: ClassVar[int] = 0x005A0014
     NAME = "tx.commit"
     SYNCHRONOUS = True
     CONTENT = False
@@ -3152,7 +3152,7 @@ class TxCommitOk(Method):
     __slots__ = ()
     CLASS_ID = 90
     METHOD_ID = 21
-    INDEX = 0x005A0015
+    INDEX: ClassVar[int] = 0x005A0015
     NAME = "tx.commit-ok"
     SYNCHRONOUS = False
     CONTENT = False
@@ -3175,7 +3175,7 @@ class TxRollback(Method):
     __slots__ = ()
     CLASS_ID = 90
     METHOD_ID = 30
-    INDEX = 0x005A001E
+    INDEX: ClassVar[int] = 0x005A001E
     NAME = "tx.rollback"
     SYNCHRONOUS = True
     CONTENT = False
@@ -3198,7 +3198,7 @@ class TxRollbackOk(Method):
     __slots__ = ()
     CLASS_ID = 90
     METHOD_ID = 31
-    INDEX = 0x005A001F
+    INDEX: ClassVar[int] = 0x005A001F
     NAME = "tx.rollback-ok"
     SYNCHRONOUS = False
     CONTENT = False

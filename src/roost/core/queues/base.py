@@ -6,7 +6,7 @@ from bisect import insort
 from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from roost.core.consumer import NO_ARGUMENTS
 from roost.core.errors import AccessRefused
@@ -88,12 +88,14 @@ def add_refusal(so_far: str, queue: Queue) -> str:
 
 
 class Queue:
-    kind = "classic"
-    is_exchange = False
-    stores_all = False  # a durable queue stores persistent messages only (quorum: all)
-    counts_deliveries = False  # x-delivery-count without a delivery limit (quorum)
-    entry_class = Entry  # a priority queue's entries also carry the message's priority
-    remote = False  # a cluster's stand-in for a queue homed on another node
+    # ClassVar: the kinds of queue set these per class (mypyc, compiling the modules
+    # that read them, must not take them for instance attributes)
+    kind: ClassVar[str] = "classic"
+    is_exchange: ClassVar[bool] = False
+    stores_all: ClassVar[bool] = False  # durable: persistent messages only (quorum: all)
+    counts_deliveries: ClassVar[bool] = False  # x-delivery-count without a delivery limit (quorum)
+    entry_class: ClassVar[type[Entry]] = Entry  # a priority queue's entries also carry the priority
+    remote: ClassVar[bool] = False  # a cluster's stand-in for a queue homed on another node
 
     def __init__(
         self,
