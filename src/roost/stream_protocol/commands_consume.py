@@ -93,6 +93,7 @@ class ConsumeCommands(CommandsBase):
         try:
             session = self.port.open_session(self.client, sub, number=sub.id)
             sub.session = session
+            sub.whole_first_chunk = spec.type == c.OFFSET_LAST
             session.set_qos(PREFETCH, False)
             sub.consumer = self.port.consume(
                 session,

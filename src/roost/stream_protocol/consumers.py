@@ -105,6 +105,9 @@ class Subscription:
         self.consumer: Consumer | None = None
         self.active = True  # single active consumer: False while another one reads
         self.spec: Any = None  # the Subscribe's offset specification
+        # offset specification ``last``: RabbitMQ starts at the last chunk, so the first
+        # run's chunk record goes whole although the core starts at its last message
+        self.whole_first_chunk = False
         self.group: tuple[str, str, str] | None = None  # (vhost, stream, name) when single
         # core deliveries not yet built: (run of stored records, delivery tag, the first
         # offset to send: a run may start inside a chunk record)
@@ -134,6 +137,9 @@ class Subscription:
         was_empty = not self.pending
         if message.properties.content_type == CHUNK_CONTENT_TYPE:
             first = (message.properties.headers or {}).get("x-stream-offset", 0)
+            if self.whole_first_chunk:
+                self.whole_first_chunk = False
+                first = 0
             self._runs.append((message.body, delivery_tag, first))
         else:  # one message (a stream queue always chunks for us; kept for safety)
             headers = message.properties.headers or {}
