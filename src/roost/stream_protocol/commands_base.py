@@ -30,7 +30,7 @@ UNCONFIRMED = "unconfirmed"
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Client
-    from roost.stream_protocol.session import StreamSession
+    from roost.stream_protocol.session import StreamSession, Timer
 
 log = logging.getLogger("roost.stream_protocol")
 
@@ -73,6 +73,8 @@ class CommandsBase:
         self._groups = single_active.groups_of(self.port)
         self._updates: dict[int, Subscription] = {}  # ConsumerUpdate sent, not answered
         self._next_update = 0
+        # ConsumerUpdate (not active) sent: the group that waits for the answer, its timer
+        self._stepping: dict[int, tuple[Subscription, tuple[str, str, str], Timer]] = {}
 
     @property
     def client(self) -> Client:

@@ -124,7 +124,8 @@ class ConsumeCommands(CommandsBase):
 
     def _deactivate(self, sub: Subscription) -> None:
         """A super stream's partition moved to another member: stop reading and tell the
-        client (its answer, an offset, is not needed)."""
+        client; the group activates the next member when the answer comes (it may store
+        its offset first) or after ``single_active.STEP_DOWN_TIMEOUT``."""
         for correlation, waiting in list(self._updates.items()):
             if waiting is sub:  # an activation not answered yet no longer stands
                 del self._updates[correlation]
@@ -135,9 +136,26 @@ class ConsumeCommands(CommandsBase):
             sub.session = None
             sub.consumer = None
         self._next_update += 1
-        self.s.send(ConsumerUpdate(self._next_update, sub.id, False))
+        correlation = self._next_update
+        if sub.group is not None:
+            timer = self.s.clock.call_later(
+                single_active.STEP_DOWN_TIMEOUT, self._stepped_down, correlation
+            )
+            self._stepping[correlation] = (sub, sub.group, timer)
+        self.s.send(ConsumerUpdate(correlation, sub.id, False))
+
+    def _stepped_down(self, correlation: int) -> None:
+        """The answer to a ConsumerUpdate (not active) came, or the wait timed out."""
+        waiting = self._stepping.pop(correlation, None)
+        if waiting is not None:
+            sub, group, timer = waiting
+            timer.cancel()
+            single_active.stepped_down(self._groups, group, (self, sub), _activate, _deactivate)
 
     def _consumer_update_response(self, f: ConsumerUpdateResponse) -> None:
+        if f.correlation_id in self._stepping:
+            self._stepped_down(f.correlation_id)
+            return
         sub = self._updates.pop(f.correlation_id, None)
         if sub is None or self.subscriptions.get(sub.id) is not sub or sub.session is not None:
             return
@@ -151,6 +169,10 @@ class ConsumeCommands(CommandsBase):
         self._begin(sub)
 
     def _leave(self, sub: Subscription) -> None:
+        for correlation, (waiting, _group, timer) in list(self._stepping.items()):
+            if waiting is sub:  # leaving ends its step-down (the group stops waiting)
+                del self._stepping[correlation]
+                timer.cancel()
         if sub.group is not None:
             group, sub.group = sub.group, None
             single_active.leave(self._groups, group, (self, sub), _activate, _deactivate)
