@@ -20,7 +20,7 @@ import pika.exceptions
 import pytest
 import stomp
 
-from roost import config
+from roost import config_sources
 from roost.tls import certificate_user
 from tests.security.tls_support import PKI, TLSRoost, wss_connect
 from tests.stomp.conftest import Inbox
@@ -383,15 +383,15 @@ def test_a_bad_certificate_file_stops_the_start(pki: PKI, tmp_path: Path) -> Non
 )
 def test_invalid_tls_settings_are_refused(flags: list[str], error: str) -> None:
     parser = argparse.ArgumentParser()
-    config.add_arguments(parser)
+    config_sources.add_arguments(parser)
     with pytest.raises(ValueError, match=error):
-        config.load(parser.parse_args(flags), environ={})
+        config_sources.load(parser.parse_args(flags), environ={})
 
 
 def test_tls_defaults() -> None:
     parser = argparse.ArgumentParser()
-    config.add_arguments(parser)
-    cfg = config.load(parser.parse_args([]), environ={})
+    config_sources.add_arguments(parser)
+    cfg = config_sources.load(parser.parse_args([]), environ={})
     assert (cfg.amqps_port, cfg.stomps_port, cfg.wss_port, cfg.https_port) == (
         5671,
         61614,
@@ -399,7 +399,7 @@ def test_tls_defaults() -> None:
         15671,
     )
     assert not cfg.tls_enabled and cfg.tls_verify_mode == "none"
-    with_ca = config.load(
+    with_ca = config_sources.load(
         parser.parse_args(["--tls-cert", "c", "--tls-key", "k", "--tls-ca", "ca"]), environ={}
     )
     assert with_ca.tls_verify_mode == "peer"
