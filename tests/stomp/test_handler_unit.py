@@ -1,40 +1,13 @@
-"""StompHandler without sockets: a fake transport on an in-memory broker."""
+"""StompHandler without sockets on an asyncio loop: a fake plumbing (tests/stomp/
+test_session.py) carries out its effects, on an in-memory broker."""
 
 from __future__ import annotations
 
 import asyncio
 
-from roost.stomp.frames import NEED_DATA, Frame, FrameParser
 from roost.stomp.handler import StompHandler, StompSettings
 from tests.brokers import memory_broker
-
-
-class FakeTransport:
-    peer = "127.0.0.1:5000"
-    cert_user: str | None = None
-    tls = False
-
-    def __init__(self) -> None:
-        self.data = b""
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def close(self, *, going_away: bool = False) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
-
-    def frames(self) -> list[Frame]:
-        parser = FrameParser()
-        parser.feed(self.data)
-        out = []
-        while (f := parser.next_frame()) is not NEED_DATA:
-            assert isinstance(f, Frame)
-            out.append(f)
-        return out
+from tests.stomp.test_session import FakePlumbing
 
 
 def run(coro_fn):  # type: ignore[no-untyped-def]
@@ -45,8 +18,10 @@ def test_send_subscribe_ack_in_process() -> None:
     async def main() -> None:
         broker = memory_broker()
         registry: set[object] = set()
-        t = FakeTransport()
-        h = StompHandler(broker, StompSettings(), t, registry, clock=asyncio.get_running_loop())
+        t = FakePlumbing()
+        h = StompHandler(broker, StompSettings(), t, registry, clock=asyncio.get_running_loop(),
+                         wake=t.wake)  # fmt: skip
+        t.handler = h
         h.data_received(b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00")
         h.data_received(b"SUBSCRIBE\nid:s\ndestination:/queue/u\nack:client\nreceipt:r\n\n\x00")
         await asyncio.sleep(0)
@@ -67,7 +42,7 @@ def test_send_subscribe_ack_in_process() -> None:
 def test_dead_connection_requeues_unacked_at_once() -> None:
     async def main() -> None:
         broker = memory_broker()
-        t = FakeTransport()
+        t = FakePlumbing()
         h = StompHandler(broker, StompSettings(), t, set(), clock=asyncio.get_running_loop())
         h.data_received(b"CONNECT\naccept-version:1.2\n\n\x00")
         h.data_received(b"SUBSCRIBE\nid:s\ndestination:/queue/d\nack:client-individual\n\n\x00")

@@ -1,5 +1,7 @@
-"""The STOMP session without sockets and without an event loop: a fake transport and a
-fake clock (time and timers are the plumbing's, handed in), over an in-memory broker. The
+"""The STOMP session without sockets and without an event loop, over an in-memory broker:
+what it does comes back as effects (stomp/effects.py), asserted as returned or carried out
+on a fake plumbing's record; time and timers are a fake clock's (the plumbing's, handed
+in). The
 state table (stomp/states.py) decides what each frame may do; heart-beats and the
 CONNECT deadline run on the fake clock's time."""
 
@@ -14,6 +16,7 @@ import pytest
 
 from roost.backpressure import FRAMES_PER_TURN
 from roost.core.flow import HIGH_MESSAGES
+from roost.stomp.effects import ABORT, PAUSE, RESUME, Close, apply
 from roost.stomp.errors import StompError
 from roost.stomp.frames import NEED_DATA, Frame, FrameParser
 from roost.stomp.handler import StompHandler, StompSettings
@@ -72,21 +75,41 @@ class FakeClock:
                 callback(*args)
 
 
-class FakeTransport:
+class FakePlumbing:
+    """Plays stomp/protocol.py for one session: who the peer is, and the effects the
+    session returns (stomp/effects.py), carried out on a record: the bytes written, the
+    writes made, whether it closed, aborted, reads. Effects made outside a read wait in
+    the session until a test looks (``frames``) or the session says they are due now
+    (``wake(True)``), as the real plumbing takes them at the end of the loop turn."""
+
     peer = "127.0.0.1:5000"
     cert_user: str | None = None
     tls = False
 
     def __init__(self) -> None:
+        self.handler: StompHandler | None = None
         self.data = b""
-        self.closed = self.aborted = False
+        self.writes = 0
+        self.closed = self.aborted = self.going_away = False
         self.reading = True
+        self.woken: list[bool] = []
+
+    def wake(self, now: bool) -> None:
+        self.woken.append(now)
+        if now:
+            self.take()
+
+    def take(self) -> None:
+        assert self.handler is not None
+        apply(self.handler.take_effects(), self)
 
     def write(self, data: bytes) -> None:
         self.data += data
+        self.writes += 1
 
     def close(self, *, going_away: bool = False) -> None:
         self.closed = True
+        self.going_away = going_away
 
     def abort(self) -> None:
         self.closed = self.aborted = True
@@ -98,19 +121,35 @@ class FakeTransport:
         self.reading = True
 
     def frames(self) -> list[Frame]:
-        parser = FrameParser()
-        parser.feed(self.data)
-        out = []
-        while (f := parser.next_frame()) is not NEED_DATA:
-            assert isinstance(f, Frame)
-            out.append(f)
-        return out
+        self.take()
+        return parse(self.data)
 
 
-def session() -> tuple[StompHandler, FakeTransport, FakeClock]:
-    transport, clock = FakeTransport(), FakeClock()
-    handler = StompHandler(memory_broker(), StompSettings(), transport, set(), clock=clock)
-    return handler, transport, clock
+FakeTransport = FakePlumbing  # (the name tests/stomp/test_subscription_queue.py uses)
+
+
+def parse(data: bytes) -> list[Frame]:
+    parser = FrameParser()
+    parser.feed(data)
+    out = []
+    while (f := parser.next_frame()) is not NEED_DATA:
+        assert isinstance(f, Frame)
+        out.append(f)
+    return out
+
+
+def connection(broker: Any, clock: FakeClock) -> tuple[StompHandler, FakePlumbing]:
+    plumbing = FakePlumbing()
+    handler = StompHandler(broker, StompSettings(), plumbing, set(), clock=clock,
+                           wake=plumbing.wake)  # fmt: skip
+    plumbing.handler = handler
+    return handler, plumbing
+
+
+def session() -> tuple[StompHandler, FakePlumbing, FakeClock]:
+    clock = FakeClock()
+    handler, plumbing = connection(memory_broker(), clock)
+    return handler, plumbing, clock
 
 
 def test_the_state_table_names_every_client_frame() -> None:
@@ -199,9 +238,8 @@ def test_a_read_is_handled_a_turn_at_a_time_on_the_clock() -> None:
 def test_a_congested_queue_holds_the_producer_until_its_consumer_goes() -> None:
     broker = memory_broker()
     clock = FakeClock()
-    consumer_transport, producer_transport = FakeTransport(), FakeTransport()
-    consumer = StompHandler(broker, StompSettings(), consumer_transport, set(), clock=clock)
-    producer = StompHandler(broker, StompSettings(), producer_transport, set(), clock=clock)
+    consumer, _ = connection(broker, clock)
+    producer, producer_transport = connection(broker, clock)
     consumer.data_received(CONNECT)
     consumer.data_received(
         b"SUBSCRIBE\nid:s\ndestination:/queue/q\nack:client-individual\nprefetch-count:1\n\n\x00"
@@ -225,3 +263,79 @@ def test_a_congested_queue_holds_the_producer_until_its_consumer_goes() -> None:
     assert producer_transport.reading and not producer.gate.flow_held
     clock.advance(0)
     assert queue.message_count == sends  # every SEND read, none lost
+
+
+def test_receive_returns_the_frames_and_the_close_as_effects() -> None:
+    handler = StompHandler(memory_broker(), StompSettings(), FakePlumbing(), set(),
+                           clock=FakeClock())  # fmt: skip
+    effects = handler.receive(CONNECT + b"SUBSCRIBE\nid:s\ndestination:/queue/q\n\n\x00")
+    [connected] = effects  # nothing done to the connection, one frame written
+    assert isinstance(connected, bytes) and parse(connected)[0].command == "CONNECTED"
+    effects = handler.receive(b"BEGIN\ntransaction:t\n\n\x00DISCONNECT\nreceipt:r\n\n\x00")
+    assert len(effects) == 2 and effects[1] == Close(going_away=False)  # after its RECEIPT
+    assert isinstance(effects[0], bytes) and parse(effects[0])[0].command == "RECEIPT"
+    assert handler.take_effects() == [] and handler.receive(b"SEND\n\n\x00") == []
+
+
+def test_a_stopping_server_closes_going_away_after_the_error() -> None:
+    handler = StompHandler(memory_broker(), StompSettings(), FakePlumbing(), set(),
+                           clock=FakeClock())  # fmt: skip
+    handler.receive(CONNECT)
+    handler.shutdown()
+    effects = handler.take_effects()
+    assert effects[-1] == Close(going_away=True) and isinstance(effects[0], bytes)
+    assert parse(effects[0])[-1].headers["message"] == "connection closed by the broker"
+
+
+def test_the_connect_deadline_returns_an_abort_due_now() -> None:
+    _, plumbing, clock = session()
+    clock.advance(StompSettings().connect_timeout + 0.1)
+    assert plumbing.woken == [True] and plumbing.aborted  # carried out when made
+    handler2 = StompHandler(memory_broker(), StompSettings(), FakePlumbing(), set(), clock=clock)
+    clock.advance(StompSettings().connect_timeout + 0.1)
+    assert handler2.take_effects() == [ABORT]
+
+
+def test_deliveries_outside_a_read_wake_the_plumbing_once_and_leave_in_one_write() -> None:
+    broker, clock = memory_broker(), FakeClock()
+    consumer, plumbing = connection(broker, clock)
+    producer, _ = connection(broker, clock)
+    consumer.data_received(CONNECT + b"SUBSCRIBE\nid:s\ndestination:/queue/q\n\n\x00")
+    clock.advance(0)
+    plumbing.take()
+    plumbing.woken.clear()
+    writes = plumbing.writes
+    producer.receive(CONNECT + b"SEND\ndestination:/queue/q\n\nm\x00" * 50)
+    assert plumbing.woken == [False]  # one wake for the turn's 50 MESSAGEs, none due now
+    effects = consumer.take_effects()
+    assert len(effects) == 50 and all(isinstance(e, bytes) for e in effects)
+    apply(effects, plumbing)
+    assert plumbing.writes == writes + 1  # joined into one write
+    assert [f.body for f in parse(plumbing.data)[-50:]] == [b"m"] * 50
+
+
+def test_a_big_backlog_is_due_at_once() -> None:
+    broker, clock = memory_broker(), FakeClock()
+    consumer, plumbing = connection(broker, clock)
+    producer, _ = connection(broker, clock)
+    consumer.data_received(CONNECT + b"SUBSCRIBE\nid:s\ndestination:/queue/q\n\n\x00")
+    clock.advance(0)
+    plumbing.take()
+    plumbing.woken.clear()
+    body = b"x" * 60_000
+    producer.receive(CONNECT + b"SEND\ndestination:/queue/q\n\n" + body + b"\x00")
+    assert plumbing.woken == [False]
+    producer.receive(b"SEND\ndestination:/queue/q\n\n" + body + b"\x00" * 1)
+    producer.receive((b"SEND\ndestination:/queue/q\n\n" + body + b"\x00") * 3)
+    assert True in plumbing.woken and not consumer.effects  # 256 KiB made: carried out
+    assert len([f for f in parse(plumbing.data) if f.command == "MESSAGE"]) >= 4
+
+
+def test_a_held_read_returns_pause_and_the_next_turn_resume() -> None:
+    handler = StompHandler(memory_broker(), StompSettings(), FakePlumbing(), set(),
+                           clock=(clock := FakeClock()))  # fmt: skip
+    handler.receive(CONNECT)
+    effects = handler.receive(b"SEND\ndestination:/queue/q\n\nx\x00" * (FRAMES_PER_TURN + 5))
+    assert effects[-1] == PAUSE and PAUSE not in effects[:-1]
+    clock.turn()  # the rest of the read, then the socket is read again
+    assert handler.take_effects() == [RESUME]

@@ -20,10 +20,10 @@ from roost.core.exchanges.base import Exchange
 from roost.core.flow import HIGH_MESSAGES
 from roost.core.queues.base import Queue
 from roost.core.queues.subscription import IDLE_FLOW, SubscriptionQueue
-from roost.stomp.handler import StompHandler, StompSettings
+from roost.stomp.handler import StompHandler
 from tests.brokers import memory_broker
 from tests.stomp.conftest import Connect, bindings_of, queue_info, subscription_queue
-from tests.stomp.test_session import CONNECT, FakeClock, FakeTransport, session
+from tests.stomp.test_session import CONNECT, FakeClock, connection, session
 
 
 def _queues(handler: StompHandler) -> dict[str, Any]:
@@ -94,9 +94,8 @@ def test_unsubscribe_and_disconnect_free_the_queue_and_its_binding(end: str) -> 
 def test_a_subscription_with_a_backlog_congests_and_holds_the_producer() -> None:
     broker = memory_broker()
     clock = FakeClock()
-    consumer_transport, producer_transport = FakeTransport(), FakeTransport()
-    consumer = StompHandler(broker, StompSettings(), consumer_transport, set(), clock=clock)
-    producer = StompHandler(broker, StompSettings(), producer_transport, set(), clock=clock)
+    consumer, _ = connection(broker, clock)
+    producer, producer_transport = connection(broker, clock)
     consumer.data_received(CONNECT)
     queue = _subscribe(
         consumer, clock, "id:s\ndestination:/topic/flow\nack:client-individual\nprefetch-count:1"

@@ -1,9 +1,11 @@
 """One STOMP connection as a core client: the sans-IO session, independent of its
-transport (TCP or WebSocket) and of any event loop.
+plumbing (TCP or WebSocket) and of any event loop.
 
-Bytes go in through ``data_received``; frames come out through ``StompTransport.write``;
-closing, aborting and pausing input are asked of the transport, and time and timers of
-the ``Clock`` the plumbing hands in (stomp/protocol.py, stomp/ws.py). What a frame may
+Bytes go in through ``receive`` (or ``data_received``); what the session does in reply
+comes back as effects (stomp/effects.py): the bytes of its frames, closing, aborting,
+pausing and resuming input, taken by the plumbing (stomp/protocol.py, stomp/ws.py) with
+``take_effects`` after each read and, when ``wake`` says so, after deliveries and timers.
+Time and timers are the ``Clock`` the plumbing hands in. What a frame may
 do in each state is the table of stomp/states.py. A connection is one core Client with
 one core Session (the DeliverySink), reached through the adapter port. Every error
 (malformed frame, limit, refused operation) is an ERROR frame followed by a close, as the
@@ -35,6 +37,7 @@ from roost.core.errors import (
 )
 from roost.lifecycle import ReadLoop, open_client, release
 from roost.stomp.delivering import Delivering
+from roost.stomp.effects import ABORT, DRAIN_AT, PAUSE, RESUME, Close, Effect
 from roost.stomp.errors import StompError
 from roost.stomp.frames import (
     NEED_DATA,
@@ -51,7 +54,7 @@ from roost.stomp.states import TRANSITIONS, State, advance
 from roost.stomp.subscribing import Subscribing
 from roost.stomp.subscription import Subscription
 from roost.stomp.transactions import Transactions
-from roost.stomp.transport import Clock, StompTransport, Timer
+from roost.stomp.transport import Clock, Endpoint, Timer
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Client, Queue, Session
@@ -81,15 +84,22 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         self,
         broker: AdapterPort,
         settings: StompSettings,
-        transport: StompTransport,
+        endpoint: Endpoint,
         registry: set[Any],
         *,
         clock: Clock,
+        wake: Callable[[bool], None] | None = None,
         protocol: str = "STOMP",
     ) -> None:
         self.broker = broker
         self.settings = settings
-        self.transport = transport
+        self.endpoint = endpoint  # who the peer is (the plumbing: TCP or WebSocket)
+        # what the session asks of the plumbing, in order (stomp/effects.py), until it
+        # takes them; ``wake`` tells it effects were made outside a read: False for the
+        # first since the last take, True when they are due now
+        self.effects: list[Effect] = []
+        self._effect_bytes = 0
+        self._wake = wake or _no_wake
         self.registry = registry
         self.protocol = protocol
         self.parser = FrameParser(settings.limits)
@@ -119,7 +129,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         self._timers.append(self._clock.call_later(settings.connect_timeout, self._connect_timeout))
         # when the socket is read: queues congested by our SENDs, resource alarms, a
         # turn's worth of work done (roost/backpressure.py, shared by every protocol;
-        # sans-IO like this session: it pauses through the transport, times on the clock)
+        # sans-IO like this session: its pauses are this session's effects, its time the clock)
         self.gate = ReadGate(self, clock)
         self.publisher = self.gate.publisher(broker)
         self._going_away = False  # the server is stopping (shutdown)
@@ -128,6 +138,19 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
     # -- input ----------------------------------------------------------------------------
 
     # (the read path is lifecycle.ReadLoop's: data_received → work → gate.read_done)
+
+    def receive(self, data: bytes) -> list[Effect]:
+        """Feed bytes read from the peer; what they made the session do."""
+        self.data_received(data)
+        return self.take_effects()
+
+    def take_effects(self) -> list[Effect]:
+        """The effects made since the last take, for the plumbing to carry out."""
+        effects = self.effects
+        if effects:
+            self.effects = []
+            self._effect_bytes = 0
+        return effects
 
     def heard(self) -> None:
         self._heard = self._clock.time()
@@ -159,7 +182,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
             name = ERROR_NAMES.get(type(exc), "internal_error")
             self._error(name, f"{name.upper()} - {exc.text}", frame)
         except Exception:
-            log.exception("%s: internal error while handling %r", self.transport.peer, frame)
+            log.exception("%s: internal error while handling %r", self.endpoint.peer, frame)
             self._error("internal_error", "internal error", frame)
         if gate.holding and not self.closed:
             gate.update_congestion()  # acks in this batch may have changed the answer
@@ -214,7 +237,18 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         self.traffic.send_oct += len(data)
         self.traffic.send_cnt += 1
         self._wrote = True
-        self.transport.write(data)
+        effects = self.effects
+        effects.append(data)
+        if len(effects) == 1:
+            self._wake(False)
+        self._effect_bytes += len(data)
+        if self._effect_bytes >= DRAIN_AT:
+            self._wake(True)
+
+    def _effect(self, effect: Effect) -> None:
+        """Close, abort, pause or resume: carried out now, after what was written."""
+        self.effects.append(effect)
+        self._wake(True)
 
     def _error(
         self,
@@ -224,7 +258,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         *,
         receipt: str | None = None,
     ) -> None:
-        log.warning("%s: STOMP error: %s %s", self.transport.peer, message, detail)
+        log.warning("%s: STOMP error: %s %s", self.endpoint.peer, message, detail)
         headers = [("message", message), ("content-type", "text/plain")]
         if frame is not None and receipt is None:
             receipt = frame.get("receipt")
@@ -236,7 +270,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
 
     def _close(self) -> None:
         self._release()
-        self.transport.close(going_away=self._going_away)
+        self._effect(Close(self._going_away))
 
     # -- connection -----------------------------------------------------------------------
 
@@ -257,14 +291,14 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         self._ack_key = "id" if self.version == "1.2" else "message-id"
         login = frame.get("login")
         passcode = frame.get("passcode", "")
-        cert_user = self.transport.cert_user
+        cert_user = self.endpoint.cert_user
         external = login is None and cert_user is not None
         username = login
         if username is None:  # RabbitMQ's default_user for clients that send no login
             username, passcode = self.settings.default_user, self.settings.default_passcode
         try:
             user = lifecycle.login(self.broker, username, passcode or "", external=external,
-                                   cert_user=cert_user, peer=self.transport.peer,
+                                   cert_user=cert_user, peer=self.endpoint.peer,
                                    protocol=self.protocol)  # fmt: skip
         except AccessRefused as exc:
             raise StompError("access_refused", "Bad CONNECT: authentication failed") from exc
@@ -272,7 +306,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         if not self.broker.has_vhost(vhost):
             # stomp.py sends the server's host name by default: RabbitMQ refuses that
             # ("Virtual host '…' access denied"), Roost takes "/" (docs/stomp.md)
-            log.info("%s: host %r is not a vhost: using '/'", self.transport.peer, vhost)
+            log.info("%s: host %r is not a vhost: using '/'", self.endpoint.peer, vhost)
             vhost = "/"
         self.client = open_client(
             self.broker,
@@ -280,11 +314,11 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
             user,
             vhost,
             protocol=f"{self.protocol} {self.version}",
-            peer=self.transport.peer,
+            peer=self.endpoint.peer,
             closer=self.force_close,
             properties={"product": frame.get("client-id", "STOMP client")},
             traffic=self.traffic,
-            tls=self.transport.tls,
+            tls=self.endpoint.tls,
             mechanism="EXTERNAL" if external else "PLAIN",
         )
         self.session = self.broker.open_session(self.client, self)
@@ -306,13 +340,13 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
             self._schedule(tick, self._send_heartbeat, tick)
         if expect_ms:
             self._schedule(expect_ms / 1000, self._check_heartbeat, expect_ms / 1000)
-        log.debug("%s: STOMP %s negotiated", self.transport.peer, self.version)
+        log.debug("%s: STOMP %s negotiated", self.endpoint.peer, self.version)
 
     def _connect_timeout(self) -> None:
         if self.client is None and not self.closed:
             self.close_reason = "no CONNECT in time"
             self._release()
-            self.transport.abort()
+            self._effect(ABORT)
 
     def on_disconnect(self, frame: Frame) -> None:
         receipt = frame.get("receipt")
@@ -338,17 +372,17 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
     # -- input flow control (roost/backpressure.py) -----------------------------------------
 
     def pause_reading(self) -> None:
-        self.transport.pause_reading()
+        self._effect(PAUSE)
 
     def resume_reading(self) -> None:
-        self.transport.resume_reading()
+        self._effect(RESUME)
 
     def owes_acks(self) -> bool:
         """Deliveries await ACKs on this connection: congestion must not pause it."""
         return self.session is not None and self.session.unacked_count > 0
 
     def alarm_blocked(self, alarms: frozenset[str]) -> None:
-        log.info("%s: blocked by resource alarm(s): %s", self.transport.peer,
+        log.info("%s: blocked by resource alarm(s): %s", self.endpoint.peer,
                  ", ".join(sorted(alarms)))
 
     def alarm_unblocked(self) -> None:
@@ -371,7 +405,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
     def _abort(self, reason: str) -> None:
         self.close_reason = self.close_reason or reason
         self._release()
-        self.transport.abort()
+        self._effect(ABORT)
 
     _handlers: dict[str, Callable[[StompHandler, Frame], None]] = {
         "SEND": Sending.on_send,
@@ -384,3 +418,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         "ABORT": Transactions.on_abort,
         "DISCONNECT": on_disconnect,
     }
+
+
+def _no_wake(_now: bool) -> None:
+    """A session driven by ``receive`` and ``take_effects`` alone (tests)."""

@@ -58,7 +58,7 @@ class Heartbeats(SessionState):
             self._heard = self._clock.time()
         silent = self._clock.time() - self._heard
         if silent > 2 * interval:  # the spec's "some tolerance": two whole intervals
-            log.warning("%s: missed heart-beats from client", self.transport.peer)
+            log.warning("%s: missed heart-beats from client", self.endpoint.peer)
             self._error("heart-beat timeout", f"no data from the client for {silent:.1f}s")
             return
         self._schedule(interval / 2, self._check_heartbeat, interval)

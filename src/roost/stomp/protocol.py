@@ -1,6 +1,10 @@
 """asyncio Protocol for STOMP over TCP: the socket side is ``TcpPlumbing``'s (batched
-writes, reading paused by the ReadGate, the loop as clock); the STOMP logic lives in
-``StompHandler`` so the WebSocket endpoint shares it."""
+writes, the loop as clock); the STOMP logic lives in the sans-IO ``StompHandler``, which
+returns what it does as effects (stomp/effects.py). They are carried out at each flush:
+at the end of every read, and at the next loop turn when deliveries or timers made them
+(``wake(False)``, the plumbing's ``flush_soon``), so the frames of a read or a turn still
+leave in one ``transport.write``; a close, a pause or resume, or a big backlog is carried
+out at once (``wake(True)``)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 
 from roost.core import AdapterPort
 from roost.plumbing import TcpPlumbing
+from roost.stomp.effects import apply
 from roost.stomp.handler import StompHandler, StompSettings
 
 log = logging.getLogger("roost.stomp")
@@ -23,8 +28,24 @@ class StompServerProtocol(TcpPlumbing[StompHandler]):
 
     def start(self) -> StompHandler:
         log.debug("%s: accepted STOMP connection", self.peer)
-        return StompHandler(self.broker, self.settings, self, self.registry, clock=self.clock)
+        return StompHandler(self.broker, self.settings, self, self.registry, clock=self.clock,
+                            wake=self._wake)  # fmt: skip
 
     def writable_changed(self, writable: bool) -> None:
         if self.session is not None and self.session.session is not None:
             self.session.session.set_writable(writable)
+
+    def _wake(self, now: bool) -> None:
+        if now:
+            self._apply_effects()
+        else:
+            self.flush_soon()
+
+    def _apply_effects(self) -> None:
+        session = self.session
+        if session is not None and session.effects:
+            apply(session.take_effects(), self)
+
+    def _flush(self) -> int:
+        self._apply_effects()
+        return super()._flush()

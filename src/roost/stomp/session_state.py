@@ -17,9 +17,10 @@ if TYPE_CHECKING:
     from roost.backpressure import ReadGate
     from roost.core import AdapterPort
     from roost.core.ports.adapter import Client, Publisher, Queue, Session
+    from roost.stomp.effects import Effect
     from roost.stomp.settings import StompSettings
     from roost.stomp.subscription import Subscription
-    from roost.stomp.transport import Clock, StompTransport, Timer
+    from roost.stomp.transport import Clock, Endpoint, Timer
 
 CACHE_SIZE = 1024  # destinations remembered per connection
 
@@ -28,7 +29,8 @@ class SessionState:
     # set by StompHandler.__init__ (stomp/handler.py), which says what each one is
     broker: AdapterPort
     settings: StompSettings
-    transport: StompTransport
+    endpoint: Endpoint
+    effects: list[Effect]
     registry: set[Any]
     version: str
     client: Client | None

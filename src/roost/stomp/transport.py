@@ -1,5 +1,6 @@
-"""What the sans-IO STOMP session asks of its plumbing (stomp/protocol.py, stomp/ws.py):
-a transport to write to, close and pause, and a clock for time and timers."""
+"""What the sans-IO STOMP session is handed by its plumbing (stomp/protocol.py,
+stomp/ws.py): who the peer is, and a clock for time and timers. Writing, closing and
+pausing are effects the session returns (stomp/effects.py)."""
 
 from __future__ import annotations
 
@@ -24,24 +25,12 @@ class Clock(Protocol):
     def call_soon(self, callback: Callable[..., object], *args: Any) -> object: ...
 
 
-class StompTransport(Protocol):
-    """What the handler needs from TCP or WebSocket."""
+class Endpoint(Protocol):
+    """Who the peer is, as the plumbing (TCP or WebSocket) knows it. What the session
+    does to the connection it returns as effects (stomp/effects.py)."""
 
     peer: str
     # CN of the verified TLS client certificate, if any: a CONNECT without login logs in
     # as that user (RabbitMQ's stomp.ssl_cert_login)
     cert_user: str | None
     tls: bool
-
-    def write(self, data: bytes) -> None: ...
-
-    def close(self, *, going_away: bool = False) -> None:
-        """Flush what was written, then close; ``going_away`` when the server is stopping
-        (WebSocket close code 1001)."""
-
-    def abort(self) -> None: ...
-
-    def pause_reading(self) -> None:
-        """Read no more input until ``resume_reading`` (roost/backpressure.py)."""
-
-    def resume_reading(self) -> None: ...

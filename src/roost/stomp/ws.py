@@ -1,5 +1,6 @@
 """STOMP over WebSocket (RabbitMQ Web-STOMP's port and path): aiohttp WebSocket
-messages <-> ``StompHandler``, through ``WebSocketPlumbing`` (roost/plumbing.py). Text
+messages <-> ``StompHandler``, through ``WebSocketPlumbing`` (roost/plumbing.py), the
+session's effects carried out by ``_Effects``. Text
 and binary messages are both accepted, fragmented ones too (aiohttp reassembles
 continuation frames); a message may hold several frames or part of one (the handler's
 parser reassembles). Outgoing frames go as text messages when they are valid UTF-8,
@@ -19,6 +20,7 @@ from aiohttp import web
 
 from roost.core import AdapterPort
 from roost.plumbing import WebSocketPlumbing
+from roost.stomp.effects import apply
 from roost.stomp.handler import StompHandler, StompSettings
 
 log = logging.getLogger("roost.stomp")
@@ -47,16 +49,42 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
     )
     await ws.prepare(request)
     transport = WebSocketPlumbing[StompHandler](ws, request, text=True)
+    effects = _Effects(transport)
     handler = StompHandler(
         request.app[BROKER_KEY],
         settings,
         transport,
         request.app[REGISTRY_KEY],
         clock=transport.clock,
+        wake=effects.wake,
         protocol="Web STOMP",
     )
+    effects.handler = handler
     await transport.serve(handler)
     return ws
+
+
+class _Effects:
+    """Carries the session's effects (stomp/effects.py) out on the WebSocket: bytes once
+    per loop turn (the writer task sends what gathered as one message), a close, a pause
+    or resume at once, so ``serve`` sees it right after the message that caused it."""
+
+    def __init__(self, transport: WebSocketPlumbing[StompHandler]) -> None:
+        self.transport = transport
+        self.handler: StompHandler | None = None
+        self._scheduled = False
+
+    def wake(self, now: bool) -> None:
+        if now:
+            self.apply()
+        elif not self._scheduled:
+            self._scheduled = True
+            self.transport.clock.call_soon(self.apply)
+
+    def apply(self) -> None:
+        self._scheduled = False
+        if self.handler is not None and self.handler.effects:
+            apply(self.handler.take_effects(), self.transport)
 
 
 def create_app(
