@@ -339,3 +339,26 @@ def test_a_held_read_returns_pause_and_the_next_turn_resume() -> None:
     assert effects[-1] == PAUSE and PAUSE not in effects[:-1]
     clock.turn()  # the rest of the read, then the socket is read again
     assert handler.take_effects() == [RESUME]
+
+
+def test_apply_keeps_the_order_and_joins_each_run_of_bytes() -> None:
+    calls: list[object] = []
+
+    class Record:
+        def write(self, data: bytes) -> None:
+            calls.append(data)
+
+        def close(self, *, going_away: bool = False) -> None:
+            calls.append(("close", going_away))
+
+        def abort(self) -> None:
+            calls.append("abort")
+
+        def pause_reading(self) -> None:
+            calls.append("pause")
+
+        def resume_reading(self) -> None:
+            calls.append("resume")
+
+    apply([b"a", b"b", PAUSE, b"c", RESUME, b"d", b"e", Close(going_away=True), ABORT], Record())
+    assert calls == [b"ab", "pause", b"c", "resume", b"de", ("close", True), "abort"]
