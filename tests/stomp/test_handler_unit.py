@@ -18,7 +18,7 @@ def test_send_subscribe_ack_in_process() -> None:
     async def main() -> None:
         broker = memory_broker()
         registry: set[object] = set()
-        t = FakePlumbing()
+        t = FakePlumbing(asyncio.get_running_loop())
         h = StompHandler(broker, StompSettings(), t, registry, clock=asyncio.get_running_loop(),
                          wake=t.wake)  # fmt: skip
         t.handler = h

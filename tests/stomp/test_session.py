@@ -16,11 +16,12 @@ import pytest
 
 from roost.backpressure import FRAMES_PER_TURN
 from roost.core.flow import HIGH_MESSAGES
-from roost.stomp.effects import ABORT, PAUSE, RESUME, Close, apply
+from roost.stomp.effects import ABORT, PAUSE, RESUME, Close, StartTimer, StopTimer, apply
 from roost.stomp.errors import StompError
 from roost.stomp.frames import NEED_DATA, Frame, FrameParser
 from roost.stomp.handler import StompHandler, StompSettings
 from roost.stomp.states import TRANSITIONS, State, advance
+from roost.stomp.transport import Clock, Timer
 from tests.brokers import memory_broker
 
 CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nheart-beat:1000,0\n\n\x00"
@@ -86,8 +87,10 @@ class FakePlumbing:
     cert_user: str | None = None
     tls = False
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock
         self.handler: StompHandler | None = None
+        self.timers: dict[str, Timer] = {}
         self.data = b""
         self.writes = 0
         self.closed = self.aborted = self.going_away = False
@@ -100,8 +103,8 @@ class FakePlumbing:
             self.take()
 
     def take(self) -> None:
-        assert self.handler is not None
-        apply(self.handler.take_effects(), self)
+        if self.handler is not None:
+            apply(self.handler.take_effects(), self)
 
     def write(self, data: bytes) -> None:
         self.data += data
@@ -119,6 +122,21 @@ class FakePlumbing:
 
     def resume_reading(self) -> None:
         self.reading = True
+
+    def start_timer(self, name: str, delay: float) -> None:
+        assert self.clock is not None
+        self.stop_timer(name)
+        self.timers[name] = self.clock.call_later(delay, self._fired, name)
+
+    def stop_timer(self, name: str) -> None:
+        timer = self.timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _fired(self, name: str) -> None:
+        del self.timers[name]
+        assert self.handler is not None
+        self.handler.timer_fired(name)
 
     def frames(self) -> list[Frame]:
         self.take()
@@ -139,10 +157,11 @@ def parse(data: bytes) -> list[Frame]:
 
 
 def connection(broker: Any, clock: FakeClock) -> tuple[StompHandler, FakePlumbing]:
-    plumbing = FakePlumbing()
+    plumbing = FakePlumbing(clock)
     handler = StompHandler(broker, StompSettings(), plumbing, set(), clock=clock,
                            wake=plumbing.wake)  # fmt: skip
     plumbing.handler = handler
+    plumbing.take()  # the CONNECT deadline, started as the session was made
     return handler, plumbing
 
 
@@ -268,12 +287,16 @@ def test_a_congested_queue_holds_the_producer_until_its_consumer_goes() -> None:
 def test_receive_returns_the_frames_and_the_close_as_effects() -> None:
     handler = StompHandler(memory_broker(), StompSettings(), FakePlumbing(), set(),
                            clock=FakeClock())  # fmt: skip
+    assert handler.take_effects() == [StartTimer("connect", StompSettings().connect_timeout)]
     effects = handler.receive(CONNECT + b"SUBSCRIBE\nid:s\ndestination:/queue/q\n\n\x00")
-    [connected] = effects  # nothing done to the connection, one frame written
+    # the deadline stops, one frame is written, the client's heart-beats are watched
+    stop, connected, watch = effects
+    assert stop == StopTimer("connect") and watch == StartTimer("heart-beat in", 1.0)
     assert isinstance(connected, bytes) and parse(connected)[0].command == "CONNECTED"
     effects = handler.receive(b"BEGIN\ntransaction:t\n\n\x00DISCONNECT\nreceipt:r\n\n\x00")
-    assert len(effects) == 2 and effects[1] == Close(going_away=False)  # after its RECEIPT
-    assert isinstance(effects[0], bytes) and parse(effects[0])[0].command == "RECEIPT"
+    receipt, *stops, close = effects  # its RECEIPT, the timers stopped, then the close
+    assert isinstance(receipt, bytes) and parse(receipt)[0].command == "RECEIPT"
+    assert all(isinstance(e, StopTimer) for e in stops) and close == Close(going_away=False)
     assert handler.take_effects() == [] and handler.receive(b"SEND\n\n\x00") == []
 
 
@@ -289,11 +312,15 @@ def test_a_stopping_server_closes_going_away_after_the_error() -> None:
 
 def test_the_connect_deadline_returns_an_abort_due_now() -> None:
     _, plumbing, clock = session()
+    plumbing.woken.clear()
     clock.advance(StompSettings().connect_timeout + 0.1)
-    assert plumbing.woken == [True] and plumbing.aborted  # carried out when made
+    assert plumbing.aborted and plumbing.woken and all(plumbing.woken)  # done when made
+    assert not plumbing.timers
     handler2 = StompHandler(memory_broker(), StompSettings(), FakePlumbing(), set(), clock=clock)
-    clock.advance(StompSettings().connect_timeout + 0.1)
-    assert handler2.take_effects() == [ABORT]
+    [start] = handler2.take_effects()
+    assert start == StartTimer("connect", StompSettings().connect_timeout)
+    handler2.timer_fired("connect")  # the plumbing's timer is due
+    assert handler2.take_effects()[-1] == ABORT and handler2.close_reason == "no CONNECT in time"
 
 
 def test_deliveries_outside_a_read_wake_the_plumbing_once_and_leave_in_one_write() -> None:
@@ -334,7 +361,7 @@ def test_a_big_backlog_is_due_at_once() -> None:
 def test_a_held_read_returns_pause_and_the_next_turn_resume() -> None:
     handler = StompHandler(memory_broker(), StompSettings(), FakePlumbing(), set(),
                            clock=(clock := FakeClock()))  # fmt: skip
-    handler.receive(CONNECT)
+    handler.receive(b"CONNECT\naccept-version:1.2\n\n\x00")
     effects = handler.receive(b"SEND\ndestination:/queue/q\n\nx\x00" * (FRAMES_PER_TURN + 5))
     assert effects[-1] == PAUSE and PAUSE not in effects[:-1]
     clock.turn()  # the rest of the read, then the socket is read again
@@ -360,5 +387,14 @@ def test_apply_keeps_the_order_and_joins_each_run_of_bytes() -> None:
         def resume_reading(self) -> None:
             calls.append("resume")
 
-    apply([b"a", b"b", PAUSE, b"c", RESUME, b"d", b"e", Close(going_away=True), ABORT], Record())
-    assert calls == [b"ab", "pause", b"c", "resume", b"de", ("close", True), "abort"]
+        def start_timer(self, name: str, delay: float) -> None:
+            calls.append(("start", name, delay))
+
+        def stop_timer(self, name: str) -> None:
+            calls.append(("stop", name))
+
+    effects = [b"a", b"b", PAUSE, b"c", RESUME, StartTimer("t", 2.0), b"d", b"e",
+               StopTimer("t"), Close(going_away=True), ABORT]  # fmt: skip
+    apply(effects, Record())  # type: ignore[arg-type]  # (a list of the union's members)
+    assert calls == [b"ab", "pause", b"c", "resume", ("start", "t", 2.0), b"de", ("stop", "t"),
+                     ("close", True), "abort"]  # fmt: skip

@@ -1,6 +1,8 @@
 """What the sans-IO STOMP session returns to its plumbing instead of doing it: bytes to
-write, and the effects ``Close``, ``Abort``, ``PauseReading``, ``ResumeReading``, in the
-order the session made them (a close comes after the ERROR frame it follows).
+write, and the effects ``Close``, ``Abort``, ``PauseReading``, ``ResumeReading``,
+``StartTimer``, ``StopTimer``, in the order the session made them (a close comes after
+the ERROR frame it follows). A timer started this way fires as the session's
+``timer_fired(name)``; ``Timers`` keeps them for the plumbing on its loop.
 
 The session (stomp/handler.py) collects them in its ``effects`` list; the plumbing takes
 them (``StompHandler.take_effects``, or ``receive``, which feeds bytes and returns what
@@ -9,13 +11,17 @@ delivery, a timer, another connection's ack resuming this one) are announced thr
 ``wake`` callback the plumbing hands in: ``wake(False)`` once for the first effect since
 the last take (the plumbing takes them at the end of the read or loop turn, so many
 frames still leave in one write), ``wake(True)`` when they should be carried out now (a
-close, a pause or resume, or ``DRAIN_AT`` bytes waiting), as the plumbing did them
-immediately before."""
+close, a pause, resume or timer, or ``DRAIN_AT`` bytes waiting), as the plumbing did
+them immediately before."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
+
+if TYPE_CHECKING:
+    from roost.stomp.transport import Clock, Timer
 
 
 class Target(Protocol):
@@ -31,6 +37,10 @@ class Target(Protocol):
     def pause_reading(self) -> None: ...
 
     def resume_reading(self) -> None: ...
+
+    def start_timer(self, name: str, delay: float) -> None: ...
+
+    def stop_timer(self, name: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +76,27 @@ class ResumeReading:
         target.resume_reading()
 
 
-Effect = bytes | Close | Abort | PauseReading | ResumeReading
+@dataclass(frozen=True, slots=True)
+class StartTimer:
+    """Call the session's ``timer_fired(name)`` in ``delay`` seconds, instead of the
+    timer of that name if one is running."""
+
+    name: str
+    delay: float
+
+    def apply(self, target: Target) -> None:
+        target.start_timer(self.name, self.delay)
+
+
+@dataclass(frozen=True, slots=True)
+class StopTimer:
+    name: str
+
+    def apply(self, target: Target) -> None:
+        target.stop_timer(self.name)
+
+
+Effect = bytes | Close | Abort | PauseReading | ResumeReading | StartTimer | StopTimer
 
 ABORT: Final = Abort()
 PAUSE: Final = PauseReading()
@@ -90,3 +120,33 @@ def apply(effects: list[Effect], target: Target) -> None:
         effect.apply(target)  # type: ignore[union-attr]  # bytes went above
     if run:
         target.write(run[0] if len(run) == 1 else b"".join(run))
+
+
+class Timers:
+    """The session's named timers on the plumbing's clock: what ``start_timer`` and
+    ``stop_timer`` of a ``Target`` do; ``stop_all`` when the connection is gone."""
+
+    __slots__ = ("_clock", "_fire", "_running")
+
+    def __init__(self, clock: Clock, fire: Callable[[str], None]) -> None:
+        self._clock = clock
+        self._fire = fire
+        self._running: dict[str, Timer] = {}
+
+    def start(self, name: str, delay: float) -> None:
+        self.stop(name)
+        self._running[name] = self._clock.call_later(delay, self._fired, name)
+
+    def stop(self, name: str) -> None:
+        timer = self._running.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def stop_all(self) -> None:
+        for timer in self._running.values():
+            timer.cancel()
+        self._running.clear()
+
+    def _fired(self, name: str) -> None:
+        self._running.pop(name, None)
+        self._fire(name)

@@ -5,7 +5,9 @@ Bytes go in through ``receive`` (or ``data_received``); what the session does in
 comes back as effects (stomp/effects.py): the bytes of its frames, closing, aborting,
 pausing and resuming input, taken by the plumbing (stomp/protocol.py, stomp/ws.py) with
 ``take_effects`` after each read and, when ``wake`` says so, after deliveries and timers.
-Time and timers are the ``Clock`` the plumbing hands in. What a frame may
+Timers are effects too (``StartTimer``, ``StopTimer``; the plumbing calls
+``timer_fired``); the time, and the turns of the read gate, are the ``Clock`` the plumbing
+hands in. What a frame may
 do in each state is the table of stomp/states.py. A connection is one core Client with
 one core Session (the DeliverySink), reached through the adapter port. Every error
 (malformed frame, limit, refused operation) is an ERROR frame followed by a close, as the
@@ -37,7 +39,7 @@ from roost.core.errors import (
 )
 from roost.lifecycle import ReadLoop, open_client, release
 from roost.stomp.delivering import Delivering
-from roost.stomp.effects import ABORT, DRAIN_AT, PAUSE, RESUME, Close, Effect
+from roost.stomp.effects import ABORT, DRAIN_AT, PAUSE, RESUME, Close, Effect, StartTimer, StopTimer
 from roost.stomp.errors import StompError
 from roost.stomp.frames import (
     NEED_DATA,
@@ -47,14 +49,14 @@ from roost.stomp.frames import (
     StompParseError,
     serialize,
 )
-from roost.stomp.heartbeats import BEAT_TICKS, Heartbeats
+from roost.stomp.heartbeats import BEAT_TICKS, BEAT_TIMER, CHECK_TIMER, Heartbeats
 from roost.stomp.sending import Sending
 from roost.stomp.settings import StompSettings
 from roost.stomp.states import TRANSITIONS, State, advance
 from roost.stomp.subscribing import Subscribing
 from roost.stomp.subscription import Subscription
 from roost.stomp.transactions import Transactions
-from roost.stomp.transport import Clock, Endpoint, Timer
+from roost.stomp.transport import Clock, Endpoint
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Client, Queue, Session
@@ -77,6 +79,7 @@ DEFINES = frozenset({"SUBSCRIBE", "UNSUBSCRIBE"})
 # before the close)
 _OWN_RECEIPT = frozenset({"COMMIT", "DISCONNECT"})
 _TRANSACTIONAL = frozenset({"SEND", "ACK", "NACK"})
+CONNECT_TIMER = "connect"  # the CONNECT deadline (settings.connect_timeout)
 
 
 class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Heartbeats):
@@ -125,8 +128,8 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         self._heard = self._clock.time()
         self._wrote = False
         self._silent_ticks = 0  # heart-beat ticks with nothing written (_send_heartbeat)
-        self._timers: list[Timer] = []
-        self._timers.append(self._clock.call_later(settings.connect_timeout, self._connect_timeout))
+        self._beat_tick = 0.0  # heart-beat periods negotiated at CONNECT (heartbeats.py)
+        self._check_interval = 0.0
         # when the socket is read: queues congested by our SENDs, resource alarms, a
         # turn's worth of work done (roost/backpressure.py, shared by every protocol;
         # sans-IO like this session: its pauses are this session's effects, its time the clock)
@@ -134,6 +137,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         self.publisher = self.gate.publisher(broker)
         self._going_away = False  # the server is stopping (shutdown)
         registry.add(self)
+        self._effect(StartTimer(CONNECT_TIMER, settings.connect_timeout))
 
     # -- input ----------------------------------------------------------------------------
 
@@ -151,6 +155,15 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
             self.effects = []
             self._effect_bytes = 0
         return effects
+
+    def timer_fired(self, name: str) -> None:
+        """A timer this session started (``StartTimer``) is due."""
+        if name == BEAT_TIMER:
+            self._send_heartbeat(self._beat_tick)
+        elif name == CHECK_TIMER:
+            self._check_heartbeat(self._check_interval)
+        elif name == CONNECT_TIMER:
+            self._connect_timeout()
 
     def heard(self) -> None:
         self._heard = self._clock.time()
@@ -246,7 +259,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
             self._wake(True)
 
     def _effect(self, effect: Effect) -> None:
-        """Close, abort, pause or resume: carried out now, after what was written."""
+        """Close, abort, pause, resume, a timer: carried out now, after what was written."""
         self.effects.append(effect)
         self._wake(True)
 
@@ -322,9 +335,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
             mechanism="EXTERNAL" if external else "PLAIN",
         )
         self.session = self.broker.open_session(self.client, self)
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
+        self._effect(StopTimer(CONNECT_TIMER))
         send_ms, expect_ms = self._negotiate_heartbeat(frame.get("heart-beat") or "0,0")
         self.write_frame(
             "CONNECTED",
@@ -336,10 +347,11 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
             ],
         )
         if send_ms:
-            tick = send_ms / 1000 / BEAT_TICKS
-            self._schedule(tick, self._send_heartbeat, tick)
+            self._beat_tick = send_ms / 1000 / BEAT_TICKS
+            self._effect(StartTimer(BEAT_TIMER, self._beat_tick))
         if expect_ms:
-            self._schedule(expect_ms / 1000, self._check_heartbeat, expect_ms / 1000)
+            self._check_interval = expect_ms / 1000
+            self._effect(StartTimer(CHECK_TIMER, self._check_interval))
         log.debug("%s: STOMP %s negotiated", self.endpoint.peer, self.version)
 
     def _connect_timeout(self) -> None:
@@ -362,8 +374,8 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         if self.closed:
             return
         self.closed = True
-        for timer in self._timers:
-            timer.cancel()
+        for name in (CONNECT_TIMER, BEAT_TIMER, CHECK_TIMER):
+            self._effect(StopTimer(name))
         self.transactions.clear()
         self.registry.discard(self)
         # the core's connection registry logs the close, with the reason

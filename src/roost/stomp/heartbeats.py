@@ -1,16 +1,19 @@
 """STOMP heart-beats: the periods negotiated at CONNECT, beats sent when the session is
-quiet, and the close of a client that stopped beating (on the session's clock)."""
+quiet, and the close of a client that stopped beating (timers the session starts as
+effects; the time is its clock's)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
+from roost.stomp.effects import StartTimer
 from roost.stomp.errors import StompError
 from roost.stomp.session_state import SessionState
 
 log = logging.getLogger("roost.stomp")
 BEAT_TICKS = 4  # heart-beat checks per promised period (_send_heartbeat)
+BEAT_TIMER = "heart-beat out"  # the session's timers (StartTimer, StompHandler.timer_fired)
+CHECK_TIMER = "heart-beat in"
 
 
 class Heartbeats(SessionState):
@@ -29,10 +32,6 @@ class Heartbeats(SessionState):
             return 0, 0
         return send, expect
 
-    def _schedule(self, delay: float, fn: Callable[[float], None], arg: float) -> None:
-        self._timers = [t for t in self._timers if not t.cancelled()]
-        self._timers.append(self._clock.call_later(delay, fn, arg))
-
     def _send_heartbeat(self, tick: float) -> None:
         """Every quarter of the promised period: after two ticks with nothing written, a
         heart-beat. The last write came after the tick before those two, so the silence
@@ -49,7 +48,7 @@ class Heartbeats(SessionState):
                 self.write(b"\n")
                 self._wrote = False
                 self._silent_ticks = 0
-        self._schedule(tick, self._send_heartbeat, tick)
+        self._effect(StartTimer(BEAT_TIMER, tick))
 
     def _check_heartbeat(self, interval: float) -> None:
         if self.closed:
@@ -61,4 +60,4 @@ class Heartbeats(SessionState):
             log.warning("%s: missed heart-beats from client", self.endpoint.peer)
             self._error("heart-beat timeout", f"no data from the client for {silent:.1f}s")
             return
-        self._schedule(interval / 2, self._check_heartbeat, interval)
+        self._effect(StartTimer(CHECK_TIMER, interval / 2))

@@ -3,17 +3,19 @@ writes, the loop as clock); the STOMP logic lives in the sans-IO ``StompHandler`
 returns what it does as effects (stomp/effects.py). They are carried out at each flush:
 at the end of every read, and at the next loop turn when deliveries or timers made them
 (``wake(False)``, the plumbing's ``flush_soon``), so the frames of a read or a turn still
-leave in one ``transport.write``; a close, a pause or resume, or a big backlog is carried
-out at once (``wake(True)``)."""
+leave in one ``transport.write``; a close, a pause or resume, a timer, or a big backlog
+is carried out at once (``wake(True)``). The session's timers run on the loop
+(``Timers``)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from roost.core import AdapterPort
 from roost.plumbing import TcpPlumbing
-from roost.stomp.effects import apply
+from roost.stomp.effects import Timers, apply
 from roost.stomp.handler import StompHandler, StompSettings
 
 log = logging.getLogger("roost.stomp")
@@ -25,6 +27,7 @@ class StompServerProtocol(TcpPlumbing[StompHandler]):
         self.broker = broker
         self.settings = settings
         self.registry = registry
+        self._timers = Timers(self.clock, self._timer_fired)
 
     def start(self) -> StompHandler:
         log.debug("%s: accepted STOMP connection", self.peer)
@@ -34,6 +37,24 @@ class StompServerProtocol(TcpPlumbing[StompHandler]):
     def writable_changed(self, writable: bool) -> None:
         if self.session is not None and self.session.session is not None:
             self.session.session.set_writable(writable)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._apply_effects()  # the CONNECT deadline the new session started
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._timers.stop_all()
+
+    def start_timer(self, name: str, delay: float) -> None:
+        self._timers.start(name, delay)
+
+    def stop_timer(self, name: str) -> None:
+        self._timers.stop(name)
+
+    def _timer_fired(self, name: str) -> None:
+        if self.session is not None:
+            self.session.timer_fired(name)
 
     def _wake(self, now: bool) -> None:
         if now:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from roost.stomp.effects import Effect
     from roost.stomp.settings import StompSettings
     from roost.stomp.subscription import Subscription
-    from roost.stomp.transport import Clock, Endpoint, Timer
+    from roost.stomp.transport import Clock, Endpoint
 
 CACHE_SIZE = 1024  # destinations remembered per connection
 
@@ -50,7 +50,8 @@ class SessionState:
     _heard: float
     _wrote: bool
     _silent_ticks: int
-    _timers: list[Timer]
+    _beat_tick: float
+    _check_interval: float
     gate: ReadGate
     publisher: Publisher
 
@@ -61,6 +62,8 @@ class SessionState:
         ) -> None: ...
 
         def write(self, data: bytes) -> None: ...
+
+        def _effect(self, effect: Effect) -> None: ...
 
         def _error(
             self,

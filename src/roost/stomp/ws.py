@@ -20,7 +20,7 @@ from aiohttp import web
 
 from roost.core import AdapterPort
 from roost.plumbing import WebSocketPlumbing
-from roost.stomp.effects import apply
+from roost.stomp.effects import Timers, apply
 from roost.stomp.handler import StompHandler, StompSettings
 
 log = logging.getLogger("roost.stomp")
@@ -60,18 +60,24 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
         protocol="Web STOMP",
     )
     effects.handler = handler
-    await transport.serve(handler)
+    effects.apply()  # the CONNECT deadline the new session started
+    try:
+        await transport.serve(handler)
+    finally:
+        effects.timers.stop_all()
     return ws
 
 
 class _Effects:
     """Carries the session's effects (stomp/effects.py) out on the WebSocket: bytes once
-    per loop turn (the writer task sends what gathered as one message), a close, a pause
-    or resume at once, so ``serve`` sees it right after the message that caused it."""
+    per loop turn (the writer task sends what gathered as one message), a close, a pause,
+    resume or timer at once, so ``serve`` sees it right after the message that caused
+    it."""
 
     def __init__(self, transport: WebSocketPlumbing[StompHandler]) -> None:
         self.transport = transport
         self.handler: StompHandler | None = None
+        self.timers = Timers(transport.clock, self._timer_fired)
         self._scheduled = False
 
     def wake(self, now: bool) -> None:
@@ -84,7 +90,34 @@ class _Effects:
     def apply(self) -> None:
         self._scheduled = False
         if self.handler is not None and self.handler.effects:
-            apply(self.handler.take_effects(), self.transport)
+            apply(self.handler.take_effects(), self)
+
+    def _timer_fired(self, name: str) -> None:
+        if self.handler is not None:
+            self.handler.timer_fired(name)
+
+    # -- stomp/effects.py's Target --------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def close(self, *, going_away: bool = False) -> None:
+        self.transport.close(going_away=going_away)
+
+    def abort(self) -> None:
+        self.transport.abort()
+
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.transport.resume_reading()
+
+    def start_timer(self, name: str, delay: float) -> None:
+        self.timers.start(name, delay)
+
+    def stop_timer(self, name: str) -> None:
+        self.timers.stop(name)
 
 
 def create_app(
