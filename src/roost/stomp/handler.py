@@ -6,16 +6,15 @@ comes back as effects (stomp/effects.py): the bytes of its frames, closing, abor
 pausing and resuming input, taken by the plumbing (stomp/protocol.py, stomp/ws.py) with
 ``take_effects`` after each read and, when ``wake`` says so, after deliveries and timers.
 Timers are effects too (``StartTimer``, ``StopTimer``; the plumbing calls
-``timer_fired``); the time, and the turns of the read gate, are the ``Clock`` the plumbing
-hands in. What a frame may
-do in each state is the table of stomp/states.py. A connection is one core Client with
-one core Session (the DeliverySink), reached through the adapter port. Every error
-(malformed frame, limit, refused operation) is an ERROR frame followed by a close, as the
-STOMP spec asks; other connections are not affected.
+``timer_fired``); the time, and the turns of the read gate, are the ``Clock`` the
+plumbing hands in. What a frame may do in each state is the table of stomp/states.py. A
+connection is one core Client with one core Session (the DeliverySink), reached through
+the adapter port. Every error (malformed frame, limit, refused operation) is an ERROR
+frame followed by a close, as the STOMP spec asks; other connections are not affected.
 
-Here: input, output, CONNECT and close. The frames' work is in the parts it inherits:
-stomp/sending.py, subscribing.py, delivering.py (MESSAGE, ACK, NACK), transactions.py,
-heartbeats.py; session_state.py declares what they share.
+Here: input, CONNECT, errors and close. The rest is in the parts it inherits:
+stomp/output.py (effects out), sending.py, subscribing.py, delivering.py (MESSAGE, ACK,
+NACK), transactions.py, heartbeats.py; session_state.py declares what they share.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from roost.core.errors import (
 )
 from roost.lifecycle import ReadLoop, open_client, release
 from roost.stomp.delivering import Delivering
-from roost.stomp.effects import ABORT, DRAIN_AT, PAUSE, RESUME, Close, Effect, StartTimer, StopTimer
+from roost.stomp.effects import ABORT, PAUSE, RESUME, Close, Effect, StartTimer, StopTimer
 from roost.stomp.errors import StompError
 from roost.stomp.frames import (
     NEED_DATA,
@@ -47,9 +46,9 @@ from roost.stomp.frames import (
     Frame,
     FrameParser,
     StompParseError,
-    serialize,
 )
 from roost.stomp.heartbeats import BEAT_TICKS, BEAT_TIMER, CHECK_TIMER, Heartbeats
+from roost.stomp.output import Output, no_wake
 from roost.stomp.sending import Sending
 from roost.stomp.settings import StompSettings
 from roost.stomp.states import TRANSITIONS, State, advance
@@ -82,7 +81,7 @@ _TRANSACTIONAL = frozenset({"SEND", "ACK", "NACK"})
 CONNECT_TIMER = "connect"  # the CONNECT deadline (settings.connect_timeout)
 
 
-class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Heartbeats):
+class StompHandler(ReadLoop, Output, Sending, Subscribing, Delivering, Transactions, Heartbeats):
     def __init__(
         self,
         broker: AdapterPort,
@@ -102,7 +101,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         # first since the last take, True when they are due now
         self.effects: list[Effect] = []
         self._effect_bytes = 0
-        self._wake = wake or _no_wake
+        self._wake = wake or no_wake
         self.registry = registry
         self.protocol = protocol
         self.parser = FrameParser(settings.limits)
@@ -142,19 +141,6 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
     # -- input ----------------------------------------------------------------------------
 
     # (the read path is lifecycle.ReadLoop's: data_received → work → gate.read_done)
-
-    def receive(self, data: bytes) -> list[Effect]:
-        """Feed bytes read from the peer; what they made the session do."""
-        self.data_received(data)
-        return self.take_effects()
-
-    def take_effects(self) -> list[Effect]:
-        """The effects made since the last take, for the plumbing to carry out."""
-        effects = self.effects
-        if effects:
-            self.effects = []
-            self._effect_bytes = 0
-        return effects
 
     def timer_fired(self, name: str) -> None:
         """A timer this session started (``StartTimer``) is due."""
@@ -241,27 +227,7 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         else:
             self._error("definitions not stored", "the queue could not be written to disk")
 
-    # -- output ---------------------------------------------------------------------------
-
-    def write_frame(self, command: str, headers: list[tuple[str, str]], body: bytes = b"") -> None:
-        self.write(serialize(command, headers, body, version=self.version))
-
-    def write(self, data: bytes) -> None:
-        self.traffic.send_oct += len(data)
-        self.traffic.send_cnt += 1
-        self._wrote = True
-        effects = self.effects
-        effects.append(data)
-        if len(effects) == 1:
-            self._wake(False)
-        self._effect_bytes += len(data)
-        if self._effect_bytes >= DRAIN_AT:
-            self._wake(True)
-
-    def _effect(self, effect: Effect) -> None:
-        """Close, abort, pause, resume, a timer: carried out now, after what was written."""
-        self.effects.append(effect)
-        self._wake(True)
+    # -- errors (output is stomp/output.py) ---------------------------------------------
 
     def _error(
         self,
@@ -431,6 +397,3 @@ class StompHandler(ReadLoop, Sending, Subscribing, Delivering, Transactions, Hea
         "DISCONNECT": on_disconnect,
     }
 
-
-def _no_wake(_now: bool) -> None:
-    """A session driven by ``receive`` and ``take_effects`` alone (tests)."""

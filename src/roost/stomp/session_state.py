@@ -15,7 +15,7 @@ from roost.stomp.frames import Frame
 
 if TYPE_CHECKING:
     from roost.backpressure import ReadGate
-    from roost.core import AdapterPort
+    from roost.core import AdapterPort, Traffic
     from roost.core.ports.adapter import Client, Publisher, Queue, Session
     from roost.stomp.effects import Effect
     from roost.stomp.settings import StompSettings
@@ -31,6 +31,9 @@ class SessionState:
     settings: StompSettings
     endpoint: Endpoint
     effects: list[Effect]
+    _effect_bytes: int
+    _wake: Callable[[bool], None]
+    traffic: Traffic
     registry: set[Any]
     version: str
     client: Client | None
@@ -60,6 +63,8 @@ class SessionState:
         def write_frame(
             self, command: str, headers: list[tuple[str, str]], body: bytes = b""
         ) -> None: ...
+
+        def data_received(self, data: bytes) -> None: ...
 
         def write(self, data: bytes) -> None: ...
 

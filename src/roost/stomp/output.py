@@ -1,0 +1,48 @@
+"""The STOMP session's way out: what it does is a list of effects (stomp/effects.py) the
+plumbing takes, announced through the ``wake`` callback the plumbing handed in (see
+stomp/effects.py for when it says False and when True)."""
+
+from __future__ import annotations
+
+from roost.stomp.effects import DRAIN_AT, Effect
+from roost.stomp.frames import serialize
+from roost.stomp.session_state import SessionState
+
+
+class Output(SessionState):
+    def receive(self, data: bytes) -> list[Effect]:
+        """Feed bytes read from the peer; what they made the session do."""
+        self.data_received(data)
+        return self.take_effects()
+
+    def take_effects(self) -> list[Effect]:
+        """The effects made since the last take, for the plumbing to carry out."""
+        effects = self.effects
+        if effects:
+            self.effects = []
+            self._effect_bytes = 0
+        return effects
+
+    def write_frame(self, command: str, headers: list[tuple[str, str]], body: bytes = b"") -> None:
+        self.write(serialize(command, headers, body, version=self.version))
+
+    def write(self, data: bytes) -> None:
+        self.traffic.send_oct += len(data)
+        self.traffic.send_cnt += 1
+        self._wrote = True
+        effects = self.effects
+        effects.append(data)
+        if len(effects) == 1:
+            self._wake(False)
+        self._effect_bytes += len(data)
+        if self._effect_bytes >= DRAIN_AT:
+            self._wake(True)
+
+    def _effect(self, effect: Effect) -> None:
+        """Close, abort, pause, resume, a timer: carried out now, after what was written."""
+        self.effects.append(effect)
+        self._wake(True)
+
+
+def no_wake(_now: bool) -> None:
+    """A session driven by ``receive`` and ``take_effects`` alone (tests)."""
