@@ -16,12 +16,13 @@ import pytest
 
 from roost.backpressure import FRAMES_PER_TURN
 from roost.core.flow import HIGH_MESSAGES
+from roost.lifecycle import Timers
 from roost.stomp.effects import ABORT, PAUSE, RESUME, Close, StartTimer, StopTimer, apply
 from roost.stomp.errors import StompError
 from roost.stomp.frames import NEED_DATA, Frame, FrameParser
 from roost.stomp.handler import StompHandler, StompSettings
 from roost.stomp.states import TRANSITIONS, State, advance
-from roost.stomp.transport import Clock, Timer
+from roost.stomp.transport import Clock
 from tests.brokers import memory_broker
 
 CONNECT = b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nheart-beat:1000,0\n\n\x00"
@@ -90,7 +91,7 @@ class FakePlumbing:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock
         self.handler: StompHandler | None = None
-        self.timers: dict[str, Timer] = {}
+        self.timers = Timers(clock) if clock is not None else None  # the session's
         self.data = b""
         self.writes = 0
         self.closed = self.aborted = self.going_away = False
@@ -124,17 +125,14 @@ class FakePlumbing:
         self.reading = True
 
     def start_timer(self, name: str, delay: float) -> None:
-        assert self.clock is not None
-        self.stop_timer(name)
-        self.timers[name] = self.clock.call_later(delay, self._fired, name)
+        assert self.timers is not None
+        self.timers.set(name, delay, self._fired, name)
 
     def stop_timer(self, name: str) -> None:
-        timer = self.timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
+        assert self.timers is not None
+        self.timers.cancel(name)
 
     def _fired(self, name: str) -> None:
-        del self.timers[name]
         assert self.handler is not None
         self.handler.timer_fired(name)
 
@@ -315,7 +313,7 @@ def test_the_connect_deadline_returns_an_abort_due_now() -> None:
     plumbing.woken.clear()
     clock.advance(StompSettings().connect_timeout + 0.1)
     assert plumbing.aborted and plumbing.woken and all(plumbing.woken)  # done when made
-    assert not plumbing.timers
+    assert plumbing.timers is not None and not len(plumbing.timers)
     handler2 = StompHandler(memory_broker(), StompSettings(), FakePlumbing(), set(), clock=clock)
     [start] = handler2.take_effects()
     assert start == StartTimer("connect", StompSettings().connect_timeout)
@@ -398,3 +396,15 @@ def test_apply_keeps_the_order_and_joins_each_run_of_bytes() -> None:
     apply(effects, Record())  # type: ignore[arg-type]  # (a list of the union's members)
     assert calls == [b"ab", "pause", b"c", "resume", ("start", "t", 2.0), b"de", ("stop", "t"),
                      ("close", True), "abort"]  # fmt: skip
+
+
+def test_a_long_lived_session_holds_one_timer_per_purpose() -> None:
+    handler, plumbing, clock = session()
+    handler.data_received(b"CONNECT\naccept-version:1.2\nheart-beat:10000,10000\n\n\x00")
+    for _second in range(3600):  # an hour, the client beating every 5 s
+        clock.advance(1.0)
+        if _second % 5 == 0:
+            handler.data_received(b"\n")
+    assert not plumbing.closed and plumbing.timers is not None
+    assert len(plumbing.timers) == 2  # heart-beats out and in: none of those that fired
+    assert b"\n" in plumbing.data[-10:]  # it beat too

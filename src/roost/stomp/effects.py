@@ -2,7 +2,7 @@
 write, and the effects ``Close``, ``Abort``, ``PauseReading``, ``ResumeReading``,
 ``StartTimer``, ``StopTimer``, in the order the session made them (a close comes after
 the ERROR frame it follows). A timer started this way fires as the session's
-``timer_fired(name)``; ``Timers`` keeps them for the plumbing on its loop.
+``timer_fired(name)``; the plumbing keeps them in a ``lifecycle.Timers`` on its loop.
 
 The session (stomp/handler.py) collects them in its ``effects`` list; the plumbing takes
 them (``StompHandler.take_effects``, or ``receive``, which feeds bytes and returns what
@@ -16,12 +16,8 @@ them immediately before."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol
-
-if TYPE_CHECKING:
-    from roost.stomp.transport import Clock, Timer
+from typing import Final, Protocol
 
 
 class Target(Protocol):
@@ -121,32 +117,3 @@ def apply(effects: list[Effect], target: Target) -> None:
     if run:
         target.write(run[0] if len(run) == 1 else b"".join(run))
 
-
-class Timers:
-    """The session's named timers on the plumbing's clock: what ``start_timer`` and
-    ``stop_timer`` of a ``Target`` do; ``stop_all`` when the connection is gone."""
-
-    __slots__ = ("_clock", "_fire", "_running")
-
-    def __init__(self, clock: Clock, fire: Callable[[str], None]) -> None:
-        self._clock = clock
-        self._fire = fire
-        self._running: dict[str, Timer] = {}
-
-    def start(self, name: str, delay: float) -> None:
-        self.stop(name)
-        self._running[name] = self._clock.call_later(delay, self._fired, name)
-
-    def stop(self, name: str) -> None:
-        timer = self._running.pop(name, None)
-        if timer is not None:
-            timer.cancel()
-
-    def stop_all(self) -> None:
-        for timer in self._running.values():
-            timer.cancel()
-        self._running.clear()
-
-    def _fired(self, name: str) -> None:
-        self._running.pop(name, None)
-        self._fire(name)

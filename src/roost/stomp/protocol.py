@@ -5,7 +5,7 @@ at the end of every read, and at the next loop turn when deliveries or timers ma
 (``wake(False)``, the plumbing's ``flush_soon``), so the frames of a read or a turn still
 leave in one ``transport.write``; a close, a pause or resume, a timer, or a big backlog
 is carried out at once (``wake(True)``). The session's timers run on the loop
-(``Timers``)."""
+(``lifecycle.Timers``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import logging
 from typing import Any
 
 from roost.core import AdapterPort
+from roost.lifecycle import Timers
 from roost.plumbing import TcpPlumbing
-from roost.stomp.effects import Timers, apply
+from roost.stomp.effects import apply
 from roost.stomp.handler import StompHandler, StompSettings
 
 log = logging.getLogger("roost.stomp")
@@ -27,7 +28,7 @@ class StompServerProtocol(TcpPlumbing[StompHandler]):
         self.broker = broker
         self.settings = settings
         self.registry = registry
-        self._timers = Timers(self.clock, self._timer_fired)
+        self._timers = Timers(self.clock)  # the session's, by name
 
     def start(self) -> StompHandler:
         log.debug("%s: accepted STOMP connection", self.peer)
@@ -44,13 +45,13 @@ class StompServerProtocol(TcpPlumbing[StompHandler]):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        self._timers.stop_all()
+        self._timers.cancel_all()
 
     def start_timer(self, name: str, delay: float) -> None:
-        self._timers.start(name, delay)
+        self._timers.set(name, delay, self._timer_fired, name)
 
     def stop_timer(self, name: str) -> None:
-        self._timers.stop(name)
+        self._timers.cancel(name)
 
     def _timer_fired(self, name: str) -> None:
         if self.session is not None:

@@ -19,8 +19,9 @@ from typing import Any
 from aiohttp import web
 
 from roost.core import AdapterPort
+from roost.lifecycle import Timers
 from roost.plumbing import WebSocketPlumbing
-from roost.stomp.effects import Timers, apply
+from roost.stomp.effects import apply
 from roost.stomp.handler import StompHandler, StompSettings
 
 log = logging.getLogger("roost.stomp")
@@ -64,7 +65,7 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
     try:
         await transport.serve(handler)
     finally:
-        effects.timers.stop_all()
+        effects.timers.cancel_all()
     return ws
 
 
@@ -77,7 +78,7 @@ class _Effects:
     def __init__(self, transport: WebSocketPlumbing[StompHandler]) -> None:
         self.transport = transport
         self.handler: StompHandler | None = None
-        self.timers = Timers(transport.clock, self._timer_fired)
+        self.timers = Timers(transport.clock)  # the session's, by name
         self._scheduled = False
 
     def wake(self, now: bool) -> None:
@@ -114,10 +115,10 @@ class _Effects:
         self.transport.resume_reading()
 
     def start_timer(self, name: str, delay: float) -> None:
-        self.timers.start(name, delay)
+        self.timers.set(name, delay, self._timer_fired, name)
 
     def stop_timer(self, name: str) -> None:
-        self.timers.stop(name)
+        self.timers.cancel(name)
 
 
 def create_app(
