@@ -14,7 +14,11 @@ from roost.stomp.destinations import PREFIX_ARGUMENT, Destination
 from roost.stomp.errors import StompError
 from roost.stomp.frames import Frame, header_lines
 from roost.stomp.session_state import SessionState
-from roost.stomp.subscription import NONE_OUTSTANDING, Subscription
+from roost.stomp.subscription import (
+    Subscription,
+    SubscriptionWithOptions,
+    new_subscription,
+)
 
 ACK_MODES = ("auto", "client", "client-individual")
 
@@ -45,8 +49,7 @@ class Subscribing(SessionState):
         if ack_timeout > 0:  # the consumer's default deadline (core.features.consumer_timeout)
             arguments = {**arguments, ACK_TIMEOUT: ack_timeout}
         queue, own = self._subscription_queue(dest, dest_text, sub_id, frame)
-        outstanding = NONE_OUTSTANDING if ack == "auto" else {}
-        sub = Subscription(sub_id, dest_text, ack, outstanding)
+        sub = new_subscription(sub_id, dest_text, ack)
         try:
             self._consume(sub, queue, int(prefetch_text), arguments)
         except BaseException:
@@ -107,7 +110,8 @@ class Subscribing(SessionState):
         assert self.session is not None
         session = self.session
         session.prefetch_count = prefetch
-        if sub.destination.startswith("/temp-queue/"):
+        # (a temp queue's subscription is always one with options)
+        if isinstance(sub, SubscriptionWithOptions) and sub.destination.startswith("/temp-queue/"):
             sub.destination_line = header_lines([("destination", sub.destination)], self.version)
         try:
             consumer = self.broker.consume(
