@@ -15,12 +15,13 @@ import httpx
 import pytest
 
 from roost.backpressure import FRAMES_PER_TURN
-from roost.core.consumer import Consumer
+from roost.core.consumer import AckingConsumer, Consumer
 from roost.core.exchanges.base import Exchange
 from roost.core.flow import HIGH_MESSAGES
 from roost.core.queues.base import Queue
 from roost.core.queues.subscription import IDLE_FLOW, SubscriptionQueue
 from roost.stomp.handler import StompHandler, StompSettings
+from roost.stomp.subscription import Subscription, SubscriptionWithOptions, TopicSubscription
 from tests.brokers import memory_broker
 from tests.stomp.conftest import Connect, bindings_of, queue_info, subscription_queue
 from tests.stomp.test_session import CONNECT, FakeClock, FakeTransport, session
@@ -137,7 +138,7 @@ def test_the_common_path_writes_only_slots_and_every_queue_attribute_is_there() 
     assert queue.stat_acked == 1
     assert vars(queue) == {}  # nothing spilled into an instance dict
     [consumer] = queue.consumers  # no options: none kept (ConsumerWithOptions has them)
-    assert type(consumer) is Consumer and not hasattr(consumer, "__dict__")
+    assert type(consumer) is AckingConsumer and not hasattr(consumer, "__dict__")
     assert (consumer.exclusive, consumer.priority, consumer.ack_timeout) == (False, 0, 0.0)
     # whatever Queue.__init__ sets (also after a change to it) a subscription queue has
     plain = Queue(handler.broker.vhosts["/"], "plain")  # type: ignore[attr-defined]
@@ -279,3 +280,29 @@ def test_a_refused_subscribe_leaves_no_queue_behind(refused: str) -> None:
     assert error.command == "ERROR", error
     handler.connection_lost()
     assert not [n for n in _queues(handler) if n.startswith("stomp-subscription-")]
+
+
+def test_an_ack_auto_topic_subscription_keeps_only_its_id_and_the_bindings_key() -> None:
+    handler, transport, clock = session()
+    handler.data_received(CONNECT)
+    queue = _subscribe(handler, clock, "id:a\ndestination:/topic/t.auto")
+    [consumer] = queue.consumers  # no ack, no prefetch: nothing of either kept
+    assert type(consumer) is Consumer and not hasattr(consumer, "__dict__")
+    assert (consumer.no_ack, consumer.prefetch, consumer.unacked) == (True, 0, 0)
+    sub = handler.subscriptions["a"]
+    assert type(sub) is TopicSubscription and not hasattr(sub, "__dict__")
+    assert sub.destination == "/topic/t.auto" and sub.ack == "auto" and not sub.outstanding
+    [binding] = queue.bindings()
+    assert sub._destination is binding.routing_key  # one string for both
+    assert not hasattr(binding, "__dict__") and binding.arguments == {}
+    handler.data_received(b"SEND\ndestination:/topic/t.auto\n\nx\x00")
+    message = transport.frames()[-1]
+    assert message.headers["destination"] == "/topic/t.auto" and message.body == b"x"
+    # a destination that is not /topic/ + its key as written keeps its own text
+    _subscribe(handler, clock, "id:q\ndestination:/topic/t%2Eq")
+    assert type(handler.subscriptions["q"]) is Subscription
+    assert handler.subscriptions["q"].destination == "/topic/t%2Eq"
+    _subscribe(handler, clock, "id:c\ndestination:/topic/t.c\nack:client\nprefetch-count:3")
+    sub = handler.subscriptions["c"]
+    assert type(sub) is SubscriptionWithOptions and sub.destination == "/topic/t.c"
+    assert type(handler.session.consumers["c"]) is AckingConsumer  # type: ignore[union-attr]

@@ -49,7 +49,9 @@ class Subscribing(SessionState):
         if ack_timeout > 0:  # the consumer's default deadline (core.features.consumer_timeout)
             arguments = {**arguments, ACK_TIMEOUT: ack_timeout}
         queue, own = self._subscription_queue(dest, dest_text, sub_id, frame)
-        sub = new_subscription(sub_id, dest_text, ack)
+        # a plain topic's key is the string the binding keeps: the subscription shares it
+        topic_key = dest.name if dest.kind == "topic" and dest.prefix is None else None
+        sub = new_subscription(sub_id, dest_text, ack, topic_key)
         try:
             self._consume(sub, queue, int(prefetch_text), arguments)
         except BaseException:

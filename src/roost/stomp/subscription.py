@@ -19,7 +19,7 @@ class Subscription:
     ack or a temp queue's subscription is a ``SubscriptionWithOptions``, which keeps all
     of them; ``new_subscription`` makes the right one."""
 
-    __slots__ = ("destination", "head", "id")
+    __slots__ = ("_destination", "head", "id")
     ack: str = "auto"
     # delivery tags not yet acknowledged by the client, in delivery order (ack:auto
     # subscriptions share an empty one)
@@ -29,12 +29,30 @@ class Subscription:
 
     def __init__(self, id: str, destination: str) -> None:
         self.id = id
-        self.destination = destination
+        self._destination = destination
         # encoded once, at the first delivery: "MESSAGE" and the subscription header
         self.head = b""
 
+    @property
+    def destination(self) -> str:
+        """The SUBSCRIBE's destination header."""
+        return self._destination
+
     def __repr__(self) -> str:
         return f"Subscription(id={self.id!r}, destination={self.destination!r}, ack={self.ack!r})"
+
+
+class TopicSubscription(Subscription):
+    """An ack:auto subscription to ``/topic/KEY``: it keeps KEY, the string its binding
+    and the topic exchange's index already hold, not a copy of the whole destination
+    (64 bytes less in RSS); the destination is rebuilt when asked for (errors, the
+    subscriber count), never per message."""
+
+    __slots__ = ()
+
+    @property
+    def destination(self) -> str:
+        return "/topic/" + self._destination
 
 
 class SubscriptionWithOptions(Subscription):
@@ -47,9 +65,15 @@ class SubscriptionWithOptions(Subscription):
         self.destination_line = b""
 
 
-def new_subscription(id: str, destination: str, ack: str) -> Subscription:
+def new_subscription(
+    id: str, destination: str, ack: str, topic_key: str | None = None
+) -> Subscription:
     """A ``Subscription``, or a ``SubscriptionWithOptions`` for a client ack mode or a
-    temp queue (whose ``destination_line`` ``Subscribing._consume`` writes)."""
+    temp queue (whose ``destination_line`` ``Subscribing._consume`` writes), or a
+    ``TopicSubscription`` when ``destination`` is ``/topic/`` + ``topic_key`` (the
+    routing key its binding holds)."""
     if ack == "auto" and not destination.startswith("/temp-queue/"):
+        if topic_key is not None and destination == "/topic/" + topic_key:
+            return TopicSubscription(id, topic_key)
         return Subscription(id, destination)
     return SubscriptionWithOptions(id, destination, ack)
