@@ -306,3 +306,19 @@ def test_an_ack_auto_topic_subscription_keeps_only_its_id_and_the_bindings_key()
     sub = handler.subscriptions["c"]
     assert type(sub) is SubscriptionWithOptions and sub.destination == "/topic/t.c"
     assert type(handler.session.consumers["c"]) is AckingConsumer  # type: ignore[union-attr]
+
+
+def test_a_subscription_queue_consumed_twice_still_takes_turns() -> None:
+    # its one consumer reads a constant turn; a second (the connection subscribing to the
+    # queue by name) brings the round robin back
+    handler, transport, clock = session()
+    handler.data_received(CONNECT)
+    queue = _subscribe(handler, clock, "id:a\ndestination:/topic/t.rr")
+    handler.data_received(f"SUBSCRIBE\nid:b\ndestination:/amq/queue/{queue.name}\n\n\x00".encode())
+    clock.advance(0)
+    assert len(queue.consumers) == 2 and vars(queue) == {}
+    for n in range(4):
+        handler.data_received(f"SEND\ndestination:/topic/t.rr\n\nm{n}\x00".encode())
+    messages = [f for f in transport.frames() if f.command == "MESSAGE"]
+    got = [(f.headers["subscription"], f.body) for f in messages]
+    assert got == [("a", b"m0"), ("b", b"m1"), ("a", b"m2"), ("b", b"m3")]
