@@ -16,28 +16,34 @@ if TYPE_CHECKING:
 NO_ARGUMENTS: dict[str, Any] = {}
 
 
-class Consumer:
-    """A consumer without options: most of them (100,000 STOMP topic subscriptions are
-    common), so what only options change is read from the class, 32 bytes less each. A
-    consumer with any (exclusive, arguments) is a ``ConsumerWithOptions``; ``new_consumer``
-    makes the right one."""
+_PLAIN_SLOTS = ("no_ack", "queue", "session", "tag")
 
-    __slots__ = ("no_ack", "prefetch", "queue", "session", "tag", "unacked")
+
+class Consumer:
+    """A consumer without options and without acks or a prefetch: most of them (100,000
+    STOMP ack:auto topic subscriptions are common), so what only those change is read
+    from the class, 48 bytes less each. A consumer that acks or has a prefetch is an
+    ``AckingConsumer``; one with options (exclusive, arguments) a
+    ``ConsumerWithOptions``; ``new_consumer`` makes the right one."""
+
+    # (a name, not a literal, so that mypy lets the core write prefetch and unacked
+    # on a Consumer: only an AckingConsumer's are written, new_consumer sees to that)
+    __slots__ = _PLAIN_SLOTS
+    # 0 = unlimited (RabbitMQ's per-consumer basic.qos)
+    prefetch: int = 0
+    # deliveries not yet acknowledged (a no_ack consumer's deliveries are settled at once)
+    unacked: int = 0
     exclusive: bool = False
     arguments: dict[str, Any] = NO_ARGUMENTS
     priority: int = 0
     # the default deadline of this consumer's deliveries, in seconds (0: none)
     ack_timeout: float = 0.0
 
-    def __init__(
-        self, session: Session, queue: Queue, tag: str, *, no_ack: bool, prefetch: int
-    ) -> None:
+    def __init__(self, session: Session, queue: Queue, tag: str, *, no_ack: bool) -> None:
         self.session = session
         self.queue = queue
         self.tag = tag
         self.no_ack = no_ack
-        self.prefetch = prefetch  # 0 = unlimited (RabbitMQ's per-consumer basic.qos)
-        self.unacked = 0
 
     def has_credit(self) -> bool:
         session = self.session
@@ -54,7 +60,18 @@ class Consumer:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
 
 
-class ConsumerWithOptions(Consumer):
+class AckingConsumer(Consumer):
+    __slots__ = ("prefetch", "unacked")
+
+    def __init__(
+        self, session: Session, queue: Queue, tag: str, *, no_ack: bool, prefetch: int
+    ) -> None:
+        super().__init__(session, queue, tag, no_ack=no_ack)
+        self.prefetch = prefetch
+        self.unacked = 0
+
+
+class ConsumerWithOptions(AckingConsumer):
     __slots__ = ("ack_timeout", "arguments", "exclusive", "priority")
 
     def __init__(
@@ -86,7 +103,8 @@ def new_consumer(
     prefetch: int,
     arguments: dict[str, Any],
 ) -> Consumer:
-    """A ``Consumer``, or a ``ConsumerWithOptions`` when it is exclusive or has arguments."""
+    """A ``Consumer``; an ``AckingConsumer`` when it acks or has a prefetch; a
+    ``ConsumerWithOptions`` when it is exclusive or has arguments."""
     if exclusive or arguments:
         return ConsumerWithOptions(
             session,
@@ -97,4 +115,6 @@ def new_consumer(
             prefetch=prefetch,
             arguments=arguments,
         )
-    return Consumer(session, queue, tag, no_ack=no_ack, prefetch=prefetch)
+    if no_ack and not prefetch:
+        return Consumer(session, queue, tag, no_ack=no_ack)
+    return AckingConsumer(session, queue, tag, no_ack=no_ack, prefetch=prefetch)

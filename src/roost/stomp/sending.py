@@ -13,7 +13,7 @@ from roost.stomp.errors import StompError
 from roost.stomp.frames import Frame
 from roost.stomp.mapping import properties_from_headers
 from roost.stomp.session_state import CACHE_SIZE, SessionState
-from roost.stomp.subscription import Subscription
+from roost.stomp.subscription import new_subscription
 
 
 class Sending(SessionState):
@@ -130,6 +130,6 @@ class Sending(SessionState):
             name = f"stomp-temp-{os.urandom(12).hex()}"
             self.broker.declare_queue(self.client, name, exclusive=True, auto_delete=True)
             self.temp_queues[dest_text] = name
-            sub = Subscription(dest_text, dest_text, "auto")
+            sub = new_subscription(dest_text, dest_text, "auto")
             self._consume(sub, name, 0, stomp_arguments.NONE)
         return name

@@ -14,7 +14,11 @@ from roost.stomp.destinations import PREFIX_ARGUMENT, Destination
 from roost.stomp.errors import StompError
 from roost.stomp.frames import Frame, header_lines
 from roost.stomp.session_state import SessionState
-from roost.stomp.subscription import NONE_OUTSTANDING, Subscription
+from roost.stomp.subscription import (
+    Subscription,
+    SubscriptionWithOptions,
+    new_subscription,
+)
 
 ACK_MODES = ("auto", "client", "client-individual")
 
@@ -45,8 +49,9 @@ class Subscribing(SessionState):
         if ack_timeout > 0:  # the consumer's default deadline (core.features.consumer_timeout)
             arguments = {**arguments, ACK_TIMEOUT: ack_timeout}
         queue, own = self._subscription_queue(dest, dest_text, sub_id, frame)
-        outstanding = NONE_OUTSTANDING if ack == "auto" else {}
-        sub = Subscription(sub_id, dest_text, ack, outstanding)
+        # a plain topic's key is the string the binding keeps: the subscription shares it
+        topic_key = dest.name if dest.kind == "topic" and dest.prefix is None else None
+        sub = new_subscription(sub_id, dest_text, ack, topic_key)
         try:
             self._consume(sub, queue, int(prefetch_text), arguments)
         except BaseException:
@@ -89,8 +94,10 @@ class Subscribing(SessionState):
             return name, False
         # its own queue, as RabbitMQ gives it, made in less memory: 100,000 topic
         # subscriptions are common (core/queues/subscription.py); a shorter random name
-        # than a hex one (16 characters for 96 bits)
-        name = "stomp-subscription-" + base64.urlsafe_b64encode(os.urandom(12)).decode()
+        # than a hex one: 12 characters for 72 bits, so that the name is 80 bytes, not 96
+        # (a str is 49 bytes and its characters, rounded up to 16); a clash of two live
+        # names among 100,000 subscriptions has odds of about 1 in 10^12
+        name = "stomp-subscription-" + base64.urlsafe_b64encode(os.urandom(9)).decode()
         broker.declare_queue(client, name, exclusive=True, auto_delete=True, subscription=True)
         try:
             broker.bind_queue(client, name, exchange, key, binding_arguments)
@@ -105,7 +112,8 @@ class Subscribing(SessionState):
         assert self.session is not None
         session = self.session
         session.prefetch_count = prefetch
-        if sub.destination.startswith("/temp-queue/"):
+        # (a temp queue's subscription is always one with options)
+        if isinstance(sub, SubscriptionWithOptions) and sub.destination.startswith("/temp-queue/"):
             sub.destination_line = header_lines([("destination", sub.destination)], self.version)
         try:
             consumer = self.broker.consume(
