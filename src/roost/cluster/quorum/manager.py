@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from roost.cluster.remote import DataPlane
     from roost.core.broker import Broker
     from roost.core.events import Event
+    from roost.core.message import Message
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
 
@@ -73,6 +74,7 @@ class QuorumManager:
         self.control = MemberControl(self)  # what the management API calls
         self._free: set[asyncio.Task[None]] = set()
         self._promoting = False
+        self._hold_recovered()  # before the data plane's first await: links are up
         node.frame_handlers.append(self.frame)
         node.link_up.append(self._link_up)
         broker.catalog.on_change.append(self._broker_changed)
@@ -145,6 +147,16 @@ class QuorumManager:
             case _:
                 pass
 
+    def _hold_recovered(self) -> None:
+        """A quorum queue this node recovered from its own disk refuses publishes until
+        ``_rejoin`` knows its group: the links are up before the definitions are read,
+        and a publish forwarded here meanwhile was taken by the unreplicated queue and
+        confirmed; lost when another member won the election (a restarted leader)."""
+        for vhost in self.broker.catalog.vhosts.values():
+            for queue in vhost.queues.values():
+                if isinstance(queue, QuorumQueue) and queue.replication is None:
+                    queue.replication = Rejoining(queue)
+
     def start(self) -> None:
         """After the definitions: a quorum queue this node recovered from its own disk
         (it led it before a restart) is not served unreplicated. It campaigns again: won,
@@ -152,7 +164,7 @@ class QuorumManager:
         publishes until etcd turns it into a stand-in for the new leader."""
         for vhost in self.broker.catalog.vhosts.values():
             for queue in list(vhost.queues.values()):
-                if isinstance(queue, QuorumQueue) and queue.replication is None:
+                if isinstance(queue, QuorumQueue) and isinstance(queue.replication, Rejoining):
                     self._spawn((vhost.name, queue.name), self._rejoin(queue))
         self._spawn_free(self._started())
 
@@ -173,7 +185,10 @@ class QuorumManager:
         key = (queue.vhost.name, queue.name)
         kv = await self.node.coordinator.get(self._key("quorum", key))
         members = json.loads(kv.value)["members"] if kv is not None else [self.name]
-        if len(members) == 1 or queue.replication is not None:
+        if not isinstance(queue.replication, Rejoining):
+            return  # replaced or deleted meanwhile
+        if len(members) == 1:  # a one-member queue: served here as it was
+            queue.replication = None
             queue.group = QuorumGroup(self.name, members, self._running)
             return
         rep = Replicator(self.broker, self.node.links, queue, self.name, members)
@@ -406,6 +421,28 @@ class QuorumManager:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+class Rejoining:
+    """The replication of a recovered quorum queue until its group is known: publishes
+    are refused (nacked; a publisher retries, as on a leader's loss)."""
+
+    def __init__(self, queue: QuorumQueue) -> None:
+        self.queue = queue
+
+    def push(self, message: Message) -> bool:
+        q = self.queue
+        q.refusal = f"{q._where()}: rejoining its group after a restart"
+        return False
+
+    def delivered(self, entry: Entry) -> None:
+        pass
+
+    def forgotten(self, entry: Entry) -> None:
+        pass
+
+    def close(self, why: str = "queue deleted") -> None:
+        pass
 
 
 def _report(task: asyncio.Task[None]) -> None:
