@@ -15,7 +15,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from roost.store.stream_codec import encode_stream_message, message_prefix, split_batch
+from roost.store.stream_codec import (
+    already_stored,
+    encode_stream_message,
+    message_prefix,
+    split_batch,
+)
 from roost.store.stream_log import HEADER, crc_record
 
 Stored = tuple[int, bool, str, str, tuple[Any, ...], bytes]
@@ -288,7 +293,7 @@ class MemoryStream:
         entries = split_batch(batch)  # ValueError before anything is kept
         prefix = message_prefix(exchange, routing_key)
         last = self.producers.get(producer) if producer else None
-        skip = min(max(last - first_id + 1, 0), len(entries)) if last is not None else 0
+        skip = already_stored(last, first_id, len(entries))
         for i, entry in enumerate(entries[skip:], start=skip):
             _ex, _rk, properties, body = decode_stream_message(prefix + bytes(entry))
             self.append(
@@ -317,7 +322,7 @@ class MemoryStream:
 
         found = split_entries(entries)  # ValueError before anything is kept
         last = self.producers.get(producer) if producer else None
-        skip = min(max(last - first_id + 1, 0), len(found)) if last is not None else 0
+        skip = already_stored(last, first_id, len(found))
         for i, entry in enumerate(found[skip:], start=skip):
             properties, body = message_values(bytes(entry[4:]))
             self.append(

@@ -110,6 +110,12 @@ def batch_entry(properties: tuple[Any, ...], body: bytes) -> bytes:
     return BATCH_LENGTH.pack(len(props) + len(body)) + props + body
 
 
+def already_stored(last: int | None, first_id: int, count: int) -> int:
+    """How many leading messages of a batch (publishing ids ``first_id`` upwards) a
+    deduplicating producer whose last stored id is ``last`` has already stored."""
+    return 0 if last is None else min(max(last - first_id + 1, 0), count)
+
+
 def split_batch(data: bytes) -> list[memoryview]:
     """The messages of a batched publish (properties and body, as a record's payload
     holds them after its exchange and routing key), each checked to decode; CodecError

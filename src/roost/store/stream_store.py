@@ -20,6 +20,7 @@ from roost.store.files import NO_SPACE
 from roost.store.paths import stream_dir
 from roost.store.stream_chunk import split_entries
 from roost.store.stream_codec import (
+    already_stored,
     decode_stream_message,
     encode_stream_message,
     message_prefix,
@@ -155,10 +156,8 @@ class DiskStream:
         first_id: int = 0,
     ) -> int:
         entries = split_batch(batch)  # CodecError (a ValueError) before anything is written
-        skip = 0
         last = self.log.producers.get(producer) if producer else None
-        if last is not None:
-            skip = min(max(last - first_id + 1, 0), len(entries))
+        skip = already_stored(last, first_id, len(entries))
         if skip == len(entries):
             return 0
         try:
@@ -189,10 +188,8 @@ class DiskStream:
         record, less the leading ones a deduplicating producer already stored; how many
         were written. CodecError (a ValueError) before anything is written."""
         found = split_entries(entries)
-        skip = 0
         last = self.log.producers.get(producer) if producer else None
-        if last is not None:
-            skip = min(max(last - first_id + 1, 0), len(found))
+        skip = already_stored(last, first_id, len(found))
         if skip == len(found):
             return 0
         try:
