@@ -271,12 +271,13 @@ def _launcher(
 
 
 def _retry(fn: Any, *args: Any) -> Any:
-    """``fn(*args)``, again while the listener is not up yet."""
+    """``fn(*args)``, again while the listener is not up yet (a refused connection is an
+    OSError; ``listener_pid`` finding nobody on the port yet is a RuntimeError)."""
     deadline = time.monotonic() + 30
     while True:
         try:
             return fn(*args)
-        except OSError:
+        except (OSError, RuntimeError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
