@@ -287,9 +287,11 @@ def test_an_ack_auto_topic_subscription_keeps_only_its_id_and_the_bindings_key()
     handler, transport, clock = session()
     handler.data_received(CONNECT)
     queue = _subscribe(handler, clock, "id:a\ndestination:/topic/t.auto")
-    [consumer] = queue.consumers  # no ack, no prefetch: nothing of either kept
-    assert type(consumer) is Consumer and not hasattr(consumer, "__dict__")
-    assert (consumer.no_ack, consumer.prefetch, consumer.unacked) == (True, 0, 0)
+    # no ack, no prefetch: the queue is its own consumer, no Consumer and no list kept
+    [consumer] = queue.consumers
+    assert consumer is queue and handler.session.consumers["a"] is queue  # type: ignore[union-attr]
+    assert isinstance(consumer, Consumer) and vars(queue) == {}
+    assert (consumer.no_ack, consumer.prefetch, consumer.unacked, consumer.tag) == (True, 0, 0, "a")
     sub = handler.subscriptions["a"]
     assert type(sub) is TopicSubscription and not hasattr(sub, "__dict__")
     assert sub.destination == "/topic/t.auto" and sub.ack == "auto" and not sub.outstanding

@@ -247,7 +247,7 @@ class Activity:
                         consumer_tag=c.tag,
                         channel=channel,
                         ack_required=not c.no_ack,
-                        exclusive=c.exclusive,
+                        exclusive=c.is_exclusive(),
                         prefetch_count=c.prefetch,
                         arguments=dict(c.arguments),
                         active=c.queue.consumer_active(c),

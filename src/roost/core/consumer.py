@@ -16,19 +16,27 @@ if TYPE_CHECKING:
 NO_ARGUMENTS: dict[str, Any] = {}
 
 
-_PLAIN_SLOTS = ("no_ack", "queue", "session", "tag")
+_NO_SLOTS: tuple[str, ...] = ()
 
 
 class Consumer:
-    """A consumer without options and without acks or a prefetch: most of them (100,000
-    STOMP ack:auto topic subscriptions are common), so what only those change is read
-    from the class, 48 bytes less each. A consumer that acks or has a prefetch is an
-    ``AckingConsumer``; one with options (exclusive, arguments) a
-    ``ConsumerWithOptions``; ``new_consumer`` makes the right one."""
+    """What deliveries and credit read of a consumer: a subscription of one session to one
+    queue. It keeps nothing itself (no slots), so that a queue can be its own consumer
+    (``SubscriptionQueue``: one object for a transient topic subscription, no consumer
+    and no consumer list of its own). ``PlainConsumer`` is a consumer without options and
+    without acks or a prefetch: most of them (100,000 STOMP ack:auto topic subscriptions
+    are common), so what only those change is read from the class, 48 bytes less each. A
+    consumer that acks or has a prefetch is an ``AckingConsumer``; one with options
+    (exclusive, arguments) a ``ConsumerWithOptions``; ``new_consumer`` makes the right
+    one."""
 
     # (a name, not a literal, so that mypy lets the core write prefetch and unacked
     # on a Consumer: only an AckingConsumer's are written, new_consumer sees to that)
-    __slots__ = _PLAIN_SLOTS
+    __slots__ = _NO_SLOTS
+    session: Session
+    queue: Queue
+    tag: str
+    no_ack: bool
     # 0 = unlimited (RabbitMQ's per-consumer basic.qos)
     prefetch: int = 0
     # deliveries not yet acknowledged (a no_ack consumer's deliveries are settled at once)
@@ -38,12 +46,6 @@ class Consumer:
     priority: int = 0
     # the default deadline of this consumer's deliveries, in seconds (0: none)
     ack_timeout: float = 0.0
-
-    def __init__(self, session: Session, queue: Queue, tag: str, *, no_ack: bool) -> None:
-        self.session = session
-        self.queue = queue
-        self.tag = tag
-        self.no_ack = no_ack
 
     def has_credit(self) -> bool:
         session = self.session
@@ -56,11 +58,26 @@ class Consumer:
         limit = session.global_prefetch
         return not limit or session.unacked_count < limit
 
+    def is_exclusive(self) -> bool:
+        """basic.consume's exclusive flag (read through this: a queue that is its own
+        consumer is an exclusive queue, not an exclusive consumer)."""
+        return self.exclusive
+
     def __repr__(self) -> str:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
 
 
-class AckingConsumer(Consumer):
+class PlainConsumer(Consumer):
+    __slots__ = ("no_ack", "queue", "session", "tag")
+
+    def __init__(self, session: Session, queue: Queue, tag: str, *, no_ack: bool) -> None:
+        self.session = session
+        self.queue = queue
+        self.tag = tag
+        self.no_ack = no_ack
+
+
+class AckingConsumer(PlainConsumer):
     __slots__ = ("prefetch", "unacked")
 
     def __init__(
@@ -103,8 +120,9 @@ def new_consumer(
     prefetch: int,
     arguments: dict[str, Any],
 ) -> Consumer:
-    """A ``Consumer``; an ``AckingConsumer`` when it acks or has a prefetch; a
-    ``ConsumerWithOptions`` when it is exclusive or has arguments."""
+    """A ``PlainConsumer`` (or the queue itself, when it is made to be its own consumer);
+    an ``AckingConsumer`` when it acks or has a prefetch; a ``ConsumerWithOptions`` when
+    it is exclusive or has arguments."""
     if exclusive or arguments:
         return ConsumerWithOptions(
             session,
@@ -116,5 +134,9 @@ def new_consumer(
             arguments=arguments,
         )
     if no_ack and not prefetch:
-        return Consumer(session, queue, tag, no_ack=no_ack)
+        # a queue made for one transient subscriber is its own consumer
+        itself = queue.consumed_by_itself(session, tag)
+        if itself is not None:
+            return itself
+        return PlainConsumer(session, queue, tag, no_ack=no_ack)
     return AckingConsumer(session, queue, tag, no_ack=no_ack, prefetch=prefetch)

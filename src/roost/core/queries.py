@@ -125,7 +125,7 @@ class Queries:
         return list(self._catalog.vhosts.values()) if name is None else [self.vhost(name)]
 
     def _queue_info(self, q: Queue) -> QueueInfo:
-        exclusive_tag = next((c.tag for c in q.consumers if c.exclusive), None)
+        exclusive_tag = next((c.tag for c in q.consumers if c.is_exclusive()), None)
         owner = q.exclusive_owner
         policy = self._policy_for(q.vhost.name, "queue", q.name, q.kind)
         operator = self._operator_policy_for(q.vhost.name, q.name, q.kind)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from roost.core.consumer import Consumer
     from roost.core.durability import QueueStore
     from roost.core.events_stream import EventsStream
+    from roost.core.session import Session
     from roost.core.vhost import VHost
 
 
@@ -472,10 +473,16 @@ class Queue:
     def consumer_count(self) -> int:
         return len(self.consumers)
 
+    def consumed_by_itself(self, session: Session, tag: str) -> Consumer | None:
+        """The queue itself as the consumer ``session`` asks for (no ack, no prefetch, no
+        options), when it was made to be its own (core/queues/subscription.py); None:
+        a consumer of its own is made."""
+        return None
+
     def check_consume(self, exclusive: bool) -> None:
         # RabbitMQ refuses exclusive consumers on a single-active-consumer queue outright
         busy = self.consumers or self.single_active
-        if (exclusive and busy) or any(c.exclusive for c in self.consumers):
+        if (exclusive and busy) or any(c.is_exclusive() for c in self.consumers):
             raise AccessRefused(
                 f"queue '{self.name}' in vhost '{self.vhost.name}' in exclusive use"
             )
