@@ -74,11 +74,13 @@ def test_a_topic_subscription_delivers_acks_and_keeps_its_prefetch(ack: str) -> 
     assert all(m.headers["destination"] == "/topic/t.x" for m in messages)
 
 
+@pytest.mark.parametrize("ack", ["auto", "client\nprefetch-count:1"])
 @pytest.mark.parametrize("end", ["UNSUBSCRIBE\nid:s", "DISCONNECT"])
-def test_unsubscribe_and_disconnect_free_the_queue_and_its_binding(end: str) -> None:
+def test_unsubscribe_and_disconnect_free_the_queue_and_its_binding(end: str, ack: str) -> None:
+    # (ack:auto: the queue is its own consumer; a client ack: a consumer of its own)
     handler, _transport, clock = session()
     handler.data_received(CONNECT)
-    queue = _subscribe(handler, clock, "id:s\ndestination:/topic/t.y\nack:client\nprefetch-count:1")
+    queue = _subscribe(handler, clock, f"id:s\ndestination:/topic/t.y\nack:{ack}")
     handler.data_received(b"SEND\ndestination:/topic/t.y\n\none\x00" * 2)  # 1 unacked, 1 ready
     name, gone = queue.name, weakref.ref(queue)
     topic = handler.broker.vhosts["/"].exchange("amq.topic")  # type: ignore[attr-defined]
@@ -145,14 +147,15 @@ def test_the_common_path_writes_only_slots_and_every_queue_attribute_is_there() 
     assert missing == []
 
 
-def test_topic_subscriptions_cost_at_most_800_bytes_each_in_process() -> None:
+def test_topic_subscriptions_cost_at_most_700_bytes_each_in_process() -> None:
     # 2,000 topic subscriptions on one connection: 1,465 bytes each with a classic queue
     # per subscription and a memo of permitted names, 1,137 with a slim queue, 928 (no
     # entry in the connection's exclusive queues, no key tuple per binding, a consumer
     # list with room for one, three fields fewer per STOMP subscription, a Consumer without
     # options keeps none of them), 773 now (a binding, a consumer and a subscription read
     # what they lack from their class, the subscription shares its binding's key, the
-    # queue keeps three attributes fewer and a shorter name). Python's own
+    # queue keeps three attributes fewer and a shorter name), 669 now (an ack:auto
+    # subscription's queue is its own consumer: no Consumer, no consumer list). Python's own
     # allocations, which tracemalloc counts the same on every run of one Python version.
     handler, transport, clock = session()
     handler.data_received(CONNECT)
@@ -173,15 +176,19 @@ def test_topic_subscriptions_cost_at_most_800_bytes_each_in_process() -> None:
     finally:
         tracemalloc.stop()
     assert len(handler.subscriptions) == 2000
-    assert each <= 800, each
+    assert each <= 700, each
 
 
+@pytest.mark.parametrize("ack", ["auto", "client-individual"])
 def test_the_management_api_shows_a_topic_subscription_as_its_queue(
-    roost: Any, connect: Connect
+    roost: Any, connect: Connect, ack: str
 ) -> None:
+    # ack:auto: the queue is its own consumer (SubscriptionQueue.consumed_by_itself); the
+    # API shows it as RabbitMQ's STOMP plugin shows its subscription queue and consumer
     conn, listener = connect()
-    conn.subscribe("/topic/mgmt.a", id="sub-m", ack="client-individual",
-                   headers={"prefetch-count": "5", "receipt": "r1"})
+    prefetch = {"prefetch-count": "5"} if ack != "auto" else {}
+    conn.subscribe(f"/topic/mgmt.{ack}", id="sub-m", ack=ack,
+                   headers={**prefetch, "receipt": "r1"})
     listener.receipt()
     name = subscription_queue(roost, "sub-m")
     assert name.startswith("stomp-subscription-")
@@ -189,14 +196,22 @@ def test_the_management_api_shows_a_topic_subscription_as_its_queue(
     assert (info["exclusive"], info["auto_delete"], info["durable"]) == (True, True, False)
     assert info["consumers"] == 1 and info["arguments"] == {}
     assert [(b["source"], b["routing_key"]) for b in bindings_of(roost, name)
-            if b["source"]] == [("amq.topic", "mgmt.a")]
-    conn.send("/topic/mgmt.a", "one")
+            if b["source"]] == [("amq.topic", f"mgmt.{ack}")]
+    listed = httpx.get(f"{roost.http_url}/api/queues/%2F", auth=("guest", "guest"), timeout=5)
+    assert name in [q["name"] for q in listed.json()]
+    consumers = httpx.get(f"{roost.http_url}/api/consumers", auth=("guest", "guest"), timeout=5)
+    [consumer] = [c for c in consumers.json() if c["consumer_tag"] == "sub-m"]
+    assert (consumer["exclusive"], consumer["ack_required"]) == (False, ack != "auto")
+    assert consumer["prefetch_count"] == (5 if ack != "auto" else 0)
+    conn.send(f"/topic/mgmt.{ack}", "one")
     listener.message()
-    assert queue_info(roost, name)["messages_unacknowledged"] == 1
+    assert queue_info(roost, name)["messages_unacknowledged"] == (1 if ack != "auto" else 0)
     conn.unsubscribe(id="sub-m", headers={"receipt": "r2"})
     listener.receipt()
     url = f"{roost.http_url}/api/queues/%2F/{name}"
     assert httpx.get(url, auth=("guest", "guest"), timeout=5).status_code == 404
+    consumers = httpx.get(f"{roost.http_url}/api/consumers", auth=("guest", "guest"), timeout=5)
+    assert not [c for c in consumers.json() if c["consumer_tag"] == "sub-m"]
 
 
 def test_ending_a_subscription_scans_no_other_binding(monkeypatch: pytest.MonkeyPatch) -> None:
