@@ -340,3 +340,18 @@ def test_a_subscription_queue_consumed_twice_still_takes_turns() -> None:
     messages = [f for f in transport.frames() if f.command == "MESSAGE"]
     got = [(f.headers["subscription"], f.body) for f in messages]
     assert got == [("a", b"m0"), ("b", b"m1"), ("a", b"m2"), ("b", b"m3")]
+
+
+def test_a_queue_deleted_under_itself_as_consumer_tells_the_client() -> None:
+    # DELETE /api/queues/... of an ack:auto subscription's queue (its own consumer): the
+    # session forgets the consumer, the client gets an ERROR, nothing stays behind
+    handler, transport, clock = session()
+    handler.data_received(CONNECT)
+    queue = _subscribe(handler, clock, "id:a\ndestination:/topic/t.gone")
+    assert handler.session is not None and handler.session.consumers["a"] is queue
+    name, gone = queue.name, weakref.ref(queue)
+    handler.broker.vhosts["/"].delete_queue(queue)  # type: ignore[attr-defined]
+    del queue
+    assert name not in _queues(handler) and gone() is None
+    assert transport.frames()[-1].command == "ERROR"
+    assert "subscription cancelled" in transport.frames()[-1].headers["message"]
