@@ -36,8 +36,9 @@ What each call promises:
   of one topic subscription (no arguments); it behaves and is listed as any such queue,
   in less memory (core/queues/subscription.py). It ends with its one consumer, not with
   the connection (it is not among the connection's exclusive queues): the adapter
-  consumes it at once, or deletes it when binding or consuming is refused. Ignored for
-  any other kind of queue.
+  consumes it at once, or deletes it when binding or consuming is refused. Its first
+  consumer, when no-ack without a prefetch, is the queue itself (the ``Consumer``
+  ``consume`` returns; no separate object). Ignored for any other kind of queue.
 - Deliveries reach the session's ``DeliverySink`` synchronously; the session's prefetch
   (``set_qos``) bounds them, and settling (``ack``/``nack``/``reject``) frees credit.
 - Streams (``is_stream`` … ``super_stream_route``): a producer's last publishing id, a
