@@ -372,11 +372,18 @@ class QuorumManager:
         """The follower's copy becomes the queue here, in the stand-in's place."""
         queue = QuorumQueue(vhost, stand_in.name, durable=True, arguments=dict(stand_in.arguments))
         queue.attach_store(follower.store)  # so persistence opens no second store
-        for seq, (slot, _size, delivered) in follower.held.items():
+        # acks this node's clients sent to the old leader that it never replicated
+        acked = stand_in.acked if isinstance(stand_in, QuorumStandIn) else set()
+        queue._seq = follower.max_seq  # numbers are never given twice (acks name them)
+        for seq, (slot, _size, delivered) in list(follower.held.items()):
+            queue._seq = max(queue._seq, seq)
+            if delivered and seq & 0xFFFFFFFF in acked:
+                del follower.held[seq]
+                follower.store.remove(slot)
+                continue
             _s, _r, exchange, routing_key, props, body = follower.store.read(slot)
             from roost.core.message import Message, Properties
 
-            queue._seq = max(queue._seq, seq)
             entry = Entry(seq, Message(exchange, routing_key, Properties(*props), body))
             entry.slot = slot
             if delivered:  # redelivered, its x-delivery-count kept
@@ -391,6 +398,8 @@ class QuorumManager:
         ]
         consumers = list(stand_in.consumers)
         stand_in.consumers.clear()
+        if isinstance(stand_in, QuorumStandIn):  # its clients' acks from now on settle here
+            stand_in.successor = queue
         self._promoting = True
         try:
             with self.defs._apply():
