@@ -54,6 +54,7 @@ log = logging.getLogger("roost.cluster.quorum")
 
 FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigning
 POSITIONS_WAIT = 0.3  # seconds for the surviving members to write their positions
+REJOIN_RETRY = 1.0  # seconds between a restarted node's tries while etcd does not answer
 
 Key = tuple[str, str]  # (vhost, queue)
 
@@ -182,8 +183,17 @@ class QuorumManager:
         task.add_done_callback(_report)
 
     async def _rejoin(self, queue: QuorumQueue) -> None:
+        """Held until etcd answers: asked again every ``REJOIN_RETRY`` seconds."""
         key = (queue.vhost.name, queue.name)
-        kv = await self.node.coordinator.get(self._key("quorum", key))
+        while True:
+            try:
+                kv = await self.node.coordinator.get(self._key("quorum", key))
+                break
+            except ClusterError as exc:
+                if not isinstance(queue.replication, Rejoining):
+                    return
+                log.warning("queue %s: held until etcd answers (%s)", key, exc)
+                await asyncio.sleep(REJOIN_RETRY)
         members = json.loads(kv.value)["members"] if kv is not None else [self.name]
         if not isinstance(queue.replication, Rejoining):
             return  # replaced or deleted meanwhile
@@ -197,7 +207,15 @@ class QuorumManager:
         queue.replication = rep
         queue.group = rep
         self.leading[key] = rep
-        await self._elect(key, rep, write_home=True)
+        while True:  # publishes wait for the election meanwhile
+            try:
+                await self._elect(key, rep, write_home=True)
+                return
+            except ClusterError as exc:
+                if rep.deposed or self.leading.get(key) is not rep:
+                    return
+                log.warning("queue %s: campaigning again once etcd answers (%s)", key, exc)
+                await asyncio.sleep(REJOIN_RETRY)
 
     # -- leading a new queue
 
