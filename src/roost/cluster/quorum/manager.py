@@ -108,6 +108,9 @@ class QuorumManager:
             return self.plane.make_queue(vhost, item, home)
         queue = QuorumStandIn(self.plane, vhost, item, home)
         key = (vhost.name, queue.name)
+        led = vhost.queues.get(queue.name)  # led here before: its acks from now on count
+        if isinstance(led, QuorumQueue) and isinstance(led.replication, Replicator):
+            led.replication.successor = queue
         group = self.groups.get(key)
         if group is None:
             group = self.groups[key] = QuorumGroup(home, [home], self._running)

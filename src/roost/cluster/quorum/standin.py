@@ -66,10 +66,10 @@ class QuorumStandIn(RemoteQueue):
                 self.unacked -= 1
                 self.stat_acked += 1
                 return
-            self._remember(home_seq)
+            self.remember(home_seq)
         super().settle(entry)
 
-    def _remember(self, home_seq: int) -> None:
+    def remember(self, home_seq: int) -> None:
         if home_seq in self.acked:
             return
         self.acked.add(home_seq)
@@ -103,9 +103,10 @@ class QuorumStandIn(RemoteQueue):
         """Another member was elected leader: publishes and consumers go there now."""
         if home == self.home:
             return
+        # the old subscription ends here (its id was left registered, so a cancel from a
+        # resumed old leader ended the new one) and at the old leader if it is reachable
+        self.plane.unsubscribe(self)
         self.lost_home()
-        self.plane._subscriptions.pop(self.consumer_id, None)
-        self.consumer_id = 0
         self.home = home
         if self.group is not None:
             self.group.leader = home
