@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from roost.core.vhost import VHost
 
 # how many of this node's latest acks of a replicated queue it remembers by message number
-# (an ack on its way to a leader that stops before it is replicated is lost there; a
-# burst of 8192 acks is seconds of a fast consumer, the gap is milliseconds)
-ACKED_MEMORY = 8192
+# (an ack on its way to a leader that stops before it is replicated is lost there: the
+# gap is milliseconds, 4096 acks a fast consumer's half second; about 250 KB a stand-in
+# at most, with a consumer's prefetch of old delivery tags acked after a change of leader)
+ACKED_MEMORY = 4096
 
 
 class QuorumGroup:
