@@ -52,16 +52,21 @@ class _Sink:
     def __init__(self, link: Link) -> None:
         self.link = link
         self.ids: dict[str, int] = {}  # consumer tag -> the peer's consumer id
+        self.session: Session | None = None
 
     def deliver(
         self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
     ) -> None:
+        # the entry's number goes along (``Deliver.delivery_count``, unused otherwise): a
+        # replicated queue's members number its messages alike, so the peer can name an
+        # acked message to the next leader (cluster/quorum/standin.py)
+        held = None if self.session is None else self.session._unacked.get(delivery_tag)
         self.link.send(
             f.Deliver(
                 self.ids.get(consumer_tag, 0),
                 delivery_tag,
                 f.DELIVER_REDELIVERED if redelivered else 0,
-                0,
+                0 if held is None else held[1].seq & 0xFFFFFFFF,
                 message.exchange,
                 message.routing_key,
                 properties_of(message),
@@ -215,6 +220,7 @@ class Home:
         )
         sink = _Sink(link)
         session = self.broker.open_session(client, sink)
+        sink.session = session
         session.set_qos(CREDIT, False)
         self.sessions[key] = (session, sink)
         return session, sink

@@ -62,6 +62,9 @@ class ClusterNode:
         self.definitions: Any = None  # roost.cluster.definitions, once serving
         self.quorum: Any = None  # roost.cluster.quorum.manager, once serving
         self._tasks: set[asyncio.Task[None]] = set()
+        # frames that came before ``serve`` installed the handlers (links come up while
+        # joining): handled then, so a forwarded publish is answered, not dropped
+        self._early: list[tuple[Link, object, f.Frame]] | None = []
 
     @property
     def name(self) -> str:
@@ -130,6 +133,7 @@ class ClusterNode:
         self.frame_handlers.append(defs.applied.frame)
         self.link_up.append(defs.link_up)
         self.link_down.append(lambda link, why: defs.applied.peer_gone(link.peer))
+        self._handle_early()
         running = [] if self.membership is None else self.membership.running()
         await defs.start(
             alone=all(r.name == self.name for r in running),
@@ -204,8 +208,20 @@ class ClusterNode:
         )
 
     def _frame(self, link: Link, frame: f.Frame) -> None:
+        early = self._early
+        if early is not None:
+            early.append((link, link.protocol, frame))
+            return
         for handler in self.frame_handlers:
             handler(link, frame)
+
+    def _handle_early(self) -> None:
+        """The frames held until the handlers were there, in order; those of a
+        connection that went down meanwhile are dropped (the peer counted them lost)."""
+        early, self._early = self._early or [], None
+        for link, protocol, frame in early:
+            if link.protocol is protocol and link.up:
+                self._frame(link, frame)
 
     def _link_up(self, link: Link) -> None:
         log.debug("link with %s up", link.peer)

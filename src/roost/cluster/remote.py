@@ -278,7 +278,8 @@ class DataPlane:
             link.send(f.Settle(cid, f.SettleOp.REJECT, f.SETTLE_REQUEUE, did))
             return
         message = message_of(frame.exchange, frame.routing_key, frame.properties, frame.body)
-        queue.arrived(frame.delivery_id, bool(frame.flags & f.DELIVER_REDELIVERED), message)
+        redelivered = bool(frame.flags & f.DELIVER_REDELIVERED)
+        queue.arrived(frame.delivery_id, redelivered, message, frame.delivery_count)
 
     @staticmethod
     def _answered(queue: RemoteQueue, count: int) -> None:

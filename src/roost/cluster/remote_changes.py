@@ -91,8 +91,12 @@ class RemoteChanges:
             for b in ex.bindings_to(existing)
         ]
         messages = [e.message for e in existing.ready if e.message is not None]
+        consumers = []
         if existing.kind == "quorum":
             messages = []  # a deposed leader's: the new leader holds what was committed
+            # and its consumers stay, fed by the new leader (as RabbitMQ keeps them)
+            consumers = list(existing.consumers)
+            existing.consumers.clear()
         vhost.delete_queue(existing)
         vhost.adopt_queue(remote)
         for source, routing_key, arguments in bindings:
@@ -100,6 +104,9 @@ class RemoteChanges:
                 vhost.bind(source, remote, routing_key, arguments)
         for message in messages:
             remote.push(message)
+        for consumer in consumers:
+            consumer.queue = remote
+            remote.add_consumer(consumer)
 
     def _apply_delete(self, section: str, parts: list[str]) -> None:
         catalog = self.catalog

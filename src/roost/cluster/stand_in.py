@@ -22,13 +22,15 @@ if TYPE_CHECKING:
 
 
 class RemoteEntry(Entry):
-    """An entry the home node delivered: settling it settles ``delivery_id`` there."""
+    """An entry the home node delivered: settling it settles ``delivery_id`` there;
+    ``home_seq`` is the home queue's number for it (modulo 2**32)."""
 
-    __slots__ = ("delivery_id",)
+    __slots__ = ("delivery_id", "home_seq")
 
-    def __init__(self, seq: int, message: Message, delivery_id: int) -> None:
+    def __init__(self, seq: int, message: Message, delivery_id: int, home_seq: int = 0) -> None:
         super().__init__(seq, message)
         self.delivery_id = delivery_id
+        self.home_seq = home_seq
 
 
 class RemoteFlow(QueueFlow):
@@ -89,9 +91,11 @@ class RemoteQueue(Queue):
 
     # -- deliveries from the home node
 
-    def arrived(self, delivery_id: int, redelivered: bool, message: Message) -> None:
+    def arrived(
+        self, delivery_id: int, redelivered: bool, message: Message, home_seq: int = 0
+    ) -> None:
         self._seq += 1
-        entry = RemoteEntry(self._seq, message, delivery_id)
+        entry = RemoteEntry(self._seq, message, delivery_id, home_seq)
         entry.redelivered = redelivered
         if self.ready or not self._offer(entry):
             self._own_ready().append(entry)

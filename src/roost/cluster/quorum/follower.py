@@ -33,6 +33,7 @@ class Follower:
         self.term = 0  # the newest term seen
         self.fence = 0  # terms up to here are refused: their leader's key is gone
         self.leader = ""
+        self.max_seq = 0  # the highest message number any record named
         self.last_index = 0  # every record up to here applied (durable once acked)
         self.durable_index = 0
         # seq -> (slot in our store, body size, times delivered), in the leader's order
@@ -54,6 +55,8 @@ class Follower:
         upto = frame.first_index + len(entries) - 1
         for raw in entries:
             kind, seq, message = r.decode(raw)
+            if kind != r.RESET and seq > self.max_seq:
+                self.max_seq = seq
             if kind == r.RESET:
                 self._drop_all()
                 upto = seq

@@ -26,6 +26,7 @@ from roost.core.queues.entry import Entry
 
 if TYPE_CHECKING:
     from roost.cluster.link.transport import LinkManager
+    from roost.cluster.quorum.standin import QuorumStandIn
     from roost.core.broker import Broker
     from roost.core.message import Message
     from roost.core.queues.quorum import QuorumQueue
@@ -73,6 +74,9 @@ class Replicator:
         self._progress: dict[str, float] = {}  # member -> when its acks last moved
         self.snapshot_at: dict[str, int] = {}  # member -> the index of its last snapshot
         self._watchdog: asyncio.TimerHandle | None = None
+        # deposed: this node's stand-in for the new leader, which remembers the acks of
+        # what was delivered here (its consumers move there; standin.py)
+        self.successor: QuorumStandIn | None = None
 
     @property
     def leader(self) -> str:
@@ -138,6 +142,8 @@ class Replicator:
             self._record(r.delivered(entry.seq, entry.deliveries))
 
     def forgotten(self, entry: Entry) -> None:
+        if self.deposed and self.successor is not None:  # the new leader redelivers it
+            self.successor.remember(entry.seq & 0xFFFFFFFF)
         if self.live.pop(entry.seq, None) is not None:
             self._record(r.mark(r.DEL, entry.seq))
 

@@ -54,6 +54,7 @@ log = logging.getLogger("roost.cluster.quorum")
 
 FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigning
 POSITIONS_WAIT = 0.3  # seconds for the surviving members to write their positions
+REJOIN_RETRY = 1.0  # seconds between a restarted node's tries while etcd does not answer
 
 Key = tuple[str, str]  # (vhost, queue)
 
@@ -107,6 +108,9 @@ class QuorumManager:
             return self.plane.make_queue(vhost, item, home)
         queue = QuorumStandIn(self.plane, vhost, item, home)
         key = (vhost.name, queue.name)
+        led = vhost.queues.get(queue.name)  # led here before: its acks from now on count
+        if isinstance(led, QuorumQueue) and isinstance(led.replication, Replicator):
+            led.replication.successor = queue
         group = self.groups.get(key)
         if group is None:
             group = self.groups[key] = QuorumGroup(home, [home], self._running)
@@ -182,8 +186,17 @@ class QuorumManager:
         task.add_done_callback(_report)
 
     async def _rejoin(self, queue: QuorumQueue) -> None:
+        """Held until etcd answers: asked again every ``REJOIN_RETRY`` seconds."""
         key = (queue.vhost.name, queue.name)
-        kv = await self.node.coordinator.get(self._key("quorum", key))
+        while True:
+            try:
+                kv = await self.node.coordinator.get(self._key("quorum", key))
+                break
+            except ClusterError as exc:
+                if not isinstance(queue.replication, Rejoining):
+                    return
+                log.warning("queue %s: held until etcd answers (%s)", key, exc)
+                await asyncio.sleep(REJOIN_RETRY)
         members = json.loads(kv.value)["members"] if kv is not None else [self.name]
         if not isinstance(queue.replication, Rejoining):
             return  # replaced or deleted meanwhile
@@ -197,7 +210,15 @@ class QuorumManager:
         queue.replication = rep
         queue.group = rep
         self.leading[key] = rep
-        await self._elect(key, rep, write_home=True)
+        while True:  # publishes wait for the election meanwhile
+            try:
+                await self._elect(key, rep, write_home=True)
+                return
+            except ClusterError as exc:
+                if rep.deposed or self.leading.get(key) is not rep:
+                    return
+                log.warning("queue %s: campaigning again once etcd answers (%s)", key, exc)
+                await asyncio.sleep(REJOIN_RETRY)
 
     # -- leading a new queue
 
@@ -372,11 +393,18 @@ class QuorumManager:
         """The follower's copy becomes the queue here, in the stand-in's place."""
         queue = QuorumQueue(vhost, stand_in.name, durable=True, arguments=dict(stand_in.arguments))
         queue.attach_store(follower.store)  # so persistence opens no second store
-        for seq, (slot, _size, delivered) in follower.held.items():
+        # acks this node's clients sent to the old leader that it never replicated
+        acked = stand_in.acked if isinstance(stand_in, QuorumStandIn) else set()
+        queue._seq = follower.max_seq  # numbers are never given twice (acks name them)
+        for seq, (slot, _size, delivered) in list(follower.held.items()):
+            queue._seq = max(queue._seq, seq)
+            if delivered and seq & 0xFFFFFFFF in acked:
+                del follower.held[seq]
+                follower.store.remove(slot)
+                continue
             _s, _r, exchange, routing_key, props, body = follower.store.read(slot)
             from roost.core.message import Message, Properties
 
-            queue._seq = max(queue._seq, seq)
             entry = Entry(seq, Message(exchange, routing_key, Properties(*props), body))
             entry.slot = slot
             if delivered:  # redelivered, its x-delivery-count kept
@@ -391,6 +419,8 @@ class QuorumManager:
         ]
         consumers = list(stand_in.consumers)
         stand_in.consumers.clear()
+        if isinstance(stand_in, QuorumStandIn):  # its clients' acks from now on settle here
+            stand_in.successor = queue
         self._promoting = True
         try:
             with self.defs._apply():

@@ -5,13 +5,24 @@ pointed at it (``rehome``) and subscribes there again."""
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from roost.cluster.stand_in import RemoteQueue
+from roost.cluster.link import frames as f
+from roost.cluster.stand_in import RemoteEntry, RemoteQueue
 
 if TYPE_CHECKING:
     from roost.cluster.remote import DataPlane
+    from roost.core.message import Message
+    from roost.core.queues.entry import Entry
+    from roost.core.queues.quorum import QuorumQueue
     from roost.core.vhost import VHost
+
+# how many of this node's latest acks of a replicated queue it remembers by message number
+# (an ack on its way to a leader that stops before it is replicated is lost there: the
+# gap is milliseconds, 4096 acks a fast consumer's half second; about 250 KB a stand-in
+# at most, with a consumer's prefetch of old delivery tags acked after a change of leader)
+ACKED_MEMORY = 4096
 
 
 class QuorumGroup:
@@ -37,6 +48,47 @@ class QuorumStandIn(RemoteQueue):
     def __init__(self, plane: DataPlane, vhost: VHost, item: dict[str, Any], home: str) -> None:
         super().__init__(plane, vhost, item, home)
         self.group: QuorumGroup | None = None
+        # the queue's numbers (mod 2**32) of messages this node's clients acked lately
+        self.acked: set[int] = set()
+        self._acked_order: deque[int] = deque()
+        self.successor: QuorumQueue | None = None  # this node leads the queue now
+
+    # -- acks survive a change of leader
+
+    def settle(self, entry: Entry) -> None:
+        """An ack is remembered by the message's number: the leader it went to may stop
+        before its followers hear of it, or the leader may have changed since the
+        delivery (its delivery id is void then); the next leader's copy is then settled
+        here (``arrived``, or ``successor`` when this node leads it now)."""
+        home_seq = getattr(entry, "home_seq", 0)
+        if home_seq:
+            successor = self.successor
+            if successor is not None and take_acked(successor, home_seq):
+                self.unacked -= 1
+                self.stat_acked += 1
+                return
+            self.remember(home_seq)
+        super().settle(entry)
+
+    def remember(self, home_seq: int) -> None:
+        if home_seq in self.acked:
+            return
+        self.acked.add(home_seq)
+        self._acked_order.append(home_seq)
+        if len(self._acked_order) > ACKED_MEMORY:
+            self.acked.discard(self._acked_order.popleft())
+
+    def arrived(
+        self, delivery_id: int, redelivered: bool, message: Message, home_seq: int = 0
+    ) -> None:
+        """A redelivery of a message this node's client acked already (its ack was lost
+        with the old leader) is acked to the new one, not handed out again."""
+        if redelivered and home_seq in self.acked:
+            self.acked.discard(home_seq)
+            entry = RemoteEntry(0, message, delivery_id, home_seq)
+            self.plane.settle(self, entry, f.SettleOp.ACK, requeue=False)
+            return
+        super().arrived(delivery_id, redelivered, message, home_seq)
 
     def lost_home(self) -> None:
         """What this node's clients hold from the old leader can no longer be settled
@@ -52,11 +104,27 @@ class QuorumStandIn(RemoteQueue):
         """Another member was elected leader: publishes and consumers go there now."""
         if home == self.home:
             return
+        # the old subscription ends here (its id was left registered, so a cancel from a
+        # resumed old leader ended the new one) and at the old leader if it is reachable
+        self.plane.unsubscribe(self)
         self.lost_home()
-        self.plane._subscriptions.pop(self.consumer_id, None)
-        self.consumer_id = 0
         self.home = home
         if self.group is not None:
             self.group.leader = home
         if self.consumers:
             self.plane.subscribe(self)
+
+
+def take_acked(queue: QuorumQueue, home_seq: int) -> bool:
+    """The ready copy (a redelivery) of a message a client acked under the old leader
+    leaves ``queue`` for good; False when there is none (handed out already, or gone)."""
+    ready = queue.ready
+    if not isinstance(ready, deque):
+        return False
+    for entry in ready:
+        if entry.redelivered and entry.seq & 0xFFFFFFFF == home_seq:
+            ready.remove(entry)
+            queue.ready_bytes -= entry.size
+            queue._forget(entry)  # its removal is replicated (a DEL record)
+            return True
+    return False
