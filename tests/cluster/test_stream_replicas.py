@@ -41,9 +41,7 @@ def publisher(
             time.sleep(0.1)
 
 
-def read_all(
-    server: RoostProcess, queue: str, at_least: int, limit: int = 0
-) -> dict[int, bytes]:
+def read_all(server: RoostProcess, queue: str, at_least: int, limit: int = 0) -> dict[int, bytes]:
     """The stream's messages from its first offset: {offset: body}, at least
     ``at_least`` of them (till none came for a second), or the first ``limit``."""
     got: dict[int, bytes] = {}
@@ -139,3 +137,47 @@ def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
             n.kill()
     for n in nodes:
         assert "Traceback" not in n.log, n.log
+
+
+def test_a_stream_publish_is_confirmed_and_read_only_once_a_majority_holds_it(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    """The leader alone (1 of 3) neither confirms nor shows a publish; a member started
+    again catches up (its copy taken from the leader) and the publish is confirmed."""
+    n1, n2, n3 = three_nodes(shared_etcd, etcd_prefix, tmp_path)
+    try:
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            ch = conn.channel()
+            ch.queue_declare("maj", durable=True, arguments={**STREAM, "x-initial-cluster-size": 3})
+            ch.confirm_delivery()
+            for i in range(20):
+                ch.basic_publish("", "maj", f"early{i}".encode())
+        n2.kill()
+        n3.kill()
+        n1.wait_for_log("link with n3 down")
+        outcome: list[str] = []
+
+        def publish_one() -> None:
+            with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+                ch = conn.channel()
+                ch.confirm_delivery()
+                ch.basic_publish("", "maj", b"needs-two-disks")
+                outcome.append("confirmed")
+
+        t = threading.Thread(target=publish_one)
+        t.start()
+        t.join(2)
+        assert not outcome, "confirmed with one member of three holding it"
+        seen = read_all(n1, "maj", 20)
+        assert sorted(seen) == list(range(20)), "an uncommitted message was read"
+        n2.start()  # a member comes back: it catches up from the leader
+        t.join(20)
+        assert outcome == ["confirmed"], n1.log[-1500:]
+        assert read_all(n1, "maj", 21)[20] == b"needs-two-disks"
+        shown = queue_json(n1, "maj")
+        assert sorted(shown["online"]) == ["n1", "n2"], shown  # type: ignore[arg-type]
+        assert sorted(shown["members"]) == ["n1", "n2", "n3"], shown  # type: ignore[arg-type]
+    finally:
+        for n in (n1, n2, n3):
+            n.kill()
+    assert "Traceback" not in n1.log, n1.log
