@@ -41,7 +41,9 @@ def publisher(
             time.sleep(0.1)
 
 
-def read_all(server: RoostProcess, queue: str, at_least: int, limit: int = 0) -> dict[int, bytes]:
+def read_all(
+    server: RoostProcess, queue: str, at_least: int, limit: int = 0, **arguments: str
+) -> dict[int, bytes]:
     """The stream's messages from its first offset: {offset: body}, at least
     ``at_least`` of them (till none came for a second), or the first ``limit``."""
     got: dict[int, bytes] = {}
@@ -50,7 +52,7 @@ def read_all(server: RoostProcess, queue: str, at_least: int, limit: int = 0) ->
         ch.basic_qos(prefetch_count=200)
         deadline = time.monotonic() + 20
         for method, props, raw in ch.consume(
-            queue, arguments={"x-stream-offset": "first"}, inactivity_timeout=1
+            queue, arguments={"x-stream-offset": "first", **arguments}, inactivity_timeout=1
         ):
             if method is None:
                 if len(got) >= at_least or time.monotonic() > deadline:
@@ -105,6 +107,9 @@ def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
         thread.start()
         eventually(lambda: len(confirmed) > 300, 30, "publishing never got going")
         before = read_all(n1, "s", 300, limit=300)  # the leader's offsets, before it dies
+        # a named consumer's acks store its offset (99), kept on every member
+        named = {"x-stream-consumer-name": "reader"}
+        assert sorted(read_all(n1, "s", 100, limit=100, **named)) == list(range(100))
         n1.kill()  # kill -9 of the leader, mid-stream
         count = len(confirmed)
         eventually(lambda: len(confirmed) > count + 200, 30, "no failover")
@@ -115,6 +120,8 @@ def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
         after = read_all(by_name[new], "s", len(confirmed))
         check(after, confirmed)
         assert all(after[o] == raw for o, raw in before.items()), "offsets moved"
+        resumed = read_all(by_name[new], "s", 1, limit=1, **named, **{"x-stream-offset": "stored"})
+        assert resumed == {100: before[100]}, resumed
 
         # the old leader comes back as a member and catches up; then the leader goes
         # again, and the third leader holds the same log, offset for offset

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
-from roost.cluster.quorum.stream_leader import SYNC, SYNC_HEAD, decode
+from roost.cluster.quorum.stream_leader import OFS, SYNC, SYNC_HEAD, decode, decode_offset
 from roost.core.queues.stream_args import int_arg, parse_max_age
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class StreamFollower:
         self.fence = 0
         self.leader = ""
         self.durable_index = self.log.next_offset  # reopened: on disk
+        self.stored: dict[str, int] = {}  # named consumers' offsets the leader sent
 
     @property
     def position(self) -> tuple[int, int]:
@@ -67,6 +68,12 @@ class StreamFollower:
         self.term = frame.term
         self.leader = link.peer
         entries = frame.entries
+        if entries and entries[0][:1] == OFS:  # stored offsets: kept, not acknowledged
+            for raw in entries:
+                name, offset = decode_offset(raw)
+                self.log.store_offset(name, offset)
+                self.stored[name] = offset
+            return
         if entries and entries[0][:1] == SYNC:
             _k, commit = SYNC_HEAD.unpack(entries[0])
             if self.log.next_offset > commit or self.log.first_offset > 0:

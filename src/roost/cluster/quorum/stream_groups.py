@@ -38,7 +38,7 @@ from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.cluster.quorum.stream_follower import StreamFollower
-from roost.cluster.quorum.stream_leader import SYNC, StreamReplicator
+from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
 from roost.core.errors import BrokerError
 from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
 from roost.core.queues.stream import StreamQueue
@@ -72,6 +72,9 @@ class Rejoining:
         self.refusal = f"{queue._where()}: rejoining its group after a restart"
 
     def appended(self) -> None:
+        pass
+
+    def offset_stored(self, name: str, offset: int) -> None:
         pass
 
     def close(self, why: str = "") -> None:
@@ -251,7 +254,7 @@ class StreamGroups:
                 key = (frame.vhost, frame.queue)
                 if key in self.following or key in self.leading:
                     self._replicate(link, key, frame)
-                elif frame.entries and frame.entries[0][:1] == SYNC:
+                elif frame.entries and frame.entries[0][:1] in (SYNC, OFS):
                     self._replicate(link, key, frame)  # a stream's first batch to us
                 else:
                     self.quorum.frame(link, frame)
@@ -349,6 +352,7 @@ class StreamGroups:
         follower.close()
         queue = self._swap(vhost, stand_in)
         rep = StreamReplicator(self.broker, self.node.links, queue, self.name, members)
+        rep.stored.update(follower.stored)
         queue.replication = rep
         queue.group = rep
         self.leading[key] = rep

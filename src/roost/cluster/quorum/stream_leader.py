@@ -35,13 +35,23 @@ log = logging.getLogger("roost.cluster.quorum")
 WATCHDOG = 1.0  # seconds a member's acks may stand still while it is behind
 BATCH_BYTES = 1 << 20  # one Replicate frame carries about this much
 
-SYNC, REC = b"S", b"M"
+SYNC, REC, OFS = b"S", b"M", b"O"
 SYNC_HEAD = struct.Struct("!cQ")  # kind, the leader's commit
+_OFS = struct.Struct("!cQ")  # kind, a named consumer's stored offset (the name follows)
 _REC = struct.Struct("!cQqHHI")  # kind, offset, timestamp, exchange, routing key, props
 
 
 def sync_record(commit: int) -> bytes:
     return SYNC_HEAD.pack(SYNC, commit)
+
+
+def offset_record(name: str, offset: int) -> bytes:
+    return _OFS.pack(OFS, offset) + name.encode()
+
+
+def decode_offset(raw: bytes) -> tuple[str, int]:
+    _k, offset = _OFS.unpack_from(raw)
+    return raw[_OFS.size :].decode(), offset
 
 
 def encode(record: StreamRecord) -> bytes:
@@ -80,6 +90,8 @@ class StreamReplicator:
         self.acked: dict[str, int] = {}  # member -> the offset after its durable records
         self.sent: dict[str, int | None] = {}  # member -> next offset to send; None: syncing
         self.commit = 0
+        # named consumers' stored offsets known here (a member's copy gets them all)
+        self.stored: dict[str, int] = {}
         self.waits: list[tuple[int, int]] = []  # (offset after the publish, Pending number)
         self._progress: dict[str, float] = {}
         self._scheduled = False
@@ -115,6 +127,20 @@ class StreamReplicator:
         self.waits.append((end, self.broker.pending.issue()))
         self.broker.message_store.when_durable(lambda ok: self._own(end, ok))
         self._schedule()
+
+    def offset_stored(self, name: str, offset: int) -> None:
+        """A named consumer's offset is kept on every member (no one waits for it)."""
+        self.stored[name] = offset
+        if self.term and not self.deposed:
+            self._send_offsets([name])
+
+    def _send_offsets(self, names: list[str], only: str = "") -> None:
+        q = self.queue
+        records = [offset_record(n, self.stored[n]) for n in names]
+        for member in [only] if only else self.followers:
+            link = self.links.link(member)
+            if link is not None and self.sent.get(member) is not None and records:
+                link.send(f.Replicate(q.vhost.name, q.name, self.term, 0, self.commit, records))
 
     def close(self, why: str = "queue deleted") -> None:
         self.deposed = True
@@ -229,6 +255,7 @@ class StreamReplicator:
         self.acked[member] = ack.durable_index
         if self.sent.get(member) is None:  # the answer to a SYNC: ship from there
             self.sent[member] = ack.durable_index
+            self._send_offsets(list(self.stored), only=member)
             self._schedule()
         self._commit()
 

@@ -50,6 +50,7 @@ class StreamReplication(Protocol):
     refusal: str
 
     def appended(self) -> None: ...
+    def offset_stored(self, name: str, offset: int) -> None: ...
     def close(self, why: str = ...) -> None: ...
 
 
@@ -372,12 +373,16 @@ class StreamQueue(Queue):
             except OSError as exc:  # a full disk: the old offset stays; a later ack retries
                 log.warning("%s: offset of '%s' not stored: %s", self._where(), name, exc)
                 return
+            if self.replication is not None:
+                self.replication.offset_stored(name, offset)
 
     def commit_offset(self, name: str, offset: int) -> None:
         """An explicit commit: set the stored offset, also backwards (a rewind)."""
         if self.deleted:
             return
         self.log.store_offset(name, offset)
+        if self.replication is not None:
+            self.replication.offset_stored(name, offset)
 
     def discard(self, entry: Entry) -> None:
         """nack/reject without requeue: the consumer is done with it, as with an ack."""
