@@ -68,6 +68,25 @@ def read_all(
     return got
 
 
+def follower_reader(
+    server: RoostProcess, queue: str, got: list[tuple[int, bytes]], stop: threading.Event
+) -> None:
+    """A consumer on a node that does not lead: reads through the leader from offset 0,
+    through the failover, until ``stop`` and a second with nothing new."""
+    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=100)
+        for method, props, raw in ch.consume(
+            queue, arguments={"x-stream-offset": 0}, inactivity_timeout=1
+        ):
+            if method is None:
+                if stop.is_set():
+                    break
+                continue
+            got.append(((props.headers or {})["x-stream-offset"], raw))
+            ch.basic_ack(method.delivery_tag)
+
+
 def check(log: dict[int, bytes], confirmed: list[bytes]) -> None:
     """Offsets from 0 without a gap, no body twice, every confirmed body there."""
     assert sorted(log) == list(range(len(log))), "a gap in the offsets"
@@ -86,9 +105,9 @@ def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
 ) -> None:
     nodes = three_nodes(shared_etcd, etcd_prefix, tmp_path)
     by_name = {f"n{i}": n for i, n in enumerate(nodes, 1)}
-    n1, n2, _n3 = nodes
+    n1, n2, n3 = nodes
     confirmed: list[bytes] = []
-    stop = threading.Event()
+    stop, done_reading = threading.Event(), threading.Event()
     try:
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             conn.channel().queue_declare("s", durable=True, arguments=STREAM)
@@ -102,9 +121,17 @@ def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
             lambda: sorted(queue_json(n1, "s")["online"]) == ["n1", "n2", "n3"],  # type: ignore[arg-type]
             5,
         )
-        # published on n2: forwarded to the leader n1, confirmed at a majority
+        # published on n2: forwarded to the leader n1, confirmed at a majority; read on n3
         thread = threading.Thread(target=publisher, args=(n2, "s", confirmed, stop))
         thread.start()
+        # readers on both members: one is promoted with its consumer, one follows it
+        remote: dict[str, list[tuple[int, bytes]]] = {"n2": [], "n3": []}
+        readers = [
+            threading.Thread(target=follower_reader, args=(n, "s", remote[name], done_reading))
+            for name, n in (("n2", n2), ("n3", n3))
+        ]
+        for reader in readers:
+            reader.start()
         eventually(lambda: len(confirmed) > 300, 30, "publishing never got going")
         before = read_all(n1, "s", 300, limit=300)  # the leader's offsets, before it dies
         # a named consumer's acks store its offset (99), kept on every member
@@ -117,9 +144,19 @@ def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
         thread.join(20)
         new = leader_of(n2, "s")
         assert new in ("n2", "n3")
+        print(f"\nnew leader {new}")
         after = read_all(by_name[new], "s", len(confirmed))
         check(after, confirmed)
         assert all(after[o] == raw for o, raw in before.items()), "offsets moved"
+        # the consumers on n2 and n3 went on through the failover: no gap, nothing twice
+        for name, got in remote.items():
+            eventually(lambda got=got: len(got) >= len(after), 20, f"{name}'s reader stalled")
+        done_reading.set()
+        for reader in readers:
+            reader.join(20)
+        for name, got in remote.items():
+            assert [o for o, _r in got] == list(range(len(got))), f"{name}'s reader: gap or dup"
+            assert all(after[o] == raw for o, raw in got), f"{name}'s reader: other messages"
         resumed = read_all(by_name[new], "s", 1, limit=1, **named, **{"x-stream-offset": "stored"})
         assert resumed == {100: before[100]}, resumed
 
@@ -140,6 +177,7 @@ def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
         assert again == after, "the third leader's offsets differ"
     finally:
         stop.set()
+        done_reading.set()
         for n in nodes:
             n.kill()
     for n in nodes:

@@ -39,7 +39,7 @@ from roost.cluster.link import frames as f
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.cluster.quorum.stream_follower import StreamFollower
 from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
-from roost.core.errors import BrokerError
+from roost.core.errors import BrokerError, PreconditionFailed
 from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
 from roost.core.queues.stream import StreamQueue
 
@@ -49,7 +49,9 @@ if TYPE_CHECKING:
     from roost.cluster.quorum.manager import QuorumManager
     from roost.cluster.remote import DataPlane
     from roost.core.broker import Broker
+    from roost.core.consumer import Consumer
     from roost.core.events import Event
+    from roost.core.message import Message
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
 
@@ -62,7 +64,41 @@ Key = tuple[str, str]
 
 
 class StreamStandIn(QuorumStandIn):
+    """A replicated stream led on another node. Its one consumer here reads through the
+    leader with its own arguments (``x-stream-offset`` …); after a failover it
+    subscribes to the new leader from the offset after the last one it was given."""
+
     kind = "stream"
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        where = f"stream queue '{self.name}' in vhost '{self.vhost.name}'"
+        if self.consumers:
+            raise PreconditionFailed(
+                f"one consumer per connection node for {where} led on node '{self.home}':"
+                " consume on the leader's node for more"
+            )
+        try:
+            json.dumps(consumer.arguments)
+        except (TypeError, ValueError):
+            raise PreconditionFailed(
+                f"consumer arguments for {where} led on node '{self.home}' must be"
+                " integers or strings here: consume on the leader's node"
+            ) from None
+        self.subscribe_arguments = dict(consumer.arguments)
+        super().add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        super().remove_consumer(consumer)
+        if not self.consumers:
+            self.subscribe_arguments = None
+
+    def arrived(self, delivery_id: int, redelivered: bool, message: Message) -> None:
+        headers = message.properties.headers or {}
+        offset = headers.get("x-stream-offset")
+        if self.subscribe_arguments is not None and isinstance(offset, int):
+            count = headers.get("x-stream-chunk-records", 1)  # a chunked delivery's
+            self.subscribe_arguments["x-stream-offset"] = offset + int(count)  # resumes there
+        super().arrived(delivery_id, redelivered, message)
 
 
 class Rejoining:
@@ -378,12 +414,15 @@ class StreamGroups:
 
     def _swap(self, vhost: VHost, stand_in: StreamStandIn) -> StreamQueue:
         """The member's copy of the log becomes the stream here, in the stand-in's place
-        (its bindings move over; its consumers, fed by the old leader, are cancelled)."""
+        (its bindings and consumers move over)."""
         bindings = [
             (b.source.name, b.routing_key, dict(b.arguments))
             for ex in vhost.exchanges.values()
             for b in ex.bindings_to(stand_in)
         ]
+        consumers = list(stand_in.consumers)  # read through the old leader: moved over
+        resume = stand_in.subscribe_arguments
+        stand_in.consumers.clear()
         self._promoting = True
         try:
             queue = StreamQueue(
@@ -398,6 +437,15 @@ class StreamGroups:
                         vhost.bind(source, queue, routing_key, arguments)
         finally:
             self._promoting = False
+        for consumer in consumers:  # from the offset after the last one it was given
+            consumer.queue = queue
+            try:
+                if resume:
+                    consumer.arguments = dict(resume)
+                queue.add_consumer(consumer)
+            except (AttributeError, BrokerError):
+                consumer.session.consumer_gone(consumer)
+        queue.dispatch()
         return queue
 
     def _spawn(self, key: Key, work: Any, replace: bool = True) -> None:
