@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
@@ -92,7 +93,7 @@ class StreamReplicator:
         self.commit = 0
         # named consumers' stored offsets known here (a member's copy gets them all)
         self.stored: dict[str, int] = {}
-        self.waits: list[tuple[int, int]] = []  # (offset after the publish, Pending number)
+        self.waits: deque[tuple[int, int]] = deque()  # (offset after the publish, Pending number)
         self._progress: dict[str, float] = {}
         self._scheduled = False
         self._watchdog: asyncio.TimerHandle | None = None
@@ -273,6 +274,6 @@ class StreamReplicator:
         q.committed = commit
         pending = self.broker.pending
         while self.waits and self.waits[0][0] <= commit:
-            pending.finish(self.waits.pop(0)[1])
+            pending.finish(self.waits.popleft()[1])
         if q.consumers:
             q.dispatch()
