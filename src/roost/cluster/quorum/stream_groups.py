@@ -36,10 +36,11 @@ from roost.cluster.coordinator import Compare, Delete, Put
 from roost.cluster.election import Election
 from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
-from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
+from roost.cluster.quorum.standin import QuorumGroup
 from roost.cluster.quorum.stream_follower import StreamFollower
 from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
-from roost.core.errors import BrokerError, PreconditionFailed
+from roost.cluster.quorum.stream_standin import Rejoining, StreamStandIn
+from roost.core.errors import BrokerError
 from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
 from roost.core.queues.stream import StreamQueue
 
@@ -49,9 +50,7 @@ if TYPE_CHECKING:
     from roost.cluster.quorum.manager import QuorumManager
     from roost.cluster.remote import DataPlane
     from roost.core.broker import Broker
-    from roost.core.consumer import Consumer
     from roost.core.events import Event
-    from roost.core.message import Message
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
 
@@ -61,60 +60,6 @@ FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigni
 POSITIONS_WAIT = 0.3
 
 Key = tuple[str, str]
-
-
-class StreamStandIn(QuorumStandIn):
-    """A replicated stream led on another node. Its one consumer here reads through the
-    leader with its own arguments (``x-stream-offset`` …); after a failover it
-    subscribes to the new leader from the offset after the last one it was given."""
-
-    kind = "stream"
-
-    def add_consumer(self, consumer: Consumer) -> None:
-        where = f"stream queue '{self.name}' in vhost '{self.vhost.name}'"
-        if self.consumers:
-            raise PreconditionFailed(
-                f"one consumer per connection node for {where} led on node '{self.home}':"
-                " consume on the leader's node for more"
-            )
-        try:
-            json.dumps(consumer.arguments)
-        except (TypeError, ValueError):
-            raise PreconditionFailed(
-                f"consumer arguments for {where} led on node '{self.home}' must be"
-                " integers or strings here: consume on the leader's node"
-            ) from None
-        self.subscribe_arguments = dict(consumer.arguments)
-        super().add_consumer(consumer)
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        super().remove_consumer(consumer)
-        if not self.consumers:
-            self.subscribe_arguments = None
-
-    def arrived(self, delivery_id: int, redelivered: bool, message: Message) -> None:
-        headers = message.properties.headers or {}
-        offset = headers.get("x-stream-offset")
-        if self.subscribe_arguments is not None and isinstance(offset, int):
-            count = headers.get("x-stream-chunk-records", 1)  # a chunked delivery's
-            self.subscribe_arguments["x-stream-offset"] = offset + int(count)  # resumes there
-        super().arrived(delivery_id, redelivered, message)
-
-
-class Rejoining:
-    """A stream this node recovered from disk, until the definitions say who leads it."""
-
-    def __init__(self, queue: StreamQueue) -> None:
-        self.refusal = f"{queue._where()}: rejoining its group after a restart"
-
-    def appended(self) -> None:
-        pass
-
-    def offset_stored(self, name: str, offset: int) -> None:
-        pass
-
-    def close(self, why: str = "") -> None:
-        pass
 
 
 class StreamGroups:
