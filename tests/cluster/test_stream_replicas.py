@@ -215,6 +215,7 @@ def test_a_stream_publish_is_confirmed_and_read_only_once_a_majority_holds_it(
         assert not outcome, "confirmed with one member of three holding it"
         seen = read_all(n1, "maj", 20)
         assert sorted(seen) == list(range(20)), "an uncommitted message was read"
+        assert queue_json(n1, "maj")["messages"] == 20  # the committed ones
         n2.start()  # a member comes back: it catches up from the leader
         t.join(20)
         assert outcome == ["confirmed"], n1.log[-1500:]

@@ -170,7 +170,8 @@ class StreamQueue(Queue):
 
     @property
     def message_count(self) -> int:
-        return self.log.next_offset - self.log.first_offset
+        end = self.log.next_offset if self.committed is None else self.committed
+        return max(0, end - self.log.first_offset)
 
     @property
     def last_seq(self) -> int:
