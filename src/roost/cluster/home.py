@@ -13,6 +13,7 @@ its own publishers).
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
@@ -235,7 +236,10 @@ class Home:
         tag = f"cluster-{link.peer}-{frame.consumer_id}"
         session.set_qos(min(frame.prefetch, CREDIT_MAX) or CREDIT, False)
         try:
-            consumer = session.consume(queue, tag, no_ack=False, exclusive=False)
+            arguments = json.loads(frame.arguments) if frame.arguments else None
+            consumer = session.consume(
+                queue, tag, no_ack=False, exclusive=False, arguments=arguments
+            )
         except BrokerError as exc:
             link.send(f.Cancel(frame.consumer_id, 403, str(exc)))
             return

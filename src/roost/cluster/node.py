@@ -61,6 +61,7 @@ class ClusterNode:
         self.members_changed: list[Callable[[], None]] = []  # a node came or went
         self.definitions: Any = None  # roost.cluster.definitions, once serving
         self.quorum: Any = None  # roost.cluster.quorum.manager, once serving
+        self.streams: Any = None  # roost.cluster.quorum.stream_groups, once serving
         self._tasks: set[asyncio.Task[None]] = set()
         # frames that came before ``serve`` installed the handlers (links come up while
         # joining): handled then, so a forwarded publish is answered, not dropped
@@ -125,9 +126,11 @@ class ClusterNode:
         defs = ClusterDefinitions(self.coordinator, self.prefix, self.name, broker, self.links)
         defs.remote_factory = plane.make_queue
         from roost.cluster.quorum.manager import QuorumManager
+        from roost.cluster.quorum.stream_groups import StreamGroups
 
         self.quorum = QuorumManager(self, broker, plane, defs)
-        defs.remote_factory = self.quorum.make_queue
+        self.streams = StreamGroups(self, broker, plane, defs, self.quorum)
+        defs.remote_factory = self.streams.make_queue  # quorum's stand-ins through it
         defs.running = self.running_names
         self.node_down.append(lambda peer: self._departed(defs, peer))
         self.frame_handlers.append(defs.applied.frame)
@@ -141,6 +144,7 @@ class ClusterNode:
         )
         self.definitions = defs
         self.quorum.start()
+        self.streams.start()
         for peer in list(self.links.links):
             link = self.links.link(peer)
             if link is not None:
@@ -236,6 +240,8 @@ class ClusterNode:
     async def leave(self) -> None:
         if self.quorum is not None:
             await self.quorum.stop()
+        if self.streams is not None:
+            await self.streams.stop()
         if self.definitions is not None:
             await self.definitions.stop()
         await self.links.close()

@@ -24,6 +24,7 @@ that queue here (each queue its own: one congested queue holds no other's publis
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -165,7 +166,11 @@ class DataPlane:
         queue.consumer_id = self._next_id
         self._subscriptions[queue.consumer_id] = queue
         queue.credit = credit_for([c.prefetch for c in queue.consumers])
-        link.send(f.Consume(queue.consumer_id, queue.vhost.name, queue.name, "", queue.credit))
+        wanted = queue.subscribe_arguments  # a replicated stream's consumer: its offset
+        raw = json.dumps(wanted).encode() if wanted else b""
+        link.send(
+            f.Consume(queue.consumer_id, queue.vhost.name, queue.name, "", queue.credit, 0, raw)
+        )
 
     def resize(self, queue: RemoteQueue) -> None:
         """A consumer joined or left here: the subscription's credit follows their prefetch

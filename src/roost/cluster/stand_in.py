@@ -58,6 +58,8 @@ class RemoteQueue(Queue):
     """This node's stand-in for a queue homed on ``home``."""
 
     remote = True
+    # sent with the subscription (a replicated stream's consumer: where it reads from)
+    subscribe_arguments: dict[str, Any] | None = None
 
     def __init__(self, plane: DataPlane, vhost: VHost, item: dict[str, Any], home: str) -> None:
         super().__init__(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.durability import StreamCursor, StreamRecord
 from roost.core.errors import PreconditionFailed
@@ -42,6 +42,17 @@ CHUNK_WIRE_ARGUMENT = "x-roost-chunk-wire"
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
 # the offset query's producers table is capped at this many encoded bytes (see take)
 PRODUCERS_TABLE_BYTES = 2048
+
+class StreamReplication(Protocol):
+    """A cluster's replication of one stream, led here (roost.cluster.quorum.stream_*):
+    told of every append; ``refusal`` non-empty while it takes no publishes."""
+
+    refusal: str
+
+    def appended(self) -> None: ...
+    def offset_stored(self, name: str, offset: int) -> None: ...
+    def close(self, why: str = ...) -> None: ...
+
 
 class StreamEntry(Entry):
     """A delivery's entry; ``seq`` is the stream offset (a chunk's last one), ``progress``
@@ -149,12 +160,18 @@ class StreamQueue(Queue):
         self._dispatching = False
         self.stat_deduplicated = 0
         self.streams.open.add(self)
+        # a cluster's replicated stream led here: consumers read below ``committed``
+        # (None: everything stored), the offset below which a majority holds the log
+        self.replication: StreamReplication | None = None
+        self.committed: int | None = None
+        self.group: Any = None  # leader / members / online for management
 
     # -- incoming -----------------------------------------------------------------------
 
     @property
     def message_count(self) -> int:
-        return self.log.next_offset - self.log.first_offset
+        end = self.log.next_offset if self.committed is None else self.committed
+        return max(0, end - self.log.first_offset)
 
     @property
     def last_seq(self) -> int:
@@ -162,6 +179,8 @@ class StreamQueue(Queue):
         return self.log.next_offset - 1
 
     def push(self, message: Message) -> bool:
+        if self.replication is not None and self.replication.refusal:
+            return self._refuse(self.replication.refusal)
         content_type = message.properties.content_type
         if content_type in (BATCH_CONTENT_TYPE, ENTRIES_CONTENT_TYPE):
             return self._push_batch(message)
@@ -225,6 +244,8 @@ class StreamQueue(Queue):
 
     def _stored(self, count: int) -> None:
         self.stat_published += count
+        if self.replication is not None:
+            self.replication.appended()
         if self.consumers:
             self.dispatch()
 
@@ -264,6 +285,8 @@ class StreamQueue(Queue):
             return
         session = consumer.session
         while consumer.has_credit():
+            if self.committed is not None and reader.offset >= self.committed:
+                return  # not on a majority yet: the replication dispatches again
             record = reader.next()
             if record is None:
                 return  # caught up: wait for the next push
@@ -284,8 +307,11 @@ class StreamQueue(Queue):
         """One delivery per chunk of records (undecoded, as stored); acking it acks its
         last offset. The broker's work is per chunk, not per message."""
         reader, end, session = cursor.reader, cursor.end, consumer.session
+        limit = end
+        if self.committed is not None:
+            limit = self.committed if end is None else min(end, self.committed)
         while consumer.has_credit():
-            chunk = reader.next_chunk(cursor.chunk_bytes, end, cursor.wire)
+            chunk = reader.next_chunk(cursor.chunk_bytes, limit, cursor.wire)
             if chunk is None:
                 if end is not None and reader.offset >= end:
                     self._finish(consumer)
@@ -313,7 +339,7 @@ class StreamQueue(Queue):
         lg = self.log
         headers: dict[str, Any] = {
             "x-stream-first-offset": lg.first_offset,
-            "x-stream-next-offset": lg.next_offset,
+            "x-stream-next-offset": lg.next_offset if self.committed is None else self.committed,
             "x-stream-first-timestamp": lg.first_timestamp or 0,
             "x-stream-last-timestamp": lg.last_timestamp,
             "x-stream-producers": recent_producers(lg.producers),
@@ -348,12 +374,16 @@ class StreamQueue(Queue):
             except OSError as exc:  # a full disk: the old offset stays; a later ack retries
                 log.warning("%s: offset of '%s' not stored: %s", self._where(), name, exc)
                 return
+            if self.replication is not None:
+                self.replication.offset_stored(name, offset)
 
     def commit_offset(self, name: str, offset: int) -> None:
         """An explicit commit: set the stored offset, also backwards (a rewind)."""
         if self.deleted:
             return
         self.log.store_offset(name, offset)
+        if self.replication is not None:
+            self.replication.offset_stored(name, offset)
 
     def discard(self, entry: Entry) -> None:
         """nack/reject without requeue: the consumer is done with it, as with an ack."""

@@ -1,0 +1,414 @@
+"""Replicated streams on a cluster: who leads each one, and failover, as for quorum queues
+(``manager.py``), with a stream's own log shipping (``stream_leader.py``,
+``stream_follower.py``).
+
+A stream declared on a cluster node is led by that node: it picks the members
+(``x-initial-cluster-size``, default the smaller of 3 and the running nodes, itself
+first), wins the stream's election (``PREFIX/stream-leaders/VHOST/NAME`` under its
+node's lease, the key's create revision the term) and records the group
+(``PREFIX/stream-group/VHOST/NAME``) with a fenced write. Other nodes reach it through a
+stand-in (publishes forwarded to the leader); members also hold a copy of the log, made
+when the leader's first ``SYNC`` arrives. A stream declared while one node runs stays a
+plain local stream (as on a single node).
+
+Failover: each member watches the election key; when it goes, the members write their
+positions (term, durable offset) under ``PREFIX/stream-pos/…``, the longest log
+campaigns first, and the winner reopens its copy as the stream (offsets unchanged),
+points the definition's home at itself (every node's stand-in follows) and syncs the
+other members. A node restarted with a copy on disk refuses publishes to it until the
+definitions say who leads; a copy replaced by a stand-in is deleted and taken again
+from the leader.
+
+This object sits in front of the quorum manager for the link frames and stand-ins: it
+takes a stream's and hands the rest on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from roost.cluster.coordinator import Compare, Delete, Put
+from roost.cluster.election import Election
+from roost.cluster.errors import ClusterError
+from roost.cluster.link import frames as f
+from roost.cluster.quorum.standin import QuorumGroup
+from roost.cluster.quorum.stream_follower import StreamFollower
+from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
+from roost.cluster.quorum.stream_standin import Rejoining, StreamStandIn
+from roost.core.errors import BrokerError
+from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
+from roost.core.queues.stream import StreamQueue
+
+if TYPE_CHECKING:
+    from roost.cluster.link.transport import Link
+    from roost.cluster.node import ClusterNode
+    from roost.cluster.quorum.manager import QuorumManager
+    from roost.cluster.remote import DataPlane
+    from roost.core.broker import Broker
+    from roost.core.events import Event
+    from roost.core.queues.base import Queue
+    from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.cluster.quorum")
+
+FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigning
+POSITIONS_WAIT = 0.3
+
+Key = tuple[str, str]
+
+
+class StreamGroups:
+    def __init__(
+        self, node: ClusterNode, broker: Broker, plane: DataPlane, defs: Any, quorum: QuorumManager
+    ) -> None:
+        self.node = node
+        self.broker = broker
+        self.plane = plane
+        self.defs = defs
+        self.quorum = quorum
+        self.prefix = node.prefix
+        self.leading: dict[Key, StreamReplicator] = {}
+        self.following: dict[Key, StreamFollower] = {}
+        self.groups: dict[Key, QuorumGroup] = {}
+        self.tasks: dict[Key, asyncio.Task[None]] = {}
+        self._promoting = False
+        self._hold_recovered()
+        # link frames: a stream's come here, the rest go on to the quorum manager
+        handlers = node.frame_handlers
+        handlers[handlers.index(quorum.frame)] = self.frame
+        node.link_up.append(self._link_up)
+        broker.catalog.on_change.append(self._broker_changed)
+        for vhost in broker.catalog.vhosts.values():
+            vhost.on_change.append(self._changed)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def _key(self, kind: str, key: Key) -> str:
+        return f"{self.prefix}/{kind}/{quote(key[0], safe='')}/{quote(key[1], safe='')}"
+
+    def _running(self) -> list[str]:
+        return [n.name for n in self.node.membership.running()] if self.node.membership else []
+
+    def _election(self, key: Key) -> Election:
+        m = self.node.membership
+        lease = m.lease_id if m is not None else 0
+        return Election(self.node.coordinator, self._key("stream-leaders", key), self.name, lease)
+
+    # -- stand-ins and events
+
+    def make_queue(self, vhost: VHost, item: dict[str, Any], home: str) -> Queue:
+        if (item.get("arguments") or {}).get("x-queue-type") != "stream":
+            return self.quorum.make_queue(vhost, item, home)
+        queue = StreamStandIn(self.plane, vhost, item, home)
+        key = (vhost.name, queue.name)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = QuorumGroup(home, [home], self._running)
+            self._spawn(key, self._read_group(key, group), replace=False)
+        group.leader = home
+        queue.group = group
+        return queue
+
+    async def _read_group(self, key: Key, group: QuorumGroup) -> None:
+        for _ in range(50):  # the leader writes the record just after its election
+            kv = await self.node.coordinator.get(self._key("stream-group", key))
+            if kv is not None:
+                group.members = json.loads(kv.value)["members"]
+                return
+            await asyncio.sleep(0.1)
+
+    def _broker_changed(self, event: Event) -> None:
+        if isinstance(event, VHostChanged) and self._changed not in event.vhost.on_change:
+            event.vhost.on_change.append(self._changed)
+
+    def _changed(self, event: Event) -> None:
+        match event:
+            case QueueDeclared(queue=StreamQueue() as queue) if not self._promoting:
+                if queue.replication is None:
+                    self._lead_new(queue)
+            case QueueDeleted(queue=queue) if not self._promoting:
+                key = (queue.vhost.name, queue.name)
+                follower = self.following.pop(key, None)
+                if follower is not None:  # deleted everywhere: our copy goes too
+                    follower.log.destroy()
+                    task = self.tasks.pop(key, None)
+                    if task is not None:
+                        task.cancel()
+                rep = self.leading.get(key)
+                if rep is not None and rep.queue is queue:
+                    del self.leading[key]
+                    rep.close()
+                    if not queue.remote and rep.term:
+                        self._spawn(key, self._forget(key, rep.term), replace=False)
+            case _:
+                pass
+
+    def _hold_recovered(self) -> None:
+        """Streams recovered from disk refuse publishes until ``start``: the links are up
+        before the definitions are read, and a publish confirmed by a copy that another
+        member has since taken over from would be lost."""
+        for vhost in self.broker.catalog.vhosts.values():
+            for queue in vhost.queues.values():
+                if isinstance(queue, StreamQueue) and queue.replication is None:
+                    queue.replication = Rejoining(queue)
+
+    def start(self) -> None:
+        for vhost in self.broker.catalog.vhosts.values():
+            for queue in list(vhost.queues.values()):
+                if isinstance(queue, StreamQueue) and isinstance(queue.replication, Rejoining):
+                    self._spawn((vhost.name, queue.name), self._rejoin(queue))
+
+    async def _rejoin(self, queue: StreamQueue) -> None:
+        key = (queue.vhost.name, queue.name)
+        kv = await self.node.coordinator.get(self._key("stream-group", key))
+        members = json.loads(kv.value)["members"] if kv is not None else [self.name]
+        if not isinstance(queue.replication, Rejoining) or queue.deleted:
+            return
+        if len(members) <= 1:  # a one-member stream: served here as it was
+            queue.replication = None
+            return
+        rep = StreamReplicator(self.broker, self.node.links, queue, self.name, members)
+        queue.replication = rep
+        queue.group = rep
+        self.leading[key] = rep
+        await self._elect(key, rep)
+
+    # -- leading a new stream
+
+    def _lead_new(self, queue: StreamQueue) -> None:
+        running = sorted(self._running(), key=lambda n: (n != self.name, n))
+        size = queue.arguments.get("x-initial-cluster-size")
+        size = min(int(size) if size else 3, len(running)) or 1
+        members = running[:size] or [self.name]
+        if len(members) == 1:
+            return  # one member: a local stream, as on a single node
+        key = (queue.vhost.name, queue.name)
+        rep = StreamReplicator(self.broker, self.node.links, queue, self.name, members)
+        queue.replication = rep
+        queue.group = rep
+        self.leading[key] = rep
+        self._spawn(key, self._elect(key, rep))
+
+    async def _elect(self, key: Key, rep: StreamReplicator) -> None:
+        election = self._election(key)
+        leader = await election.campaign_once()
+        if not election.term:
+            log.warning("stream %s: %s leads it already", key, leader.node)
+            rep.close("another node leads this stream")
+            return
+        record = {"members": rep.members, "leader": self.name, "term": election.term}
+        ops = [Put(self._key("stream-group", key), json.dumps(record).encode())]
+        defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
+        kv = await self.node.coordinator.get(defs_key)
+        if kv is not None:  # the definition's node is the stream's home: here now
+            envelope = json.loads(kv.value)
+            envelope["node"] = self.name
+            ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
+        result = await election.fenced_txn([], ops)
+        if not result.succeeded:
+            rep.close("leadership lost")
+            return
+        rep.started(election.term)
+        log.info(
+            "stream %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
+        )
+
+    async def _forget(self, key: Key, term: int) -> None:
+        leader_key = self._key("stream-leaders", key)
+        await self.node.coordinator.txn(
+            [Compare(leader_key, "create", term)],
+            [Delete(leader_key), Delete(self._key("stream-group", key))],
+        )
+
+    # -- frames
+
+    def frame(self, link: Link, frame: f.Frame) -> None:
+        match frame:
+            case f.Replicate():
+                key = (frame.vhost, frame.queue)
+                if key in self.following or key in self.leading:
+                    self._replicate(link, key, frame)
+                elif frame.entries and frame.entries[0][:1] in (SYNC, OFS):
+                    self._replicate(link, key, frame)  # a stream's first batch to us
+                else:
+                    self.quorum.frame(link, frame)
+            case f.ReplicateAck():
+                rep = self.leading.get((frame.vhost, frame.queue))
+                if rep is not None:
+                    rep.acknowledged(link.peer, frame)
+                else:
+                    self.quorum.frame(link, frame)
+            case _:
+                self.quorum.frame(link, frame)
+
+    def _replicate(self, link: Link, key: Key, frame: f.Replicate) -> None:
+        rep = self.leading.get(key)
+        if rep is not None:
+            if frame.term <= rep.term:  # an older leader: fenced off
+                link.send(f.ReplicateAck(frame.vhost, frame.queue, rep.term, 0, False))
+                return
+            rep.close("a newer leader was elected")
+            del self.leading[key]
+        follower = self.following.get(key)
+        if follower is None:
+            vhost = self.broker.catalog.vhosts.get(key[0])
+            stand_in = None if vhost is None else vhost.queues.get(key[1])
+            if not isinstance(stand_in, StreamStandIn):
+                return  # its definition has not reached us: the leader syncs again
+            follower = StreamFollower(
+                vhost.streams,  # type: ignore[union-attr]
+                self.broker.message_store,
+                key[0],
+                key[1],
+                dict(stand_in.arguments),
+            )
+            self.following[key] = follower
+            self._spawn(key, self._watch_leader(key, follower))
+        follower.receive(link, frame)
+
+    def _link_up(self, link: Link) -> None:
+        for rep in self.leading.values():
+            rep.resync(link.peer)
+
+    # -- failover
+
+    async def _watch_leader(self, key: Key, follower: StreamFollower) -> None:
+        while self.following.get(key) is follower:
+            try:
+                await self._follow_leader(key, follower)
+                return
+            except ClusterError as exc:
+                log.info("stream %s: watching the leader again (%s)", key, exc)
+                await asyncio.sleep(1.0)
+
+    async def _follow_leader(self, key: Key, follower: StreamFollower) -> None:
+        coordinator = self.node.coordinator
+        election = self._election(key)
+        while self.following.get(key) is follower:
+            leader = await election.leader()
+            if leader is not None:
+                await election._wait_for_vacancy(leader)
+                follower.fence = max(follower.fence, leader.term)
+            pos_prefix = self._key("stream-pos", key) + "/"
+            mine = follower.position
+            await coordinator.put(pos_prefix + quote(self.name, safe=""), json.dumps(mine).encode())
+            await asyncio.sleep(POSITIONS_WAIT)
+            rows, _rev = await coordinator.get_prefix(pos_prefix)
+            running = set(self._running())
+            positions = [
+                (tuple(json.loads(kv.value)), unquote(kv.key.rsplit("/", 1)[-1])) for kv in rows
+            ]
+            ahead = [
+                name
+                for pos, name in positions
+                if name in running and (pos > mine or (pos == mine and name < self.name))
+            ]
+            if ahead:
+                await asyncio.sleep(FALLBACK)
+                if await election.leader() is not None:
+                    continue
+            if not election.lease_id:
+                raise ClusterError("this node has no lease yet")
+            await election.campaign_once()
+            if election.term:
+                await self._promote(key, follower, election)
+                return
+
+    async def _promote(self, key: Key, follower: StreamFollower, election: Election) -> None:
+        kv = await self.node.coordinator.get(self._key("stream-group", key))
+        members = json.loads(kv.value)["members"] if kv is not None else [self.name]
+        vhost = self.broker.catalog.vhosts.get(key[0])
+        stand_in = None if vhost is None else vhost.queues.get(key[1])
+        if vhost is None or not isinstance(stand_in, StreamStandIn):
+            await election.resign()
+            return
+        del self.following[key]
+        follower.close()
+        queue = self._swap(vhost, stand_in)
+        rep = StreamReplicator(self.broker, self.node.links, queue, self.name, members)
+        rep.stored.update(follower.stored)
+        queue.replication = rep
+        queue.group = rep
+        self.leading[key] = rep
+        record = {"members": members, "leader": self.name, "term": election.term}
+        ops = [Put(self._key("stream-group", key), json.dumps(record).encode())]
+        defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
+        found = await self.node.coordinator.get(defs_key)
+        if found is not None:
+            envelope = json.loads(found.value)
+            envelope["node"] = self.name
+            ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
+        result = await election.fenced_txn([], ops)
+        if not result.succeeded:
+            rep.close("leadership lost")
+            return
+        rep.started(election.term)
+        log.warning(
+            "stream %s: now led here (term %d, next offset %d)",
+            key,
+            election.term,
+            queue.log.next_offset,
+        )
+
+    def _swap(self, vhost: VHost, stand_in: StreamStandIn) -> StreamQueue:
+        """The member's copy of the log becomes the stream here, in the stand-in's place
+        (its bindings and consumers move over)."""
+        bindings = [
+            (b.source.name, b.routing_key, dict(b.arguments))
+            for ex in vhost.exchanges.values()
+            for b in ex.bindings_to(stand_in)
+        ]
+        consumers = list(stand_in.consumers)  # read through the old leader: moved over
+        resume = stand_in.subscribe_arguments
+        stand_in.consumers.clear()
+        self._promoting = True
+        try:
+            queue = StreamQueue(
+                vhost, stand_in.name, durable=True, arguments=dict(stand_in.arguments)
+            )
+            queue.committed = 0
+            with self.defs._apply():
+                vhost.delete_queue(stand_in)
+                vhost.adopt_queue(queue)
+                for source, routing_key, arguments in bindings:
+                    with contextlib.suppress(BrokerError):
+                        vhost.bind(source, queue, routing_key, arguments)
+        finally:
+            self._promoting = False
+        for consumer in consumers:  # from the offset after the last one it was given
+            consumer.queue = queue
+            try:
+                if resume:
+                    consumer.arguments = dict(resume)
+                queue.add_consumer(consumer)
+            except (AttributeError, BrokerError):
+                consumer.session.consumer_gone(consumer)
+        queue.dispatch()
+        return queue
+
+    def _spawn(self, key: Key, work: Any, replace: bool = True) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        if replace:
+            old = self.tasks.pop(key, None)
+            if old is not None and old is not asyncio.current_task():
+                old.cancel()
+            self.tasks[key] = task
+        task.add_done_callback(_report)
+
+    async def stop(self) -> None:
+        for task in list(self.tasks.values()):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _report(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("replicated stream task failed: %r", task.exception())

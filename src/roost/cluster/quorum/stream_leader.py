@@ -1,0 +1,279 @@
+"""The leader's side of a replicated stream: the records appended to its log are shipped,
+offset for offset, to the other members over the links (``Replicate`` frames of the
+leader's term, as a quorum queue's); a publisher's confirm waits until a majority of the
+members, the leader included, hold the message on disk, and consumers read only below
+that offset (``StreamQueue.committed``).
+
+A stream's log index is its offset: ``Replicate.first_index`` is the first record's
+offset and a member's ``ReplicateAck.durable_index`` the offset after its last durable
+record. A member seen for the first time in a term, or whose link came up again, or
+that refused a batch, is sent a ``SYNC`` record first (the leader's commit): a member
+holding records past it cannot tell whether they are the leader's, so it starts its
+copy again from nothing; then it gets every record from the offset its answer names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from roost.cluster.link import frames as f
+from roost.cluster.quorum.leader import NotLeader
+from roost.cluster.wire import message_of, properties_of
+from roost.core.message import Message, Properties
+
+if TYPE_CHECKING:
+    from roost.cluster.link.transport import LinkManager
+    from roost.core.broker import Broker
+    from roost.core.durability import StreamRecord
+    from roost.core.queues.stream import StreamQueue
+
+log = logging.getLogger("roost.cluster.quorum")
+
+WATCHDOG = 1.0  # seconds a member's acks may stand still while it is behind
+BATCH_BYTES = 1 << 20  # one Replicate frame carries about this much
+
+SYNC, REC, OFS = b"S", b"M", b"O"
+SYNC_HEAD = struct.Struct("!cQ")  # kind, the leader's commit
+_OFS = struct.Struct("!cQ")  # kind, a named consumer's stored offset (the name follows)
+_REC = struct.Struct("!cQqHHI")  # kind, offset, timestamp, exchange, routing key, props
+
+
+def sync_record(commit: int) -> bytes:
+    return SYNC_HEAD.pack(SYNC, commit)
+
+
+def offset_record(name: str, offset: int) -> bytes:
+    return _OFS.pack(OFS, offset) + name.encode()
+
+
+def decode_offset(raw: bytes) -> tuple[str, int]:
+    _k, offset = _OFS.unpack_from(raw)
+    return raw[_OFS.size :].decode(), offset
+
+
+def encode(record: StreamRecord) -> bytes:
+    offset, timestamp, exchange, routing_key, values, body = record
+    message = Message(exchange, routing_key, Properties(*values), body)
+    ex, rk, props = exchange.encode(), routing_key.encode(), properties_of(message)
+    head = _REC.pack(REC, offset, timestamp, len(ex), len(rk), len(props))
+    return b"".join((head, ex, rk, props, body))
+
+
+def decode(raw: bytes) -> tuple[int, int, str, str, tuple[Any, ...], bytes]:
+    """(offset, timestamp, exchange, routing key, properties, body) of a ``REC``."""
+    _k, offset, timestamp, exl, rkl, pl = _REC.unpack_from(raw)
+    at = _REC.size
+    exchange = raw[at : at + exl].decode()
+    at += exl
+    routing_key = raw[at : at + rkl].decode()
+    at += rkl
+    props = message_of(exchange, routing_key, raw[at : at + pl], b"").properties
+    return offset, timestamp, exchange, routing_key, props.as_tuple(), raw[at + pl :]
+
+
+class StreamReplicator:
+    def __init__(
+        self, broker: Broker, links: LinkManager, queue: StreamQueue, node: str, members: list[str]
+    ) -> None:
+        self.broker = broker
+        self.links = links
+        self.queue = queue
+        self.node = node
+        self.members = members
+        self.term = 0  # 0 until the election is won
+        self.refusal = ""
+        self.deposed = False
+        self.own_durable = queue.log.next_offset  # what it recovered is on its disk
+        self.acked: dict[str, int] = {}  # member -> the offset after its durable records
+        self.sent: dict[str, int | None] = {}  # member -> next offset to send; None: syncing
+        self.commit = 0
+        # named consumers' stored offsets known here (a member's copy gets them all)
+        self.stored: dict[str, int] = {}
+        self.waits: deque[tuple[int, int]] = deque()  # (offset after the publish, Pending number)
+        self._progress: dict[str, float] = {}
+        self._scheduled = False
+        self._watchdog: asyncio.TimerHandle | None = None
+        queue.committed = 0
+
+    @property
+    def leader(self) -> str:
+        return self.node
+
+    @property
+    def followers(self) -> list[str]:
+        return [m for m in self.members if m != self.node]
+
+    @property
+    def majority(self) -> int:
+        return len(self.members) // 2 + 1
+
+    def online(self) -> list[str]:
+        """This leader and the members whose link is up and that hold what is committed."""
+        return [self.node] + [
+            m
+            for m in self.followers
+            if self.links.link(m) is not None
+            and self.sent.get(m) is not None
+            and self.acked.get(m, 0) >= self.commit
+        ]
+
+    # -- the stream's hooks
+
+    def appended(self) -> None:
+        end = self.queue.log.next_offset
+        self.waits.append((end, self.broker.pending.issue()))
+        self.broker.message_store.when_durable(lambda ok: self._own(end, ok))
+        self._schedule()
+
+    def offset_stored(self, name: str, offset: int) -> None:
+        """A named consumer's offset is kept on every member (no one waits for it)."""
+        self.stored[name] = offset
+        if self.term and not self.deposed:
+            self._send_offsets([name])
+
+    def _send_offsets(self, names: list[str], only: str = "") -> None:
+        q = self.queue
+        records = [offset_record(n, self.stored[n]) for n in names]
+        for member in [only] if only else self.followers:
+            link = self.links.link(member)
+            if link is not None and self.sent.get(member) is not None and records:
+                link.send(f.Replicate(q.vhost.name, q.name, self.term, 0, self.commit, records))
+
+    def close(self, why: str = "queue deleted") -> None:
+        self.deposed = True
+        self.refusal = f"{self.queue._where()}: {why}"
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        for _end, number in self.waits:
+            self.broker.pending.finish(number, NotLeader(why))
+        self.waits.clear()
+
+    # -- shipping
+
+    def started(self, term: int) -> None:
+        self.term = term
+        for member in self.followers:
+            self.sent[member] = None
+            self._send_sync(member)
+        self._commit()
+        self._watch()
+
+    def resync(self, member: str) -> None:
+        if member in self.followers and self.term and not self.deposed:
+            self.sent[member] = None
+            self._send_sync(member)
+
+    def _send_sync(self, member: str) -> None:
+        link = self.links.link(member)
+        if link is not None:
+            q = self.queue
+            link.send(
+                f.Replicate(
+                    q.vhost.name, q.name, self.term, 0, self.commit, [sync_record(self.commit)]
+                )
+            )
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if not self.term or self.deposed:
+            return
+        end = self.queue.log.next_offset
+        for member in self.followers:
+            start = self.sent.get(member)
+            link = self.links.link(member)
+            if start is None or start >= end or link is None:
+                continue
+            self.sent[member] = self._ship(link, start, end)
+        self._commit()
+
+    def _ship(self, link: Any, start: int, end: int) -> int:
+        q = self.queue
+        reader = q.log.reader(start)
+        try:
+            while start < end:
+                batch: list[bytes] = []
+                size = 0
+                first = start
+                while start < end and size < BATCH_BYTES:
+                    record = reader.next()
+                    if record is None:
+                        break
+                    raw = encode(record)
+                    batch.append(raw)
+                    size += len(raw)
+                    start = record[0] + 1
+                if not batch:
+                    break
+                link.send(f.Replicate(q.vhost.name, q.name, self.term, first, self.commit, batch))
+        finally:
+            reader.close()
+        return start
+
+    def _watch(self) -> None:
+        """Once a second: a member whose acks stand still while it is behind is synced
+        again (a frame may have reached a node still starting)."""
+        if self.deposed:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        end = self.queue.log.next_offset
+        for member in self.followers:
+            if self.acked.get(member, -1) >= end or self.links.link(member) is None:
+                self._progress[member] = now
+            elif now - self._progress.setdefault(member, now) > WATCHDOG:
+                self._progress[member] = now
+                self.resync(member)
+        self._watchdog = loop.call_later(WATCHDOG / 2, self._watch)
+
+    # -- acknowledgements and commit
+
+    def _own(self, end: int, ok: bool) -> None:
+        if ok:
+            self.own_durable = max(self.own_durable, end)
+            self._commit()
+
+    def acknowledged(self, member: str, ack: f.ReplicateAck) -> None:
+        if ack.term > self.term and self.term:
+            log.warning("stream '%s': deposed by term %d", self.queue.name, ack.term)
+            self.close("a newer leader was elected")
+            return
+        if ack.term != self.term or member not in self.followers:
+            return
+        if not ack.ok:
+            self.resync(member)
+            return
+        if ack.durable_index > self.acked.get(member, -1):
+            self._progress[member] = asyncio.get_running_loop().time()
+        self.acked[member] = ack.durable_index
+        if self.sent.get(member) is None:  # the answer to a SYNC: ship from there
+            self.sent[member] = ack.durable_index
+            self._send_offsets(list(self.stored), only=member)
+            self._schedule()
+        self._commit()
+
+    def _commit(self) -> None:
+        if not self.term or self.deposed:
+            return
+        held = sorted(
+            [self.own_durable, *(self.acked.get(m, 0) for m in self.followers)], reverse=True
+        )
+        commit = held[self.majority - 1]
+        if commit <= self.commit:
+            return
+        self.commit = commit
+        q = self.queue
+        q.committed = commit
+        pending = self.broker.pending
+        while self.waits and self.waits[0][0] <= commit:
+            pending.finish(self.waits.popleft()[1])
+        if q.consumers:
+            q.dispatch()

@@ -1,0 +1,229 @@
+"""Replicated streams on 3 real nodes and a real etcd: confirmed publishes survive kill -9
+of the leader at the same offsets, and a member killed and started again catches up
+(the history is checked offset by offset, not eyeballed)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pika
+
+from roost.cluster.etcd_server import EtcdServer
+from tests.cluster.test_quorum import queue_json, three_nodes
+from tests.support import RoostProcess, eventually
+
+STREAM = {"x-queue-type": "stream"}
+
+
+def publisher(
+    server: RoostProcess, queue: str, confirmed: list[bytes], stop: threading.Event
+) -> None:
+    """Publishes with confirms, one at a time; a nacked or unanswered one is given up
+    (its body never counts as confirmed) and the next gets a new body."""
+    seq = 0
+    while not stop.is_set():
+        try:
+            with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+                ch = conn.channel()
+                ch.confirm_delivery()
+                while not stop.is_set():
+                    raw = f"m{seq:06d}".encode()
+                    seq += 1
+                    try:
+                        ch.basic_publish("", queue, raw, pika.BasicProperties(delivery_mode=2))
+                    except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
+                        time.sleep(0.05)
+                        continue
+                    confirmed.append(raw)
+        except pika.exceptions.AMQPError:
+            time.sleep(0.1)
+
+
+def read_all(
+    server: RoostProcess, queue: str, at_least: int, limit: int = 0, **arguments: str
+) -> dict[int, bytes]:
+    """The stream's messages from its first offset: {offset: body}, at least
+    ``at_least`` of them (till none came for a second), or the first ``limit``."""
+    got: dict[int, bytes] = {}
+    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=200)
+        deadline = time.monotonic() + 20
+        for method, props, raw in ch.consume(
+            queue, arguments={"x-stream-offset": "first", **arguments}, inactivity_timeout=1
+        ):
+            if method is None:
+                if len(got) >= at_least or time.monotonic() > deadline:
+                    break
+                continue
+            offset = (props.headers or {})["x-stream-offset"]
+            assert offset not in got, f"offset {offset} delivered twice"
+            got[offset] = raw
+            ch.basic_ack(method.delivery_tag)
+            if limit and len(got) >= limit:
+                break
+        ch.cancel()
+    return got
+
+
+def follower_reader(
+    server: RoostProcess, queue: str, got: list[tuple[int, bytes]], stop: threading.Event
+) -> None:
+    """A consumer on a node that does not lead: reads through the leader from offset 0,
+    through the failover, until ``stop`` and a second with nothing new."""
+    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=100)
+        for method, props, raw in ch.consume(
+            queue, arguments={"x-stream-offset": 0}, inactivity_timeout=1
+        ):
+            if method is None:
+                if stop.is_set():
+                    break
+                continue
+            got.append(((props.headers or {})["x-stream-offset"], raw))
+            ch.basic_ack(method.delivery_tag)
+
+
+def check(log: dict[int, bytes], confirmed: list[bytes]) -> None:
+    """Offsets from 0 without a gap, no body twice, every confirmed body there."""
+    assert sorted(log) == list(range(len(log))), "a gap in the offsets"
+    bodies = list(log.values())
+    assert len(set(bodies)) == len(bodies), "a message stored twice"
+    missing = set(confirmed) - set(bodies)
+    assert not missing, f"{len(missing)} confirmed messages lost: {sorted(missing)[:5]}"
+
+
+def leader_of(server: RoostProcess, queue: str) -> str:
+    return str(queue_json(server, queue)["leader"])
+
+
+def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    nodes = three_nodes(shared_etcd, etcd_prefix, tmp_path)
+    by_name = {f"n{i}": n for i, n in enumerate(nodes, 1)}
+    n1, n2, n3 = nodes
+    confirmed: list[bytes] = []
+    stop, done_reading = threading.Event(), threading.Event()
+    try:
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            conn.channel().queue_declare("s", durable=True, arguments=STREAM)
+        shown = queue_json(n2, "s")
+        assert shown["type"] == "stream" and shown["leader"] == "n1", shown
+        eventually(
+            lambda: sorted(queue_json(n2, "s")["members"]) == ["n1", "n2", "n3"],  # type: ignore[arg-type]
+            5,
+        )
+        eventually(
+            lambda: sorted(queue_json(n1, "s")["online"]) == ["n1", "n2", "n3"],  # type: ignore[arg-type]
+            5,
+        )
+        # published on n2: forwarded to the leader n1, confirmed at a majority; read on n3
+        thread = threading.Thread(target=publisher, args=(n2, "s", confirmed, stop))
+        thread.start()
+        # readers on both members: one is promoted with its consumer, one follows it
+        remote: dict[str, list[tuple[int, bytes]]] = {"n2": [], "n3": []}
+        readers = [
+            threading.Thread(target=follower_reader, args=(n, "s", remote[name], done_reading))
+            for name, n in (("n2", n2), ("n3", n3))
+        ]
+        for reader in readers:
+            reader.start()
+        eventually(lambda: len(confirmed) > 300, 30, "publishing never got going")
+        before = read_all(n1, "s", 300, limit=300)  # the leader's offsets, before it dies
+        # a named consumer's acks store its offset (99), kept on every member
+        named = {"x-stream-consumer-name": "reader"}
+        assert sorted(read_all(n1, "s", 100, limit=100, **named)) == list(range(100))
+        n1.kill()  # kill -9 of the leader, mid-stream
+        count = len(confirmed)
+        eventually(lambda: len(confirmed) > count + 200, 30, "no failover")
+        stop.set()
+        thread.join(20)
+        new = leader_of(n2, "s")
+        assert new in ("n2", "n3")
+        print(f"\nnew leader {new}")
+        after = read_all(by_name[new], "s", len(confirmed))
+        check(after, confirmed)
+        assert all(after[o] == raw for o, raw in before.items()), "offsets moved"
+        # the consumers on n2 and n3 went on through the failover: no gap, nothing twice
+        for name, got in remote.items():
+            eventually(lambda got=got: len(got) >= len(after), 20, f"{name}'s reader stalled")
+        done_reading.set()
+        for reader in readers:
+            reader.join(20)
+        for name, got in remote.items():
+            assert [o for o, _r in got] == list(range(len(got))), f"{name}'s reader: gap or dup"
+            assert all(after[o] == raw for o, raw in got), f"{name}'s reader: other messages"
+        resumed = read_all(by_name[new], "s", 1, limit=1, **named, **{"x-stream-offset": "stored"})
+        assert resumed == {100: before[100]}, resumed
+
+        # the old leader comes back as a member and catches up; then the leader goes
+        # again, and the third leader holds the same log, offset for offset
+        n1.start()
+        eventually(
+            lambda: "n1" in queue_json(by_name[new], "s")["online"],  # type: ignore[operator]
+            20,
+            "n1 never caught up",
+        )
+        by_name[new].kill()
+        survivor = next(n for n in ("n2", "n3") if n != new)
+        eventually(lambda: leader_of(by_name[survivor], "s") != new, 30, "no second failover")
+        third = leader_of(by_name[survivor], "s")
+        again = read_all(by_name[third], "s", len(after))
+        check(again, confirmed)
+        assert again == after, "the third leader's offsets differ"
+    finally:
+        stop.set()
+        done_reading.set()
+        for n in nodes:
+            n.kill()
+    for n in nodes:
+        assert "Traceback" not in n.log, n.log
+
+
+def test_a_stream_publish_is_confirmed_and_read_only_once_a_majority_holds_it(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    """The leader alone (1 of 3) neither confirms nor shows a publish; a member started
+    again catches up (its copy taken from the leader) and the publish is confirmed."""
+    n1, n2, n3 = three_nodes(shared_etcd, etcd_prefix, tmp_path)
+    try:
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            ch = conn.channel()
+            ch.queue_declare("maj", durable=True, arguments={**STREAM, "x-initial-cluster-size": 3})
+            ch.confirm_delivery()
+            for i in range(20):
+                ch.basic_publish("", "maj", f"early{i}".encode())
+        n2.kill()
+        n3.kill()
+        n1.wait_for_log("link with n3 down")
+        outcome: list[str] = []
+
+        def publish_one() -> None:
+            with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+                ch = conn.channel()
+                ch.confirm_delivery()
+                ch.basic_publish("", "maj", b"needs-two-disks")
+                outcome.append("confirmed")
+
+        t = threading.Thread(target=publish_one)
+        t.start()
+        t.join(2)
+        assert not outcome, "confirmed with one member of three holding it"
+        seen = read_all(n1, "maj", 20)
+        assert sorted(seen) == list(range(20)), "an uncommitted message was read"
+        assert queue_json(n1, "maj")["messages"] == 20  # the committed ones
+        n2.start()  # a member comes back: it catches up from the leader
+        t.join(20)
+        assert outcome == ["confirmed"], n1.log[-1500:]
+        assert read_all(n1, "maj", 21)[20] == b"needs-two-disks"
+        shown = queue_json(n1, "maj")
+        assert sorted(shown["online"]) == ["n1", "n2"], shown  # type: ignore[arg-type]
+        assert sorted(shown["members"]) == ["n1", "n2", "n3"], shown  # type: ignore[arg-type]
+    finally:
+        for n in (n1, n2, n3):
+            n.kill()
+    assert "Traceback" not in n1.log, n1.log
