@@ -44,13 +44,15 @@ class StreamStandIn(QuorumStandIn):
         if not self.consumers:
             self.subscribe_arguments = None
 
-    def arrived(self, delivery_id: int, redelivered: bool, message: Message) -> None:
+    def arrived(
+        self, delivery_id: int, redelivered: bool, message: Message, home_seq: int = 0
+    ) -> None:
         headers = message.properties.headers or {}
         offset = headers.get("x-stream-offset")
         if self.subscribe_arguments is not None and isinstance(offset, int):
             count = headers.get("x-stream-chunk-records", 1)  # a chunked delivery's
             self.subscribe_arguments["x-stream-offset"] = offset + int(count)  # resumes there
-        super().arrived(delivery_id, redelivered, message)
+        super().arrived(delivery_id, redelivered, message, home_seq)
 
 
 class Rejoining:
