@@ -3,8 +3,8 @@ held when the queue it feeds on another node is congested (the queue's backlog s
 bounded), and a congested queue holds no other queue's publishers on that node (a
 publisher to another queue homed on the same node still gets its messages through).
 
-Not asserted, because it does not hold yet: that publisher's *confirms* do wait for the
-congested queue's, since a node's Pending operations finish in order (core.durability).
+Confirms across the hop (a confirm waits for its own queues only) are
+test_confirm_order.py's.
 """
 
 from __future__ import annotations

@@ -268,18 +268,22 @@ Done = Callable[["BrokerError | None"], None]
 
 class Pending:
     """Operations whose outcome is decided elsewhere: a cluster's definition changes
-    (an etcd transaction) and messages forwarded to the node their queue lives on (the
-    home node's confirm). Each gets a number from ``issue`` and ends with ``finish``;
-    ``when_done`` waits for every operation issued in a range. On a single node nothing
-    is ever issued, so a ``Completion`` pays one integer comparison for it."""
+    (an etcd transaction), messages forwarded to the node their queue lives on (the
+    home node's confirm) and a replicated queue's majority. Each gets a number from
+    ``issue`` and ends with ``finish``; ``when_done`` waits for the operations issued in
+    a range, and only for those: a publish's confirm waits for every queue it reached
+    and for nothing another publish started (a congested queue on another node whose
+    answers are deferred holds only its own publishers' confirms, as in RabbitMQ, which
+    confirms a message once all its queues have it). On a single node nothing is ever
+    issued, so a ``Completion`` pays one integer comparison for it."""
 
-    __slots__ = ("_failed", "_unfinished", "_waiters", "issued")
+    __slots__ = ("_failed", "_unfinished", "issued")
 
     def __init__(self) -> None:
         self.issued = 0
-        self._unfinished: dict[int, None] = {}  # insertion order = number order
+        # number -> the waiters for it (None: nobody waits yet)
+        self._unfinished: dict[int, list[_Waiter] | None] = {}
         self._failed: dict[int, BrokerError] = {}  # the last few failures, by number
-        self._waiters: list[tuple[int, int, Done]] = []
 
     def issue(self) -> int:
         self.issued += 1
@@ -287,31 +291,66 @@ class Pending:
         return self.issued
 
     def finish(self, number: int, error: BrokerError | None = None) -> None:
-        if number not in self._unfinished:
+        unfinished = self._unfinished
+        if number not in unfinished:
             return  # finished twice (a link that went down after the answer): ignore
-        del self._unfinished[number]
+        waiters = unfinished.pop(number)
         if error is not None:
             self._failed[number] = error
             while len(self._failed) > 4096:
                 del self._failed[next(iter(self._failed))]
-        if self._waiters:
-            self._wake()
+        if waiters is not None:
+            for waiter in waiters:
+                waiter.one_done(number, error)
 
     def when_done(self, after: int, upto: int, done: Done) -> None:
         """``done`` once every operation numbered in (``after``, ``upto``] finished: with
-        the first failure among them, or None."""
-        self._waiters.append((after, upto, done))
-        self._wake()
-
-    def _wake(self) -> None:
-        lowest = next(iter(self._unfinished), self.issued + 1)
-        ready = [w for w in self._waiters if w[1] < lowest]
-        if not ready:
+        the failure of the lowest-numbered one that failed, or None. At once (before
+        this returns) when they all have."""
+        unfinished = self._unfinished
+        if upto - after <= len(unfinished):
+            waiting = [n for n in range(after + 1, upto + 1) if n in unfinished]
+        else:  # a wide range (a caller that awaited between its marks): scan the few
+            waiting = [n for n in unfinished if after < n <= upto]
+        error = None
+        failures = self._failed
+        if failures:
+            if upto - after <= len(failures):
+                failed = [n for n in range(after + 1, upto + 1) if n in failures]
+            else:
+                failed = [n for n in failures if after < n <= upto]
+            if failed:
+                first = min(failed)
+                error = (first, failures[first])
+        if not waiting:
+            done(None if error is None else error[1])
             return
-        self._waiters = [w for w in self._waiters if w[1] >= lowest]
-        for after, upto, done in ready:
-            failed = [e for n, e in self._failed.items() if after < n <= upto]
-            done(failed[0] if failed else None)
+        waiter = _Waiter(done, len(waiting), error)
+        for number in waiting:
+            listed = unfinished[number]
+            if listed is None:
+                unfinished[number] = [waiter]
+            else:
+                listed.append(waiter)
+
+
+class _Waiter:
+    """One ``when_done``: the operations of its range still unfinished, and the first
+    failure among its operations (by number, the order they were issued)."""
+
+    __slots__ = ("_done", "_error", "_left")
+
+    def __init__(self, done: Done, left: int, error: tuple[int, BrokerError] | None) -> None:
+        self._done = done
+        self._left = left
+        self._error = error
+
+    def one_done(self, number: int, error: BrokerError | None) -> None:
+        if error is not None and (self._error is None or number < self._error[0]):
+            self._error = (number, error)
+        self._left -= 1
+        if self._left == 0:
+            self._done(None if self._error is None else self._error[1])
 
 
 class Completion:
