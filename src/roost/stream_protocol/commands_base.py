@@ -128,6 +128,7 @@ class CommandsBase:
         waking, self._waking = self._waking, set()
         for sub in waking:
             sub.flush()
-        if self._unconfirmed <= self.s.settings.max_unconfirmed // 2:
+        settings = self.s.settings
+        if self._unconfirmed <= settings.max_unconfirmed - settings.unblock_credits:
             self.s.gate.resume_for(UNCONFIRMED)
 
