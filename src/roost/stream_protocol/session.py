@@ -46,6 +46,7 @@ from roost.stream_protocol.frames import (
     OpenResponse,
     PeerProperties,
     PeerPropertiesResponse,
+    Publish,
     Response,
     SaslAuthenticate,
     SaslAuthenticateResponse,
@@ -174,10 +175,14 @@ class StreamSession(ReadLoop):
         except StreamProtocolError as exc:
             log.warning("%s: stream protocol error: %s", self.transport.peer, exc)
             self.close_with(exc.response_code, str(exc))
+        if self.state != CLOSED:
+            self.commands.flush_publishes()  # the Publish frames gathered in this turn
         if gate.holding and self.state != CLOSED:
             gate.update_congestion()  # credit in this batch may have changed the answer
 
     def _dispatch(self, frame: Frame) -> None:
+        if type(frame) is not Publish:
+            self.commands.flush_publishes()  # what was gathered goes before this
         allowed = STATES[self.state]
         if (object not in allowed and not isinstance(frame, allowed)) or (
             self.state == OPEN and isinstance(frame, _ONCE)
