@@ -16,6 +16,8 @@ from roost.stream_protocol.frames import (
     Publish,
     PublishConfirm,
     PublishedMessage,
+    ResolveOffsetSpec,
+    ResolveOffsetSpecResponse,
 )
 from tests.brokers import memory_broker
 from tests.stream_protocol.test_wire_chunks import delivered, session_on
@@ -38,6 +40,10 @@ def test_last_starts_at_the_first_message_of_the_last_chunk(tmp_path: Path) -> N
     delivers = delivered(reader, transport, clock, OffsetSpec(c.OFFSET_LAST))
     assert [ChunkHeader.unpack(d.chunk).chunk_id for d in delivers] == [10]
     assert chunk_records(delivers[0].chunk) == frames[2]
+    # ResolveOffsetSpec(last) answers where that Subscribe starts (the store's last chunk)
+    reader.data_received(encode(ResolveOffsetSpec(7, "s", OffsetSpec(c.OFFSET_LAST))))
+    clock.advance(0)
+    assert ResolveOffsetSpecResponse(7, c.OK, c.OFFSET_OFFSET, 10) in transport.frames()
 
     # a single-message frame is stored as one record: the last chunk is that message
     session.data_received(encode(Publish(1, [PublishedMessage(15, b"alone")])))

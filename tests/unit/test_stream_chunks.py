@@ -212,3 +212,30 @@ def test_malformed_entries_are_refused_before_anything_is_written(tmp_path: Path
             raise AssertionError(f"accepted {bad!r}")
     assert stream.next_offset == 0
     stream.close()
+
+
+def test_the_log_knows_where_its_last_chunk_starts_also_after_reopening(
+    tmp_path: Path,
+) -> None:
+    """``last`` starts at the last chunk's first message (RabbitMQ 3.10 does so for
+    AMQP and stream consumers): the log tracks that offset and recovery finds it again,
+    also when the last record lies in the segment before an empty active one."""
+    log = StreamLog(tmp_path, max_segment_bytes=300)
+    log.append_chunk(PREFIX, entries([data_section(b"a%d" % i) for i in range(5)]), 5,
+                     timestamp_ms=1)
+    assert (log.last_chunk_offset, log.next_offset) == (0, 5)
+    log.append_many(PREFIX, [b"\x00\x00p5", b"\x00\x00p6"], timestamp_ms=2)
+    assert log.last_chunk_offset == 6  # plain records: each its own chunk
+    log.append_chunk(PREFIX, entries([b"raw %d" % i for i in range(4)]), 4, timestamp_ms=3)
+    assert (log.last_chunk_offset, log.next_offset) == (7, 11)
+    log.close()
+    log = StreamLog(tmp_path, max_segment_bytes=300)
+    assert (log.last_chunk_offset, log.next_offset) == (7, 11)
+    log.append(PREFIX + b"\x00\x00" + b"x" * 300, timestamp_ms=4)  # fills the segment
+    log.append_chunk(PREFIX, entries([b"raw y", b"raw z"]), 2, timestamp_ms=5)  # rolls
+    assert (log.last_chunk_offset, log.next_offset) == (12, 14)
+    log._roll()  # an empty active segment: the last chunk is in the one before
+    log.close()
+    log = StreamLog(tmp_path, max_segment_bytes=300)
+    assert (log.last_chunk_offset, log.next_offset, log.segments[-1].size) == (12, 14, 0)
+    log.close()

@@ -174,6 +174,11 @@ class StreamStore(Protocol):
     def next_offset(self) -> int: ...
 
     @property
+    def last_chunk_offset(self) -> int:
+        """The first offset of the last chunk written (one publish's messages): where a
+        consumer starting at ``last`` starts, as in RabbitMQ."""
+
+    @property
     def first_timestamp(self) -> int | None: ...
 
     @property

@@ -233,10 +233,15 @@ class MemoryStream:
         self._max_bytes = max_bytes
         self._max_age_ms = max_age_ms
         self._offsets: dict[str, int] = {}
+        self._last_chunk = 0  # the first offset of the last append's messages
 
     @property
     def first_offset(self) -> int:
         return self._first
+
+    @property
+    def last_chunk_offset(self) -> int:
+        return max(self._last_chunk, self._first)
 
     @property
     def next_offset(self) -> int:
@@ -269,7 +274,7 @@ class MemoryStream:
         producer: str = "",
         publishing_id: int = 0,
     ) -> int:
-        offset = self.next_offset
+        offset = self._last_chunk = self.next_offset
         record = (timestamp_ms, exchange, routing_key, properties, bytes(body))
         self._records.append((*record, producer, publishing_id))
         self._bytes += HEADER.size + len(body)
@@ -323,6 +328,7 @@ class MemoryStream:
         found = split_entries(entries)  # ValueError before anything is kept
         last = self.producers.get(producer) if producer else None
         skip = already_stored(last, first_id, len(found))
+        first = self.next_offset
         for i, entry in enumerate(found[skip:], start=skip):
             properties, body = message_values(bytes(entry[4:]))
             self.append(
@@ -334,6 +340,8 @@ class MemoryStream:
                 producer=producer,
                 publishing_id=first_id + i,
             )
+        if skip < len(found):  # one chunk, as the disk stores it
+            self._last_chunk = first
         return len(found) - skip
 
     def _retain(self, now_ms: int) -> None:

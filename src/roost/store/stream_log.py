@@ -106,14 +106,17 @@ class Segment:
         return self.idx_positions[i] if i >= 0 else 0
 
 
-def scan(path: Path, start: int) -> tuple[int, int, int | None, list[tuple[int, int, int]]]:
+def scan(
+    path: Path, start: int
+) -> tuple[int, int, int | None, list[tuple[int, int, int]], int]:
     """Walk valid records from ``start``: (end of last good record, next offset, last ts,
-    index entries to add). Stops at the first torn or corrupt record."""
+    index entries to add, first offset of the last good record or -1). Stops at the
+    first torn or corrupt record."""
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read()
     pos = 0
-    next_offset = -1
+    next_offset = last_start = -1
     last_ts: int | None = None
     entries: list[tuple[int, int, int]] = []
     last_indexed = -INDEX_EVERY
@@ -134,9 +137,10 @@ def scan(path: Path, start: int) -> tuple[int, int, int | None, list[tuple[int, 
             entries.append((offset, pos + start, ts))
             last_indexed = pos + start
         next_offset = offset + count
+        last_start = offset
         last_ts = ts
         pos = end
-    return start + pos, next_offset, last_ts, entries
+    return start + pos, next_offset, last_ts, entries, last_start
 
 
 class StreamLog:
@@ -158,6 +162,9 @@ class StreamLog:
         self.segments: list[Segment] = []
         self.bases: list[int] = []
         self.next_offset = 0
+        # the first offset of the last record (a chunk record's first message): where
+        # ``last`` starts, as RabbitMQ starts it at its last chunk's first message
+        self.last_chunk_offset = 0
         self.last_timestamp = 0
         self.producers: dict[str, int] = {}
         self.dirty = False
@@ -193,7 +200,7 @@ class StreamLog:
     def _recover_tail(self, seg: Segment) -> None:
         """Scan the active segment from its last index entry; cut a torn tail."""
         start = seg.idx_positions[-1] if seg.idx_positions else 0
-        good_end, next_offset, last_ts, entries = scan(seg.path, start)
+        good_end, next_offset, last_ts, entries, last_start = scan(seg.path, start)
         for offset, position, ts in entries:
             if not seg.idx_offsets or offset > seg.idx_offsets[-1]:
                 seg.add_index(offset, position, ts)
@@ -205,6 +212,11 @@ class StreamLog:
         self._rewrite_index(seg)
         self.next_offset = next_offset if next_offset >= 0 else seg.base
         self.last_timestamp = last_ts or 0
+        if last_start < 0 and len(self.segments) > 1:  # just rolled: the last record is
+            before = self.segments[-2]  # in the segment before, after its last index entry
+            at = before.idx_positions[-1] if before.idx_positions else 0
+            last_start = scan(before.path, at)[4]
+        self.last_chunk_offset = max(last_start, 0)
 
     def _rewrite_index(self, seg: Segment) -> None:
         data = b"".join(
@@ -315,7 +327,8 @@ class StreamLog:
         record = crc_record(offset, timestamp_ms, publishing_id, producer.encode("utf-8"), payload)
         position = seg.size
         indexed = ((offset, position),) if position - self._last_indexed >= INDEX_EVERY else ()
-        self._write(seg, record, indexed, offset + 1, timestamp_ms, producer, publishing_id)
+        self._write(seg, record, indexed, offset, offset + 1, timestamp_ms, producer,
+                    publishing_id)
         return offset
 
     def append_many(
@@ -360,7 +373,8 @@ class StreamLog:
                 offset += 1
                 i += 1
             self._write(
-                seg, b"".join(parts), indexed, offset, timestamp_ms, producer, first_id + i - 1
+                seg, b"".join(parts), indexed, offset - 1, offset, timestamp_ms, producer,
+                first_id + i - 1,
             )
         return first_offset
 
@@ -388,7 +402,8 @@ class StreamLog:
         record = chunk_record(offset, timestamp_ms, last_id, name, prefix, entries, count)
         position = seg.size
         indexed = ((offset, position),) if position - self._last_indexed >= INDEX_EVERY else ()
-        self._write(seg, record, indexed, offset + count, timestamp_ms, producer, last_id)
+        self._write(seg, record, indexed, offset, offset + count, timestamp_ms, producer,
+                    last_id)
         return offset
 
     def _write(
@@ -396,6 +411,7 @@ class StreamLog:
         seg: Segment,
         records: bytes,
         indexed: Sequence[tuple[int, int]],
+        last_start: int,
         next_offset: int,
         timestamp_ms: int,
         producer: str,
@@ -403,8 +419,8 @@ class StreamLog:
     ) -> None:
         """Append whole ``records`` to the active segment, and index entries for those
         starting at ``indexed`` (offset, position); then the log moves on to
-        ``next_offset``. Nothing of a refused write stays: neither its records nor its
-        index entries."""
+        ``next_offset``, its last record starting at ``last_start``. Nothing of a refused
+        write stays: neither its records nor its index entries."""
         start = seg.size
         append_all(self._fd, records, start)
         if indexed:
@@ -419,6 +435,7 @@ class StreamLog:
             self._last_indexed = indexed[-1][1]
         seg.size = start + len(records)
         self.next_offset = next_offset
+        self.last_chunk_offset = last_start
         self.last_timestamp = timestamp_ms
         if producer:
             self._note_producer(producer, last_id)

@@ -111,6 +111,10 @@ class DiskStream:
         return self.log.next_offset
 
     @property
+    def last_chunk_offset(self) -> int:
+        return self.log.last_chunk_offset
+
+    @property
     def first_timestamp(self) -> int | None:
         return self.log.first_timestamp
 

@@ -20,6 +20,7 @@ from roost.stream_protocol import single_active
 from roost.stream_protocol.consumers import Subscription
 from roost.stream_protocol.frames import (
     PublishConfirm,
+    PublishedMessage,
     PublishError,
     Response,
 )
@@ -65,6 +66,10 @@ class CommandsBase:
         self.publishers: dict[int, Publisher] = {}
         self.subscriptions: dict[int, Subscription] = {}
         self._unconfirmed = 0
+        # Publish frames gathered this turn (commands_publish.py: MERGE_MESSAGES)
+        self._pending: list[PublishedMessage] = []
+        self._pending_publisher: Publisher | None = None
+        self._pending_bytes = 0
         self._confirms: dict[int, list[int]] = {}
         self._errors: dict[int, list[tuple[int, int]]] = {}
         self._flush_due = False
@@ -128,6 +133,7 @@ class CommandsBase:
         waking, self._waking = self._waking, set()
         for sub in waking:
             sub.flush()
-        if self._unconfirmed <= self.s.settings.max_unconfirmed // 2:
+        settings = self.s.settings
+        if self._unconfirmed <= settings.max_unconfirmed - settings.unblock_credits:
             self.s.gate.resume_for(UNCONFIRMED)
 

@@ -10,7 +10,8 @@ When the socket is read is the ``ReadGate``'s (roost/backpressure.py, as for AMQ
 STOMP): a congested queue, a resource alarm after a publish, and a bounded turn of work
 per read (``FRAMES_PER_TURN`` frames or one large read, then the next loop turn). Two
 more reasons of this protocol's own hold it too: ``UNCONFIRMED`` (more than
-``max_unconfirmed`` publishes await their confirms, read again at half of it) and
+``max_unconfirmed`` publishes await their confirms, read again once ``unblock_credits``
+of them are confirmed, as RabbitMQ's publishing credits work) and
 ``COMPLETION`` (a Create or Delete becomes durable: the frames behind it wait unread in
 the codec, so a connection's operations keep their order).
 
@@ -45,6 +46,7 @@ from roost.stream_protocol.frames import (
     OpenResponse,
     PeerProperties,
     PeerPropertiesResponse,
+    Publish,
     Response,
     SaslAuthenticate,
     SaslAuthenticateResponse,
@@ -110,7 +112,14 @@ class StreamSettings:
     heartbeat: int = c.DEFAULT_HEARTBEAT
     advertised_host: str = "localhost"
     advertised_port: int = 5552
-    max_unconfirmed: int = 10_000  # a publisher past this is read no further until confirms
+    # RabbitMQ's publishing credits (rabbitmq_stream initial_credits 50000, unblocked
+    # with credits_required_for_unblocking 12500 back): past ``max_unconfirmed``
+    # publishes awaiting confirms a connection is read no further, until no more than
+    # ``max_unconfirmed - unblock_credits`` await them. Confirms wait for the fsync: a
+    # smaller window (10,000 and 5,000 before) left rstream's producer waiting on it
+    # (bench/stream_protocol_bench.py: docs/stream-protocol.md)
+    max_unconfirmed: int = 50_000
+    unblock_credits: int = 12_500
 
 
 class StreamSession(ReadLoop):
@@ -166,10 +175,14 @@ class StreamSession(ReadLoop):
         except StreamProtocolError as exc:
             log.warning("%s: stream protocol error: %s", self.transport.peer, exc)
             self.close_with(exc.response_code, str(exc))
+        if self.state != CLOSED:
+            self.commands.flush_publishes()  # the Publish frames gathered in this turn
         if gate.holding and self.state != CLOSED:
             gate.update_congestion()  # credit in this batch may have changed the answer
 
     def _dispatch(self, frame: Frame) -> None:
+        if type(frame) is not Publish:
+            self.commands.flush_publishes()  # what was gathered goes before this
         allowed = STATES[self.state]
         if (object not in allowed and not isinstance(frame, allowed)) or (
             self.state == OPEN and isinstance(frame, _ONCE)

@@ -425,8 +425,8 @@ class StreamQueue(Queue):
         lg = self.log
         if kind == "first":
             return lg.first_offset
-        if kind == "last":
-            return max(lg.next_offset - 1, lg.first_offset)
+        if kind == "last":  # the last chunk's first message, as RabbitMQ starts it
+            return max(min(lg.last_chunk_offset, lg.next_offset - 1), lg.first_offset)
         if kind == "offset":
             return value or 0
         if kind == "timestamp":
