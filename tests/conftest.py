@@ -6,8 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support import SLOW_SYNC_MS, RoostProcess, running
+
+# Property tests check results, not speed: on a loaded 2-core CI box one example can take
+# longer than Hypothesis's 200 ms default deadline, which then fails a correct codec.
+settings.register_profile("roost", deadline=None)
+settings.load_profile("roost")
 
 
 @pytest.fixture(scope="session")
