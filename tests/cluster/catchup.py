@@ -39,6 +39,7 @@ class Figures:
     n3_rss_peak_mb: float = 0.0
     problems: list[str] = field(default_factory=list)
     delivered: int = 0
+    live: int = 0  # confirmed while n3 caught up
 
 
 def rss_mb(server: RoostProcess) -> float:
@@ -74,6 +75,22 @@ async def _publish(url: str, queue: str, h: History, count: int, size: int) -> N
             )
             for i, res in zip(ids, results, strict=True):
                 h.confirm(("p", i), ok=not isinstance(res, BaseException))
+
+
+def _trickle(server: RoostProcess, h: History, stop: threading.Event, size: int) -> None:
+    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        seq = 0
+        while not stop.is_set():
+            h.publish(("live", seq), "catch")
+            try:
+                ch.basic_publish("", "catch", body("live", seq, size))
+                h.confirm(("live", seq))
+            except pika.exceptions.NackError:
+                h.confirm(("live", seq), ok=False)
+            seq += 1
+            time.sleep(0.002)
 
 
 def _sample(servers: list[RoostProcess], peaks: list[float], stop: threading.Event) -> None:
@@ -122,6 +139,10 @@ def run(
         stop = threading.Event()
         sampler = threading.Thread(target=_sample, args=([n1, n3], peaks, stop))
         sampler.start()
+        # publishes go on through the catch-up: they reach n3 after the snapshot's end
+        trickle_stop = threading.Event()
+        trickle = threading.Thread(target=_trickle, args=(n2, h, trickle_stop, size))
+        trickle.start()
         began = time.monotonic()
         n3.start()
         fig.start_s = time.monotonic() - began
@@ -135,6 +156,11 @@ def run(
             stop.set()
             sampler.join()
         fig.leader_rss_peak_mb, fig.n3_rss_peak_mb = peaks
+        time.sleep(0.5)
+        trickle_stop.set()
+        trickle.join(10)
+        fig.live = sum(1 for p, _i in h.confirmed if p == "live")
+        time.sleep(1)  # quiet: n3 acks the last records in milliseconds
         # only the caught-up member is left: what it serves is what it caught up
         n2.kill()
         n1.kill()

@@ -20,7 +20,7 @@ def test_a_follower_20000_behind_catches_up_and_alone_serves_everything_confirme
     fig = catchup.run(shared_etcd, etcd_prefix, tmp_path, behind=20_000, catch_up_within=30)
     print(f"\n{fig}")
     assert fig.problems == [], fig.problems
-    assert fig.delivered == 20_010
+    assert fig.delivered >= 20_010 + fig.live and fig.live > 0
 
 
 def test_a_snapshot_in_chunks_is_acknowledged_only_at_its_last_chunk() -> None:
