@@ -48,9 +48,9 @@ class NetnsNode(RoostProcess):
 
 class Subnet:
     def __init__(self, count: int) -> None:
-        key = os.getpid() % 250 + 1
-        self.bridge = f"qb{os.getpid()}"[:15]
-        prefix = f"10.214.{key}."
+        pid = os.getpid()
+        self.bridge = f"qb{pid}"[:15]
+        prefix = f"10.{100 + pid // 250 % 100}.{pid % 250 + 1}."  # not tests/security's
         self.client_ip = prefix + "1"
         self.etcd_ip = prefix + "2"
         self.netns = [f"roostq{os.getpid()}n{i}" for i in range(count)]
