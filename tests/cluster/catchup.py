@@ -51,7 +51,11 @@ def rss_mb(server: RoostProcess) -> float:
 
 
 def online(server: RoostProcess, queue: str) -> list[str]:
-    shown = httpx.get(f"{server.http_url}/api/queues/%2F/{queue}", auth=("guest", "guest"))
+    try:
+        url = f"{server.http_url}/api/queues/%2F/{queue}"
+        shown = httpx.get(url, auth=("guest", "guest"), timeout=30)
+    except httpx.TransportError:  # a node too busy to answer: not in sync yet
+        return []
     return list(shown.json().get("online", [])) if shown.status_code == 200 else []
 
 
@@ -78,19 +82,24 @@ async def _publish(url: str, queue: str, h: History, count: int, size: int) -> N
 
 
 def _trickle(server: RoostProcess, h: History, stop: threading.Event, size: int) -> None:
-    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-        ch = conn.channel()
-        ch.confirm_delivery()
-        seq = 0
-        while not stop.is_set():
-            h.publish(("live", seq), "catch")
-            try:
-                ch.basic_publish("", "catch", body("live", seq, size))
-                h.confirm(("live", seq))
-            except pika.exceptions.NackError:
-                h.confirm(("live", seq), ok=False)
+    seq = 0
+    while not stop.is_set():
+        try:
+            with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+                ch = conn.channel()
+                ch.confirm_delivery()
+                while not stop.is_set():
+                    h.publish(("live", seq), "catch")
+                    try:
+                        ch.basic_publish("", "catch", body("live", seq, size))
+                        h.confirm(("live", seq))
+                    except pika.exceptions.NackError:
+                        h.confirm(("live", seq), ok=False)
+                    seq += 1
+                    time.sleep(0.002)
+        except pika.exceptions.AMQPError:  # unanswered: republished under the next id
             seq += 1
-            time.sleep(0.002)
+            time.sleep(0.1)
 
 
 def _sample(servers: list[RoostProcess], peaks: list[float], stop: threading.Event) -> None:

@@ -88,7 +88,7 @@ class SnapshotStream:
                 chunk.append(r.mark(r.MORE, self.upto))
                 if not await self._send(chunk):
                     return
-                chunk, size = [r.mark(r.SNAP, self.upto)], 0
+                chunk, size = [r.snap(self.upto, sent)], 0
         if not await self._send(chunk):
             return
         if self.backlog:

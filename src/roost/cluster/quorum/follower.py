@@ -40,6 +40,7 @@ class Follower:
         # seq -> (slot in our store, body size, times delivered), in the leader's order
         self.held: dict[int, tuple[int, int, int]] = {}
         self.snapshot = -1  # the ``upto`` of a snapshot whose next chunk is awaited
+        self.snapshot_count = 0  # the messages of that snapshot applied so far
 
     def receive(self, link: Link, frame: f.Replicate) -> None:
         if frame.term < self.term or frame.term <= self.fence:
@@ -52,8 +53,11 @@ class Follower:
         self.leader = link.peer
         entries = frame.entries
         first = entries[0][:1] if entries else b""
-        if first == r.SNAP and r.decode(entries[0])[1] != self.snapshot:
-            self._answer(link, ok=False)  # a chunk of a snapshot not under way
+        if first == r.SNAP and (
+            r.decode(entries[0])[1] != self.snapshot
+            or r.count_of(entries[0]) != self.snapshot_count
+        ):
+            self._answer(link, ok=False)  # a chunk of another snapshot, or one lost before
             return
         if first not in (r.RESET, r.SNAP) and (
             self.snapshot >= 0 or frame.first_index != self.last_index + 1
@@ -66,6 +70,7 @@ class Follower:
             if kind == r.RESET:
                 self._drop_all()
                 self.snapshot = upto = seq
+                self.snapshot_count = 0
                 self.durable_index = 0  # it holds nothing for sure until the last chunk
             elif kind == r.SNAP:
                 upto = seq
@@ -73,6 +78,7 @@ class Follower:
                 return  # the snapshot goes on in the next frame: nothing to ack yet
             elif message is not None:
                 self._enqueue(message)
+                self.snapshot_count += 1
             elif kind == r.DEL:
                 found = self.held.pop(seq, None)
                 if found is not None:

@@ -9,8 +9,9 @@ Each record names a message by its **seq**, the leader's entry number for it:
 - ``DEL`` it left for good (acked, dropped, dead-lettered);
 - ``RESET`` the follower drops what it holds: a snapshot of every live message follows,
   and ``upto`` is the leader's log index the snapshot stands for;
-- ``SNAP`` (first in a frame) the snapshot for ``upto`` goes on; ``MORE`` (last in a
-  frame) it goes on in the next frame (``catchup.py``).
+- ``SNAP`` (first in a frame) the snapshot for ``upto`` goes on, after the number of
+  messages it names (a chunk lost in between is seen); ``MORE`` (last in a frame) it
+  goes on in the next frame (``catchup.py``).
 """
 
 from __future__ import annotations
@@ -58,8 +59,12 @@ def delivered(seq: int, count: int) -> bytes:
     return _HEAD.pack(DLV, seq) + _COUNT.pack(count)
 
 
+def snap(upto: int, sent: int) -> bytes:
+    return _HEAD.pack(SNAP, upto) + _COUNT.pack(sent)
+
+
 def count_of(raw: bytes) -> int:
-    """A DLV record's delivery count."""
+    """A DLV record's delivery count; a SNAP record's messages before it."""
     return _COUNT.unpack_from(raw, _HEAD.size)[0] if len(raw) > _HEAD.size else 1
 
 
