@@ -47,7 +47,8 @@ def main() -> int:
                 print(
                     f"run {k + 1}: publish {fig.publish_s:.1f} s,"
                     f" catch-up {fig.catch_up_s:.2f} s (start {fig.start_s:.2f} s), leader RSS"
-                    f" {fig.leader_rss_before_mb:.0f} -> {fig.leader_rss_peak_mb:.0f} MB,"
+                    f" {fig.leader_rss_before_mb:.0f} -> {fig.leader_rss_peak_mb:.0f} MB"
+                    f" (its peak in the run {fig.leader_hwm_mb:.0f} MB),"
                     f" follower peak {fig.n3_rss_peak_mb:.0f} MB, delivered {fig.delivered}"
                     f" ({fig.live} confirmed during the catch-up),"
                     f" problems {fig.problems or 'none'}",

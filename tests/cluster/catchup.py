@@ -36,16 +36,18 @@ class Figures:
     start_s: float = 0.0  # of which: n3 spawned -> serving clients
     leader_rss_before_mb: float = 0.0
     leader_rss_peak_mb: float = 0.0  # sampled every 20 ms during the catch-up
+    leader_hwm_mb: float = 0.0  # the leader's peak RSS of its whole run (the kernel's)
     n3_rss_peak_mb: float = 0.0
     problems: list[str] = field(default_factory=list)
     delivered: int = 0
     live: int = 0  # confirmed while n3 caught up
 
 
-def rss_mb(server: RoostProcess) -> float:
+def rss_mb(server: RoostProcess, field: str = "VmRSS") -> float:
+    """The process's resident memory (``VmHWM``: its peak so far), in MB."""
     assert server.proc is not None
     for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -165,6 +167,7 @@ def run(
             stop.set()
             sampler.join()
         fig.leader_rss_peak_mb, fig.n3_rss_peak_mb = peaks
+        fig.leader_hwm_mb = rss_mb(n1, "VmHWM")
         time.sleep(0.5)
         trickle_stop.set()
         trickle.join(10)
