@@ -184,17 +184,23 @@ def run(
                     ch = conn.channel()
                     ch.basic_qos(prefetch_count=1000)
                     unacked: list[tuple[str, int]] = []
+                    tag = 0
                     for method, _p, raw in ch.consume("catch", inactivity_timeout=3):
-                        if method is None:
-                            break
-                        idle_since = time.monotonic()
-                        unacked.append(h.deliver("c", raw, method.redelivered))
-                        delivered.add(unacked[-1])
-                        if len(unacked) == 200:  # acks in batches: 100,000 take a while
-                            ch.basic_ack(method.delivery_tag, multiple=True)
-                            for msg in unacked:
-                                h.ack(msg)
-                            unacked.clear()
+                        if method is None or len(unacked) == 200:
+                            # acks in batches (100,000 take a while), the rest when idle
+                            if unacked:
+                                ch.basic_ack(tag, multiple=True)
+                                for msg in unacked:
+                                    h.ack(msg)
+                                unacked.clear()
+                            if method is None:
+                                break
+                        msg = h.deliver("c", raw, method.redelivered)
+                        if msg not in delivered:
+                            idle_since = time.monotonic()  # progress: a message not seen
+                        delivered.add(msg)
+                        unacked.append(msg)
+                        tag = method.delivery_tag
             except pika.exceptions.AMQPError:
                 time.sleep(0.5)
         fig.delivered = len(delivered)
