@@ -117,8 +117,9 @@ class AMQPChannel:
             return
         failure = to_amqp_error(error, method)
         if isinstance(error, InternalError) or not isinstance(failure, ChannelError):
-            # never claim a definition is safe when its write failed
-            text = "definitions could not be written to disk"
+            # never claim a definition is safe when its write failed; say why (the
+            # disk, or a cluster whose etcd is out of reach)
+            text = error.text if isinstance(error, InternalError) else "definitions not written"
             failure = ChannelError(m.INTERNAL_ERROR, reply_text(m.INTERNAL_ERROR, text))
         self.conn.channel_failed(self, failure)
 

@@ -88,10 +88,8 @@ async def durable(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not written.done():
             written.set_result(error)
 
-    if completion.then(done) and await written is not None:
-        return problem_response(
-            HTTPProblem(500, "internal_error", "the change could not be written to disk")
-        )
+    if completion.then(done) and (error := await written) is not None:
+        return problem_response(HTTPProblem(500, "internal_error", error.text))
     return response
 
 

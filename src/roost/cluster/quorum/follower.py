@@ -8,7 +8,9 @@ one of a term whose election key this member saw vanish (``fence``, set by the m
 when the failover starts): a leader paused past its lease that resumes before the new
 leader's first batch reached this member still commits nothing. A
 batch that does not follow on from the last index (a gap after a lost link) is refused
-too; the leader then sends a full snapshot (``RESET``).
+too; the leader then sends a full snapshot (``RESET``), streamed in chunks
+(``catchup.py``): ``upto`` is acknowledged only once the last chunk is applied, and a
+chunk of another snapshot than the one under way is refused.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class Follower:
         self.durable_index = 0
         # seq -> (slot in our store, body size, times delivered), in the leader's order
         self.held: dict[int, tuple[int, int, int]] = {}
+        self.snapshot = -1  # the ``upto`` of a snapshot whose next chunk is awaited
+        self.snapshot_count = 0  # the messages of that snapshot applied so far
 
     def receive(self, link: Link, frame: f.Replicate) -> None:
         if frame.term < self.term or frame.term <= self.fence:
@@ -46,10 +50,19 @@ class Follower:
         if frame.term > self.term:
             self.term = frame.term
             self.last_index = self.durable_index = 0
+            self.snapshot = -1
         self.leader = link.peer
         entries = frame.entries
-        resets = bool(entries) and entries[0][:1] == r.RESET
-        if not resets and frame.first_index != self.last_index + 1:
+        first = entries[0][:1] if entries else b""
+        if first == r.SNAP and (
+            r.decode(entries[0])[1] != self.snapshot
+            or r.count_of(entries[0]) != self.snapshot_count
+        ):
+            self._answer(link, ok=False)  # a chunk of another snapshot, or one lost before
+            return
+        if first not in (r.RESET, r.SNAP) and (
+            self.snapshot >= 0 or frame.first_index != self.last_index + 1
+        ):
             self._answer(link, ok=False)  # a gap: the leader resends a snapshot
             return
         upto = frame.first_index + len(entries) - 1
@@ -59,9 +72,16 @@ class Follower:
                 self.max_seq = seq
             if kind == r.RESET:
                 self._drop_all()
+                self.snapshot = upto = seq
+                self.snapshot_count = 0
+                self.durable_index = 0  # it holds nothing for sure until the last chunk
+            elif kind == r.SNAP:
                 upto = seq
+            elif kind == r.MORE:
+                return  # the snapshot goes on in the next frame: nothing to ack yet
             elif message is not None:
                 self._enqueue(message)
+                self.snapshot_count += 1
             elif kind == r.DEL:
                 found = self.held.pop(seq, None)
                 if found is not None:
@@ -72,6 +92,7 @@ class Follower:
                     if not found[2]:
                         self.store.mark_delivered(found[0])
                     self.held[seq] = (found[0], found[1], max(found[2], r.count_of(raw)))
+        self.snapshot = -1
         self.last_index = upto
         term = self.term
         self.message_store.when_durable(lambda ok: self._durable(link, term, upto, ok))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
+from roost.cluster.quorum.catchup import SnapshotStream
 from roost.cluster.wire import properties_of
 from roost.core.errors import BrokerError
 from roost.core.queues.entry import Entry
@@ -77,6 +78,7 @@ class Replicator:
         # deposed: this node's stand-in for the new leader, which remembers the acks of
         # what was delivered here (its consumers move there; standin.py)
         self.successor: QuorumStandIn | None = None
+        self.streams: dict[str, SnapshotStream] = {}  # member -> its snapshot under way
 
     @property
     def leader(self) -> str:
@@ -152,6 +154,8 @@ class Replicator:
         self.deposed = True
         if self._watchdog is not None:
             self._watchdog.cancel()
+        for stream in self.streams.values():
+            stream.cancel()
         for _entry, _index, number in self.uncommitted.values():
             self.broker.pending.finish(number, NotLeader(why))
         self.uncommitted.clear()
@@ -184,7 +188,7 @@ class Replicator:
         for member in self.followers:
             self._progress.setdefault(member, now)  # a member just added is watched too
             behind = self.acked.get(member, 0) < self.index
-            if not behind or self.links.link(member) is None:
+            if not behind or self.links.link(member) is None or member in self.streams:
                 self._progress[member] = now
             elif now - self._progress.get(member, now) > WATCHDOG:
                 self._progress[member] = now
@@ -206,38 +210,20 @@ class Replicator:
             if member in self.need_snapshot:
                 self.need_snapshot.discard(member)
                 self.snapshot_at[member] = self.index
-                link.send(self._snapshot())
+                self.streams[member] = SnapshotStream(self, member, link)  # catchup.py
+            elif member in self.streams:
+                self.streams[member].backlog.extend(batch)  # after the snapshot's end
             elif batch:
                 link.send(
                     f.Replicate(q.vhost.name, q.name, self.term, first, self.commit_index, batch)
                 )
         self._commit()
 
-    def _snapshot(self) -> f.Replicate:
-        q = self.queue
-        entries = [r.mark(r.RESET, self.index)]
-        for seq, entry in self.live.items():
-            message = entry.message
-            if message is None and q.store is not None:
-                _s, _r, ex, rk, props, body = q.store.read(entry.slot)
-                from roost.core.message import Message, Properties
-
-                message = Message(ex, rk, Properties(*props), body)
-            assert message is not None
-            entries.append(
-                r.enq(
-                    seq,
-                    entry.deliveries,
-                    message.exchange,
-                    message.routing_key,
-                    properties_of(message),
-                    message.body,
-                )
-            )
-        return f.Replicate(q.vhost.name, q.name, self.term, 0, self.commit_index, entries)
-
     def resync(self, member: str) -> None:
         if member in self.followers:
+            stream = self.streams.pop(member, None)
+            if stream is not None:
+                stream.cancel()
             self.need_snapshot.add(member)
             if not self._flush_scheduled:
                 self._flush_scheduled = True

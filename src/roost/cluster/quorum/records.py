@@ -8,7 +8,10 @@ Each record names a message by its **seq**, the leader's entry number for it:
   carries its true ``x-delivery-count`` and is marked redelivered);
 - ``DEL`` it left for good (acked, dropped, dead-lettered);
 - ``RESET`` the follower drops what it holds: a snapshot of every live message follows,
-  and ``upto`` is the leader's log index the snapshot stands for.
+  and ``upto`` is the leader's log index the snapshot stands for;
+- ``SNAP`` (first in a frame) the snapshot for ``upto`` goes on, after the number of
+  messages it names (a chunk lost in between is seen); ``MORE`` (last in a frame) it
+  goes on in the next frame (``catchup.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-ENQ, DLV, DEL, RESET = b"E", b"V", b"D", b"R"
+ENQ, DLV, DEL, RESET, SNAP, MORE = b"E", b"V", b"D", b"R", b"S", b"M"
 _HEAD = struct.Struct("!cQ")  # kind, seq (RESET: upto)
 _ENQ = struct.Struct("!BBBI")  # delivered, exchange len, routing key len, properties len
 _COUNT = struct.Struct("!I")  # a DLV's delivery count
@@ -56,8 +59,12 @@ def delivered(seq: int, count: int) -> bytes:
     return _HEAD.pack(DLV, seq) + _COUNT.pack(count)
 
 
+def snap(upto: int, sent: int) -> bytes:
+    return _HEAD.pack(SNAP, upto) + _COUNT.pack(sent)
+
+
 def count_of(raw: bytes) -> int:
-    """A DLV record's delivery count."""
+    """A DLV record's delivery count; a SNAP record's messages before it."""
     return _COUNT.unpack_from(raw, _HEAD.size)[0] if len(raw) > _HEAD.size else 1
 
 

@@ -1,0 +1,45 @@
+"""A quorum queue member 20,000 messages behind catches up, and then holds everything
+confirmed on its own (the long version, 100,000 behind: ``bench/quorum_catchup.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roost.cluster.etcd_server import EtcdServer
+from roost.cluster.link import frames as f
+from roost.cluster.quorum import records as r
+from roost.cluster.quorum.follower import Follower
+from roost.store.memory import MemoryStore
+from tests.cluster import catchup
+from tests.cluster.test_quorum_follower import Wire, batch, enq
+
+
+def test_a_follower_20000_behind_catches_up_and_alone_serves_everything_confirmed(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    fig = catchup.run(shared_etcd, etcd_prefix, tmp_path, behind=20_000, catch_up_within=30)
+    print(f"\n{fig}")
+    assert fig.problems == [], fig.problems
+    assert fig.delivered >= 20_010 + fig.live and fig.live > 0
+
+
+def test_a_snapshot_in_chunks_is_acknowledged_only_at_its_last_chunk() -> None:
+    """Sans-IO: RESET..MORE, SNAP..MORE, SNAP: ``upto`` is acked once, at the end; a
+    batch or another snapshot's chunk in between is refused."""
+    wire = Wire()
+    follower = Follower(MemoryStore(), "/", "q")
+    follower.receive(wire, batch(5, 1, enq(1)))  # type: ignore[arg-type]
+    follower.receive(wire, batch(5, 0, r.mark(r.RESET, 40), enq(7), r.mark(r.MORE, 40)))  # type: ignore[arg-type]
+    follower.receive(wire, batch(5, 41, enq(8)))  # type: ignore[arg-type]
+    follower.receive(wire, batch(5, 0, r.snap(39, 1), enq(9)))  # type: ignore[arg-type]
+    follower.receive(wire, batch(5, 0, r.snap(40, 2), enq(9)))  # type: ignore[arg-type]
+    follower.receive(wire, batch(5, 0, r.snap(40, 1), enq(10), r.mark(r.MORE, 40)))  # type: ignore[arg-type]
+    assert list(follower.held) == [7, 10]  # the older copy dropped, nothing refused applied
+    answers = [(a.durable_index, a.ok) for a in wire.sent if isinstance(a, f.ReplicateAck)]
+    # no ack of 40 before the end; another snapshot's chunk, or one after a lost one: refused
+    assert answers == [(1, True), (0, False), (0, False), (0, False)]
+    follower.receive(wire, batch(5, 0, r.snap(40, 2), enq(11)))  # type: ignore[arg-type]
+    follower.receive(wire, batch(5, 41, r.mark(r.DEL, 7)))  # type: ignore[arg-type]
+    assert list(follower.held) == [10, 11]
+    answers = [(a.durable_index, a.ok) for a in wire.sent if isinstance(a, f.ReplicateAck)]
+    assert answers[4:] == [(40, True), (41, True)]
