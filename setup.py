@@ -22,6 +22,7 @@ from setuptools.command.build_ext import build_ext
 # Kept in step with roost/_build.py's COMPILED_MODULES (tests/unit/test_build.py checks).
 COMPILED = [
     "src/roost/amqp/codec.py",
+    "src/roost/amqp/codec_methods.py",
     "src/roost/amqp/connection.py",
     "src/roost/stomp/frames.py",
     "src/roost/amqp/session.py",
@@ -33,6 +34,16 @@ COMPILED = [
     "src/roost/core/messaging.py",
     "src/roost/core/session.py",
     "src/roost/core/vhost.py",
+    "src/roost/stomp/handler.py",
+    "src/roost/stomp/output.py",
+    "src/roost/stomp/sending.py",
+    "src/roost/stomp/subscribing.py",
+    "src/roost/stomp/delivering.py",
+    "src/roost/stomp/transactions.py",
+    "src/roost/stomp/heartbeats.py",
+    "src/roost/stomp/session_state.py",
+    "src/roost/stomp/mapping.py",
+    "src/roost/stomp/effects.py",
 ]
 
 

@@ -166,6 +166,8 @@ def _spawn(cmd: list[str]) -> subprocess.Popen[str]:
 def _stomp_launcher(broker: str, port: int) -> contextlib.AbstractContextManager[str]:
     if broker == "roost":
         return _brokers.roost("--stomp-port", str(port))
+    if broker == "roost-pure":  # (it fell through to RabbitMQ before)
+        return _brokers.roost("--stomp-port", str(port), env={"ROOST_PURE_PYTHON": "1"})
     return _brokers.rabbitmq(
         plugins=("rabbitmq_stomp",), extra_conf=f"stomp.listeners.tcp.1 = 127.0.0.1:{port}\n"
     )

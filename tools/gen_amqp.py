@@ -295,18 +295,21 @@ def pack_call(w: Writer, fmt: str, leading: list[str], group: list[list[Argument
 
 
 def render_decode(w: Writer, method: MethodSpec) -> None:
+    # The object is built through its constructor from locals, not with
+    # cls.__new__(cls) and attribute stores: mypyc (the compiled build) cannot compile
+    # cls.__new__ on a native class. Locals are the argument names with a leading "_"
+    # (an argument called "type" must not shadow the builtin).
     w("@classmethod", 1)
     w(f"def decode(cls, buf: Buffer, offset: int) -> {method.python_name}:", 1)
     if not method.arguments:
         w("if offset != len(buf):", 2)
         w("raise _malformed(cls, buf, offset)", 3)
-        w("return cls.__new__(cls)", 2)
+        w(f"return {method.python_name}()", 2)
         w()
         return
     if any(a.kind == "shortstr" for a in method.arguments):
         w("if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)", 2)
         w("buf = buf.tobytes()", 3)
-    w("self = cls.__new__(cls)", 2)
     w("try:", 2)
     for kind, group in runs(method.arguments):
         if kind == "struct":
@@ -315,20 +318,21 @@ def render_decode(w: Writer, method: MethodSpec) -> None:
         name = group[0][0].name
         if kind == "shortstr":
             w("end = offset + 1 + buf[offset]", 3)
-            w(f"self.{name} = buf[offset + 1:end].decode()", 3)
+            w(f"_{name} = buf[offset + 1:end].decode()", 3)
             w("offset = end", 3)
         elif kind == "longstr":
             w("end = offset + 4 + _S_I.unpack_from(buf, offset)[0]", 3)
             w.structs.add("I")
-            w(f"self.{name} = bytes(buf[offset + 4:end])", 3)
+            w(f"_{name} = bytes(buf[offset + 4:end])", 3)
             w("offset = end", 3)
         else:
-            w(f"self.{name}, offset = decode_table(buf, offset)", 3)
+            w(f"_{name}, offset = decode_table(buf, offset)", 3)
     w("except _DECODE_ERRORS as exc:", 2)
     w("raise _malformed(cls, buf, offset, exc) from None", 3)
     w("if offset != len(buf):", 2)
     w("raise _malformed(cls, buf, offset)", 3)
-    w("return self", 2)
+    emit_call(w, "return ", f"{method.python_name}("
+              + ", ".join(f"{a.name}=_{a.name}" for a in method.arguments) + ")", "", 2)
     w()
 
 
@@ -336,7 +340,7 @@ def render_unpack(w: Writer, group: list[list[Argument]]) -> None:
     fmt = struct_format(group)
     targets = []
     for index, seg in enumerate(group):
-        targets.append(f"_bits{index}" if seg[0].kind == "bit" else f"self.{seg[0].name}")
+        targets.append(f"_bits{index}" if seg[0].kind == "bit" else f"_{seg[0].name}")
     size = sum(1 if seg[0].kind == "bit" else FIXED[seg[0].kind][1] for seg in group)
     if fmt == "B":  # one octet: indexing is cheaper than a struct call
         w(f"{targets[0]} = buf[offset]", 3)
@@ -348,7 +352,7 @@ def render_unpack(w: Writer, group: list[list[Argument]]) -> None:
     for index, seg in enumerate(group):
         if seg[0].kind == "bit":
             for bit, arg in enumerate(seg):
-                w(f"self.{arg.name} = bool(_bits{index} & {1 << bit})", 3)
+                w(f"_{arg.name} = bool(_bits{index} & {1 << bit})", 3)
 
 
 def render_method(w: Writer, method: MethodSpec) -> None:
@@ -402,6 +406,7 @@ def render(constants: list[dict[str, Any]], methods: list[MethodSpec],
     w()
     w("from __future__ import annotations")
     w()
+    w("import datetime")
     w("import struct")
     w("from typing import Any, ClassVar")
     w()
@@ -473,14 +478,17 @@ def render_responses(w: Writer, methods: list[MethodSpec]) -> None:
 def render_properties(w: Writer, properties: list[Argument]) -> None:
     names = [p.name for p in properties]
     hints = {"shortstr": "str | None", "octet": "int | None", "table": "dict[str, Any] | None",
-             "timestamp": "int | None"}
+             # a datetime is taken too (encode_properties writes its seconds); declared,
+             # since the compiled build checks what __init__ is given
+             "timestamp": "int | datetime.datetime | None"}
     w()
     w()
     w("class BasicProperties:")
     w("\"\"\"basic's content properties, in spec order; None means absent.\"\"\"", 1)
     w()
     emit_tuple(w, "__slots__ = ", [f'"{n}"' for n in names], 1)
-    w("NAMES: ClassVar[tuple[str, ...]] = __slots__", 1)
+    # the names again, not "= __slots__": a compiled class body has no __slots__ to read
+    emit_tuple(w, "NAMES: ClassVar[tuple[str, ...]] = ", [f'"{n}"' for n in names], 1)
     w()
     for prop in properties:
         w(f"{prop.name}: {hints[prop.kind]}", 1)

@@ -22,6 +22,7 @@ from types import ModuleType
 # message touches whose compilation pays (bench/amqp_cpu.py, bench/stomp_cpu.py).
 COMPILED_MODULES: tuple[str, ...] = (
     "roost.amqp.codec",
+    "roost.amqp.codec_methods",
     "roost.amqp.connection",
     "roost.stomp.frames",
     "roost.amqp.session",
@@ -33,6 +34,16 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.messaging",
     "roost.core.session",
     "roost.core.vhost",
+    "roost.stomp.handler",
+    "roost.stomp.output",
+    "roost.stomp.sending",
+    "roost.stomp.subscribing",
+    "roost.stomp.delivering",
+    "roost.stomp.transactions",
+    "roost.stomp.heartbeats",
+    "roost.stomp.session_state",
+    "roost.stomp.mapping",
+    "roost.stomp.effects",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 

@@ -48,7 +48,7 @@ def test_duck_typing() -> None:
 
 def test_timestamp_accepts_datetime() -> None:
     when = datetime.datetime(2001, 9, 9, 1, 46, 40, tzinfo=datetime.UTC)
-    raw = codec.encode_properties(m.BasicProperties(timestamp=when))  # type: ignore[arg-type]
+    raw = codec.encode_properties(m.BasicProperties(timestamp=when))
     assert m.BasicProperties.decode(raw).timestamp == 1_000_000_000
 
 

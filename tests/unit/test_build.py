@@ -70,10 +70,12 @@ def test_pure_python_runs_with_the_env_switch() -> None:
 
 # The unit tests of what is compiled, run again on the pure build (the rest of the suite
 # runs on the compiled one): the codecs, the AMQP session and handlers over the core
-# (tests/amqp drives them in process), the core's sessions, exchanges and flow, and the
-# store's in-process tests. Kept under a minute; tests/unit/test_build.py runs them.
+# (tests/amqp drives them in process), the sans-IO STOMP session, the core's sessions,
+# exchanges and flow, and the store's in-process tests. Kept under a minute.
 PURE_TESTS = (
     "tests/codec", "tests/core", "tests/amqp", "tests/stomp/test_frames.py",
+    "tests/stomp/test_session.py", "tests/stomp/test_handler_unit.py",
+    "tests/stomp/test_plumbing_effects.py",
     "tests/unit/test_session.py", "tests/unit/test_exchanges.py", "tests/unit/test_flow.py",
     "tests/unit/test_lifecycle.py", "tests/store/test_codec.py",
     "tests/store/test_store_contract.py", "tests/store/test_journal.py",

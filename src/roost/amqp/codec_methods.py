@@ -13,6 +13,7 @@ fastest; a memoryview is accepted too.
 
 from __future__ import annotations
 
+import datetime
 import struct
 from typing import Any, ClassVar
 
@@ -211,22 +212,27 @@ class ConnectionStart(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> ConnectionStart:
-        self = cls.__new__(cls)
         try:
-            self.version_major, self.version_minor = _S_BB.unpack_from(buf, offset)
+            _version_major, _version_minor = _S_BB.unpack_from(buf, offset)
             offset += 2
-            self.server_properties, offset = decode_table(buf, offset)
+            _server_properties, offset = decode_table(buf, offset)
             end = offset + 4 + _S_I.unpack_from(buf, offset)[0]
-            self.mechanisms = bytes(buf[offset + 4:end])
+            _mechanisms = bytes(buf[offset + 4:end])
             offset = end
             end = offset + 4 + _S_I.unpack_from(buf, offset)[0]
-            self.locales = bytes(buf[offset + 4:end])
+            _locales = bytes(buf[offset + 4:end])
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionStart(
+            version_major=_version_major,
+            version_minor=_version_minor,
+            server_properties=_server_properties,
+            mechanisms=_mechanisms,
+            locales=_locales,
+        )
 
 
 class ConnectionStartOk(Method):
@@ -273,23 +279,27 @@ class ConnectionStartOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConnectionStartOk:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            self.client_properties, offset = decode_table(buf, offset)
+            _client_properties, offset = decode_table(buf, offset)
             end = offset + 1 + buf[offset]
-            self.mechanism = buf[offset + 1:end].decode()
+            _mechanism = buf[offset + 1:end].decode()
             offset = end
             end = offset + 4 + _S_I.unpack_from(buf, offset)[0]
-            self.response = bytes(buf[offset + 4:end])
+            _response = bytes(buf[offset + 4:end])
             offset = end
             end = offset + 1 + buf[offset]
-            self.locale = buf[offset + 1:end].decode()
+            _locale = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionStartOk(
+            client_properties=_client_properties,
+            mechanism=_mechanism,
+            response=_response,
+            locale=_locale,
+        )
 
 
 class ConnectionSecure(Method):
@@ -322,16 +332,15 @@ class ConnectionSecure(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> ConnectionSecure:
-        self = cls.__new__(cls)
         try:
             end = offset + 4 + _S_I.unpack_from(buf, offset)[0]
-            self.challenge = bytes(buf[offset + 4:end])
+            _challenge = bytes(buf[offset + 4:end])
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionSecure(challenge=_challenge)
 
 
 class ConnectionSecureOk(Method):
@@ -364,16 +373,15 @@ class ConnectionSecureOk(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> ConnectionSecureOk:
-        self = cls.__new__(cls)
         try:
             end = offset + 4 + _S_I.unpack_from(buf, offset)[0]
-            self.response = bytes(buf[offset + 4:end])
+            _response = bytes(buf[offset + 4:end])
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionSecureOk(response=_response)
 
 
 class ConnectionTune(Method):
@@ -409,15 +417,14 @@ class ConnectionTune(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> ConnectionTune:
-        self = cls.__new__(cls)
         try:
-            self.channel_max, self.frame_max, self.heartbeat = _S_HIH.unpack_from(buf, offset)
+            _channel_max, _frame_max, _heartbeat = _S_HIH.unpack_from(buf, offset)
             offset += 8
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionTune(channel_max=_channel_max, frame_max=_frame_max, heartbeat=_heartbeat)
 
 
 class ConnectionTuneOk(Method):
@@ -453,15 +460,18 @@ class ConnectionTuneOk(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> ConnectionTuneOk:
-        self = cls.__new__(cls)
         try:
-            self.channel_max, self.frame_max, self.heartbeat = _S_HIH.unpack_from(buf, offset)
+            _channel_max, _frame_max, _heartbeat = _S_HIH.unpack_from(buf, offset)
             offset += 8
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionTuneOk(
+            channel_max=_channel_max,
+            frame_max=_frame_max,
+            heartbeat=_heartbeat,
+        )
 
 
 class ConnectionOpen(Method):
@@ -504,22 +514,25 @@ class ConnectionOpen(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConnectionOpen:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.virtual_host = buf[offset + 1:end].decode()
+            _virtual_host = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.capabilities = buf[offset + 1:end].decode()
+            _capabilities = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.insist = bool(_bits0 & 1)
+            _insist = bool(_bits0 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionOpen(
+            virtual_host=_virtual_host,
+            capabilities=_capabilities,
+            insist=_insist,
+        )
 
 
 class ConnectionOpenOk(Method):
@@ -554,16 +567,15 @@ class ConnectionOpenOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConnectionOpenOk:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.known_hosts = buf[offset + 1:end].decode()
+            _known_hosts = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionOpenOk(known_hosts=_known_hosts)
 
 
 class ConnectionClose(Method):
@@ -608,20 +620,24 @@ class ConnectionClose(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConnectionClose:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.reply_code,) = _S_H.unpack_from(buf, offset)
+            (_reply_code,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.reply_text = buf[offset + 1:end].decode()
+            _reply_text = buf[offset + 1:end].decode()
             offset = end
-            self.class_id, self.method_id = _S_HH.unpack_from(buf, offset)
+            _class_id, _method_id = _S_HH.unpack_from(buf, offset)
             offset += 4
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionClose(
+            reply_code=_reply_code,
+            reply_text=_reply_text,
+            class_id=_class_id,
+            method_id=_method_id,
+        )
 
 
 class ConnectionCloseOk(Method):
@@ -644,7 +660,7 @@ class ConnectionCloseOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConnectionCloseOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return ConnectionCloseOk()
 
 
 class ConnectionBlocked(Method):
@@ -679,16 +695,15 @@ class ConnectionBlocked(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConnectionBlocked:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.reason = buf[offset + 1:end].decode()
+            _reason = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionBlocked(reason=_reason)
 
 
 class ConnectionUnblocked(Method):
@@ -711,7 +726,7 @@ class ConnectionUnblocked(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConnectionUnblocked:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return ConnectionUnblocked()
 
 
 class ConnectionUpdateSecret(Method):
@@ -750,19 +765,18 @@ class ConnectionUpdateSecret(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConnectionUpdateSecret:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 4 + _S_I.unpack_from(buf, offset)[0]
-            self.new_secret = bytes(buf[offset + 4:end])
+            _new_secret = bytes(buf[offset + 4:end])
             offset = end
             end = offset + 1 + buf[offset]
-            self.reason = buf[offset + 1:end].decode()
+            _reason = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConnectionUpdateSecret(new_secret=_new_secret, reason=_reason)
 
 
 class ConnectionUpdateSecretOk(Method):
@@ -785,7 +799,7 @@ class ConnectionUpdateSecretOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConnectionUpdateSecretOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return ConnectionUpdateSecretOk()
 
 
 class ChannelOpen(Method):
@@ -820,16 +834,15 @@ class ChannelOpen(Method):
     def decode(cls, buf: Buffer, offset: int) -> ChannelOpen:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.out_of_band = buf[offset + 1:end].decode()
+            _out_of_band = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ChannelOpen(out_of_band=_out_of_band)
 
 
 class ChannelOpenOk(Method):
@@ -862,16 +875,15 @@ class ChannelOpenOk(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> ChannelOpenOk:
-        self = cls.__new__(cls)
         try:
             end = offset + 4 + _S_I.unpack_from(buf, offset)[0]
-            self.channel_id = bytes(buf[offset + 4:end])
+            _channel_id = bytes(buf[offset + 4:end])
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ChannelOpenOk(channel_id=_channel_id)
 
 
 class ChannelFlow(Method):
@@ -901,16 +913,15 @@ class ChannelFlow(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> ChannelFlow:
-        self = cls.__new__(cls)
         try:
             _bits0 = buf[offset]
             offset += 1
-            self.active = bool(_bits0 & 1)
+            _active = bool(_bits0 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ChannelFlow(active=_active)
 
 
 class ChannelFlowOk(Method):
@@ -940,16 +951,15 @@ class ChannelFlowOk(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> ChannelFlowOk:
-        self = cls.__new__(cls)
         try:
             _bits0 = buf[offset]
             offset += 1
-            self.active = bool(_bits0 & 1)
+            _active = bool(_bits0 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ChannelFlowOk(active=_active)
 
 
 class ChannelClose(Method):
@@ -994,20 +1004,24 @@ class ChannelClose(Method):
     def decode(cls, buf: Buffer, offset: int) -> ChannelClose:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.reply_code,) = _S_H.unpack_from(buf, offset)
+            (_reply_code,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.reply_text = buf[offset + 1:end].decode()
+            _reply_text = buf[offset + 1:end].decode()
             offset = end
-            self.class_id, self.method_id = _S_HH.unpack_from(buf, offset)
+            _class_id, _method_id = _S_HH.unpack_from(buf, offset)
             offset += 4
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ChannelClose(
+            reply_code=_reply_code,
+            reply_text=_reply_text,
+            class_id=_class_id,
+            method_id=_method_id,
+        )
 
 
 class ChannelCloseOk(Method):
@@ -1030,7 +1044,7 @@ class ChannelCloseOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ChannelCloseOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return ChannelCloseOk()
 
 
 class AccessRequest(Method):
@@ -1087,23 +1101,29 @@ class AccessRequest(Method):
     def decode(cls, buf: Buffer, offset: int) -> AccessRequest:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.realm = buf[offset + 1:end].decode()
+            _realm = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.exclusive = bool(_bits0 & 1)
-            self.passive = bool(_bits0 & 2)
-            self.active = bool(_bits0 & 4)
-            self.write = bool(_bits0 & 8)
-            self.read = bool(_bits0 & 16)
+            _exclusive = bool(_bits0 & 1)
+            _passive = bool(_bits0 & 2)
+            _active = bool(_bits0 & 4)
+            _write = bool(_bits0 & 8)
+            _read = bool(_bits0 & 16)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return AccessRequest(
+            realm=_realm,
+            exclusive=_exclusive,
+            passive=_passive,
+            active=_active,
+            write=_write,
+            read=_read,
+        )
 
 
 class AccessRequestOk(Method):
@@ -1133,15 +1153,14 @@ class AccessRequestOk(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> AccessRequestOk:
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return AccessRequestOk(ticket=_ticket)
 
 
 class ExchangeDeclare(Method):
@@ -1229,29 +1248,38 @@ class ExchangeDeclare(Method):
     def decode(cls, buf: Buffer, offset: int) -> ExchangeDeclare:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.exchange = buf[offset + 1:end].decode()
+            _exchange = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.type = buf[offset + 1:end].decode()
+            _type = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.passive = bool(_bits0 & 1)
-            self.durable = bool(_bits0 & 2)
-            self.auto_delete = bool(_bits0 & 4)
-            self.internal = bool(_bits0 & 8)
-            self.nowait = bool(_bits0 & 16)
-            self.arguments, offset = decode_table(buf, offset)
+            _passive = bool(_bits0 & 1)
+            _durable = bool(_bits0 & 2)
+            _auto_delete = bool(_bits0 & 4)
+            _internal = bool(_bits0 & 8)
+            _nowait = bool(_bits0 & 16)
+            _arguments, offset = decode_table(buf, offset)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ExchangeDeclare(
+            ticket=_ticket,
+            exchange=_exchange,
+            type=_type,
+            passive=_passive,
+            durable=_durable,
+            auto_delete=_auto_delete,
+            internal=_internal,
+            nowait=_nowait,
+            arguments=_arguments,
+        )
 
 
 class ExchangeDeclareOk(Method):
@@ -1274,7 +1302,7 @@ class ExchangeDeclareOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ExchangeDeclareOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return ExchangeDeclareOk()
 
 
 class ExchangeDelete(Method):
@@ -1319,22 +1347,26 @@ class ExchangeDelete(Method):
     def decode(cls, buf: Buffer, offset: int) -> ExchangeDelete:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.exchange = buf[offset + 1:end].decode()
+            _exchange = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.if_unused = bool(_bits0 & 1)
-            self.nowait = bool(_bits0 & 2)
+            _if_unused = bool(_bits0 & 1)
+            _nowait = bool(_bits0 & 2)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ExchangeDelete(
+            ticket=_ticket,
+            exchange=_exchange,
+            if_unused=_if_unused,
+            nowait=_nowait,
+        )
 
 
 class ExchangeDeleteOk(Method):
@@ -1357,7 +1389,7 @@ class ExchangeDeleteOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ExchangeDeleteOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return ExchangeDeleteOk()
 
 
 class ExchangeBind(Method):
@@ -1411,28 +1443,34 @@ class ExchangeBind(Method):
     def decode(cls, buf: Buffer, offset: int) -> ExchangeBind:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.destination = buf[offset + 1:end].decode()
+            _destination = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.source = buf[offset + 1:end].decode()
+            _source = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.routing_key = buf[offset + 1:end].decode()
+            _routing_key = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.nowait = bool(_bits0 & 1)
-            self.arguments, offset = decode_table(buf, offset)
+            _nowait = bool(_bits0 & 1)
+            _arguments, offset = decode_table(buf, offset)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ExchangeBind(
+            ticket=_ticket,
+            destination=_destination,
+            source=_source,
+            routing_key=_routing_key,
+            nowait=_nowait,
+            arguments=_arguments,
+        )
 
 
 class ExchangeBindOk(Method):
@@ -1455,7 +1493,7 @@ class ExchangeBindOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ExchangeBindOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return ExchangeBindOk()
 
 
 class ExchangeUnbind(Method):
@@ -1509,28 +1547,34 @@ class ExchangeUnbind(Method):
     def decode(cls, buf: Buffer, offset: int) -> ExchangeUnbind:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.destination = buf[offset + 1:end].decode()
+            _destination = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.source = buf[offset + 1:end].decode()
+            _source = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.routing_key = buf[offset + 1:end].decode()
+            _routing_key = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.nowait = bool(_bits0 & 1)
-            self.arguments, offset = decode_table(buf, offset)
+            _nowait = bool(_bits0 & 1)
+            _arguments, offset = decode_table(buf, offset)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ExchangeUnbind(
+            ticket=_ticket,
+            destination=_destination,
+            source=_source,
+            routing_key=_routing_key,
+            nowait=_nowait,
+            arguments=_arguments,
+        )
 
 
 class ExchangeUnbindOk(Method):
@@ -1553,7 +1597,7 @@ class ExchangeUnbindOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ExchangeUnbindOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return ExchangeUnbindOk()
 
 
 class QueueDeclare(Method):
@@ -1635,26 +1679,34 @@ class QueueDeclare(Method):
     def decode(cls, buf: Buffer, offset: int) -> QueueDeclare:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.queue = buf[offset + 1:end].decode()
+            _queue = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.passive = bool(_bits0 & 1)
-            self.durable = bool(_bits0 & 2)
-            self.exclusive = bool(_bits0 & 4)
-            self.auto_delete = bool(_bits0 & 8)
-            self.nowait = bool(_bits0 & 16)
-            self.arguments, offset = decode_table(buf, offset)
+            _passive = bool(_bits0 & 1)
+            _durable = bool(_bits0 & 2)
+            _exclusive = bool(_bits0 & 4)
+            _auto_delete = bool(_bits0 & 8)
+            _nowait = bool(_bits0 & 16)
+            _arguments, offset = decode_table(buf, offset)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return QueueDeclare(
+            ticket=_ticket,
+            queue=_queue,
+            passive=_passive,
+            durable=_durable,
+            exclusive=_exclusive,
+            auto_delete=_auto_delete,
+            nowait=_nowait,
+            arguments=_arguments,
+        )
 
 
 class QueueDeclareOk(Method):
@@ -1696,18 +1748,21 @@ class QueueDeclareOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> QueueDeclareOk:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.queue = buf[offset + 1:end].decode()
+            _queue = buf[offset + 1:end].decode()
             offset = end
-            self.message_count, self.consumer_count = _S_II.unpack_from(buf, offset)
+            _message_count, _consumer_count = _S_II.unpack_from(buf, offset)
             offset += 8
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return QueueDeclareOk(
+            queue=_queue,
+            message_count=_message_count,
+            consumer_count=_consumer_count,
+        )
 
 
 class QueueBind(Method):
@@ -1761,28 +1816,34 @@ class QueueBind(Method):
     def decode(cls, buf: Buffer, offset: int) -> QueueBind:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.queue = buf[offset + 1:end].decode()
+            _queue = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.exchange = buf[offset + 1:end].decode()
+            _exchange = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.routing_key = buf[offset + 1:end].decode()
+            _routing_key = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.nowait = bool(_bits0 & 1)
-            self.arguments, offset = decode_table(buf, offset)
+            _nowait = bool(_bits0 & 1)
+            _arguments, offset = decode_table(buf, offset)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return QueueBind(
+            ticket=_ticket,
+            queue=_queue,
+            exchange=_exchange,
+            routing_key=_routing_key,
+            nowait=_nowait,
+            arguments=_arguments,
+        )
 
 
 class QueueBindOk(Method):
@@ -1805,7 +1866,7 @@ class QueueBindOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> QueueBindOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return QueueBindOk()
 
 
 class QueuePurge(Method):
@@ -1847,21 +1908,20 @@ class QueuePurge(Method):
     def decode(cls, buf: Buffer, offset: int) -> QueuePurge:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.queue = buf[offset + 1:end].decode()
+            _queue = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.nowait = bool(_bits0 & 1)
+            _nowait = bool(_bits0 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return QueuePurge(ticket=_ticket, queue=_queue, nowait=_nowait)
 
 
 class QueuePurgeOk(Method):
@@ -1891,15 +1951,14 @@ class QueuePurgeOk(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> QueuePurgeOk:
-        self = cls.__new__(cls)
         try:
-            (self.message_count,) = _S_I.unpack_from(buf, offset)
+            (_message_count,) = _S_I.unpack_from(buf, offset)
             offset += 4
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return QueuePurgeOk(message_count=_message_count)
 
 
 class QueueDelete(Method):
@@ -1951,23 +2010,28 @@ class QueueDelete(Method):
     def decode(cls, buf: Buffer, offset: int) -> QueueDelete:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.queue = buf[offset + 1:end].decode()
+            _queue = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.if_unused = bool(_bits0 & 1)
-            self.if_empty = bool(_bits0 & 2)
-            self.nowait = bool(_bits0 & 4)
+            _if_unused = bool(_bits0 & 1)
+            _if_empty = bool(_bits0 & 2)
+            _nowait = bool(_bits0 & 4)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return QueueDelete(
+            ticket=_ticket,
+            queue=_queue,
+            if_unused=_if_unused,
+            if_empty=_if_empty,
+            nowait=_nowait,
+        )
 
 
 class QueueDeleteOk(Method):
@@ -1997,15 +2061,14 @@ class QueueDeleteOk(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> QueueDeleteOk:
-        self = cls.__new__(cls)
         try:
-            (self.message_count,) = _S_I.unpack_from(buf, offset)
+            (_message_count,) = _S_I.unpack_from(buf, offset)
             offset += 4
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return QueueDeleteOk(message_count=_message_count)
 
 
 class QueueUnbind(Method):
@@ -2055,25 +2118,30 @@ class QueueUnbind(Method):
     def decode(cls, buf: Buffer, offset: int) -> QueueUnbind:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.queue = buf[offset + 1:end].decode()
+            _queue = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.exchange = buf[offset + 1:end].decode()
+            _exchange = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.routing_key = buf[offset + 1:end].decode()
+            _routing_key = buf[offset + 1:end].decode()
             offset = end
-            self.arguments, offset = decode_table(buf, offset)
+            _arguments, offset = decode_table(buf, offset)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return QueueUnbind(
+            ticket=_ticket,
+            queue=_queue,
+            exchange=_exchange,
+            routing_key=_routing_key,
+            arguments=_arguments,
+        )
 
 
 class QueueUnbindOk(Method):
@@ -2096,7 +2164,7 @@ class QueueUnbindOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> QueueUnbindOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return QueueUnbindOk()
 
 
 class BasicQos(Method):
@@ -2138,16 +2206,19 @@ class BasicQos(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> BasicQos:
-        self = cls.__new__(cls)
         try:
-            self.prefetch_size, self.prefetch_count, _bits2 = _S_IHB.unpack_from(buf, offset)
+            _prefetch_size, _prefetch_count, _bits2 = _S_IHB.unpack_from(buf, offset)
             offset += 7
-            self.global_ = bool(_bits2 & 1)
+            _global_ = bool(_bits2 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicQos(
+            prefetch_size=_prefetch_size,
+            prefetch_count=_prefetch_count,
+            global_=_global_,
+        )
 
 
 class BasicQosOk(Method):
@@ -2170,7 +2241,7 @@ class BasicQosOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicQosOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return BasicQosOk()
 
 
 class BasicConsume(Method):
@@ -2252,28 +2323,36 @@ class BasicConsume(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicConsume:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.queue = buf[offset + 1:end].decode()
+            _queue = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.consumer_tag = buf[offset + 1:end].decode()
+            _consumer_tag = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.no_local = bool(_bits0 & 1)
-            self.no_ack = bool(_bits0 & 2)
-            self.exclusive = bool(_bits0 & 4)
-            self.nowait = bool(_bits0 & 8)
-            self.arguments, offset = decode_table(buf, offset)
+            _no_local = bool(_bits0 & 1)
+            _no_ack = bool(_bits0 & 2)
+            _exclusive = bool(_bits0 & 4)
+            _nowait = bool(_bits0 & 8)
+            _arguments, offset = decode_table(buf, offset)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicConsume(
+            ticket=_ticket,
+            queue=_queue,
+            consumer_tag=_consumer_tag,
+            no_local=_no_local,
+            no_ack=_no_ack,
+            exclusive=_exclusive,
+            nowait=_nowait,
+            arguments=_arguments,
+        )
 
 
 class BasicConsumeOk(Method):
@@ -2308,16 +2387,15 @@ class BasicConsumeOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicConsumeOk:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.consumer_tag = buf[offset + 1:end].decode()
+            _consumer_tag = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicConsumeOk(consumer_tag=_consumer_tag)
 
 
 class BasicCancel(Method):
@@ -2356,19 +2434,18 @@ class BasicCancel(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicCancel:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.consumer_tag = buf[offset + 1:end].decode()
+            _consumer_tag = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.nowait = bool(_bits0 & 1)
+            _nowait = bool(_bits0 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicCancel(consumer_tag=_consumer_tag, nowait=_nowait)
 
 
 class BasicCancelOk(Method):
@@ -2403,16 +2480,15 @@ class BasicCancelOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicCancelOk:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.consumer_tag = buf[offset + 1:end].decode()
+            _consumer_tag = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicCancelOk(consumer_tag=_consumer_tag)
 
 
 class BasicPublish(Method):
@@ -2461,25 +2537,30 @@ class BasicPublish(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicPublish:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.exchange = buf[offset + 1:end].decode()
+            _exchange = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.routing_key = buf[offset + 1:end].decode()
+            _routing_key = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.mandatory = bool(_bits0 & 1)
-            self.immediate = bool(_bits0 & 2)
+            _mandatory = bool(_bits0 & 1)
+            _immediate = bool(_bits0 & 2)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicPublish(
+            ticket=_ticket,
+            exchange=_exchange,
+            routing_key=_routing_key,
+            mandatory=_mandatory,
+            immediate=_immediate,
+        )
 
 
 class BasicReturn(Method):
@@ -2525,24 +2606,28 @@ class BasicReturn(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicReturn:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.reply_code,) = _S_H.unpack_from(buf, offset)
+            (_reply_code,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.reply_text = buf[offset + 1:end].decode()
+            _reply_text = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.exchange = buf[offset + 1:end].decode()
+            _exchange = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.routing_key = buf[offset + 1:end].decode()
+            _routing_key = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicReturn(
+            reply_code=_reply_code,
+            reply_text=_reply_text,
+            exchange=_exchange,
+            routing_key=_routing_key,
+        )
 
 
 class BasicDeliver(Method):
@@ -2592,25 +2677,30 @@ class BasicDeliver(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicDeliver:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.consumer_tag = buf[offset + 1:end].decode()
+            _consumer_tag = buf[offset + 1:end].decode()
             offset = end
-            self.delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
+            _delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
             offset += 9
-            self.redelivered = bool(_bits1 & 1)
+            _redelivered = bool(_bits1 & 1)
             end = offset + 1 + buf[offset]
-            self.exchange = buf[offset + 1:end].decode()
+            _exchange = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.routing_key = buf[offset + 1:end].decode()
+            _routing_key = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicDeliver(
+            consumer_tag=_consumer_tag,
+            delivery_tag=_delivery_tag,
+            redelivered=_redelivered,
+            exchange=_exchange,
+            routing_key=_routing_key,
+        )
 
 
 class BasicGet(Method):
@@ -2652,21 +2742,20 @@ class BasicGet(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicGet:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            (self.ticket,) = _S_H.unpack_from(buf, offset)
+            (_ticket,) = _S_H.unpack_from(buf, offset)
             offset += 2
             end = offset + 1 + buf[offset]
-            self.queue = buf[offset + 1:end].decode()
+            _queue = buf[offset + 1:end].decode()
             offset = end
             _bits0 = buf[offset]
             offset += 1
-            self.no_ack = bool(_bits0 & 1)
+            _no_ack = bool(_bits0 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicGet(ticket=_ticket, queue=_queue, no_ack=_no_ack)
 
 
 class BasicGetOk(Method):
@@ -2715,24 +2804,29 @@ class BasicGetOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicGetOk:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
-            self.delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
+            _delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
             offset += 9
-            self.redelivered = bool(_bits1 & 1)
+            _redelivered = bool(_bits1 & 1)
             end = offset + 1 + buf[offset]
-            self.exchange = buf[offset + 1:end].decode()
+            _exchange = buf[offset + 1:end].decode()
             offset = end
             end = offset + 1 + buf[offset]
-            self.routing_key = buf[offset + 1:end].decode()
+            _routing_key = buf[offset + 1:end].decode()
             offset = end
-            (self.message_count,) = _S_I.unpack_from(buf, offset)
+            (_message_count,) = _S_I.unpack_from(buf, offset)
             offset += 4
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicGetOk(
+            delivery_tag=_delivery_tag,
+            redelivered=_redelivered,
+            exchange=_exchange,
+            routing_key=_routing_key,
+            message_count=_message_count,
+        )
 
 
 class BasicGetEmpty(Method):
@@ -2767,16 +2861,15 @@ class BasicGetEmpty(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicGetEmpty:
         if type(buf) is memoryview:  # slices of bytes decode faster than str(memoryview)
             buf = buf.tobytes()
-        self = cls.__new__(cls)
         try:
             end = offset + 1 + buf[offset]
-            self.cluster_id = buf[offset + 1:end].decode()
+            _cluster_id = buf[offset + 1:end].decode()
             offset = end
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicGetEmpty(cluster_id=_cluster_id)
 
 
 class BasicAck(Method):
@@ -2809,16 +2902,15 @@ class BasicAck(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> BasicAck:
-        self = cls.__new__(cls)
         try:
-            self.delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
+            _delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
             offset += 9
-            self.multiple = bool(_bits1 & 1)
+            _multiple = bool(_bits1 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicAck(delivery_tag=_delivery_tag, multiple=_multiple)
 
 
 class BasicReject(Method):
@@ -2851,16 +2943,15 @@ class BasicReject(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> BasicReject:
-        self = cls.__new__(cls)
         try:
-            self.delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
+            _delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
             offset += 9
-            self.requeue = bool(_bits1 & 1)
+            _requeue = bool(_bits1 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicReject(delivery_tag=_delivery_tag, requeue=_requeue)
 
 
 class BasicRecoverAsync(Method):
@@ -2890,16 +2981,15 @@ class BasicRecoverAsync(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> BasicRecoverAsync:
-        self = cls.__new__(cls)
         try:
             _bits0 = buf[offset]
             offset += 1
-            self.requeue = bool(_bits0 & 1)
+            _requeue = bool(_bits0 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicRecoverAsync(requeue=_requeue)
 
 
 class BasicRecover(Method):
@@ -2929,16 +3019,15 @@ class BasicRecover(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> BasicRecover:
-        self = cls.__new__(cls)
         try:
             _bits0 = buf[offset]
             offset += 1
-            self.requeue = bool(_bits0 & 1)
+            _requeue = bool(_bits0 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicRecover(requeue=_requeue)
 
 
 class BasicRecoverOk(Method):
@@ -2961,7 +3050,7 @@ class BasicRecoverOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> BasicRecoverOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return BasicRecoverOk()
 
 
 class BasicNack(Method):
@@ -3002,17 +3091,16 @@ class BasicNack(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> BasicNack:
-        self = cls.__new__(cls)
         try:
-            self.delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
+            _delivery_tag, _bits1 = _S_QB.unpack_from(buf, offset)
             offset += 9
-            self.multiple = bool(_bits1 & 1)
-            self.requeue = bool(_bits1 & 2)
+            _multiple = bool(_bits1 & 1)
+            _requeue = bool(_bits1 & 2)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return BasicNack(delivery_tag=_delivery_tag, multiple=_multiple, requeue=_requeue)
 
 
 class ConfirmSelect(Method):
@@ -3042,16 +3130,15 @@ class ConfirmSelect(Method):
 
     @classmethod
     def decode(cls, buf: Buffer, offset: int) -> ConfirmSelect:
-        self = cls.__new__(cls)
         try:
             _bits0 = buf[offset]
             offset += 1
-            self.nowait = bool(_bits0 & 1)
+            _nowait = bool(_bits0 & 1)
         except _DECODE_ERRORS as exc:
             raise _malformed(cls, buf, offset, exc) from None
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return self
+        return ConfirmSelect(nowait=_nowait)
 
 
 class ConfirmSelectOk(Method):
@@ -3074,7 +3161,7 @@ class ConfirmSelectOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> ConfirmSelectOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return ConfirmSelectOk()
 
 
 class TxSelect(Method):
@@ -3097,7 +3184,7 @@ class TxSelect(Method):
     def decode(cls, buf: Buffer, offset: int) -> TxSelect:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return TxSelect()
 
 
 class TxSelectOk(Method):
@@ -3120,7 +3207,7 @@ class TxSelectOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> TxSelectOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return TxSelectOk()
 
 
 class TxCommit(Method):
@@ -3143,7 +3230,7 @@ class TxCommit(Method):
     def decode(cls, buf: Buffer, offset: int) -> TxCommit:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return TxCommit()
 
 
 class TxCommitOk(Method):
@@ -3166,7 +3253,7 @@ class TxCommitOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> TxCommitOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return TxCommitOk()
 
 
 class TxRollback(Method):
@@ -3189,7 +3276,7 @@ class TxRollback(Method):
     def decode(cls, buf: Buffer, offset: int) -> TxRollback:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return TxRollback()
 
 
 class TxRollbackOk(Method):
@@ -3212,7 +3299,7 @@ class TxRollbackOk(Method):
     def decode(cls, buf: Buffer, offset: int) -> TxRollbackOk:
         if offset != len(buf):
             raise _malformed(cls, buf, offset)
-        return cls.__new__(cls)
+        return TxRollbackOk()
 
 
 # -- responses to synchronous requests -----------------------------------------------------
@@ -3337,7 +3424,22 @@ class BasicProperties:
         "app_id",
         "cluster_id",
     )
-    NAMES: ClassVar[tuple[str, ...]] = __slots__
+    NAMES: ClassVar[tuple[str, ...]] = (
+        "content_type",
+        "content_encoding",
+        "headers",
+        "delivery_mode",
+        "priority",
+        "correlation_id",
+        "reply_to",
+        "expiration",
+        "message_id",
+        "timestamp",
+        "type",
+        "user_id",
+        "app_id",
+        "cluster_id",
+    )
 
     content_type: str | None
     content_encoding: str | None
@@ -3348,7 +3450,7 @@ class BasicProperties:
     reply_to: str | None
     expiration: str | None
     message_id: str | None
-    timestamp: int | None
+    timestamp: int | datetime.datetime | None
     type: str | None
     user_id: str | None
     app_id: str | None
@@ -3365,7 +3467,7 @@ class BasicProperties:
         reply_to: str | None = None,
         expiration: str | None = None,
         message_id: str | None = None,
-        timestamp: int | None = None,
+        timestamp: int | datetime.datetime | None = None,
         type: str | None = None,
         user_id: str | None = None,
         app_id: str | None = None,

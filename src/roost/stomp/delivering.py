@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from mypy_extensions import trait
+
 from roost.core import Message
 from roost.core.errors import BrokerError
 from roost.stomp import destinations
@@ -17,6 +19,7 @@ from roost.stomp.subscription import Subscription
 _GONE: Final = object()  # a default of dict.pop that no entry holds
 
 
+@trait  # a part of the compiled StompHandler (docs/compiled.md)
 class Delivering(SessionState):
     def deliver(
         self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message

@@ -172,14 +172,14 @@ class StompHandler(ReadLoop, Output, Sending, Subscribing, Delivering, Transacti
                 gate.left -= 1
                 if not gate.left:
                     gate.end_turn()
-        except StompParseError as exc:
+        except StompParseError as exc:  # (a name per type: one name has one type compiled)
             self._error(exc.message, exc.detail)
-        except StompError as exc:
-            self._error(exc.message, exc.detail, frame)
-        except BrokerError as exc:
+        except StompError as refused:
+            self._error(refused.message, refused.detail, frame)
+        except BrokerError as broken:
             # RabbitMQ's body: "ACCESS_REFUSED - access to queue 'q' in vhost '/' refused…"
-            name = ERROR_NAMES.get(type(exc), "internal_error")
-            self._error(name, f"{name.upper()} - {exc.text}", frame)
+            name = ERROR_NAMES.get(type(broken), "internal_error")
+            self._error(name, f"{name.upper()} - {broken.text}", frame)
         except Exception:
             log.exception("%s: internal error while handling %r", self.endpoint.peer, frame)
             self._error("internal_error", "internal error", frame)
@@ -192,11 +192,10 @@ class StompHandler(ReadLoop, Output, Sending, Subscribing, Delivering, Transacti
         if after is None:  # the frame may not come now: advance raises the StompError
             after = advance(self.state, command)
         if self.client is None:
-            self._connect(frame)
-            if self.client is not None:
+            if self._connect(frame):  # not "self.client is not None": None to mypyc here
                 self.state = after
             return
-        handler = self._handlers[command]
+        handler = _HANDLERS[command]
         self.state = after
         headers = frame.headers
         # a frame that may declare a durable queue: its receipt waits for the disk
@@ -253,7 +252,7 @@ class StompHandler(ReadLoop, Output, Sending, Subscribing, Delivering, Transacti
 
     # -- connection -----------------------------------------------------------------------
 
-    def _connect(self, frame: Frame) -> None:
+    def _connect(self, frame: Frame) -> bool:  # whether the client is connected now
         accepted = (frame.get("accept-version") or "1.0").split(",")
         common = [v for v in VERSIONS if v in {a.strip() for a in accepted}]
         if not common:
@@ -264,7 +263,7 @@ class StompHandler(ReadLoop, Output, Sending, Subscribing, Delivering, Transacti
             )
             self.close_reason = "unsupported STOMP version"
             self._close()
-            return
+            return False
         self.version = common[-1]
         self.parser.version = self.version
         self._ack_key = "id" if self.version == "1.2" else "message-id"
@@ -319,6 +318,7 @@ class StompHandler(ReadLoop, Output, Sending, Subscribing, Delivering, Transacti
             self._check_interval = expect_ms / 1000
             self._effect(StartTimer(CHECK_TIMER, self._check_interval))
         log.debug("%s: STOMP %s negotiated", self.endpoint.peer, self.version)
+        return True
 
     def _connect_timeout(self) -> None:
         if self.client is None and not self.closed:
@@ -385,15 +385,16 @@ class StompHandler(ReadLoop, Output, Sending, Subscribing, Delivering, Transacti
         self._release()
         self._effect(ABORT)
 
-    _handlers: dict[str, Callable[[StompHandler, Frame], None]] = {
-        "SEND": Sending.on_send,
-        "SUBSCRIBE": Subscribing.on_subscribe,
-        "UNSUBSCRIBE": Subscribing.on_unsubscribe,
-        "ACK": Delivering.on_ack,
-        "NACK": Delivering.on_nack,
-        "BEGIN": Transactions.on_begin,
-        "COMMIT": Transactions.on_commit,
-        "ABORT": Transactions.on_abort,
-        "DISCONNECT": on_disconnect,
-    }
 
+# command -> its handler (not in the class: a compiled class holds no such dict)
+_HANDLERS: dict[str, Callable[[StompHandler, Frame], None]] = {
+    "SEND": StompHandler.on_send,
+    "SUBSCRIBE": StompHandler.on_subscribe,
+    "UNSUBSCRIBE": StompHandler.on_unsubscribe,
+    "ACK": StompHandler.on_ack,
+    "NACK": StompHandler.on_nack,
+    "BEGIN": StompHandler.on_begin,
+    "COMMIT": StompHandler.on_commit,
+    "ABORT": StompHandler.on_abort,
+    "DISCONNECT": StompHandler.on_disconnect,
+}

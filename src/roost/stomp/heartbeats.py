@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+from mypy_extensions import trait
+
 from roost.stomp.effects import StartTimer
 from roost.stomp.errors import StompError
 from roost.stomp.session_state import SessionState
@@ -16,6 +18,7 @@ BEAT_TIMER = "heart-beat out"  # the session's timers (StartTimer, StompHandler.
 CHECK_TIMER = "heart-beat in"
 
 
+@trait  # a part of the compiled StompHandler (docs/compiled.md)
 class Heartbeats(SessionState):
     def _negotiate_heartbeat(self, value: str) -> tuple[int, int]:
         """(server sends every, server expects every) in ms, as the spec computes them."""
@@ -54,7 +57,7 @@ class Heartbeats(SessionState):
         if self.closed:
             return
         if self.gate.paused:  # its heart-beats wait unread in the socket
-            self._heard = self._clock.time()
+            self.heard()  # (a method: mypyc 2.4 fails on a float stored by a trait)
         silent = self._clock.time() - self._heard
         if silent > 2 * interval:  # the spec's "some tolerance": two whole intervals
             log.warning("%s: missed heart-beats from client", self.endpoint.peer)

@@ -42,7 +42,9 @@ PROTOCOL_HEADERS = frozenset(
 )
 
 # headers that set no property: a SEND with only these has the shared empty properties
-_NO_PROPERTY = PROTOCOL_HEADERS - STRING_HEADERS.keys() - {"persistent", "priority", "timestamp"}
+# (difference, not "-": "frozenset - dict.keys()" is a set at run time, which the
+# compiled build refuses where the type says frozenset)
+_NO_PROPERTY = PROTOCOL_HEADERS.difference(STRING_HEADERS, {"persistent", "priority", "timestamp"})
 
 
 # a stream's idempotent publishing: an integer there, as AMQP clients send it

@@ -4,11 +4,14 @@ stomp/effects.py for when it says False and when True)."""
 
 from __future__ import annotations
 
+from mypy_extensions import trait
+
 from roost.stomp.effects import DRAIN_AT, Effect
 from roost.stomp.frames import serialize
 from roost.stomp.session_state import SessionState
 
 
+@trait  # a part of the compiled StompHandler (docs/compiled.md)
 class Output(SessionState):
     def receive(self, data: bytes) -> list[Effect]:
         """Feed bytes read from the peer; what they made the session do."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from functools import partial
 
+from mypy_extensions import trait
+
 from roost.core import Message
 from roost.stomp import arguments as stomp_arguments
 from roost.stomp.errors import StompError
@@ -16,6 +18,7 @@ from roost.stomp.session_state import CACHE_SIZE, SessionState
 from roost.stomp.subscription import new_subscription
 
 
+@trait  # a part of the compiled StompHandler (docs/compiled.md)
 class Sending(SessionState):
     def on_send(self, frame: Frame) -> None:
         assert self.client is not None

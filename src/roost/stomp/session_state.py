@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import trait
+
 from roost.stomp import destinations
 from roost.stomp.destinations import Destination, DestinationError
 from roost.stomp.errors import StompError
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 CACHE_SIZE = 1024  # destinations remembered per connection
 
 
+@trait  # a part of the compiled StompHandler (docs/compiled.md)
 class SessionState:
     # set by StompHandler.__init__ (stomp/handler.py), which says what each one is
     broker: AdapterPort
@@ -58,34 +61,44 @@ class SessionState:
     gate: ReadGate
     publisher: Publisher
 
-    if TYPE_CHECKING:  # defined by the session or one of its parts
+    # defined by the session or one of its parts, which come before this class in the
+    # session's MRO (real methods, not TYPE_CHECKING stubs: the compiled trait needs them)
 
-        def write_frame(
-            self, command: str, headers: list[tuple[str, str]], body: bytes = b""
-        ) -> None: ...
+    def write_frame(self, command: str, headers: list[tuple[str, str]], body: bytes = b"") -> None:
+        raise NotImplementedError
 
-        def data_received(self, data: bytes) -> None: ...
+    def data_received(self, data: bytes) -> None:
+        raise NotImplementedError
 
-        def write(self, data: bytes) -> None: ...
+    def heard(self) -> None:
+        raise NotImplementedError
 
-        def _effect(self, effect: Effect) -> None: ...
+    def write(self, data: bytes) -> None:
+        raise NotImplementedError
 
-        def _error(
-            self,
-            message: str,
-            detail: str = "",
-            frame: Frame | None = None,
-            *,
-            receipt: str | None = None,
-        ) -> None: ...
+    def _effect(self, effect: Effect) -> None:
+        raise NotImplementedError
 
-        def _close(self) -> None: ...
+    def _error(
+        self,
+        message: str,
+        detail: str = "",
+        frame: Frame | None = None,
+        *,
+        receipt: str | None = None,
+    ) -> None:
+        raise NotImplementedError
 
-        def _consume(
-            self, sub: Subscription, queue: str, prefetch: int, arguments: dict[str, Any]
-        ) -> None: ...
+    def _close(self) -> None:
+        raise NotImplementedError
 
-        def _settle(self, sub: Subscription, tags: list[int], *, requeue: bool | None) -> None: ...
+    def _consume(
+        self, sub: Subscription, queue: str, prefetch: int, arguments: dict[str, Any]
+    ) -> None:
+        raise NotImplementedError
+
+    def _settle(self, sub: Subscription, tags: list[int], *, requeue: bool | None) -> None:
+        raise NotImplementedError
 
     @staticmethod
     def _require(frame: Frame, name: str) -> str:

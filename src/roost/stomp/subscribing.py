@@ -7,6 +7,8 @@ import base64
 import os
 from typing import Any
 
+from mypy_extensions import trait
+
 from roost.core import ACK_TIMEOUT
 from roost.stomp import arguments as stomp_arguments
 from roost.stomp import destinations
@@ -23,6 +25,7 @@ from roost.stomp.subscription import (
 ACK_MODES = ("auto", "client", "client-individual")
 
 
+@trait  # a part of the compiled StompHandler (docs/compiled.md)
 class Subscribing(SessionState):
     def on_subscribe(self, frame: Frame) -> None:
         assert self.client is not None

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from functools import partial
 
+from mypy_extensions import trait
+
 from roost.core.errors import BrokerError
 from roost.stomp.errors import StompError
 from roost.stomp.frames import Frame
 from roost.stomp.session_state import SessionState
 
 
+@trait  # a part of the compiled StompHandler (docs/compiled.md)
 class Transactions(SessionState):
     def on_begin(self, frame: Frame) -> None:
         tx = self._require(frame, "transaction")
