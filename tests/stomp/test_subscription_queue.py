@@ -21,7 +21,7 @@ from roost.core.flow import HIGH_MESSAGES
 from roost.core.queues.base import Queue
 from roost.core.queues.subscription import IDLE_FLOW, SubscriptionQueue
 from roost.stomp.handler import StompHandler
-from roost.stomp.subscription import Subscription, SubscriptionWithOptions, TopicSubscription
+from roost.stomp.subscription import NONE_OUTSTANDING, SubscriptionWithOptions
 from tests.brokers import memory_broker
 from tests.stomp.conftest import Connect, bindings_of, queue_info, subscription_queue
 from tests.stomp.test_session import CONNECT, FakeClock, connection, session
@@ -298,6 +298,10 @@ def test_a_refused_subscribe_leaves_no_queue_behind(refused: str) -> None:
     assert not [n for n in _queues(handler) if n.startswith("stomp-subscription-")]
 
 
+def _queue_of(handler: StompHandler, sub_id: str) -> Any:
+    return handler.session.consumers[sub_id].queue  # type: ignore[union-attr]
+
+
 def test_an_ack_auto_topic_subscription_keeps_only_its_id_and_the_bindings_key() -> None:
     handler, transport, clock = session()
     handler.data_received(CONNECT)
@@ -307,22 +311,31 @@ def test_an_ack_auto_topic_subscription_keeps_only_its_id_and_the_bindings_key()
     assert consumer is queue and handler.session.consumers["a"] is queue  # type: ignore[union-attr]
     assert isinstance(consumer, Consumer) and vars(queue) == {}
     assert (consumer.no_ack, consumer.prefetch, consumer.unacked, consumer.tag) == (True, 0, 0, "a")
-    sub = handler.subscriptions["a"]
-    assert type(sub) is TopicSubscription and not hasattr(sub, "__dict__")
-    assert sub.destination == "/topic/t.auto" and sub.ack == "auto" and not sub.outstanding
+    # its id is the key, and the session keeps the binding's key alone: no object
     [binding] = queue.bindings()
-    assert sub._destination is binding.routing_key  # one string for both
+    assert handler.subscriptions["a"] is binding.routing_key == "t.auto"
     assert not hasattr(binding, "__dict__") and binding.arguments == {}
     handler.data_received(b"SEND\ndestination:/topic/t.auto\n\nx\x00")
     message = transport.frames()[-1]
     assert message.headers["destination"] == "/topic/t.auto" and message.body == b"x"
+    assert message.headers["subscription"] == "a"
     # a destination that is not /topic/ + its key as written keeps its own text
     _subscribe(handler, clock, "id:q\ndestination:/topic/t%2Eq")
-    assert type(handler.subscriptions["q"]) is Subscription
-    assert handler.subscriptions["q"].destination == "/topic/t%2Eq"
+    assert handler.subscriptions["q"] == "/topic/t%2Eq"
+    _subscribe(handler, clock, "id:e\ndestination:/exchange/amq.topic/t.e")
+    assert handler.subscriptions["e"] == "/exchange/amq.topic/t.e"
+    # a client-ack one keeps an object, with the key too, and no dict of its own until
+    # its first delivery
     _subscribe(handler, clock, "id:c\ndestination:/topic/t.c\nack:client\nprefetch-count:3")
     sub = handler.subscriptions["c"]
     assert type(sub) is SubscriptionWithOptions and sub.destination == "/topic/t.c"
+    assert sub._destination is _queue_of(handler, "c").bindings()[0].routing_key
+    assert sub.outstanding is NONE_OUTSTANDING
+    handler.data_received(b"SEND\ndestination:/topic/t.c\n\ny\x00")
+    message = transport.frames()[-1]
+    assert message.body == b"y" and message.headers["subscription"] == "c"
+    assert list(sub.outstanding) == [int(message.headers["ack"])]
+    assert NONE_OUTSTANDING == {}
     assert type(handler.session.consumers["c"]) is AckingConsumer  # type: ignore[union-attr]
 
 

@@ -14,7 +14,12 @@ from roost.stomp.errors import StompError
 from roost.stomp.frames import Frame, header_lines
 from roost.stomp.mapping import property_lines
 from roost.stomp.session_state import CACHE_SIZE, SessionState
-from roost.stomp.subscription import Subscription
+from roost.stomp.subscription import (
+    NONE_OUTSTANDING,
+    Subscription,
+    SubscriptionWithOptions,
+    subscription_of,
+)
 
 _GONE: Final = object()  # a default of dict.pop that no entry holds
 
@@ -29,23 +34,34 @@ class Delivering(SessionState):
             return
         # the frame from parts encoded once (per subscription, destination, message)
         tag = str(delivery_tag).encode()
-        parts = [
-            sub.head or self._head(sub),
-            sub.destination_line or self._destination_line(message.exchange, message.routing_key),
-            b"message-id:",
-            tag,
-            b"\n",
-        ]
-        if redelivered:
-            parts.append(b"redelivered:true\n")
-        if sub.ack != "auto":
-            if self.version == "1.2":
-                parts += (b"ack:", tag, b"\n")
-            self._max_tag = delivery_tag
-            sub.outstanding[delivery_tag] = None
-            self.tag_subscription[delivery_tag] = sub
-            if self.gate.flow_held:  # its ack must be read: the socket may not wait
-                self.gate.update_congestion()
+        head = self._heads.get(consumer_tag) or self._head(consumer_tag)
+        if type(sub) is str:  # an ack:auto subscription, kept as its destination alone
+            parts = [head, self._destination_line(message.exchange, message.routing_key),
+                     b"message-id:", tag, b"\n"]
+            if redelivered:
+                parts.append(b"redelivered:true\n")
+        else:
+            assert isinstance(sub, SubscriptionWithOptions)
+            parts = [
+                head,
+                sub.destination_line
+                or self._destination_line(message.exchange, message.routing_key),
+                b"message-id:",
+                tag,
+                b"\n",
+            ]
+            if redelivered:
+                parts.append(b"redelivered:true\n")
+            if sub.ack != "auto":
+                if self.version == "1.2":
+                    parts += (b"ack:", tag, b"\n")
+                self._max_tag = delivery_tag
+                if sub.outstanding is NONE_OUTSTANDING:
+                    sub.outstanding = {}
+                sub.outstanding[delivery_tag] = None
+                self.tag_subscription[delivery_tag] = sub
+                if self.gate.flow_held:  # its ack must be read: the socket may not wait
+                    self.gate.update_congestion()
         parts.append(property_lines(message.properties, self.version))
         body = message.body
         if body:  # the frame in one join: a 1 KiB body is copied once, not twice
@@ -54,11 +70,13 @@ class Delivering(SessionState):
             parts.append(b"\n\x00")
         self.write(b"".join(parts))
 
-    def _head(self, sub: Subscription) -> bytes:
+    def _head(self, sub_id: str) -> bytes:
         """A subscription's MESSAGE line and subscription header, encoded at its first
         delivery (an idle subscription keeps no copy)."""
-        sub.head = b"MESSAGE\n" + header_lines([("subscription", sub.id)], self.version)
-        return sub.head
+        head = self._heads[sub_id] = b"MESSAGE\n" + header_lines(
+            [("subscription", sub_id)], self.version
+        )
+        return head
 
     def _destination_line(self, exchange: str, routing_key: str) -> bytes:
         """The encoded ``destination`` header of a MESSAGE published to these."""
@@ -72,8 +90,10 @@ class Delivering(SessionState):
         return line
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
-        sub = self.subscriptions.pop(consumer_tag, None)
-        if sub is not None:
+        kept = self.subscriptions.pop(consumer_tag, None)
+        if kept is not None:
+            self._heads.pop(consumer_tag, None)
+            sub = subscription_of(consumer_tag, kept)
             self._error("subscription cancelled", f"the queue of '{sub.destination}' was deleted")
 
     def close_with(self, error: BrokerError) -> None:

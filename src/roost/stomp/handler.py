@@ -53,7 +53,7 @@ from roost.stomp.sending import Sending
 from roost.stomp.settings import StompSettings
 from roost.stomp.states import TRANSITIONS, State, advance
 from roost.stomp.subscribing import Subscribing
-from roost.stomp.subscription import Subscription
+from roost.stomp.subscription import Kept, SubscriptionWithOptions
 from roost.stomp.transactions import Transactions
 from roost.stomp.transport import Clock, Endpoint
 
@@ -108,8 +108,10 @@ class StompHandler(ReadLoop, Output, Sending, Subscribing, Delivering, Transacti
         self.version = "1.0"
         self.client: Client | None = None
         self.session: Session | None = None
-        self.subscriptions: dict[str, Subscription] = {}
-        self.tag_subscription: dict[int, Subscription] = {}
+        # id -> what is kept of a subscription (stomp/subscription.py); its MESSAGE head
+        self.subscriptions: dict[str, Kept] = {}
+        self.tag_subscription: dict[int, SubscriptionWithOptions] = {}
+        self._heads: dict[str, bytes] = {}
         self.transactions: dict[str, list[Callable[[], None]]] = {}
         self.temp_queues: dict[str, str] = {}  # /temp-queue/NAME -> queue name
         # per-connection caches, as RabbitMQ's STOMP plugin keeps: parsed destinations,

@@ -15,7 +15,7 @@ from roost.stomp.errors import StompError
 from roost.stomp.frames import Frame
 from roost.stomp.mapping import properties_from_headers
 from roost.stomp.session_state import CACHE_SIZE, SessionState
-from roost.stomp.subscription import new_subscription
+from roost.stomp.subscription import new_subscription, subscription_of
 
 
 @trait  # a part of the compiled StompHandler (docs/compiled.md)
@@ -121,8 +121,8 @@ class Sending(SessionState):
             1
             for handler in self.registry
             if isinstance(handler, SessionState)
-            for sub in handler.subscriptions.values()
-            if sub.destination == dest
+            for sub_id, kept in handler.subscriptions.items()
+            if subscription_of(sub_id, kept).destination == dest
         )
 
     def _temp_queue(self, dest_text: str) -> str:

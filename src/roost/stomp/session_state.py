@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from roost.core.ports.adapter import Client, Publisher, Queue, Session
     from roost.stomp.effects import Effect
     from roost.stomp.settings import StompSettings
-    from roost.stomp.subscription import Subscription
+    from roost.stomp.subscription import Kept, Subscription, SubscriptionWithOptions
     from roost.stomp.transport import Clock, Endpoint
 
 CACHE_SIZE = 1024  # destinations remembered per connection
@@ -41,8 +41,9 @@ class SessionState:
     version: str
     client: Client | None
     session: Session | None
-    subscriptions: dict[str, Subscription]
-    tag_subscription: dict[int, Subscription]
+    subscriptions: dict[str, Kept]
+    tag_subscription: dict[int, SubscriptionWithOptions]
+    _heads: dict[str, bytes]
     transactions: dict[str, list[Callable[[], None]]]
     temp_queues: dict[str, str]
     _destinations: dict[str, Destination]

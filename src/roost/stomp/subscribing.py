@@ -20,6 +20,7 @@ from roost.stomp.subscription import (
     Subscription,
     SubscriptionWithOptions,
     new_subscription,
+    subscription_of,
 )
 
 ACK_MODES = ("auto", "client", "client-individual")
@@ -129,15 +130,17 @@ class Subscribing(SessionState):
             )
         finally:
             session.prefetch_count = 0
-        self.subscriptions[sub.id] = sub
+        self.subscriptions[sub.id] = sub.kept()
         self._clock.call_soon(session.start, consumer)  # after this frame's RECEIPT
 
     def on_unsubscribe(self, frame: Frame) -> None:
         assert self.session is not None and self.client is not None
         sub_id = frame.get("id") or (frame.get("destination") if self.version == "1.0" else None)
-        sub = self.subscriptions.pop(sub_id or "", None)
-        if sub is None:
+        kept = self.subscriptions.pop(sub_id or "", None)
+        if kept is None:
             raise StompError("unknown subscription", f"no subscription '{sub_id}'")
+        sub = subscription_of(sub_id or "", kept)
+        self._heads.pop(sub.id, None)
         consumer = self.session.consumers.get(sub.id)
         self.session.cancel(sub.id)
         self._settle(sub, list(sub.outstanding), requeue=True)
