@@ -2,10 +2,12 @@
 subscription (issue 19), Roost next to RabbitMQ: the resident set size of the broker
 process idle, with N idle AMQP connections (each with one channel open), with Q declared
 non-durable queues, and with S STOMP subscriptions to distinct topics (``/topic/rss.N``,
-``ack:auto``) spread over ``--sub-connections`` connections.
+``ack:auto``, or ``--sub-ack client-individual`` / ``client``, ``--sub-destination
+/exchange/amq.topic/`` for another form) spread over ``--sub-connections`` connections.
 
     .venv/bin/python bench/rss_bench.py [--brokers roost,rabbitmq] [--connections 1000,5000]
         [--queues 100000] [--subscriptions 100000] [--sub-connections 250] [--repeat 1]
+        [--sub-ack auto] [--sub-destination /topic/]
     .venv/bin/python bench/rss_bench.py --churn [20000,5000,5000]
     .venv/bin/python bench/rss_bench.py --idle-cycles 2000,8
 
@@ -111,7 +113,9 @@ def idle_cycles(broker: str, connections: int, cycles: int) -> tuple[float, list
     return idle, after
 
 
-async def _subscriber(port: int, connections: int, subscriptions: int) -> None:
+async def _subscriber(
+    port: int, connections: int, subscriptions: int, ack: str, prefix: str
+) -> None:
     """STOMP connections, each subscribing to its share of distinct topics (pipelined,
     then one RECEIPT per connection says they are all in place)."""
     opened = []
@@ -127,7 +131,8 @@ async def _subscriber(port: int, connections: int, subscriptions: int) -> None:
             data += await reader.read(4096)
         assert data.startswith(b"CONNECTED"), data
     for c, (_reader, writer) in enumerate(opened):
-        frames = [f"SUBSCRIBE\nid:s{n}\ndestination:/topic/rss.{n}\n\n\0".encode()
+        ack_line = "" if ack == "auto" else f"ack:{ack}\n"
+        frames = [f"SUBSCRIBE\nid:s{n}\ndestination:{prefix}rss.{n}\n{ack_line}\n\0".encode()
                   for n in range(c, subscriptions, connections)]
         frames.append(b"SUBSCRIBE\nid:last\ndestination:/topic/rss.last\nreceipt:r\n\n\0")
         for i in range(0, len(frames), 500):
@@ -174,7 +179,8 @@ def _stomp_launcher(broker: str, port: int) -> contextlib.AbstractContextManager
 
 
 def measure(
-    broker: str, connections: int, queues: int, subscriptions: int = 0, sub_connections: int = 0
+    broker: str, connections: int, queues: int, subscriptions: int = 0, sub_connections: int = 0,
+    sub_ack: str = "auto", sub_destination: str = "/topic/",
 ) -> tuple[float, float]:
     """(idle RSS MB, RSS MB with the load) on a fresh broker."""
     port = _brokers.free_port()
@@ -188,7 +194,7 @@ def measure(
         idle = rss_mb(pid)
         if subscriptions:
             load = _spawn([sys.executable, __file__, "--subscriber", str(port),
-                           str(sub_connections), str(subscriptions)])
+                           str(sub_connections), str(subscriptions), sub_ack, sub_destination])
         else:
             load = _load(url, connections, queues)
         try:
@@ -217,8 +223,8 @@ def main() -> int:
         asyncio.run(_client(url, int(n), int(q), close == ["close"]))
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--subscriber":
-        _, _, port, n, s = sys.argv
-        asyncio.run(_subscriber(int(port), int(n), int(s)))
+        _, _, port, n, s, ack, prefix = sys.argv
+        asyncio.run(_subscriber(int(port), int(n), int(s), ack, prefix))
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--churn-client":
         url, stomp, ws, *counts = sys.argv[2:]
@@ -231,6 +237,10 @@ def main() -> int:
     ap.add_argument("--subscriptions", type=int, default=0,
                     help="STOMP topic subscriptions (e.g. 100000); 0: none")
     ap.add_argument("--sub-connections", type=int, default=250)
+    ap.add_argument("--sub-ack", default="auto", choices=("auto", "client", "client-individual"),
+                    help="the subscriptions' ack mode")
+    ap.add_argument("--sub-destination", default="/topic/", metavar="PREFIX",
+                    help="their destinations' prefix, e.g. /exchange/amq.topic/")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--churn", nargs="?", const="20000,5000,5000", metavar="AMQP,STOMP,WS",
                     help="connection churn instead (default 20000,5000,5000)")
@@ -271,7 +281,8 @@ def main() -> int:
             for broker in brokers if rep % 2 == 0 else brokers[::-1]:
                 print(f"{broker}: {load[0]} connections, {load[1]} queues, {load[2]} "
                       "subscriptions", file=sys.stderr)
-                got = measure(broker, load[0], load[1], load[2], args.sub_connections)
+                got = measure(broker, load[0], load[1], load[2], args.sub_connections,
+                              args.sub_ack, args.sub_destination)
                 print(f"  idle {got[0]:.1f} MB, loaded {got[1]:.1f} MB", file=sys.stderr)
                 rows.setdefault(load, {}).setdefault(broker, []).append(got)
     print("| load | " + " | ".join(
@@ -281,7 +292,10 @@ def main() -> int:
     for (n, q, subs), per in rows.items():
         count = n or q or subs
         label = (f"{n:,} idle connections" if n else f"{q:,} queues" if q else
-                 f"{subs:,} STOMP topic subscriptions ({args.sub_connections} connections)")
+                 f"{subs:,} STOMP topic subscriptions ({args.sub_connections} connections"
+                 + (f", ack:{args.sub_ack}" if args.sub_ack != "auto" else "")
+                 + (f", {args.sub_destination}" if args.sub_destination != "/topic/" else "")
+                 + ")")
         cells, each = [], []
         for b in brokers:
             idle = statistics.median(i for i, _ in per[b])
