@@ -283,7 +283,9 @@ def main() -> int:
                       "subscriptions", file=sys.stderr)
                 got = measure(broker, load[0], load[1], load[2], args.sub_connections,
                               args.sub_ack, args.sub_destination)
-                print(f"  idle {got[0]:.1f} MB, loaded {got[1]:.1f} MB", file=sys.stderr)
+                count = load[0] or load[1] or load[2]
+                print(f"  idle {got[0]:.1f} MB, loaded {got[1]:.1f} MB, "
+                      f"{(got[1] - got[0]) * 2**20 / count:,.0f} B per item", file=sys.stderr)
                 rows.setdefault(load, {}).setdefault(broker, []).append(got)
     print("| load | " + " | ".join(
         f"{_brokers.TITLES[b]} idle / loaded MB | {_brokers.TITLES[b]} per item"

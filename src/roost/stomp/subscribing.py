@@ -18,7 +18,7 @@ from roost.stomp.frames import Frame, header_lines
 from roost.stomp.session_state import SessionState
 from roost.stomp.subscription import (
     Subscription,
-    SubscriptionWithOptions,
+    TempQueueSubscription,
     new_subscription,
     subscription_of,
 )
@@ -116,8 +116,7 @@ class Subscribing(SessionState):
         assert self.session is not None
         session = self.session
         session.prefetch_count = prefetch
-        # (a temp queue's subscription is always one with options)
-        if isinstance(sub, SubscriptionWithOptions) and sub.destination.startswith("/temp-queue/"):
+        if isinstance(sub, TempQueueSubscription):
             sub.destination_line = header_lines([("destination", sub.destination)], self.version)
         try:
             consumer = self.broker.consume(

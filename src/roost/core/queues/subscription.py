@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from roost.core.consumer import NO_ARGUMENTS, Consumer
+from roost.core.features.consumer_choice import check_consumer_arguments, chooser_for
 from roost.core.flow import QueueFlow
 from roost.core.queues.base import NO_READY, Queue
 
@@ -121,10 +122,11 @@ class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override]  # (se
         self.exclusive_owner = exclusive_owner
         self.ready = NO_READY
         self.ready_bytes = 0
-        # its consumers: itself alone while _consumers is None and _own is set, else the
-        # list (another consumer: a client-ack subscription's, or /amq/queue/<its name>)
+        # its consumers: itself alone while _consumers is None and _own is set; one other
+        # (a client-ack subscription's) kept alone, without a list (96 bytes in RSS); else
+        # the list (a second consumer: the connection consuming /amq/queue/<its name>)
         self._own = False
-        self._consumers: list[Consumer] | None = None
+        self._consumers: list[Consumer] | Consumer | None = None
         self.unacked = 0
         self.deleted = False
         self._seq = 0
@@ -159,41 +161,71 @@ class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override]  # (se
         """A new list of itself while it is its own only consumer (a removal from it
         changes nothing: ``remove_consumer`` and ``VHost.delete_queue`` see to that)."""
         consumers = self._consumers
-        if consumers is not None:
-            return consumers
-        return [self] if self._own else []
+        if consumers is None:
+            return [self] if self._own else []
+        return consumers if type(consumers) is list else [consumers]  # type: ignore[list-item]
 
     def _offer(self, entry: Entry) -> bool:
         """Queue's round robin, without making the list of one (a topic fan-out offers
         each message to every subscriber's queue)."""
-        if self._consumers is not None:
+        consumer = self._consumers
+        if consumer is None:
+            if not self._own or not self.has_credit():
+                return False
+            self._delivered(entry)
+            self.session.deliver(self, self, entry)
+            return True
+        if type(consumer) is list or self.chooser is not None:
             return super()._offer(entry)
-        if not self._own or not self.has_credit():
+        assert isinstance(consumer, Consumer)
+        if not consumer.has_credit():
             return False
         self._delivered(entry)
-        self.session.deliver(self, self, entry)
+        consumer.session.deliver(consumer, self, entry)
         return True
 
     def add_consumer(self, consumer: Consumer) -> None:
-        if consumer is self and self._consumers is None:
-            self._own = True
+        if self._consumers is None and (consumer is self or not self._own):
+            # its first consumer: itself, or one kept alone
+            if consumer is self:
+                self._own = True
+            else:
+                check_consumer_arguments(self, consumer.arguments)
+                self._consumers = consumer
             if self.features is not None:
                 self.features.touch()
-            return  # chooser: None for one consumer without priority or single-active
-        if self._consumers is None:
+            self.chooser = chooser_for(self)  # None for one consumer, as a rule
+            return
+        if type(self._consumers) is not list:
             self._consumers = self.consumers
         super().add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        if self._consumers is not None:
+        known = self._consumers
+        if type(known) is list:
             super().remove_consumer(consumer)
             return
-        if consumer is not self or not self._own:
+        if known is None and consumer is self and self._own:
+            self._own = False
+        elif known is not None and consumer is known:
+            self._consumers = None
+        else:
             return
-        self._own = False
+        self.chooser = None
         self.flow.after_drain()
+        if self.features is not None:
+            self.features.touch()
         if not self.deleted:  # auto-delete: its last consumer left
             self.vhost.delete_queue(self)
+
+    def purge(self) -> int:
+        if self.deleted and type(self._consumers) is not list:
+            # VHost.delete_queue's last step: its removal of each consumer took nothing from
+            # the new list ``consumers`` gave; let go of the one kept (a reference cycle
+            # with a consumer that names its queue, else) and of itself as consumer
+            self._consumers = None
+            self._own = False
+        return super().purge()
 
     def __repr__(self) -> str:
         return f"<SubscriptionQueue {self.name!r} vhost={self.vhost.name!r}>"
@@ -248,14 +280,16 @@ class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override]  # (se
     def _rr(self) -> int:
         """The round robin's turn: always 0 for its one consumer; the instance dict keeps
         it in the rare case of more (the connection consuming it by name too)."""
-        if self._consumers is None or len(self._consumers) < 2:
+        consumers = self._consumers
+        if type(consumers) is not list or len(consumers) < 2:
             return 0
         turn: int = self.__dict__.get("_turn", 0)
         return turn
 
     @_rr.setter
     def _rr(self, turn: int) -> None:
-        if self._consumers is not None and len(self._consumers) > 1:
+        consumers = self._consumers
+        if type(consumers) is list and len(consumers) > 1:
             self.__dict__["_turn"] = turn
 
     @property
