@@ -64,7 +64,8 @@ IDLE_FLOW = _IdleFlow()
 class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override]  # (see below)
     """A queue, and its own consumer when its subscriber neither acks nor has a prefetch
     (``consumed_by_itself``): an ack:auto topic subscription is then this one object, no
-    ``Consumer`` and no consumer list (~130 bytes less each). It answers to both roles:
+    ``Consumer`` and no consumer list (~130 bytes less each); a client-ack subscription's
+    one consumer is kept without a list too (~96 bytes). It answers to both roles:
     ``exclusive``, ``arguments`` and ``unacked`` are the queue's (an exclusive queue, no
     arguments; a no-ack consumer reads no ``unacked``), ``is_exclusive`` the consumer's
     (not exclusive), ``queue`` is itself. mypy sees the two roles' attributes clash."""
