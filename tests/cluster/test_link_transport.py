@@ -105,6 +105,46 @@ def test_restarted_peer_is_down_then_up() -> None:
     run(main)
 
 
+def test_a_peer_registered_again_keeps_its_link() -> None:
+    """b's record goes and comes back unchanged (its etcd lease expired during a pause and
+    it registered again): a keeps the live link. It dialed a second connection, and every
+    replaced connection dialed again, so the link went down and up every 50 ms for good."""
+
+    async def main() -> None:
+        a, b = Node("a"), Node("b")
+        pa, pb = await a.start(), await b.start()
+        a.links.set_peers([pa, pb])
+        await until(lambda: a.links.link("b") is not None and b.links.link("a") is not None)
+        a.links.set_peers([pa])  # b's lease expired
+        a.links.set_peers([pa, pb])  # b registered again
+        await asyncio.sleep(0.5)
+        assert a.events == [("up", "b")] and b.events == [("up", "a")], (a.events, b.events)
+        await a.links.close()
+        await b.links.close()
+
+    run(main)
+
+
+def test_a_replaced_connection_does_not_dial_again() -> None:
+    """A second connection to a peer replaces the first once; the first, closed, does not
+    dial again (which replaced the second, which dialed again, ...)."""
+
+    async def main() -> None:
+        a, b = Node("a"), Node("b")
+        pa, pb = await a.start(), await b.start()
+        a.links.set_peers([pa, pb])
+        await until(lambda: a.links.link("b") is not None and b.links.link("a") is not None)
+        a.links._dial(pb, delay=0.0)  # as a peer's changed record does
+        await until(lambda: len(a.events) == 3)
+        await asyncio.sleep(0.5)
+        assert a.events == [("up", "b"), ("down", "b"), ("up", "b")], a.events
+        assert a.links.link("b") is not None and b.links.link("a") is not None
+        await a.links.close()
+        await b.links.close()
+
+    run(main)
+
+
 def test_silent_peer_is_dropped() -> None:
     async def main() -> None:
         a, b = Node("a", dead_after=1.5), Node("b")
