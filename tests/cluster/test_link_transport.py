@@ -8,9 +8,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from roost.cluster.applied import Applied
 from roost.cluster.link import frames as f
 from roost.cluster.link.transport import Link, LinkManager, Peer
-from tests.support import until
+from tests.support import free_port, until
 
 
 class Node:
@@ -207,6 +208,26 @@ def test_publishes_go_as_one_batch_to_a_new_peer_and_one_by_one_to_an_old_one() 
             frames = [fr for fr in got if not isinstance(fr, f.Hello)]
             assert frames == ([f.Batch([pub, pub, pub])] if batched else [pub, pub, pub])
             writer.close()
+        await a.links.close()
+
+    run(main)
+
+
+def test_a_change_waits_for_a_running_peer_whose_link_is_down() -> None:
+    """A definition change's reply waits for every running peer to apply it, one whose
+    link is down at the moment too (reconnecting): it went out at once, before that peer
+    knew a queue declared, so a publish through it right after was unroutable."""
+
+    async def main() -> None:
+        a = Node("a")
+        pa = await a.start()
+        a.links.set_peers([pa, Peer("b", "127.0.0.1", free_port())])  # b: not reachable yet
+        applied = Applied(a.links)
+        waiting = asyncio.get_running_loop().create_task(applied.everywhere(5))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        applied.applied_by("b", 5)  # b's Applied frame once its link is up
+        await asyncio.wait_for(waiting, 1.0)
         await a.links.close()
 
     run(main)
