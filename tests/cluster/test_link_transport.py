@@ -228,6 +228,13 @@ def test_a_change_waits_for_a_running_peer_whose_link_is_down() -> None:
         assert not waiting.done()
         applied.applied_by("b", 5)  # b's Applied frame once its link is up
         await asyncio.wait_for(waiting, 1.0)
+        # a node that goes down (its lease ended) is not waited for past that
+        waiting = asyncio.get_running_loop().create_task(applied.everywhere(6))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        a.links.set_peers([pa])
+        applied.wake()  # membership changed
+        await asyncio.wait_for(waiting, 0.5)
         await a.links.close()
 
     run(main)

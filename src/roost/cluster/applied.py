@@ -61,6 +61,11 @@ class Applied:
         self.peer_revision.pop(peer, None)
         self._wake()
 
+    def wake(self) -> None:
+        """The running nodes changed (``ClusterNode.members_changed``): a reply waiting
+        only for a node that went down goes now."""
+        self._wake()
+
     def _wake(self) -> None:
         if not self._waiting:
             return
