@@ -8,9 +8,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from roost.cluster.applied import Applied
 from roost.cluster.link import frames as f
 from roost.cluster.link.transport import Link, LinkManager, Peer
-from tests.support import until
+from tests.support import free_port, until
 
 
 class Node:
@@ -105,6 +106,46 @@ def test_restarted_peer_is_down_then_up() -> None:
     run(main)
 
 
+def test_a_peer_registered_again_keeps_its_link() -> None:
+    """b's record goes and comes back unchanged (its etcd lease expired during a pause and
+    it registered again): a keeps the live link. It dialed a second connection, and every
+    replaced connection dialed again, so the link went down and up every 50 ms for good."""
+
+    async def main() -> None:
+        a, b = Node("a"), Node("b")
+        pa, pb = await a.start(), await b.start()
+        a.links.set_peers([pa, pb])
+        await until(lambda: a.links.link("b") is not None and b.links.link("a") is not None)
+        a.links.set_peers([pa])  # b's lease expired
+        a.links.set_peers([pa, pb])  # b registered again
+        await asyncio.sleep(0.5)
+        assert a.events == [("up", "b")] and b.events == [("up", "a")], (a.events, b.events)
+        await a.links.close()
+        await b.links.close()
+
+    run(main)
+
+
+def test_a_replaced_connection_does_not_dial_again() -> None:
+    """A second connection to a peer replaces the first once; the first, closed, does not
+    dial again (which replaced the second, which dialed again, ...)."""
+
+    async def main() -> None:
+        a, b = Node("a"), Node("b")
+        pa, pb = await a.start(), await b.start()
+        a.links.set_peers([pa, pb])
+        await until(lambda: a.links.link("b") is not None and b.links.link("a") is not None)
+        a.links._dial(pb, delay=0.0)  # as a peer's changed record does
+        await until(lambda: len(a.events) == 3)
+        await asyncio.sleep(0.5)
+        assert a.events == [("up", "b"), ("down", "b"), ("up", "b")], a.events
+        assert a.links.link("b") is not None and b.links.link("a") is not None
+        await a.links.close()
+        await b.links.close()
+
+    run(main)
+
+
 def test_silent_peer_is_dropped() -> None:
     async def main() -> None:
         a, b = Node("a", dead_after=1.5), Node("b")
@@ -167,6 +208,33 @@ def test_publishes_go_as_one_batch_to_a_new_peer_and_one_by_one_to_an_old_one() 
             frames = [fr for fr in got if not isinstance(fr, f.Hello)]
             assert frames == ([f.Batch([pub, pub, pub])] if batched else [pub, pub, pub])
             writer.close()
+        await a.links.close()
+
+    run(main)
+
+
+def test_a_change_waits_for_a_running_peer_whose_link_is_down() -> None:
+    """A definition change's reply waits for every running peer to apply it, one whose
+    link is down at the moment too (reconnecting): it went out at once, before that peer
+    knew a queue declared, so a publish through it right after was unroutable."""
+
+    async def main() -> None:
+        a = Node("a")
+        pa = await a.start()
+        a.links.set_peers([pa, Peer("b", "127.0.0.1", free_port())])  # b: not reachable yet
+        applied = Applied(a.links)
+        waiting = asyncio.get_running_loop().create_task(applied.everywhere(5))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        applied.applied_by("b", 5)  # b's Applied frame once its link is up
+        await asyncio.wait_for(waiting, 1.0)
+        # a node that goes down (its lease ended) is not waited for past that
+        waiting = asyncio.get_running_loop().create_task(applied.everywhere(6))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        a.links.set_peers([pa])
+        applied.wake()  # membership changed
+        await asyncio.wait_for(waiting, 0.5)
         await a.links.close()
 
     run(main)

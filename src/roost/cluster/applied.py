@@ -30,8 +30,11 @@ class Applied:
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
 
     def _running(self) -> list[str]:
-        links = self.links
-        return [] if links is None else [p for p in links.links if links.link(p) is not None]
+        """The running peers (membership's, with a cluster port), linked at the moment or
+        not: a peer whose link is down for an instant (a reconnect) has not applied the
+        change because of that, and a reply sent then reached a client that published
+        through that peer next, to a queue it did not know yet (confirmed unroutable)."""
+        return [] if self.links is None else list(self.links.peers)
 
     async def everywhere(self, revision: int) -> None:
         """Return once every running peer applied ``revision`` (or after ``APPLY_WAIT``)."""
@@ -56,6 +59,11 @@ class Applied:
 
     def peer_gone(self, peer: str) -> None:
         self.peer_revision.pop(peer, None)
+        self._wake()
+
+    def wake(self) -> None:
+        """The running nodes changed (``ClusterNode.members_changed``): a reply waiting
+        only for a node that went down goes now."""
         self._wake()
 
     def _wake(self) -> None:

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -57,6 +58,12 @@ if TYPE_CHECKING:
     from roost.core.vhost import VHost
 
 log = logging.getLogger("roost.cluster.definitions")
+
+# For tests only: seconds this node waits before applying each batch its watch hands over
+# (a node slow to read its watch, as one was once under load), to widen the window in
+# which another node's declare-ok could go out before this node knows the queue
+# (tests/cluster/test_quorum_reregistered.py). 0, the default, in any real use.
+WATCH_LAG = float(os.environ.get("ROOST_TEST_DEFINITIONS_LAG") or 0)
 
 
 
@@ -337,6 +344,8 @@ class ClusterDefinitions(RemoteChanges):
 
     async def _watch(self, revision: int) -> None:
         async for batch in self.coordinator.watch(self.root, revision):
+            if WATCH_LAG:
+                await asyncio.sleep(WATCH_LAG)
             for change in batch:
                 key = change.key
                 self.revision = max(self.revision, change.revision)

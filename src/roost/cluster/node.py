@@ -136,6 +136,7 @@ class ClusterNode:
         self.frame_handlers.append(defs.applied.frame)
         self.link_up.append(defs.link_up)
         self.link_down.append(lambda link, why: defs.applied.peer_gone(link.peer))
+        self.members_changed.append(defs.applied.wake)
         self._handle_early()
         running = [] if self.membership is None else self.membership.running()
         await defs.start(

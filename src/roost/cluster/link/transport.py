@@ -91,6 +91,8 @@ class LinkProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        if self.dialed is not None:
+            self.manager._newest[self.dialed.name] = self
         self._last_in = self._last_out = self.loop.time()
         self.queue(f.Hello(self.manager.node, self.manager.incarnation, f.LINK_VERSION))
         self._timer = self.loop.call_later(HEARTBEAT, self._tick)
@@ -185,7 +187,10 @@ class LinkProtocol(asyncio.Protocol):
             self._timer.cancel()
         if self.link is not None:
             self.manager._detach(self, why)
-        if self.dialed is not None:
+        # only the newest connection dialed to a peer is redialed: an older one closed
+        # because that one replaced it would dial again and replace it in turn, every
+        # 50 ms for ever (the link down and up each time: publishes nacked, sessions gone)
+        if self.dialed is not None and self.manager._newest.get(self.dialed.name) is self:
             self.manager._redial(self.dialed)
 
 
@@ -217,6 +222,7 @@ class LinkManager:
         self.peers: dict[str, Peer] = {}
         self._server: asyncio.base_events.Server | None = None
         self._dialing: dict[str, asyncio.Task[None]] = {}
+        self._newest: dict[str, LinkProtocol] = {}  # peer -> the last connection dialed
         self._closing = False
         self.port = 0
 
@@ -243,7 +249,9 @@ class LinkManager:
             self.peers[name] = peer
             if self.node < name and (known != peer or name not in self._dialing):
                 link = self.links.get(name)
-                if link is None or not link.up or known != peer:
+                # a peer that registered again (its lease expired during a pause) comes
+                # back with ``known`` None: its link, if still up, is kept
+                if link is None or not link.up or (known is not None and known != peer):
                     self._dial(peer, delay=0.0)
 
     def _dial(self, peer: Peer, delay: float) -> None:
