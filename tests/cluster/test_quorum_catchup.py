@@ -43,3 +43,18 @@ def test_a_snapshot_in_chunks_is_acknowledged_only_at_its_last_chunk() -> None:
     assert list(follower.held) == [10, 11]
     answers = [(a.durable_index, a.ok) for a in wire.sent if isinstance(a, f.ReplicateAck)]
     assert answers[4:] == [(40, True), (41, True)]
+
+
+def test_no_snapshot_chunk_passes_for_a_streams_first_batch() -> None:
+    """StreamGroups takes a Replicate of a queue it does not lead or follow whose first
+    record is a stream's SYNC or OFS; a quorum frame must never open with either, or a
+    catching-up member loses every chunk after the first and never comes in sync."""
+    from roost.cluster.quorum.stream_leader import OFS, SYNC
+
+    openers = [enq(1), r.delivered(1, 2), r.mark(r.DEL, 1), r.mark(r.RESET, 9)]
+    openers.append(r.snap(9, 1))
+    assert {raw[:1] for raw in openers}.isdisjoint({SYNC, OFS})
+    follower = Follower(MemoryStore(), "/", "q")  # and a chunk's upto is no message number
+    follower.receive(Wire(), batch(5, 0, r.mark(r.RESET, 90), enq(7), r.mark(r.MORE, 90)))  # type: ignore[arg-type]
+    follower.receive(Wire(), batch(5, 0, r.snap(90, 1), enq(8)))  # type: ignore[arg-type]
+    assert follower.max_seq == 8

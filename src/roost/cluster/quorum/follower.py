@@ -68,7 +68,7 @@ class Follower:
         upto = frame.first_index + len(entries) - 1
         for raw in entries:
             kind, seq, message = r.decode(raw)
-            if kind != r.RESET and seq > self.max_seq:
+            if kind not in (r.RESET, r.SNAP, r.MORE) and seq > self.max_seq:  # theirs: upto
                 self.max_seq = seq
             if kind == r.RESET:
                 self._drop_all()

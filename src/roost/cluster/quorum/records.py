@@ -12,6 +12,10 @@ Each record names a message by its **seq**, the leader's entry number for it:
 - ``SNAP`` (first in a frame) the snapshot for ``upto`` goes on, after the number of
   messages it names (a chunk lost in between is seen); ``MORE`` (last in a frame) it
   goes on in the next frame (``catchup.py``).
+
+A record that can open a frame (ENQ, DLV, DEL, RESET, SNAP) must not share its byte with
+a replicated stream's first record (``stream_leader``'s ``SYNC``, ``OFS``): a node's
+``StreamGroups`` takes such a frame of a queue it does not know for a stream's first batch.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-ENQ, DLV, DEL, RESET, SNAP, MORE = b"E", b"V", b"D", b"R", b"S", b"M"
+ENQ, DLV, DEL, RESET, SNAP, MORE = b"E", b"V", b"D", b"R", b"C", b"M"
 _HEAD = struct.Struct("!cQ")  # kind, seq (RESET: upto)
 _ENQ = struct.Struct("!BBBI")  # delivered, exchange len, routing key len, properties len
 _COUNT = struct.Struct("!I")  # a DLV's delivery count
