@@ -30,12 +30,11 @@ import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote
 
 from roost.cluster.coordinator import Compare, Delete, Put
-from roost.cluster.election import Election
 from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
+from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.standin import QuorumGroup
 from roost.cluster.quorum.stream_follower import StreamFollower
 from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
@@ -45,6 +44,7 @@ from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
 from roost.core.queues.stream import StreamQueue
 
 if TYPE_CHECKING:
+    from roost.cluster.election import Election
     from roost.cluster.link.transport import Link
     from roost.cluster.node import ClusterNode
     from roost.cluster.quorum.manager import QuorumManager
@@ -57,12 +57,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.cluster.quorum")
 
 FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigning
-POSITIONS_WAIT = 0.3
-
-Key = tuple[str, str]
 
 
-class StreamGroups:
+class StreamGroups(GroupBase):
+    kind = "stream"
+    leaders = "stream-leaders"
+
     def __init__(
         self, node: ClusterNode, broker: Broker, plane: DataPlane, defs: Any, quorum: QuorumManager
     ) -> None:
@@ -85,21 +85,6 @@ class StreamGroups:
         broker.catalog.on_change.append(self._broker_changed)
         for vhost in broker.catalog.vhosts.values():
             vhost.on_change.append(self._changed)
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-    def _key(self, kind: str, key: Key) -> str:
-        return f"{self.prefix}/{kind}/{quote(key[0], safe='')}/{quote(key[1], safe='')}"
-
-    def _running(self) -> list[str]:
-        return [n.name for n in self.node.membership.running()] if self.node.membership else []
-
-    def _election(self, key: Key) -> Election:
-        m = self.node.membership
-        lease = m.lease_id if m is not None else 0
-        return Election(self.node.coordinator, self._key("stream-leaders", key), self.name, lease)
 
     # -- stand-ins and events
 
@@ -205,12 +190,7 @@ class StreamGroups:
             return
         record = {"members": rep.members, "leader": self.name, "term": election.term}
         ops = [Put(self._key("stream-group", key), json.dumps(record).encode())]
-        defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
-        kv = await self.node.coordinator.get(defs_key)
-        if kv is not None:  # the definition's node is the stream's home: here now
-            envelope = json.loads(kv.value)
-            envelope["node"] = self.name
-            ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
+        await self._home_here(key, ops)  # the stream's home: here now
         result = await election.fenced_txn([], ops)
         if not result.succeeded:
             rep.close("leadership lost")
@@ -273,23 +253,9 @@ class StreamGroups:
             self._spawn(key, self._watch_leader(key, follower))
         follower.receive(link, frame)
 
-    def _link_up(self, link: Link) -> None:
-        for rep in self.leading.values():
-            rep.resync(link.peer)
-
     # -- failover
 
-    async def _watch_leader(self, key: Key, follower: StreamFollower) -> None:
-        while self.following.get(key) is follower:
-            try:
-                await self._follow_leader(key, follower)
-                return
-            except ClusterError as exc:
-                log.info("stream %s: watching the leader again (%s)", key, exc)
-                await asyncio.sleep(1.0)
-
     async def _follow_leader(self, key: Key, follower: StreamFollower) -> None:
-        coordinator = self.node.coordinator
         election = self._election(key)
         while self.following.get(key) is follower:
             leader = await election.leader()
@@ -297,20 +263,7 @@ class StreamGroups:
                 await election._wait_for_vacancy(leader)
                 follower.fence = max(follower.fence, leader.term)
             pos_prefix = self._key("stream-pos", key) + "/"
-            mine = follower.position
-            await coordinator.put(pos_prefix + quote(self.name, safe=""), json.dumps(mine).encode())
-            await asyncio.sleep(POSITIONS_WAIT)
-            rows, _rev = await coordinator.get_prefix(pos_prefix)
-            running = set(self._running())
-            positions = [
-                (tuple(json.loads(kv.value)), unquote(kv.key.rsplit("/", 1)[-1])) for kv in rows
-            ]
-            ahead = [
-                name
-                for pos, name in positions
-                if name in running and (pos > mine or (pos == mine and name < self.name))
-            ]
-            if ahead:
+            if await self._others_ahead(pos_prefix, follower.position):
                 await asyncio.sleep(FALLBACK)
                 if await election.leader() is not None:
                     continue
@@ -339,12 +292,7 @@ class StreamGroups:
         self.leading[key] = rep
         record = {"members": members, "leader": self.name, "term": election.term}
         ops = [Put(self._key("stream-group", key), json.dumps(record).encode())]
-        defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
-        found = await self.node.coordinator.get(defs_key)
-        if found is not None:
-            envelope = json.loads(found.value)
-            envelope["node"] = self.name
-            ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
+        await self._home_here(key, ops)
         result = await election.fenced_txn([], ops)
         if not result.succeeded:
             rep.close("leadership lost")
@@ -393,22 +341,5 @@ class StreamGroups:
         queue.dispatch()
         return queue
 
-    def _spawn(self, key: Key, work: Any, replace: bool = True) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        if replace:
-            old = self.tasks.pop(key, None)
-            if old is not None and old is not asyncio.current_task():
-                old.cancel()
-            self.tasks[key] = task
-        task.add_done_callback(_report)
-
     async def stop(self) -> None:
-        for task in list(self.tasks.values()):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-
-def _report(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("replicated stream task failed: %r", task.exception())
+        await self._cancel(self.tasks.values())

@@ -1,0 +1,125 @@
+"""What the quorum queues' manager and the replicated streams' groups share: the etcd
+keys of a group, its election under this node's lease, the write that makes this node a
+queue's home, the members' positions on failover, and the per-queue tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from roost.cluster.coordinator import Put
+from roost.cluster.election import Election
+from roost.cluster.errors import ClusterError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from roost.cluster.link.transport import Link
+    from roost.cluster.node import ClusterNode
+
+log = logging.getLogger("roost.cluster.quorum")
+
+POSITIONS_WAIT = 0.3  # seconds for the surviving members to write their positions
+
+Key = tuple[str, str]  # (vhost, queue)
+
+
+class GroupBase:
+    """Subclasses set ``kind`` ("queue" or "stream", for logs) and ``leaders`` (the etcd
+    folder of their elections), and implement ``_follow_leader``."""
+
+    kind = "queue"
+    leaders = "leaders"
+    node: ClusterNode
+    defs: Any
+    prefix: str
+    leading: dict[Key, Any]
+    following: dict[Key, Any]
+    tasks: dict[Key, asyncio.Task[None]]
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def _key(self, kind: str, key: Key) -> str:
+        return f"{self.prefix}/{kind}/{quote(key[0], safe='')}/{quote(key[1], safe='')}"
+
+    def _running(self) -> list[str]:
+        return [n.name for n in self.node.membership.running()] if self.node.membership else []
+
+    def _election(self, key: Key) -> Election:
+        m = self.node.membership
+        lease = m.lease_id if m is not None else 0
+        return Election(self.node.coordinator, self._key(self.leaders, key), self.name, lease)
+
+    async def _home_here(self, key: Key, ops: list[Put]) -> None:
+        """Adds to ``ops`` the write that makes this node the home of the queue's
+        definition (every node's stand-in follows it)."""
+        defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
+        kv = await self.node.coordinator.get(defs_key)
+        if kv is not None:
+            envelope = json.loads(kv.value)
+            envelope["node"] = self.name
+            ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
+
+    async def _others_ahead(self, pos_prefix: str, mine: tuple[int, int]) -> list[str]:
+        """Writes this member's position under ``pos_prefix`` and names the running
+        members whose log is longer (or as long, with a smaller name)."""
+        coordinator = self.node.coordinator
+        mine_key = pos_prefix + quote(self.name, safe="")
+        await coordinator.put(mine_key, json.dumps(list(mine)).encode())
+        await asyncio.sleep(POSITIONS_WAIT)
+        rows, _rev = await coordinator.get_prefix(pos_prefix)
+        running = set(self._running())
+        positions = [
+            (tuple(json.loads(kv.value)), unquote(kv.key.rsplit("/", 1)[-1])) for kv in rows
+        ]
+        return [
+            name
+            for pos, name in positions
+            if name in running and (pos > mine or (pos == mine and name < self.name))
+        ]
+
+    def _link_up(self, link: Link) -> None:
+        for rep in self.leading.values():
+            rep.resync(link.peer)
+
+    async def _watch_leader(self, key: Key, follower: Any) -> None:
+        """A member's watch of its leader, again after an etcd failure (this node's
+        lease lost and renewed after a pause, etcd out of reach)."""
+        while self.following.get(key) is follower:
+            try:
+                await self._follow_leader(key, follower)
+                return
+            except ClusterError as exc:
+                log.info("%s %s: watching the leader again (%s)", self.kind, key, exc)
+                await asyncio.sleep(1.0)
+
+    async def _follow_leader(self, key: Key, follower: Any) -> None:
+        raise NotImplementedError
+
+    def _spawn(self, key: Key, work: Any, replace: bool = True) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        if replace:
+            old = self.tasks.pop(key, None)
+            if old is not None and old is not asyncio.current_task():
+                old.cancel()
+            self.tasks[key] = task
+        task.add_done_callback(self._report)
+
+    def _report(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("%s task failed: %r", self._task_label(), task.exception())
+
+    def _task_label(self) -> str:
+        return "quorum queue" if self.kind == "queue" else "replicated stream"
+
+    async def _cancel(self, tasks: Iterable[asyncio.Task[None]]) -> None:
+        for task in list(tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
