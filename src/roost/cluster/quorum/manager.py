@@ -24,13 +24,13 @@ import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from roost.cluster.coordinator import Compare, Delete, Put
-from roost.cluster.election import Election
 from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
 from roost.cluster.quorum.follower import Follower
+from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
@@ -41,6 +41,7 @@ from roost.core.queues.entry import Entry
 from roost.core.queues.quorum import QuorumQueue
 
 if TYPE_CHECKING:
+    from roost.cluster.election import Election
     from roost.cluster.link.transport import Link
     from roost.cluster.node import ClusterNode
     from roost.cluster.remote import DataPlane
@@ -53,13 +54,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.cluster.quorum")
 
 FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigning
-POSITIONS_WAIT = 0.3  # seconds for the surviving members to write their positions
 REJOIN_RETRY = 1.0  # seconds between a restarted node's tries while etcd does not answer
 
-Key = tuple[str, str]  # (vhost, queue)
 
-
-class QuorumManager:
+class QuorumManager(GroupBase):
     def __init__(self, node: ClusterNode, broker: Broker, plane: DataPlane, defs: Any) -> None:
         self.node = node
         self.broker = broker
@@ -82,13 +80,6 @@ class QuorumManager:
         for vhost in broker.catalog.vhosts.values():
             vhost.on_change.append(self._changed)
 
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-    def _key(self, kind: str, key: Key) -> str:
-        return f"{self.prefix}/{kind}/{quote(key[0], safe='')}/{quote(key[1], safe='')}"
-
     def _drain_key(self, node: str) -> str:
         return f"{self.prefix}/quorum-drain/{quote(node, safe='')}"
 
@@ -97,9 +88,6 @@ class QuorumManager:
         record = {"members": rep.members, "leader": self.name, "term": term, "target": target}
         self.regroup.records[key] = record
         return json.dumps(record).encode()
-
-    def _running(self) -> list[str]:
-        return [n.name for n in self.node.membership.running()] if self.node.membership else []
 
     # -- stand-ins and events
 
@@ -183,7 +171,7 @@ class QuorumManager:
         task = asyncio.get_running_loop().create_task(work)
         self._free.add(task)
         task.add_done_callback(self._free.discard)
-        task.add_done_callback(_report)
+        task.add_done_callback(self._report)
 
     async def _rejoin(self, queue: QuorumQueue) -> None:
         """Held until etcd answers: asked again every ``REJOIN_RETRY`` seconds."""
@@ -238,7 +226,6 @@ class QuorumManager:
         self._spawn(key, self._elect(key, rep, write_home=False))
 
     async def _elect(self, key: Key, rep: Replicator, *, write_home: bool) -> None:
-        coordinator = self.node.coordinator
         election = self._election(key)
         leader = await election.campaign_once()
         if not election.term:
@@ -247,12 +234,7 @@ class QuorumManager:
             return
         ops = [Put(self._key("quorum", key), self._record(key, rep, election.term))]
         if write_home:  # the definition's node is the queue's home: here now
-            defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
-            kv = await coordinator.get(defs_key)
-            if kv is not None:
-                envelope = json.loads(kv.value)
-                envelope["node"] = self.name
-                ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
+            await self._home_here(key, ops)
         result = await election.fenced_txn([], ops)
         if not result.succeeded:
             rep.close("leadership lost")
@@ -262,11 +244,6 @@ class QuorumManager:
         log.info(
             "queue %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
         )
-
-    def _election(self, key: Key) -> Election:
-        m = self.node.membership
-        lease = m.lease_id if m is not None else 0
-        return Election(self.node.coordinator, self._key("leaders", key), self.name, lease)
 
     async def _forget_queue(self, key: Key, term: int) -> None:
         """The queue was deleted while led here: its election key and group go, but only
@@ -305,46 +282,17 @@ class QuorumManager:
             case _:
                 pass
 
-    def _link_up(self, link: Link) -> None:
-        for rep in self.leading.values():
-            rep.resync(link.peer)
-
     # -- failover
 
-    async def _watch_leader(self, key: Key, follower: Follower) -> None:
-        """A member's watch of its leader, again after an etcd failure (this node's
-        lease lost and renewed after a pause, etcd out of reach)."""
-        while self.following.get(key) is follower:
-            try:
-                await self._follow_leader(key, follower)
-                return
-            except ClusterError as exc:
-                log.info("queue %s: watching the leader again (%s)", key, exc)
-                await asyncio.sleep(1.0)
-
     async def _follow_leader(self, key: Key, follower: Follower) -> None:
-        coordinator = self.node.coordinator
         election = self._election(key)  # under this node's current lease
         while self.following.get(key) is follower:
             leader = await election.leader()
             if leader is not None:
                 await election._wait_for_vacancy(leader)
                 follower.fence = max(follower.fence, leader.term)  # that leader is done
-            pos_key = self._key("quorum-pos", key) + "/" + quote(self.name, safe="")
             mine = (follower.term, follower.durable_index)
-            await coordinator.put(pos_key, json.dumps(list(mine)).encode())
-            await asyncio.sleep(POSITIONS_WAIT)
-            rows, _rev = await coordinator.get_prefix(self._key("quorum-pos", key) + "/")
-            running = set(self._running())
-            positions = [
-                (tuple(json.loads(kv.value)), unquote(kv.key.rsplit("/", 1)[-1])) for kv in rows
-            ]
-            ahead = [
-                name
-                for pos, name in positions
-                if name in running and (pos > mine or (pos == mine and name < self.name))
-            ]
-            if ahead:
+            if await self._others_ahead(self._key("quorum-pos", key) + "/", mine):
                 await asyncio.sleep(FALLBACK)
                 if await election.leader() is not None:
                     continue
@@ -372,13 +320,8 @@ class QuorumManager:
         queue.group = rep
         self.leading[key] = rep
         # the first batch of the new term is a snapshot to every member
-        defs_key = self.defs.key("queues", {"vhost": key[0], "name": key[1]})
         ops = [Put(self._key("quorum", key), self._record(key, rep, election.term))]
-        found = await self.node.coordinator.get(defs_key)
-        if found is not None:
-            envelope = json.loads(found.value)
-            envelope["node"] = self.name
-            ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
+        await self._home_here(key, ops)
         result = await election.fenced_txn([], ops)
         if not result.succeeded:
             rep.close("leadership lost")
@@ -437,20 +380,8 @@ class QuorumManager:
         queue.dispatch()
         return queue
 
-    def _spawn(self, key: Key, work: Any, replace: bool = True) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        if replace:
-            old = self.tasks.pop(key, None)
-            if old is not None and old is not asyncio.current_task():
-                old.cancel()
-            self.tasks[key] = task
-        task.add_done_callback(_report)
-
     async def stop(self) -> None:
-        for task in [*self.tasks.values(), *self._free]:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._cancel([*self.tasks.values(), *self._free])
 
 
 class Rejoining:
@@ -473,8 +404,3 @@ class Rejoining:
 
     def close(self, why: str = "queue deleted") -> None:
         pass
-
-
-def _report(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("quorum queue task failed: %r", task.exception())
