@@ -103,6 +103,44 @@ def consumer(
             h.ack(msg)
 
 
+def wind_down(
+    h: History,
+    publishers: list[threading.Thread],
+    consumer_thread: threading.Thread,
+    stop: threading.Event,
+    stop_publishing: threading.Event,
+) -> None:
+    """Stops the publishers, lets the consumer catch up with everything confirmed (the
+    checker says what it did not get) and stops it."""
+    stop_publishing.set()
+    for t in publishers:
+        t.join(20)
+    with contextlib.suppress(AssertionError):
+        eventually(lambda: h.confirmed <= {m for _q, m, _r in h.deliveries}, 20)
+    stop.set()
+    consumer_thread.join(20)
+
+
+def confirm_in_background(
+    server: RoostProcess, queue: str, message: bytes, wait: float
+) -> tuple[threading.Thread, list[str]]:
+    """Publishes ``message`` with a confirm from a thread, waits ``wait`` seconds and
+    returns the thread and its outcome (``["confirmed"]`` once confirmed)."""
+    outcome: list[str] = []
+
+    def publish_one() -> None:
+        with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.basic_publish("", queue, message)
+            outcome.append("confirmed")
+
+    t = threading.Thread(target=publish_one)
+    t.start()
+    t.join(wait)
+    return t, outcome
+
+
 def test_quorum_queue_is_replicated_and_shown_with_its_members(
     shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
 ) -> None:
@@ -171,13 +209,7 @@ def test_kill_9_of_the_leader_fails_over_and_loses_nothing_confirmed(
         killed.set()
         confirmed_before = len(h.confirmed)
         eventually(lambda: len(h.confirmed) > confirmed_before + 200, 30, "no failover")
-        stop_publishing.set()
-        threads[0].join(20)
-        # the consumer catches up with everything confirmed (the checker says what not)
-        with contextlib.suppress(AssertionError):
-            eventually(lambda: h.confirmed <= {m for _q, m, _r in h.deliveries}, 20)
-        stop.set()
-        threads[1].join(20)
+        wind_down(h, threads[:1], threads[1], stop, stop_publishing)
         after = [done for began, done in times if began > t_kill]
         failover = after[0] - t_kill
         print(f"\nfailover (kill -9 of the leader to a later publish confirmed): {failover:.2f} s")
@@ -206,18 +238,7 @@ def test_a_publish_is_confirmed_and_delivered_only_once_a_majority_holds_it(
         n2.kill()
         n3.kill()  # the leader n1 alone: one member of three
         n1.wait_for_log("link with n3 down")
-        outcome: list[str] = []
-
-        def publish_one() -> None:
-            with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
-                ch = conn.channel()
-                ch.confirm_delivery()
-                ch.basic_publish("", "maj", b"needs-two-disks")
-                outcome.append("confirmed")
-
-        t = threading.Thread(target=publish_one)
-        t.start()
-        t.join(2)
+        t, outcome = confirm_in_background(n1, "maj", b"needs-two-disks", 2)
         assert not outcome, "confirmed with one member of three holding it"
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             method, _p, _b = conn.channel().basic_get("maj")

@@ -15,7 +15,14 @@ import pytest
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.history import History
-from tests.cluster.test_quorum import QUORUM, consumer, publisher, queue_json, three_nodes
+from tests.cluster.test_quorum import (
+    QUORUM,
+    consumer,
+    publisher,
+    queue_json,
+    three_nodes,
+    wind_down,
+)
 from tests.support import eventually
 
 
@@ -73,13 +80,7 @@ def test_etcd_killed_under_a_quorum_run_loses_nothing_and_reconciles(
         killed.set()
         after = len(h.confirmed)
         eventually(lambda: len(h.confirmed) > after + 200, 30, "no failover after etcd returned")
-        stop_publishing.set()
-        for t in threads[:2]:
-            t.join(20)
-        with contextlib.suppress(AssertionError):
-            eventually(lambda: h.confirmed <= {m for _q, m, _r in h.deliveries}, 20)
-        stop.set()
-        threads[2].join(20)
+        wind_down(h, threads[:2], threads[2], stop, stop_publishing)
         assert h.problems() == [], h.problems()
     finally:
         stop.set()

@@ -19,7 +19,7 @@ import pytest
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.history import History
 from tests.cluster.netns_nodes import NetnsNode, Subnet
-from tests.cluster.test_quorum import QUORUM, consumer, publisher, queue_json
+from tests.cluster.test_quorum import QUORUM, consumer, publisher, queue_json, wind_down
 from tests.cluster.test_quorum_sync import own_leader
 from tests.support import eventually
 
@@ -91,13 +91,7 @@ def test_a_leader_cut_off_by_a_partition_loses_nothing_confirmed(
             eventually(lambda: len(h.confirmed) > after + 200, 40, "stalled after the heal")
             leaders = {str(queue_json(n, "work")["leader"]) for n in (n1, n2, n3)}
             assert len(leaders) == 1, leaders  # one leader, the same on every node
-            stop_publishing.set()
-            for t in threads[:2]:
-                t.join(20)
-            with contextlib.suppress(AssertionError):
-                eventually(lambda: h.confirmed <= {m for _q, m, _r in h.deliveries}, 20)
-            stop.set()
-            threads[2].join(20)
+            wind_down(h, threads[:2], threads[2], stop, stop_publishing)
             checked(h)
         finally:
             stop.set()

@@ -6,7 +6,6 @@ merely running (a follower stopped with SIGSTOP keeps its lease but drops out)."
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import threading
@@ -27,6 +26,7 @@ from tests.cluster.test_quorum import (
     publisher,
     queue_json,
     three_nodes,
+    wind_down,
 )
 from tests.cluster.test_quorum_members import publish
 from tests.support import RoostProcess, browser_page, eventually
@@ -208,13 +208,7 @@ def test_a_paused_leader_resumed_commits_nothing(
         eventually(lambda: queue_json(n1, "work")["leader"] in ("n2", "n3"), 15)
         confirmed_before = len(h.confirmed)
         eventually(lambda: len(h.confirmed) > confirmed_before + 100, 30, "stalled after SIGCONT")
-        stop_publishing.set()
-        for t in threads[:2]:
-            t.join(20)
-        with contextlib.suppress(AssertionError):
-            eventually(lambda: h.confirmed <= {m for _q, m, _r in h.deliveries}, 20)
-        stop.set()
-        threads[2].join(20)
+        wind_down(h, threads[:2], threads[2], stop, stop_publishing)
         assert h.problems() == [], h.problems()
         assert any(m[0] == "o" for m in h.confirmed)  # the old leader's publisher got going
     finally:

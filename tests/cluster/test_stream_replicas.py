@@ -11,7 +11,7 @@ from pathlib import Path
 import pika
 
 from roost.cluster.etcd_server import EtcdServer
-from tests.cluster.test_quorum import queue_json, three_nodes
+from tests.cluster.test_quorum import confirm_in_background, queue_json, three_nodes
 from tests.support import RoostProcess, eventually
 
 STREAM = {"x-queue-type": "stream"}
@@ -200,18 +200,7 @@ def test_a_stream_publish_is_confirmed_and_read_only_once_a_majority_holds_it(
         n2.kill()
         n3.kill()
         n1.wait_for_log("link with n3 down")
-        outcome: list[str] = []
-
-        def publish_one() -> None:
-            with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
-                ch = conn.channel()
-                ch.confirm_delivery()
-                ch.basic_publish("", "maj", b"needs-two-disks")
-                outcome.append("confirmed")
-
-        t = threading.Thread(target=publish_one)
-        t.start()
-        t.join(2)
+        t, outcome = confirm_in_background(n1, "maj", b"needs-two-disks", 2)
         assert not outcome, "confirmed with one member of three holding it"
         seen = read_all(n1, "maj", 20)
         assert sorted(seen) == list(range(20)), "an uncommitted message was read"
