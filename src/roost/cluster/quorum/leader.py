@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.catchup import SnapshotStream
+from roost.cluster.quorum.role import LeaderRole
 from roost.cluster.wire import properties_of
 from roost.core.errors import BrokerError
 from roost.core.queues.entry import Entry
@@ -42,7 +43,7 @@ class NotLeader(BrokerError):
     pass
 
 
-class Replicator:
+class Replicator(LeaderRole):
     def __init__(
         self,
         broker: Broker,
@@ -79,18 +80,6 @@ class Replicator:
         # what was delivered here (its consumers move there; standin.py)
         self.successor: QuorumStandIn | None = None
         self.streams: dict[str, SnapshotStream] = {}  # member -> its snapshot under way
-
-    @property
-    def leader(self) -> str:
-        return self.node
-
-    @property
-    def followers(self) -> list[str]:
-        return [m for m in self.members if m != self.node]
-
-    @property
-    def majority(self) -> int:
-        return len(self.members) // 2 + 1
 
     def online(self) -> list[str]:
         """Members up and in sync: this leader, and followers whose link is up, that
@@ -231,11 +220,6 @@ class Replicator:
 
     # -- acknowledgements and commit
 
-    def _own(self, index: int, ok: bool) -> None:
-        if ok:
-            self.own_durable = max(self.own_durable, index)
-            self._commit()
-
     def acknowledged(self, member: str, ack: f.ReplicateAck) -> None:
         if ack.term > self.term and self.term:
             log.warning(
@@ -258,10 +242,7 @@ class Replicator:
     def _commit(self) -> None:
         if not self.term or self.deposed:
             return
-        held = sorted(
-            [self.own_durable, *(self.acked.get(m, 0) for m in self.followers)], reverse=True
-        )
-        commit = held[self.majority - 1]
+        commit = self._majority_holds()
         if commit <= self.commit_index:
             return
         self.commit_index = commit

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
 from roost.cluster.quorum.leader import NotLeader
+from roost.cluster.quorum.role import LeaderRole
 from roost.cluster.wire import message_of, properties_of
 from roost.core.message import Message, Properties
 
@@ -75,7 +76,7 @@ def decode(raw: bytes) -> tuple[int, int, str, str, tuple[Any, ...], bytes]:
     return offset, timestamp, exchange, routing_key, props.as_tuple(), raw[at + pl :]
 
 
-class StreamReplicator:
+class StreamReplicator(LeaderRole):
     def __init__(
         self, broker: Broker, links: LinkManager, queue: StreamQueue, node: str, members: list[str]
     ) -> None:
@@ -98,18 +99,6 @@ class StreamReplicator:
         self._scheduled = False
         self._watchdog: asyncio.TimerHandle | None = None
         queue.committed = 0
-
-    @property
-    def leader(self) -> str:
-        return self.node
-
-    @property
-    def followers(self) -> list[str]:
-        return [m for m in self.members if m != self.node]
-
-    @property
-    def majority(self) -> int:
-        return len(self.members) // 2 + 1
 
     def online(self) -> list[str]:
         """This leader and the members whose link is up and that hold what is committed."""
@@ -236,11 +225,6 @@ class StreamReplicator:
 
     # -- acknowledgements and commit
 
-    def _own(self, end: int, ok: bool) -> None:
-        if ok:
-            self.own_durable = max(self.own_durable, end)
-            self._commit()
-
     def acknowledged(self, member: str, ack: f.ReplicateAck) -> None:
         if ack.term > self.term and self.term:
             log.warning("stream '%s': deposed by term %d", self.queue.name, ack.term)
@@ -263,10 +247,7 @@ class StreamReplicator:
     def _commit(self) -> None:
         if not self.term or self.deposed:
             return
-        held = sorted(
-            [self.own_durable, *(self.acked.get(m, 0) for m in self.followers)], reverse=True
-        )
-        commit = held[self.majority - 1]
+        commit = self._majority_holds()
         if commit <= self.commit:
             return
         self.commit = commit
