@@ -14,12 +14,15 @@ from urllib.parse import quote, unquote
 from roost.cluster.coordinator import Put
 from roost.cluster.election import Election
 from roost.cluster.errors import ClusterError
+from roost.cluster.quorum.standin import QuorumGroup
+from roost.core.events import VHostChanged
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from roost.cluster.link.transport import Link
     from roost.cluster.node import ClusterNode
+    from roost.core.events import Event
 
 log = logging.getLogger("roost.cluster.quorum")
 
@@ -34,12 +37,14 @@ class GroupBase:
 
     kind = "queue"
     leaders = "leaders"
+    records = "quorum"  # the etcd folder of the group records
     node: ClusterNode
     defs: Any
     prefix: str
     leading: dict[Key, Any]
     following: dict[Key, Any]
     tasks: dict[Key, asyncio.Task[None]]
+    groups: dict[Key, QuorumGroup]
 
     @property
     def name(self) -> str:
@@ -55,6 +60,30 @@ class GroupBase:
         m = self.node.membership
         lease = m.lease_id if m is not None else 0
         return Election(self.node.coordinator, self._key(self.leaders, key), self.name, lease)
+
+    def _group_at(self, key: Key, home: str) -> QuorumGroup:
+        """The group a stand-in shows: led by ``home``, its members read from etcd."""
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = QuorumGroup(home, [home], self._running)
+            self._spawn(key, self._read_group(key, group), replace=False)
+        group.leader = home
+        return group
+
+    async def _read_group(self, key: Key, group: QuorumGroup) -> None:
+        for _ in range(50):  # the leader writes the record just after its election
+            kv = await self.node.coordinator.get(self._key(self.records, key))
+            if kv is not None:
+                group.members = json.loads(kv.value)["members"]
+                return
+            await asyncio.sleep(0.1)
+
+    def _broker_changed(self, event: Event) -> None:
+        if isinstance(event, VHostChanged) and self._changed not in event.vhost.on_change:
+            event.vhost.on_change.append(self._changed)
+
+    def _changed(self, event: Event) -> None:
+        raise NotImplementedError
 
     async def _home_here(self, key: Key, ops: list[Put]) -> None:
         """Adds to ``ops`` the write that makes this node the home of the queue's

@@ -36,7 +36,7 @@ from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.core.errors import BrokerError
-from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
+from roost.core.events import QueueDeclared, QueueDeleted
 from roost.core.queues.entry import Entry
 from roost.core.queues.quorum import QuorumQueue
 
@@ -99,25 +99,8 @@ class QuorumManager(GroupBase):
         led = vhost.queues.get(queue.name)  # led here before: its acks from now on count
         if isinstance(led, QuorumQueue) and isinstance(led.replication, Replicator):
             led.replication.successor = queue
-        group = self.groups.get(key)
-        if group is None:
-            group = self.groups[key] = QuorumGroup(home, [home], self._running)
-            self._spawn(key, self._read_group(key, group), replace=False)
-        group.leader = home
-        queue.group = group
+        queue.group = self._group_at(key, home)
         return queue
-
-    async def _read_group(self, key: Key, group: QuorumGroup) -> None:
-        for _ in range(50):  # the leader writes the record just after the definition
-            kv = await self.node.coordinator.get(self._key("quorum", key))
-            if kv is not None:
-                group.members = json.loads(kv.value)["members"]
-                return
-            await asyncio.sleep(0.1)
-
-    def _broker_changed(self, event: Event) -> None:
-        if isinstance(event, VHostChanged) and self._changed not in event.vhost.on_change:
-            event.vhost.on_change.append(self._changed)
 
     def _changed(self, event: Event) -> None:
         match event:

@@ -40,7 +40,7 @@ from roost.cluster.quorum.stream_follower import StreamFollower
 from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
 from roost.cluster.quorum.stream_standin import Rejoining, StreamStandIn
 from roost.core.errors import BrokerError
-from roost.core.events import QueueDeclared, QueueDeleted, VHostChanged
+from roost.core.events import QueueDeclared, QueueDeleted
 from roost.core.queues.stream import StreamQueue
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigni
 class StreamGroups(GroupBase):
     kind = "stream"
     leaders = "stream-leaders"
+    records = "stream-group"
 
     def __init__(
         self, node: ClusterNode, broker: Broker, plane: DataPlane, defs: Any, quorum: QuorumManager
@@ -93,25 +94,8 @@ class StreamGroups(GroupBase):
             return self.quorum.make_queue(vhost, item, home)
         queue = StreamStandIn(self.plane, vhost, item, home)
         key = (vhost.name, queue.name)
-        group = self.groups.get(key)
-        if group is None:
-            group = self.groups[key] = QuorumGroup(home, [home], self._running)
-            self._spawn(key, self._read_group(key, group), replace=False)
-        group.leader = home
-        queue.group = group
+        queue.group = self._group_at(key, home)
         return queue
-
-    async def _read_group(self, key: Key, group: QuorumGroup) -> None:
-        for _ in range(50):  # the leader writes the record just after its election
-            kv = await self.node.coordinator.get(self._key("stream-group", key))
-            if kv is not None:
-                group.members = json.loads(kv.value)["members"]
-                return
-            await asyncio.sleep(0.1)
-
-    def _broker_changed(self, event: Event) -> None:
-        if isinstance(event, VHostChanged) and self._changed not in event.vhost.on_change:
-            event.vhost.on_change.append(self._changed)
 
     def _changed(self, event: Event) -> None:
         match event:
