@@ -161,9 +161,21 @@ def test_every_protocol_reads_each_message_of_a_stored_chunk(
             "127.0.0.1", roost.stream_port, username="guest", password="guest"
         ) as producer:
             await producer.create_stream(qname)
+            stored = asyncio.Event()
+            confirms: list[int] = []
+
+            def on_confirm(status: Any) -> None:
+                confirms.append(status.message_id)
+                if len(confirms) == 3:
+                    stored.set()
+
             await producer.send_batch(
-                qname, [AMQPMessage(body=b"a"), RawMessage(b"b"), AMQPMessage(body=b"c")]
+                qname, [AMQPMessage(body=b"a"), RawMessage(b"b"), AMQPMessage(body=b"c")],
+                on_publish_confirm=on_confirm,
             )
+            # the broker merges what arrives in one loop turn into one chunk; two chunks
+            # are wanted here, so the second batch goes only after the first is stored
+            await asyncio.wait_for(stored.wait(), 10)
             await producer.send_batch(qname, [AMQPMessage(body=b"d"), AMQPMessage(body=b"e")])
         consumer = RConsumer("127.0.0.1", roost.stream_port, username="guest",
                              password="guest")
