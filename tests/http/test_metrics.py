@@ -33,10 +33,16 @@ def test_aggregated(mgmt: RoostProcess, amqp: pika.BlockingConnection, name: str
     for _ in range(3):
         ch.basic_publish("", name, b"abc")
     amqp.process_data_events(0)
-    r = httpx.get(f"{mgmt.http_url}/metrics")
-    assert r.headers["content-type"].startswith("text/plain")
-    m = parse(r.text)
-    assert m["rabbitmq_queue_messages_ready"] >= 3
+
+    def scraped() -> dict[str, float] | None:
+        # the publishes travel on the AMQP connection, the scrape on another: wait until
+        # the broker has taken all three (a loaded box can answer the scrape first)
+        r = httpx.get(f"{mgmt.http_url}/metrics")
+        assert r.headers["content-type"].startswith("text/plain")
+        m = parse(r.text)
+        return m if m["rabbitmq_queue_messages_ready"] >= 3 else None
+
+    m = eventually(scraped, timeout=10, what="three messages ready in /metrics")
     assert m["rabbitmq_connections"] >= 1 and m["rabbitmq_channels"] >= 1
     assert m['rabbitmq_global_messages_received_total{protocol="amqp091"}'] >= 3
     assert m["rabbitmq_connection_incoming_bytes_total"] > 0
@@ -49,8 +55,13 @@ def test_per_object(mgmt: RoostProcess, amqp: pika.BlockingConnection, name: str
     ch.queue_declare(name)
     ch.basic_publish("", name, b"abc")
     amqp.process_data_events(0)
-    m = parse(httpx.get(f"{mgmt.http_url}/metrics/per-object").text)
     labels = f'{{vhost="/",queue="{name}"}}'
+
+    def scraped() -> dict[str, float] | None:
+        m = parse(httpx.get(f"{mgmt.http_url}/metrics/per-object").text)
+        return m if m.get(f"rabbitmq_queue_messages_ready{labels}") else None
+
+    m = eventually(scraped, timeout=10, what="the message ready in /metrics/per-object")
     assert m[f"rabbitmq_queue_messages_ready{labels}"] == 1
     assert m[f"rabbitmq_queue_messages_published_total{labels}"] == 1
     assert any(k.startswith("rabbitmq_connection_incoming_bytes_total{connection=") for k in m)
