@@ -105,7 +105,8 @@ class StreamReplicator(LeaderRole):
         self._progress: dict[str, float] = {}
         self._scheduled = False
         self._watchdog: asyncio.TimerHandle | None = None
-        self._mark: asyncio.TimerHandle | None = None
+        self._mark = 0  # the commit last written as the log's committed mark
+        self._marked_at = 0.0
         # records shipped to each member since its last SYNC (the catch-up's size)
         self.shipped: dict[str, int] = {}
         queue.committed = 0
@@ -147,9 +148,9 @@ class StreamReplicator(LeaderRole):
         self.refusal = f"{self.queue._where()}: {why}"
         if self._watchdog is not None:
             self._watchdog.cancel()
-        if self._mark is not None:
-            self._mark.cancel()
-            self._write_mark()
+        if self._mark < self.commit:
+            with contextlib.suppress(RuntimeError):  # no loop: nothing to write
+                self._write_mark()
         for _end, number in self.waits:
             self.broker.pending.finish(number, NotLeader(why))
         self.waits.clear()
@@ -233,6 +234,8 @@ class StreamReplicator(LeaderRole):
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
+        if self._mark < self.commit:
+            self._write_mark()
         end = self.queue.log.next_offset
         for member in self.followers:
             if self.acked.get(member, -1) >= end or self.links.link(member) is None:
@@ -283,8 +286,8 @@ class StreamReplicator(LeaderRole):
         self.commit = commit
         q = self.queue
         q.committed = commit
-        if self._mark is None:
-            self._mark = asyncio.get_running_loop().call_later(MARK_EVERY, self._write_mark)
+        if asyncio.get_running_loop().time() - self._marked_at >= MARK_EVERY:
+            self._write_mark()  # else the watchdog writes it within WATCHDOG / 2
         pending = self.broker.pending
         while self.waits and self.waits[0][0] <= commit:
             pending.finish(self.waits.popleft()[1])
@@ -292,6 +295,7 @@ class StreamReplicator(LeaderRole):
             q.dispatch()
 
     def _write_mark(self) -> None:
-        self._mark = None
+        self._marked_at = asyncio.get_running_loop().time()
+        self._mark = self.commit
         with contextlib.suppress(OSError):  # a hint: the next catch-up ships more
             self.queue.log.mark_committed(self.commit)
