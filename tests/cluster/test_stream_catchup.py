@@ -151,3 +151,43 @@ def test_a_leader_back_with_an_uncommitted_tail_cuts_it_in_place(
     assert copies[0] == copies[1] == copies[2], "replicas differ"
     for n in nodes:
         assert "Traceback" not in n.log, n.log
+
+
+def test_a_member_behind_the_leaders_retention_starts_at_its_first_offset(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    nodes = three_nodes(shared_etcd, etcd_prefix, tmp_path)
+    n1, _n2, n3 = nodes
+    small = {
+        **STREAM,
+        "x-stream-max-segment-size-bytes": 4000,
+        "x-max-length-bytes": 40000,
+    }
+    body = b"x" * 200
+    try:
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            conn.channel().queue_declare("ret", durable=True, arguments=small)
+        eventually(lambda: online(n1, "ret") == ["n1", "n2", "n3"], 10, "never in sync")
+        publish(n1, "ret", [b"a%03d" % i + body for i in range(20)])
+        eventually(lambda: online(n1, "ret") == ["n1", "n2", "n3"], 10, "n3 fell behind")
+        n3.kill()
+        n1.wait_for_log("link with n3 down")
+        publish(n1, "ret", [b"b%04d" % i + body for i in range(1000)])  # ~230 KB
+        since3 = len(n3.log_lines)
+        n3.start()
+        eventually(lambda: "n3" in online(n1, "ret"), 30, "n3 never caught up")
+        kept, _cut, start = map(int, lines(n3, since3, CUT)[-1])
+        assert start > kept and start > 20, (kept, start)  # the leader's first offset
+        print(f"\nn3 kept offsets below {kept}, started again at {start}")
+    finally:
+        for n in nodes:
+            n.kill()
+    copies = [replica(n, "ret") for n in nodes]
+    assert copies[2][0][0] >= start
+    assert copies[0][-1][0] == copies[2][-1][0] == 1019
+    common = max(c[0][0] for c in copies)
+    same = [[r for r in c if r[0] >= common] for c in copies]
+    assert same[0] == same[1] == same[2] and len(same[0]) > 10, "replicas differ"
+    assert [b[:5] for _o, _t, b in same[0]] == [b"b%04d" % (o - 20) for o, _t, _b in same[0]]
+    for n in nodes:
+        assert "Traceback" not in n.log, n.log
