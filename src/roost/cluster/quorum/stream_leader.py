@@ -257,10 +257,23 @@ class StreamReplicator(LeaderRole):
         if not ack.ok:
             self.resync(member)
             return
+        syncing = self.sent.get(member) is None
+        if syncing and ack.durable_index > self.queue.log.next_offset:
+            # it holds records it knows committed past this leader's end (this leader
+            # was elected without them): never overwritten, never counted
+            log.warning(
+                "stream '%s': member %s holds committed records up to %d, past this"
+                " leader's end %d: nothing shipped to it",
+                self.queue.name,
+                member,
+                ack.durable_index,
+                self.queue.log.next_offset,
+            )
+            return
         if ack.durable_index > self.acked.get(member, -1):
             self._progress[member] = asyncio.get_running_loop().time()
         self.acked[member] = ack.durable_index
-        if self.sent.get(member) is None:  # the answer to a SYNC: ship from there
+        if syncing:  # the answer to a SYNC: ship from there
             if ack.durable_index < self.queue.log.first_offset:  # retention moved on
                 self._send_sync(member)
                 return
