@@ -76,3 +76,17 @@ def test_restart_at_a_later_base_and_the_committed_mark(tmp_path: Path) -> None:
     assert (reopened.first_offset, reopened.next_offset) == (500, 501)
     assert reopened.committed_mark == 7
     assert (tmp_path / "s" / stream_truncate.MARK).exists()
+
+
+def test_a_memory_stream_truncates_and_restarts_as_the_disk_one() -> None:
+    from roost.store.memory import MemoryStream
+
+    stream = MemoryStream(0, 0)
+    for i in range(10):
+        stream.append("", "s", (), b"m%d" % i, timestamp_ms=i)
+    assert stream.truncate(4) == 4 and stream.next_offset == 4
+    assert stream.append("", "s", (), b"new", timestamp_ms=1) == 4
+    stream.mark_committed(3)
+    assert stream.committed_mark == 3
+    stream.restart_at(100)
+    assert (stream.first_offset, stream.next_offset) == (100, 100)
