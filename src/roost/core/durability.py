@@ -239,6 +239,19 @@ class StreamStore(Protocol):
 
     def store_offset(self, name: str, offset: int) -> None: ...
 
+    def truncate(self, offset: int) -> int:
+        """Remove the records at ``offset`` and after (a replica's uncommitted tail), on
+        disk before it returns; the new next offset (lower if a chunk straddles it)."""
+
+    def restart_at(self, base: int) -> None:
+        """Drop every record; the log goes on, empty, at offset ``base``."""
+
+    @property
+    def committed_mark(self) -> int:
+        """The offset below which a replica's records are known committed (0: none)."""
+
+    def mark_committed(self, offset: int) -> None: ...
+
     def close(self) -> None: ...
 
     def destroy(self) -> None:

@@ -367,6 +367,24 @@ class MemoryStream:
                 return self._first + i
         return self.next_offset
 
+    def truncate(self, offset: int) -> int:
+        keep = max(offset - self._first, 0)
+        for dropped in self._records[keep:]:
+            self._bytes -= HEADER.size + len(dropped[4])
+        del self._records[keep:]
+        self._last_chunk = min(self._last_chunk, max(self.next_offset - 1, self._first))
+        return self.next_offset
+
+    def restart_at(self, base: int) -> None:
+        self._records.clear()
+        self._bytes = 0
+        self._first = self._last_chunk = base
+
+    committed_mark = 0
+
+    def mark_committed(self, offset: int) -> None:
+        self.committed_mark = offset
+
     def stored_offset(self, name: str) -> int | None:
         return self._offsets.get(name)
 

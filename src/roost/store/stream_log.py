@@ -31,6 +31,7 @@ from pathlib import Path
 from roost.store.files import append_all, fsync_path, make_dirs, truncate_quietly
 from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count, chunk_record, intact
 from roost.store.stream_reader import StreamReader
+from roost.store.stream_truncate import cut_segments, restart_at
 
 HEADER = struct.Struct("<IIQqqH")  # crc, length after crc+length, offset, ts, pub id, name len
 _CRC = struct.Struct("<I")
@@ -440,6 +441,38 @@ class StreamLog:
         if producer:
             self._note_producer(producer, last_id)
         self.dirty = True
+
+    def truncate(self, offset: int) -> int:
+        """Remove the records at ``offset`` and after, on disk before it returns (a chunk
+        record holding ``offset`` goes whole); returns the new next offset. Crash-safe:
+        stream_truncate.py."""
+        offset = max(offset, self.first_offset)
+        if offset >= self.next_offset:
+            return self.next_offset
+        self._close_files()
+        cut_segments(self.directory, self.segments, offset)
+        self._reopen()
+        return self.next_offset
+
+    def restart_at(self, base: int) -> None:
+        """Drop every record: the log goes on, empty, at offset ``base``."""
+        self._close_files()
+        restart_at(self.directory, self.segments, base, segment_name(base) + SEGMENT_SUFFIX)
+        self._reopen()
+
+    def _close_files(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            os.close(self._idx_fd)
+            self._fd = self._idx_fd = -1
+        self.dirty = False
+
+    def _reopen(self) -> None:
+        self.segments, self.bases = [], []
+        self.next_offset = self.last_chunk_offset = self.last_timestamp = 0
+        self.producers.clear()  # the same dict (DiskStream shares it); rebuilt from records
+        self._recover()
 
     def is_duplicate(self, producer: str, publishing_id: int) -> bool:
         last = self.producers.get(producer)

@@ -29,6 +29,7 @@ from roost.store.stream_codec import (
 from roost.store.stream_log import StreamLog
 from roost.store.stream_offsets import OffsetStore
 from roost.store.stream_reader import StreamReader
+from roost.store.stream_truncate import read_mark, write_mark
 
 log = logging.getLogger("roost.stream")
 
@@ -226,6 +227,21 @@ class DiskStream:
 
     def reader(self, offset: int) -> MessageCursor:
         return MessageCursor(self.log.reader(offset))
+
+    # -- a replica's copy -----------------------------------------------------------------
+
+    def truncate(self, offset: int) -> int:
+        return self.log.truncate(offset)
+
+    def restart_at(self, base: int) -> None:
+        self.log.restart_at(base)
+
+    @property
+    def committed_mark(self) -> int:
+        return read_mark(self.directory)
+
+    def mark_committed(self, offset: int) -> None:
+        write_mark(self.directory, offset)
 
     # -- consumer offsets -----------------------------------------------------------------
 

@@ -116,8 +116,18 @@ class StreamGroups(GroupBase):
                     rep.close()
                     if not queue.remote and rep.term:
                         self._spawn(key, self._forget(key, rep.term), replace=False)
+                if isinstance(queue, StreamQueue) and queue.replication is not None:
+                    asyncio.get_running_loop().call_soon(self._keep_copy, queue)
             case _:
                 pass
+
+    def _keep_copy(self, queue: StreamQueue) -> None:
+        """A replicated stream's log outlives its queue here when a stand-in took its
+        place (this node follows now: the copy is kept and cut to its committed prefix
+        on the leader's ``SYNC``); deleted for good, its files go."""
+        taken = queue.vhost.queues.get(queue.name)
+        if not isinstance(taken, StreamStandIn | StreamQueue):
+            queue.log.destroy()
 
     def _hold_recovered(self) -> None:
         """Streams recovered from disk refuse publishes until ``start``: the links are up
@@ -133,6 +143,26 @@ class StreamGroups(GroupBase):
             for queue in list(vhost.queues.values()):
                 if isinstance(queue, StreamQueue) and isinstance(queue.replication, Rejoining):
                     self._spawn((vhost.name, queue.name), self._rejoin(queue))
+                elif isinstance(queue, StreamStandIn):
+                    self._spawn((vhost.name, queue.name), self._adopt_copy(queue))
+
+    async def _adopt_copy(self, stand_in: StreamStandIn) -> None:
+        """A member restarted while another node led its stream: its copy (kept on disk)
+        follows from now on, so it takes part in the next election even if that leader
+        never sends to it again."""
+        key = (stand_in.vhost.name, stand_in.name)
+        kv = await self.node.coordinator.get(self._key("stream-group", key))
+        members = json.loads(kv.value)["members"] if kv is not None else []
+        vhost = stand_in.vhost
+        if self.name not in members or key in self.following or key in self.leading:
+            return
+        if vhost.queues.get(stand_in.name) is not stand_in:
+            return
+        follower = StreamFollower(
+            vhost.streams, self.broker.message_store, key[0], key[1], dict(stand_in.arguments)
+        )
+        self.following[key] = follower
+        await self._watch_leader(key, follower)
 
     async def _rejoin(self, queue: StreamQueue) -> None:
         key = (queue.vhost.name, queue.name)

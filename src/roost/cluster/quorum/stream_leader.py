@@ -7,14 +7,18 @@ that offset (``StreamQueue.committed``).
 A stream's log index is its offset: ``Replicate.first_index`` is the first record's
 offset and a member's ``ReplicateAck.durable_index`` the offset after its last durable
 record. A member seen for the first time in a term, or whose link came up again, or
-that refused a batch, is sent a ``SYNC`` record first (the leader's commit): a member
-holding records past it cannot tell whether they are the leader's, so it starts its
-copy again from nothing; then it gets every record from the offset its answer names.
+that refused a batch, is sent a ``SYNC`` record first (the leader's commit and first
+offset): the member keeps the records it knows are committed, cuts the rest of its log in
+place (``stream_follower.py``) and answers its end; the leader ships only the records
+from there. A member that needs records retention dropped here starts again at the
+leader's first offset. Leader and members keep how far their log is known to be
+committed on disk (``StreamStore.mark_committed``), so a restarted node keeps its prefix.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 from collections import deque
@@ -35,16 +39,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.cluster.quorum")
 
 WATCHDOG = 1.0  # seconds a member's acks may stand still while it is behind
+MARK_EVERY = 0.1  # seconds between two writes of the committed mark (a stale one is safe)
 BATCH_BYTES = 1 << 20  # one Replicate frame carries about this much
 
 SYNC, REC, OFS = b"S", b"M", b"O"
-SYNC_HEAD = struct.Struct("!cQ")  # kind, the leader's commit
+SYNC_HEAD = struct.Struct("!cQQ")  # kind, the leader's commit, its first offset
 _OFS = struct.Struct("!cQ")  # kind, a named consumer's stored offset (the name follows)
 _REC = struct.Struct("!cQqHHI")  # kind, offset, timestamp, exchange, routing key, props
 
 
-def sync_record(commit: int) -> bytes:
-    return SYNC_HEAD.pack(SYNC, commit)
+def sync_record(commit: int, first: int) -> bytes:
+    return SYNC_HEAD.pack(SYNC, commit, first)
 
 
 def offset_record(name: str, offset: int) -> bytes:
@@ -77,6 +82,8 @@ def decode(raw: bytes) -> tuple[int, int, str, str, tuple[Any, ...], bytes]:
 
 
 class StreamReplicator(LeaderRole):
+    keeps_copy = True  # replaced by a stand-in (deposed): the copy stays for its member
+
     def __init__(
         self, broker: Broker, links: LinkManager, queue: StreamQueue, node: str, members: list[str]
     ) -> None:
@@ -98,6 +105,10 @@ class StreamReplicator(LeaderRole):
         self._progress: dict[str, float] = {}
         self._scheduled = False
         self._watchdog: asyncio.TimerHandle | None = None
+        self._mark = 0  # the commit last written as the log's committed mark
+        self._marked_at = 0.0
+        # records shipped to each member since its last SYNC (the catch-up's size)
+        self.shipped: dict[str, int] = {}
         queue.committed = 0
 
     def online(self) -> list[str]:
@@ -137,6 +148,9 @@ class StreamReplicator(LeaderRole):
         self.refusal = f"{self.queue._where()}: {why}"
         if self._watchdog is not None:
             self._watchdog.cancel()
+        if self._mark < self.commit:
+            with contextlib.suppress(RuntimeError):  # no loop: nothing to write
+                self._write_mark()
         for _end, number in self.waits:
             self.broker.pending.finish(number, NotLeader(why))
         self.waits.clear()
@@ -162,7 +176,12 @@ class StreamReplicator(LeaderRole):
             q = self.queue
             link.send(
                 f.Replicate(
-                    q.vhost.name, q.name, self.term, 0, self.commit, [sync_record(self.commit)]
+                    q.vhost.name,
+                    q.name,
+                    self.term,
+                    0,
+                    self.commit,
+                    [sync_record(self.commit, q.log.first_offset)],
                 )
             )
 
@@ -202,6 +221,7 @@ class StreamReplicator(LeaderRole):
                     start = record[0] + 1
                 if not batch:
                     break
+                self.shipped[link.peer] = self.shipped.get(link.peer, 0) + len(batch)
                 link.send(f.Replicate(q.vhost.name, q.name, self.term, first, self.commit, batch))
         finally:
             reader.close()
@@ -214,6 +234,8 @@ class StreamReplicator(LeaderRole):
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
+        if self._mark < self.commit:
+            self._write_mark()
         end = self.queue.log.next_offset
         for member in self.followers:
             if self.acked.get(member, -1) >= end or self.links.link(member) is None:
@@ -235,11 +257,35 @@ class StreamReplicator(LeaderRole):
         if not ack.ok:
             self.resync(member)
             return
+        syncing = self.sent.get(member) is None
+        if syncing and ack.durable_index > self.queue.log.next_offset:
+            # it holds records it knows committed past this leader's end (this leader
+            # was elected without them): never overwritten, never counted
+            log.warning(
+                "stream '%s': member %s holds committed records up to %d, past this"
+                " leader's end %d: nothing shipped to it",
+                self.queue.name,
+                member,
+                ack.durable_index,
+                self.queue.log.next_offset,
+            )
+            return
         if ack.durable_index > self.acked.get(member, -1):
             self._progress[member] = asyncio.get_running_loop().time()
         self.acked[member] = ack.durable_index
-        if self.sent.get(member) is None:  # the answer to a SYNC: ship from there
+        if syncing:  # the answer to a SYNC: ship from there
+            if ack.durable_index < self.queue.log.first_offset:  # retention moved on
+                self._send_sync(member)
+                return
             self.sent[member] = ack.durable_index
+            self.shipped[member] = 0
+            log.info(
+                "stream '%s': member %s synced at offset %d, shipping %d records",
+                self.queue.name,
+                member,
+                ack.durable_index,
+                self.queue.log.next_offset - ack.durable_index,
+            )
             self._send_offsets(list(self.stored), only=member)
             self._schedule()
         self._commit()
@@ -253,8 +299,16 @@ class StreamReplicator(LeaderRole):
         self.commit = commit
         q = self.queue
         q.committed = commit
+        if asyncio.get_running_loop().time() - self._marked_at >= MARK_EVERY:
+            self._write_mark()  # else the watchdog writes it within WATCHDOG / 2
         pending = self.broker.pending
         while self.waits and self.waits[0][0] <= commit:
             pending.finish(self.waits.popleft()[1])
         if q.consumers:
             q.dispatch()
+
+    def _write_mark(self) -> None:
+        self._marked_at = asyncio.get_running_loop().time()
+        self._mark = self.commit
+        with contextlib.suppress(OSError):  # a hint: the next catch-up ships more
+            self.queue.log.mark_committed(self.commit)

@@ -58,6 +58,8 @@ class StreamStandIn(QuorumStandIn):
 class Rejoining:
     """A stream this node recovered from disk, until the definitions say who leads it."""
 
+    keeps_copy = True  # replaced by a stand-in: the copy stays, cut on the leader's SYNC
+
     def __init__(self, queue: StreamQueue) -> None:
         self.refusal = f"{queue._where()}: rejoining its group after a restart"
 

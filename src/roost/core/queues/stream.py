@@ -45,9 +45,11 @@ PRODUCERS_TABLE_BYTES = 2048
 
 class StreamReplication(Protocol):
     """A cluster's replication of one stream, led here (roost.cluster.quorum.stream_*):
-    told of every append; ``refusal`` non-empty while it takes no publishes."""
+    told of every append; ``refusal`` non-empty while it takes no publishes;
+    ``keeps_copy``: deleting the queue closes the log and leaves the files to it."""
 
     refusal: str
+    keeps_copy: bool
 
     def appended(self) -> None: ...
     def offset_stored(self, name: str, offset: int) -> None: ...
@@ -409,7 +411,8 @@ class StreamQueue(Queue):
             )
         count = self.message_count
         self.close()
-        self.log.destroy()
+        if self.replication is None or not self.replication.keeps_copy:
+            self.log.destroy()
         return count
 
     def close(self) -> None:
