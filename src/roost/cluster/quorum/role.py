@@ -26,6 +26,7 @@ class LeaderRole:
     heard: dict[str, float]
     stepdown_after = 0.0  # seconds without a majority before resigning; 0: never
     on_lost_majority: Callable[[], None] | None = None
+    running: Callable[[], list[str]] = list  # the nodes that hold their etcd lease
     _last_check = 0.0
 
     @property
@@ -57,10 +58,13 @@ class LeaderRole:
 
     def lost_majority(self, now: float, also_heard: Collection[str] = ()) -> bool:
         """True when fewer than a majority (this leader counted) answered within
-        ``stepdown_after`` seconds. ``also_heard``: members counted as answering (a
-        snapshot under way). A gap in this leader's own checks (its process paused, its
-        loop stalled) restarts every member's clock: silence it did not witness is not
-        held against them."""
+        ``stepdown_after`` seconds while a majority of the members other than this one
+        are running (they hold their etcd lease: alive, cut off from here, and able to
+        elect one of them). Members that are down cannot elect anyone: with too few
+        running the leader stays and holds its publishes until one is back.
+        ``also_heard``: members counted as answering (a snapshot under way). A gap in
+        this leader's own checks (its process paused, its loop stalled) restarts every
+        member's clock: silence it did not witness is not held against them."""
         if not self.stepdown_after:
             return False
         if now - self._last_check > self.stepdown_after / 2:
@@ -71,4 +75,7 @@ class LeaderRole:
             for m in self.followers
             if m in also_heard or now - self.heard.setdefault(m, now) < self.stepdown_after
         )
-        return 1 + answering < self.majority
+        if 1 + answering >= self.majority:
+            return False
+        running = set(self.running())
+        return sum(1 for m in self.followers if m in running) >= self.majority

@@ -1,7 +1,9 @@
 """A quorum queue's leader without a majority steps down.
 
-A leader that hears from no majority of its members for two lease TTLs (``role.py``;
-cut off from them over the links but not from etcd, so its lease stays) drops its
+A leader that hears from no majority of its members for two lease TTLs while a
+majority of the others are running (``role.py``; cut off from them over the links but
+not from etcd, so its lease stays; members that are down elect no one, so then it stays
+and holds its publishes) drops its
 uncommitted tail and refuses publishes (``Replicator.step_down``); here its election is
 resigned, which starts the failover (``manager.py``) among the members that still reach
 each other: the one with the longest log wins. Nothing can be confirmed by two leaders:
@@ -47,6 +49,7 @@ class StepDown:
     def arm(self, key: Key, rep: Replicator) -> None:
         """Before ``rep.started``: its election is won."""
         rep.stepdown_after = self.after()
+        rep.running = self.manager._running
         rep.on_lost_majority = lambda: self.manager._spawn(key, self._resign(key, rep))
 
     async def _resign(self, key: Key, rep: Replicator) -> None:
