@@ -23,6 +23,8 @@ from tests.cluster.history import History
 from tests.cluster.netns_nodes import NetnsNode, Subnet
 from tests.cluster.test_quorum import QUORUM, consumer, publisher, queue_json, wind_down
 from tests.cluster.test_quorum_sync import own_leader
+from tests.cluster.test_stream_replicas import STREAM, check, leader_of, read_all
+from tests.cluster.test_stream_replicas import publisher as stream_publisher
 from tests.support import eventually
 
 
@@ -120,5 +122,50 @@ def test_a_leader_cut_off_by_a_partition_loses_nothing_confirmed(
         finally:
             stop.set()
             stop_publishing.set()
+    for n in (n1, n2, n3):
+        assert "Traceback" not in n.log, n.log
+
+
+def test_a_stream_leader_cut_from_its_members_steps_down(tmp_path: Path) -> None:
+    """A replicated stream's leader cut off from its members, not from etcd: it hears
+    no majority for two lease TTLs and resigns; a member with the longest log leads, a
+    publisher on n2 is confirmed again, and after the heal n1 follows; every confirmed
+    message is in the new leader's log, offsets without a gap, nothing twice."""
+    with cluster(tmp_path) as (net, (n1, n2, n3)):
+        confirmed: list[bytes] = []
+        stop = threading.Event()
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            conn.channel().queue_declare("log", durable=True, arguments=STREAM)
+        t = threading.Thread(target=stream_publisher, args=(n2, "log", confirmed, stop))
+        try:
+            t.start()
+            eventually(lambda: len(confirmed) > 100, 30, "publishing never got going")
+            net.cut(0, net.ips[1], net.ips[2])
+            cut_at = time.monotonic()
+            eventually(lambda: leader_of(n3, "log") in ("n2", "n3"), 30, "no failover")
+            new_leader = leader_of(n3, "log")
+            print(
+                f"\nnew stream leader {new_leader} {time.monotonic() - cut_at:.1f} s after the cut"
+            )
+            before = len(confirmed)
+            eventually(lambda: len(confirmed) > before + 100, 40, "no confirms after the cut")
+            assert "stepping down" in n1.log
+            net.heal(0, net.ips[1], net.ips[2])
+            after = len(confirmed)
+            eventually(lambda: len(confirmed) > after + 100, 40, "stalled after the heal")
+            eventually(
+                lambda: (
+                    "n1" in queue_json(n2, "log")["online"]  # type: ignore[operator]
+                    and leader_of(n1, "log") == new_leader
+                ),
+                40,
+                "the old leader never followed",
+            )
+            stop.set()
+            t.join(20)
+            home = n2 if new_leader == "n2" else n3
+            check(read_all(home, "log", at_least=len(confirmed)), confirmed)
+        finally:
+            stop.set()
     for n in (n1, n2, n3):
         assert "Traceback" not in n.log, n.log

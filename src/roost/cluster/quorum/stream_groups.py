@@ -179,6 +179,7 @@ class StreamGroups(GroupBase):
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self._arm_stepdown(key, rep)
         rep.started(election.term)
         log.info(
             "stream %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
@@ -281,6 +282,7 @@ class StreamGroups(GroupBase):
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self._arm_stepdown(key, rep)
         rep.started(election.term)
         log.warning(
             "stream %s: now led here (term %d, next offset %d)",
