@@ -209,6 +209,7 @@ class StreamGroups(GroupBase):
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self._arm_stepdown(key, rep)
         rep.started(election.term)
         log.info(
             "stream %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
@@ -311,6 +312,7 @@ class StreamGroups(GroupBase):
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self._arm_stepdown(key, rep)
         rep.started(election.term)
         log.warning(
             "stream %s: now led here (term %d, next offset %d)",
