@@ -95,6 +95,7 @@ class StreamGroups(GroupBase):
         queue = StreamStandIn(self.plane, vhost, item, home)
         key = (vhost.name, queue.name)
         queue.group = self._group_at(key, home)
+        queue.local_copy = lambda: self.following.get(key)
         return queue
 
     def _changed(self, event: Event) -> None:
