@@ -131,6 +131,19 @@ async def _publish_directly(node: RoostProcess, confirmed: set[int]) -> int:
         await producer.close()
 
 
+async def _watching_publisher(node: RoostProcess, updates: list[str]) -> Producer:
+    """A publisher declared on ``node`` (no Metadata asked) that notes MetadataUpdates."""
+    producer = _producer(node)
+    client = await producer.default_client
+
+    async def noted(frame: schema.MetadataUpdate) -> None:
+        updates.append(frame.metadata_info.stream)
+
+    client.add_handler(schema.MetadataUpdate, noted, name="watch")
+    await client.declare_publisher(STREAM, None, 9)
+    return producer
+
+
 async def _read_all(node: RoostProcess, at_least: int) -> list[tuple[int, bytes]]:
     """Every message of the stream, from offset 0, through rstream connected to
     ``node``'s address (rstream consumes from a replica it finds in Metadata)."""
@@ -180,6 +193,8 @@ async def _scenario(nodes: list[RoostProcess]) -> None:
     early = await _read_all(n3, FIRST + len(DIRECT_IDS))
     check(early, confirmed)
 
+    updates: list[str] = []
+    watching = await _watching_publisher(n3, updates)
     in_flight = await _publish(n2, range(FIRST + 1, TOTAL + 1), confirmed, wait=False)
     n1.kill()  # kill -9 of the leader with publishes in flight
     assert in_flight is not None
@@ -191,6 +206,9 @@ async def _scenario(nodes: list[RoostProcess]) -> None:
     assert leader in (n2.stream_port, n3.stream_port), leader
     new_leader = port_of[leader]
     assert replicas == [m.stream_port for m in (n2, n3) if m is not new_leader]
+    # a publisher on n3 is told the leader moved (whether n3 leads now or follows n2)
+    await _until(lambda: updates == [STREAM], "a MetadataUpdate to n3's publisher")
+    await watching.close()
     # the new leader knows the producer's last id: every confirmed one, from the copy
     producer = _producer(new_leader)
     try:

@@ -173,6 +173,11 @@ class Broker:
             port=self,
         )
 
+    def watch_stream(
+        self, client: Client, name: str, callback: Callable[[], None]
+    ) -> Callable[[], None]:
+        return client.vhost.streams.watch(client.vhost.name, name, callback)
+
     def stream_hosts(
         self, client: Client, name: str
     ) -> tuple[stream_queries.Address | None, list[stream_queries.Address]] | None:

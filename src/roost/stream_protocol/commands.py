@@ -220,6 +220,9 @@ class Commands(PublishCommands, ConsumeCommands):
             sub.drop_pending()
             self._leave(sub)
         self.publishers.clear()
+        for unwatch in self._watching.values():
+            unwatch()
+        self._watching.clear()
 
     _handlers: dict[type, Callable[[Commands, Any], None]] = {
         Create: _create,

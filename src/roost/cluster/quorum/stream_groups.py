@@ -221,6 +221,7 @@ class StreamGroups(GroupBase):
                 return
             rep.close("a newer leader was elected")
             del self.leading[key]
+            self.broker.streams.moved(*key)  # its stream-protocol publishers here are told
         follower = self.following.get(key)
         if follower is None:
             vhost = self.broker.catalog.vhosts.get(key[0])
@@ -324,6 +325,7 @@ class StreamGroups(GroupBase):
             except (AttributeError, BrokerError):
                 consumer.session.consumer_gone(consumer)
         queue.dispatch()
+        vhost.streams.moved(vhost.name, queue.name)  # publishers here ask Metadata again
         return queue
 
     async def stop(self) -> None:

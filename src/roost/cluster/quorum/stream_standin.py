@@ -61,6 +61,12 @@ class StreamStandIn(QuorumStandIn):
         self.subscribe_arguments = dict(consumer.arguments)
         super().add_consumer(consumer)
 
+    def rehome(self, home: str) -> None:
+        moved = home != self.home
+        super().rehome(home)
+        if moved:  # the stream protocol's publishers here are told (MetadataUpdate)
+            self.vhost.streams.moved(self.vhost.name, self.name)
+
     def remove_consumer(self, consumer: Consumer) -> None:
         super().remove_consumer(consumer)
         if not self.consumers:
