@@ -184,12 +184,12 @@ class AdapterPort(Protocol):
     # NotFound: no such stream or exchange; PreconditionFailed: a queue that is not a stream
 
     def is_stream(self, client: Client, name: str) -> bool: ...
-    # on a cluster: (leader's address or None while it is down, in-sync replicas'
-    # addresses) of a replicated stream; None: this node serves the stream alone
     # ``callback`` once when the stream's leader moves to another node; returns the unwatch
     def watch_stream(
         self, client: Client, name: str, callback: Callable[[], None]
     ) -> Callable[[], None]: ...
+    # on a cluster: (leader's address or None while it is down, in-sync replicas'
+    # addresses) of a replicated stream; None: this node serves the stream alone
     def stream_hosts(
         self, client: Client, name: str
     ) -> tuple[tuple[str, int] | None, list[tuple[str, int]]] | None: ...
