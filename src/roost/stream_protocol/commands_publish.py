@@ -72,9 +72,11 @@ class PublishCommands(CommandsBase):
         if self.s.closed:
             return
         self.flush_publishes()
-        for pid in [p.id for p in self.publishers.values() if p.stream == stream]:
+        dropped = [p.id for p in self.publishers.values() if p.stream == stream]
+        for pid in dropped:
             del self.publishers[pid]
-        self.s.send(MetadataUpdate(c.STREAM_NOT_AVAILABLE, stream))
+        if dropped:  # none left (DeletePublisher): nothing to tell
+            self.s.send(MetadataUpdate(c.STREAM_NOT_AVAILABLE, stream))
 
     def _publish(self, f: Publish) -> None:
         publisher = self.publishers.get(f.publisher_id)
