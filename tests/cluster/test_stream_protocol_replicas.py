@@ -58,22 +58,24 @@ async def _until(predicate: Callable[[], bool], what: str, timeout: float = 30) 
         await asyncio.sleep(0.02)
 
 
-async def _leader_and_replicas(node: RoostProcess) -> tuple[int, list[int]]:
+async def _leader_and_replicas(node: RoostProcess, replicas: int) -> tuple[int, list[int]]:
     """Metadata asked on ``node``: the leader's and replicas' stream ports, once a leader
-    is known (rstream raises LeaderNotAvailable during a failover)."""
+    is known (rstream raises LeaderNotAvailable during a failover) and ``replicas`` of
+    them are in sync (a new leader lists a member once it has synced it)."""
     deadline = time.monotonic() + 30
     while True:
         producer = _producer(node)
         try:
             client = await producer.default_client
-            leader, replicas = await client.query_leader_and_replicas(STREAM)
-            return leader.port, sorted(r.port for r in replicas)
+            leader, found = await client.query_leader_and_replicas(STREAM)
+            if len(found) == replicas or time.monotonic() > deadline:
+                return leader.port, sorted(r.port for r in found)
         except LeaderNotAvailable:
             if time.monotonic() > deadline:
                 raise
-            await asyncio.sleep(0.2)
         finally:
             await producer.close()
+        await asyncio.sleep(0.2)
 
 
 async def _publish(
@@ -179,7 +181,7 @@ async def _scenario(nodes: list[RoostProcess]) -> None:
     port_of = {n.stream_port: n for n in nodes}
     # the stream protocol's Metadata asked on a member that does not lead: the leader
     # n1's address and the in-sync replicas n2, n3
-    leader, replicas = await _leader_and_replicas(n2)
+    leader, replicas = await _leader_and_replicas(n2, 2)
     assert leader == n1.stream_port, (leader, [n.stream_port for n in nodes])
     assert replicas == sorted([n2.stream_port, n3.stream_port])
 
@@ -202,7 +204,7 @@ async def _scenario(nodes: list[RoostProcess]) -> None:
         await asyncio.wait_for(in_flight.close(), 5)
 
     # the client asks Metadata again (on a surviving node) until a new leader is named
-    leader, replicas = await _leader_and_replicas(n3)
+    leader, replicas = await _leader_and_replicas(n3, 1)
     assert leader in (n2.stream_port, n3.stream_port), leader
     new_leader = port_of[leader]
     assert replicas == [m.stream_port for m in (n2, n3) if m is not new_leader]
@@ -236,10 +238,11 @@ def test_rstream_through_metadata_survives_kill_9_of_the_leader_without_duplicat
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             conn.channel().queue_declare(STREAM, durable=True,
                                          arguments={"x-queue-type": "stream"})  # fmt: skip
-        eventually(
-            lambda: sorted(queue_json(n1, STREAM)["online"]) == ["n1", "n2", "n3"],  # type: ignore[arg-type]
-            10,
-        )
+        for n in nodes:  # the leader has synced both members, and each node knows it
+            eventually(
+                lambda n=n: sorted(queue_json(n, STREAM)["online"]) == ["n1", "n2", "n3"],  # type: ignore[misc]
+                10,
+            )
         asyncio.run(asyncio.wait_for(_scenario(nodes), 90))
     finally:
         for n in nodes:
