@@ -30,6 +30,7 @@ PRODUCER = "orders"  # the publisher reference: its publishing ids are deduplica
 FIRST = 300  # confirmed before the kill
 TOTAL = 400  # 301..400 are in flight when the leader dies
 RESENT_CONFIRMED = 50  # confirms lost with the connection: re-sent under the same ids
+AFTER = 20  # new ones published after the failover (the reader must get them too)
 
 
 DIRECT = "direct"  # a publisher declared on a node that does not lead
@@ -195,6 +196,15 @@ async def _scenario(nodes: list[RoostProcess]) -> None:
     early = await _read_all(n3, FIRST + len(DIRECT_IDS))
     check(early, confirmed)
 
+    # a subscription on a replica's node that stays through the failover
+    through: list[tuple[int, bytes]] = []
+    reader = Consumer("127.0.0.1", n3.stream_port, username="guest", password="guest")
+    await reader.start()
+    await reader.subscribe(
+        STREAM,
+        lambda m, ctx: through.append((ctx.offset, bytes(m))),
+        offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None),
+    )
     updates: list[str] = []
     watching = await _watching_publisher(n3, updates)
     in_flight = await _publish(n2, range(FIRST + 1, TOTAL + 1), confirmed, wait=False)
@@ -223,10 +233,18 @@ async def _scenario(nodes: list[RoostProcess]) -> None:
     # re-sent with the same ids: what it holds no confirm for, and the last confirmed
     # ones too (their confirms might have been lost with the connection)
     resend = range(min(set(range(1, TOTAL + 1)) - confirmed, default=TOTAL + 1)
-                   - RESENT_CONFIRMED, TOTAL + 1)  # fmt: skip
+                   - RESENT_CONFIRMED, TOTAL + AFTER + 1)  # fmt: skip
     await _publish(n2, resend, confirmed, wait=True)
-    assert confirmed == set(range(1, TOTAL + 1))
-    check(await _read_all(n2, TOTAL + len(DIRECT_IDS)), confirmed)
+    assert confirmed == set(range(1, TOTAL + AFTER + 1))
+    # the subscription kept reading through the new leader: no gap, nothing twice, the
+    # same body at each offset as the final read shows
+    everything = TOTAL + AFTER + len(DIRECT_IDS)
+    await _until(lambda: len(through) >= everything, "the reader to catch up")
+    await reader.close()  # one subscription per stream per node that does not lead
+    final = await _read_all(n2, everything)
+    check(final, confirmed)
+    assert [o for o, _ in through] == list(range(len(through))), "the reader's offsets"
+    assert through == final[: len(through)], "the reader saw other bodies"
 
 
 def test_rstream_through_metadata_survives_kill_9_of_the_leader_without_duplicates(
