@@ -69,6 +69,7 @@ class Server:
         )
         self.listeners = Listeners(config, self.tls_context, self._listening)
         self.ports = self.listeners.ports
+        self.stream_address: tuple[str, int] | None = None  # advertised, for the cluster
 
     async def start(self) -> None:
         cfg = self.config
@@ -110,7 +111,9 @@ class Server:
         await self._start_mqtt()
         await self._start_streams()
         if self.cluster is not None:
-            await self.cluster.publish_ports(self.ports.get("amqp", 0), self.ports.get("http", 0))
+            await self.cluster.publish_ports(
+                self.ports.get("amqp", 0), self.ports.get("http", 0), self.stream_address
+            )
         log.info("build: %s", _build.describe())
         self._start_shovels()
         if self.disk is None:
@@ -313,6 +316,7 @@ class Server:
 
         if cfg.stream_port:
             plain = settings(cfg.stream_port)
+            self.stream_address = (plain.advertised_host, plain.advertised_port)
             self.ports["stream"] = await self.listeners.tcp(
                 lambda: StreamServerProtocol(self.broker, plain, self.connections),
                 cfg.stream_port,

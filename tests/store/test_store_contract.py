@@ -196,6 +196,24 @@ def test_producers_deduplicate_and_batches_skip_what_is_stored(stores: Stores) -
     assert s.next_offset == 3  # nothing of a malformed batch is kept
 
 
+def test_a_cursor_tells_each_records_producer_and_publishing_id(stores: Stores) -> None:
+    """What a replicated stream's leader ships so its members deduplicate after it."""
+    s = open_stream(stores)
+    s.append("", "s", PROPS, b"a", timestamp_ms=1, producer="p", publishing_id=5)
+    s.append("", "s", PROPS, b"anonymous", timestamp_ms=1)
+    batch = b"".join(batch_entry(PROPS, b"b%d" % i) for i in range(3))  # ids 6, 7, 8
+    s.append_batch("", "s", batch, timestamp_ms=2, producer="q", first_id=6)
+    cursor = s.reader(1)
+    tagged = []
+    while (found := cursor.next_tagged()) is not None:
+        record, producer, publishing_id = found
+        tagged.append((record[0], record[5], producer, publishing_id))
+    cursor.close()
+    assert tagged == [
+        (1, b"anonymous", "", 0), (2, b"b0", "q", 6), (3, b"b1", "q", 7), (4, b"b2", "q", 8)
+    ]
+
+
 def test_stored_offsets_and_time_lookups(stores: Stores) -> None:
     s = open_stream(stores)
     for i in range(4):

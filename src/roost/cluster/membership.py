@@ -45,6 +45,10 @@ class NodeRecord:
     pid: int = 0
     started_ms: int = 0
     version: str = ""
+    # the stream protocol's advertised address (RabbitMQ's advertised_host/port): the
+    # Metadata of a replicated stream sends clients to its leader's and replicas' nodes
+    stream_host: str = ""
+    stream_port: int = 0
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()

@@ -93,12 +93,18 @@ class ClusterNode:
         await self.membership.join()
         self._dial_running()
 
-    async def publish_ports(self, amqp_port: int, http_port: int) -> None:
-        """The client ports the listeners got (port 0 picks one): into this node's record."""
+    async def publish_ports(
+        self, amqp_port: int, http_port: int, stream: tuple[str, int] | None = None
+    ) -> None:
+        """The client ports the listeners got (port 0 picks one): into this node's record;
+        ``stream``: the stream protocol's advertised host and port."""
         m = self.membership
         if m is None:
             return
-        m.record = replace(m.record, amqp_port=amqp_port, http_port=http_port)
+        host, port = stream or ("", 0)
+        m.record = replace(
+            m.record, amqp_port=amqp_port, http_port=http_port, stream_host=host, stream_port=port
+        )
         raw = m.record.encode()
         await self.coordinator.txn(
             [],
@@ -110,6 +116,14 @@ class ClusterNode:
 
     def nodes(self) -> list[NodeStatus]:
         return [] if self.membership is None else self.membership.nodes()
+
+    def stream_addresses(self) -> dict[str, tuple[str, int]]:
+        """The running nodes' advertised stream-protocol addresses, by node name."""
+        return {
+            n.name: (n.record.stream_host, n.record.stream_port)
+            for n in self.nodes()
+            if n.running and n.record.stream_port
+        }
 
     async def serve(self, broker: Any) -> None:
         """Share definitions through etcd and carry messages to and from the queues'
@@ -128,6 +142,7 @@ class ClusterNode:
         from roost.cluster.quorum.manager import QuorumManager
         from roost.cluster.quorum.stream_groups import StreamGroups
 
+        broker.stream_addresses = self.stream_addresses  # the stream protocol's Metadata
         self.quorum = QuorumManager(self, broker, plane, defs)
         self.streams = StreamGroups(self, broker, plane, defs, self.quorum)
         defs.remote_factory = self.streams.make_queue  # quorum's stand-ins through it

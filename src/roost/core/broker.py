@@ -153,6 +153,8 @@ class Broker:
         self.direct_reply_request = m.direct_reply_request
         self.new_publisher = m.new_publisher
         self.is_stream = stream_queries.is_stream
+        # a cluster's running nodes' advertised stream addresses (set by roost.cluster)
+        self.stream_addresses: Callable[[], dict[str, stream_queries.Address]] | None = None
         self.stream_sequence = stream_queries.stream_sequence
         self.stream_offset = stream_queries.stream_offset
         self.store_stream_offset = stream_queries.store_stream_offset
@@ -170,6 +172,16 @@ class Broker:
             store,
             port=self,
         )
+
+    def watch_stream(
+        self, client: Client, name: str, callback: Callable[[], None]
+    ) -> Callable[[], None]:
+        return client.vhost.streams.watch(client.vhost.name, name, callback)
+
+    def stream_hosts(
+        self, client: Client, name: str
+    ) -> tuple[stream_queries.Address | None, list[stream_queries.Address]] | None:
+        return stream_queries.stream_hosts(client, name, self.stream_addresses)
 
     def cluster_name(self) -> str:
         return self.management.activity.cluster_name

@@ -147,6 +147,9 @@ class StreamCursor(Protocol):
     def next(self) -> StreamRecord | None:
         """The next record, or None at the tail (call again after an append)."""
 
+    def next_tagged(self) -> tuple[StreamRecord, str, int] | None:
+        """``next`` with the record's producer name and publishing id ("", 0: none)."""
+
     def next_chunk(
         self, max_bytes: int, end: int | None, wire: bool = False
     ) -> tuple[int, int, int, bytes] | None:

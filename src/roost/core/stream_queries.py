@@ -9,7 +9,8 @@ the live objects. Half of the adapter port (core/ports/adapter.py), wired by the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from roost.core.errors import NotFound, PreconditionFailed
 from roost.core.queues.stream import StreamQueue
@@ -33,14 +34,27 @@ def _stream(client: Client, name: str) -> StreamQueue:
     return queue
 
 
+def _any_stream(client: Client, name: str) -> Any:
+    """A stream here, or a cluster's stand-in for a replicated stream led elsewhere
+    (``kind`` "stream"): both answer ``last_publishing_id`` and ``stored_offset``."""
+    if client.access is not None:
+        client.access.check("read", "queue", name)
+    queue = client.vhost.queues.get(name)
+    if queue is not None and not queue.deleted and queue.kind == "stream":
+        return queue
+    return _stream(client, name)  # its error
+
+
 def stream_sequence(client: Client, stream: str, reference: str) -> int | None:
     """The last publishing id ``stream`` stored for the producer ``reference``."""
-    return _stream(client, stream).last_publishing_id(reference)
+    last: int | None = _any_stream(client, stream).last_publishing_id(reference)
+    return last
 
 
 def stream_offset(client: Client, stream: str, reference: str) -> int | None:
     """The offset stored for the consumer ``reference`` (None: none stored)."""
-    return _stream(client, stream).log.stored_offset(reference)
+    stored: int | None = _any_stream(client, stream).stored_offset(reference)
+    return stored
 
 
 def store_stream_offset(client: Client, stream: str, reference: str, offset: int) -> None:
@@ -68,9 +82,35 @@ def resolve_stream_offset(client: Client, stream: str, kind: str, value: int | N
 
 def is_stream(client: Client, name: str) -> bool:
     """Whether ``name`` is a live stream of the client's vhost (no rights needed: the
-    stream protocol's Metadata answers it for any stream, as RabbitMQ does)."""
+    stream protocol's Metadata answers it for any stream, as RabbitMQ does); on a
+    cluster also a replicated stream led on another node (its stand-in here forwards
+    publishes to the leader and reads through it)."""
     queue = client.vhost.queues.get(name)
-    return isinstance(queue, StreamQueue) and not queue.deleted
+    if isinstance(queue, StreamQueue):
+        return not queue.deleted
+    return queue is not None and queue.kind == "stream" and not queue.deleted
+
+
+# a node's advertised stream-protocol address
+Address = tuple[str, int]
+
+
+def stream_hosts(
+    client: Client, name: str, addresses: Callable[[], dict[str, Address]] | None
+) -> tuple[Address | None, list[Address]] | None:
+    """Where the stream protocol's Metadata sends a client for ``name`` on a cluster:
+    (the leader's node's address, the in-sync replicas' addresses), from the stream's
+    group (``queue.group``: leader, online()) and the running nodes' advertised addresses
+    (``addresses``); the leader is None while its node is down (a failover is under
+    way). None: not a replicated stream, this node serves it alone."""
+    queue = client.vhost.queues.get(name)
+    group = getattr(queue, "group", None)
+    if addresses is None or group is None:
+        return None
+    known = addresses()
+    leader = group.leader
+    replicas = [known[m] for m in group.online() if m != leader and m in known]
+    return known.get(leader), replicas
 
 
 def _super_stream(client: Client, name: str) -> Exchange:

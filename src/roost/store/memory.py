@@ -194,6 +194,15 @@ class MemoryCursor:
             properties = (*properties[:9], dict(headers), *properties[10:])
         return offset, ts, exchange, routing_key, properties, body
 
+    def next_tagged(self) -> tuple[Record, str, int] | None:
+        """``next`` with the record's producer and publishing id (the disk cursor's)."""
+        offset = self.offset
+        record = self.next()
+        if record is None:
+            return None
+        producer, publishing_id = self._stream.record(offset)[5:7]
+        return record, producer, publishing_id
+
     def next_chunk(
         self, max_bytes: int, end: int | None, wire: bool = False
     ) -> tuple[int, int, int, bytes] | None:

@@ -64,6 +64,16 @@ class MessageCursor:
         exchange, routing_key, properties, body = decode_stream_message(record.payload)
         return record.offset, record.timestamp, exchange, routing_key, properties, body
 
+    def next_tagged(self) -> tuple[Record, str, int] | None:
+        """``next`` with the record's producer and publishing id ("", 0: none), which a
+        replicated stream's leader ships so its members keep the deduplication table."""
+        record = self._reader.next()
+        if record is None:
+            return None
+        exchange, routing_key, properties, body = decode_stream_message(record.payload)
+        decoded = (record.offset, record.timestamp, exchange, routing_key, properties, body)
+        return decoded, record.producer, record.publishing_id
+
     def next_chunk(
         self, max_bytes: int, end: int | None, wire: bool = False
     ) -> tuple[int, int, int, bytes] | None:

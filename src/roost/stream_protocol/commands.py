@@ -107,15 +107,35 @@ class Commands(PublishCommands, ConsumeCommands):
         self.port.delete_queue(self.client, name)
 
     def _metadata(self, f: Metadata) -> None:
-        streams = [
-            StreamMetadata(name, c.OK, 0, [])
-            if self.port.is_stream(self.client, name)
-            else StreamMetadata(name, c.STREAM_DOES_NOT_EXIST, 0xFFFF, [])
-            for name in f.streams
-        ]
+        """Each stream's leader and replicas as broker references, as RabbitMQ answers:
+        on a cluster the nodes' advertised stream addresses (a client publishes to the
+        leader and may consume from a replica); a stream whose leader's node is down
+        (a failover under way) is STREAM_NOT_AVAILABLE."""
         settings = self.s.settings
-        broker = Broker(0, settings.advertised_host, settings.advertised_port)
-        self.s.send(MetadataResponse(f.correlation_id, [broker], streams))
+        refs: dict[tuple[str, int], int] = {
+            (settings.advertised_host, settings.advertised_port): 0
+        }
+
+        def ref(address: tuple[str, int]) -> int:
+            return refs.setdefault(address, len(refs))
+
+        streams = []
+        for name in f.streams:
+            if not self.port.is_stream(self.client, name):
+                streams.append(StreamMetadata(name, c.STREAM_DOES_NOT_EXIST, 0xFFFF, []))
+                continue
+            hosts = self.port.stream_hosts(self.client, name)
+            if hosts is None:  # served here alone
+                streams.append(StreamMetadata(name, c.OK, 0, []))
+                continue
+            leader, replicas = hosts
+            others = [ref(r) for r in replicas]
+            if leader is None:
+                streams.append(StreamMetadata(name, c.STREAM_NOT_AVAILABLE, 0xFFFF, others))
+            else:
+                streams.append(StreamMetadata(name, c.OK, ref(leader), others))
+        brokers = [Broker(n, host, port) for (host, port), n in refs.items()]
+        self.s.send(MetadataResponse(f.correlation_id, brokers, streams))
 
     def _stream_stats(self, f: StreamStats) -> None:
         try:
@@ -200,6 +220,9 @@ class Commands(PublishCommands, ConsumeCommands):
             sub.drop_pending()
             self._leave(sub)
         self.publishers.clear()
+        for unwatch in self._watching.values():
+            unwatch()
+        self._watching.clear()
 
     _handlers: dict[type, Callable[[Commands, Any], None]] = {
         Create: _create,

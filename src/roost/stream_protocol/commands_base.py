@@ -65,6 +65,7 @@ class CommandsBase:
         self.port = session.port
         self.publishers: dict[int, Publisher] = {}
         self.subscriptions: dict[int, Subscription] = {}
+        self._watching: dict[str, Callable[[], None]] = {}  # stream -> unwatch (publishers)
         self._unconfirmed = 0
         # Publish frames gathered this turn (commands_publish.py: MERGE_MESSAGES)
         self._pending: list[PublishedMessage] = []

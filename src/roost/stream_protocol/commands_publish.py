@@ -22,6 +22,7 @@ from roost.stream_protocol.consumers import CHUNK_MESSAGES
 from roost.stream_protocol.frames import (
     DeclarePublisher,
     DeletePublisher,
+    MetadataUpdate,
     Publish,
     PublishedBatch,
     PublishedMessage,
@@ -57,7 +58,25 @@ class PublishCommands(CommandsBase):
                 code = code_for(exc)
         if code == c.OK:
             self.publishers[f.publisher_id] = Publisher(f.publisher_id, f.reference, f.stream)
+            if f.stream not in self._watching:
+                self._watching[f.stream] = self.port.watch_stream(
+                    self.client, f.stream, lambda: self._leader_moved(f.stream)
+                )
         self._reply(c.DECLARE_PUBLISHER, f.correlation_id, code)
+
+    def _leader_moved(self, stream: str) -> None:
+        """A cluster's replicated stream is led by another node now: as RabbitMQ does,
+        its publishers here are dropped and the client told with a MetadataUpdate, so it
+        asks Metadata and declares them again on the new leader's node."""
+        self._watching.pop(stream, None)
+        if self.s.closed:
+            return
+        self.flush_publishes()
+        dropped = [p.id for p in self.publishers.values() if p.stream == stream]
+        for pid in dropped:
+            del self.publishers[pid]
+        if dropped:  # none left (DeletePublisher): nothing to tell
+            self.s.send(MetadataUpdate(c.STREAM_NOT_AVAILABLE, stream))
 
     def _publish(self, f: Publish) -> None:
         publisher = self.publishers.get(f.publisher_id)

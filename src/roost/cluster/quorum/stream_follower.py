@@ -109,9 +109,12 @@ class StreamFollower:
             self._answer(link, ok=False)
             return
         for raw in entries:
-            offset, timestamp, exchange, routing_key, props, body = decode(raw)
-            written = self.log.append(exchange, routing_key, props, body, timestamp_ms=timestamp)
-            if written != offset:  # cannot happen while offsets follow on; never serve it
+            r = decode(raw)
+            written = self.log.append(
+                r.exchange, r.routing_key, r.properties, r.body, timestamp_ms=r.timestamp,
+                producer=r.producer, publishing_id=r.publishing_id,
+            )  # the producer's id too: deduplication survives a failover
+            if written != r.offset:  # cannot happen while offsets follow on; never serve it
                 self._start_over()
                 self._answer(link, ok=False)
                 return

@@ -95,6 +95,7 @@ class StreamGroups(GroupBase):
         queue = StreamStandIn(self.plane, vhost, item, home)
         key = (vhost.name, queue.name)
         queue.group = self._group_at(key, home)
+        queue.local_copy = lambda: self.following.get(key)
         return queue
 
     def _changed(self, event: Event) -> None:
@@ -251,6 +252,7 @@ class StreamGroups(GroupBase):
                 return
             rep.close("a newer leader was elected")
             del self.leading[key]
+            self.broker.streams.moved(*key)  # its stream-protocol publishers here are told
         follower = self.following.get(key)
         if follower is None:
             vhost = self.broker.catalog.vhosts.get(key[0])
@@ -355,6 +357,7 @@ class StreamGroups(GroupBase):
             except (AttributeError, BrokerError):
                 consumer.session.consumer_gone(consumer)
         queue.dispatch()
+        vhost.streams.moved(vhost.name, queue.name)  # publishers here ask Metadata again
         return queue
 
     async def stop(self) -> None:

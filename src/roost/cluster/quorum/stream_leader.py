@@ -22,7 +22,7 @@ import contextlib
 import logging
 import struct
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roost.cluster.link import frames as f
 from roost.cluster.quorum.leader import NotLeader
@@ -45,7 +45,11 @@ BATCH_BYTES = 1 << 20  # one Replicate frame carries about this much
 SYNC, REC, OFS = b"S", b"M", b"O"
 SYNC_HEAD = struct.Struct("!cQQ")  # kind, the leader's commit, its first offset
 _OFS = struct.Struct("!cQ")  # kind, a named consumer's stored offset (the name follows)
-_REC = struct.Struct("!cQqHHI")  # kind, offset, timestamp, exchange, routing key, props
+# kind, offset, timestamp, publishing id, lengths of the producer name, exchange, routing
+# key and properties: a member's copy keeps each record's producer and publishing id, so
+# a promoted member deduplicates a retried publish as its leader did (and answers
+# QueryPublisherSequence with the same id)
+_REC = struct.Struct("!cQqqHHHI")
 
 
 def sync_record(commit: int, first: int) -> bytes:
@@ -61,24 +65,43 @@ def decode_offset(raw: bytes) -> tuple[str, int]:
     return raw[_OFS.size :].decode(), offset
 
 
-def encode(record: StreamRecord) -> bytes:
+def encode(record: StreamRecord, producer: str = "", publishing_id: int = 0) -> bytes:
     offset, timestamp, exchange, routing_key, values, body = record
     message = Message(exchange, routing_key, Properties(*values), body)
     ex, rk, props = exchange.encode(), routing_key.encode(), properties_of(message)
-    head = _REC.pack(REC, offset, timestamp, len(ex), len(rk), len(props))
-    return b"".join((head, ex, rk, props, body))
+    name = producer.encode()
+    head = _REC.pack(
+        REC, offset, timestamp, publishing_id, len(name), len(ex), len(rk), len(props)
+    )
+    return b"".join((head, name, ex, rk, props, body))
 
 
-def decode(raw: bytes) -> tuple[int, int, str, str, tuple[Any, ...], bytes]:
-    """(offset, timestamp, exchange, routing key, properties, body) of a ``REC``."""
-    _k, offset, timestamp, exl, rkl, pl = _REC.unpack_from(raw)
+class Shipped(NamedTuple):
+    offset: int
+    timestamp: int
+    exchange: str
+    routing_key: str
+    properties: tuple[Any, ...]
+    body: bytes
+    producer: str  # "" when the publish named none
+    publishing_id: int
+
+
+def decode(raw: bytes) -> Shipped:
+    """A ``REC`` as the leader shipped it."""
+    _k, offset, timestamp, publishing_id, nl, exl, rkl, pl = _REC.unpack_from(raw)
     at = _REC.size
+    producer = raw[at : at + nl].decode()
+    at += nl
     exchange = raw[at : at + exl].decode()
     at += exl
     routing_key = raw[at : at + rkl].decode()
     at += rkl
     props = message_of(exchange, routing_key, raw[at : at + pl], b"").properties
-    return offset, timestamp, exchange, routing_key, props.as_tuple(), raw[at + pl :]
+    body = raw[at + pl :]
+    return Shipped(
+        offset, timestamp, exchange, routing_key, props.as_tuple(), body, producer, publishing_id
+    )
 
 
 class StreamReplicator(LeaderRole):
@@ -215,10 +238,11 @@ class StreamReplicator(LeaderRole):
                 size = 0
                 first = start
                 while start < end and size < BATCH_BYTES:
-                    record = reader.next()
-                    if record is None:
+                    tagged = reader.next_tagged()
+                    if tagged is None:
                         break
-                    raw = encode(record)
+                    record, producer, publishing_id = tagged
+                    raw = encode(record, producer, publishing_id)
                     batch.append(raw)
                     size += len(raw)
                     start = record[0] + 1

@@ -4,12 +4,14 @@ stream recovered from disk until its group is known (``stream_groups.py``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from roost.cluster.quorum.standin import QuorumStandIn
 from roost.core.errors import PreconditionFailed
 
 if TYPE_CHECKING:
+    from roost.cluster.quorum.stream_follower import StreamFollower
     from roost.core.consumer import Consumer
     from roost.core.message import Message
     from roost.core.queues.stream import StreamQueue
@@ -21,6 +23,26 @@ class StreamStandIn(QuorumStandIn):
     subscribes to the new leader from the offset after the last one it was given."""
 
     kind = "stream"
+    # this node's copy of the log when it is a member (stream_groups.py sets it): the
+    # stream protocol's QueryPublisherSequence and QueryOffset are answered from it
+    local_copy: Callable[[], StreamFollower | None] = staticmethod(lambda: None)
+
+    def _copy(self) -> StreamFollower:
+        copy = self.local_copy()
+        if copy is None:
+            raise PreconditionFailed(
+                f"stream queue '{self.name}' in vhost '{self.vhost.name}' is led on node"
+                f" '{self.home}' and has no copy on this node: ask its members"
+            )
+        return copy
+
+    def last_publishing_id(self, producer: str) -> int | None:
+        """The producer's last id in this member's copy (the leader ships each record's
+        producer and publishing id with it)."""
+        return self._copy().log.producers.get(producer)
+
+    def stored_offset(self, name: str) -> int | None:
+        return self._copy().log.stored_offset(name)
 
     def add_consumer(self, consumer: Consumer) -> None:
         where = f"stream queue '{self.name}' in vhost '{self.vhost.name}'"
@@ -38,6 +60,12 @@ class StreamStandIn(QuorumStandIn):
             ) from None
         self.subscribe_arguments = dict(consumer.arguments)
         super().add_consumer(consumer)
+
+    def rehome(self, home: str) -> None:
+        moved = home != self.home
+        super().rehome(home)
+        if moved:  # the stream protocol's publishers here are told (MetadataUpdate)
+            self.vhost.streams.moved(self.vhost.name, self.name)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         super().remove_consumer(consumer)

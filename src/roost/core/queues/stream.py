@@ -262,6 +262,9 @@ class StreamQueue(Queue):
         amq.roost.producers query answers with it."""
         return self.log.producers.get(producer)
 
+    def stored_offset(self, name: str) -> int | None:
+        return self.log.stored_offset(name)
+
     # -- outgoing -----------------------------------------------------------------------
 
     def dispatch(self) -> None:

@@ -5,6 +5,7 @@ and bringing them back at start-up. Their appends join the store's group commit
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost.core.durability import StreamStorage, StreamStore
@@ -21,6 +22,29 @@ class Streams:
         # on disk, or in memory (store/memory.py) for a broker without a data directory
         self.storage = storage
         self.open: set[StreamQueue] = set()
+        # per (vhost, stream): who is told once when the stream's leader moves to another
+        # node (a cluster's replicated stream): the stream protocol's publishers, which
+        # RabbitMQ sends a MetadataUpdate so that they ask Metadata where it is now
+        self.watchers: dict[tuple[str, str], set[Callable[[], None]]] = {}
+
+    def watch(self, vhost: str, name: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once when the stream's leader moves; returns the unwatch."""
+        key = (vhost, name)
+        self.watchers.setdefault(key, set()).add(callback)
+
+        def unwatch() -> None:
+            found = self.watchers.get(key)
+            if found is not None:
+                found.discard(callback)
+                if not found:
+                    del self.watchers[key]
+
+        return unwatch
+
+    def moved(self, vhost: str, name: str) -> None:
+        """The stream's leader is on another node now (roost.cluster tells)."""
+        for callback in list(self.watchers.pop((vhost, name), ())):
+            callback()
 
     def open_store(
         self,
