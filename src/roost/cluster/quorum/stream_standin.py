@@ -53,6 +53,30 @@ class StreamStandIn(QuorumStandIn):
             count = headers.get("x-stream-chunk-records", 1)  # a chunked delivery's
             self.subscribe_arguments["x-stream-offset"] = offset + int(count)  # resumes there
         super().arrived(delivery_id, redelivered, message, home_seq)
+        self._end_reached()
+
+    def dispatch(self) -> None:
+        super().dispatch()
+        self._end_reached()
+
+    def dispatch_to(self, consumer: Consumer) -> None:
+        super().dispatch_to(consumer)
+        self._end_reached()
+
+    def _end_reached(self) -> None:
+        """``x-stream-end-offset``: once the record before it is handed out here, the
+        consumer is cancelled (basic.cancel), as on the leader's node. The leader's own
+        cancel of the subscription does not reach the client: it may come from a leader
+        that lost its place, and records it sent ahead may still wait here."""
+        arguments = self.subscribe_arguments
+        if arguments is None or self.ready:
+            return
+        end = arguments.get("x-stream-end-offset")
+        reached = arguments.get("x-stream-offset")
+        if isinstance(end, int) and isinstance(reached, int) and reached >= end:
+            for consumer in list(self.consumers):
+                self.remove_consumer(consumer)
+                consumer.session.consumer_gone(consumer)
 
 
 class Rejoining:
