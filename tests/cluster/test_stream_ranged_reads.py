@@ -7,14 +7,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pika
-
 from roost.cluster.etcd_server import EtcdServer
-from roost.pipeline.amqp import Client
+from roost.pipeline.amqp import Client, properties
 from roost.pipeline.chunks import records
 from roost.pipeline.reading import RoostPartition, read_partition
 from tests.cluster.test_quorum import queue_json, three_nodes
-from tests.support import eventually
+from tests.support import RoostProcess, eventually
+
+
+def fill(server: RoostProcess, count: int) -> None:
+    """Stream ``s`` declared with ``count`` messages, all confirmed (a window of them)."""
+    with Client(server.url) as client:
+        client.declare_stream("s")
+        client.confirm_select()
+        for i in range(count):
+            client.publish("", "s", properties(), f"m{i:06d}".encode())
+        client.flush_confirmed()
 
 
 def test_a_ranged_read_through_a_non_leader_ends_at_its_end_offset(
@@ -22,12 +30,7 @@ def test_a_ranged_read_through_a_non_leader_ends_at_its_end_offset(
 ) -> None:
     n1, n2, n3 = three_nodes(shared_etcd, etcd_prefix, tmp_path)
     try:
-        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
-            ch = conn.channel()
-            ch.queue_declare("s", durable=True, arguments={"x-queue-type": "stream"})
-            ch.confirm_delivery()
-            for i in range(1000):
-                ch.basic_publish("", "s", f"m{i:06d}".encode())
+        fill(n1, 1000)
         eventually(lambda: sorted(queue_json(n1, "s")["online"]) == ["n1", "n2", "n3"], 10)  # type: ignore[arg-type]
         assert queue_json(n2, "s")["leader"] == "n1"
         with Client(n2.url) as client:  # one delivery per record
@@ -58,12 +61,7 @@ def test_a_partition_read_cut_off_by_kill_9_of_the_leader_resumes_at_another_nod
     nodes = three_nodes(shared_etcd, etcd_prefix, tmp_path)
     n1, n2, _n3 = nodes
     try:
-        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
-            ch = conn.channel()
-            ch.queue_declare("s", durable=True, arguments={"x-queue-type": "stream"})
-            ch.confirm_delivery()
-            for i in range(3000):
-                ch.basic_publish("", "s", f"m{i:06d}".encode())
+        fill(n1, 3000)
         eventually(lambda: sorted(queue_json(n1, "s")["online"]) == ["n1", "n2", "n3"], 10)  # type: ignore[arg-type]
         url = ",".join(n.url for n in nodes)  # the leader first: the read starts there
         # small chunks and batches: most of the range is still to come at the kill
