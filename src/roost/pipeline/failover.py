@@ -8,8 +8,9 @@ node; when it is lost, or the node refuses in a way another node or a moment lat
 not (not running, the stream between two leaders, a second relayed consumer), the
 caller moves on to the next node (``Nodes.failed``), waiting a little more each time it
 has been round the whole list (0.2 s doubling to 2 s), until ``failoverTimeout``
-seconds (default 60) pass without a success. With one URL nothing is retried: the
-error surfaces as it always did.
+seconds (default 60) pass without a success. The next call in the same process starts
+at the node that served last. With one URL nothing is retried: the error surfaces as
+it always did.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ DEFAULT_TIMEOUT = 60.0
 _ELSEWHERE = {320, 506, 541}
 
 
+# per node list, the node that last served a call in this process (the driver, or a
+# reused Python worker): the next call starts there, not at a node known to be down
+_last_served: dict[str, int] = {}
+
+
 def retryable(exc: BaseException) -> bool:
     """Whether another node may succeed where this attempt failed."""
     if isinstance(exc, (Unreachable, ConnectionLost, OSError)):
@@ -53,9 +59,10 @@ class Nodes:
     """The data source's nodes and the one in use; see the module docstring."""
 
     def __init__(self, option: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.option = option
         self.urls = node_urls(option)
         self.timeout = timeout
-        self.at = 0
+        self.at = _last_served.get(option, 0)
         self._tries = 0
         self._since = 0.0  # when the current run of failures began
 
@@ -91,6 +98,8 @@ class Nodes:
 
     def succeeded(self) -> None:
         self._tries = 0
+        if self.several:
+            _last_served[self.option] = self.at
 
     def run(self, action: Callable[[Client], T]) -> T:
         """``action`` on a connection to a node, moved to the next node until it succeeds."""
