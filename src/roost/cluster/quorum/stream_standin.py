@@ -12,6 +12,7 @@ from roost.core.errors import PreconditionFailed
 if TYPE_CHECKING:
     from roost.core.consumer import Consumer
     from roost.core.message import Message
+    from roost.core.queues.entry import Entry
     from roost.core.queues.stream import StreamQueue
 
 
@@ -47,13 +48,20 @@ class StreamStandIn(QuorumStandIn):
     def arrived(
         self, delivery_id: int, redelivered: bool, message: Message, home_seq: int = 0
     ) -> None:
-        headers = message.properties.headers or {}
-        offset = headers.get("x-stream-offset")
-        if self.subscribe_arguments is not None and isinstance(offset, int):
-            count = headers.get("x-stream-chunk-records", 1)  # a chunked delivery's
-            self.subscribe_arguments["x-stream-offset"] = offset + int(count)  # resumes there
         super().arrived(delivery_id, redelivered, message, home_seq)
         self._end_reached()
+
+    def _delivered(self, entry: Entry) -> None:
+        """The resume offset moves as records are handed to the client, not as they
+        arrive: the leader sends ahead of the client's prefetch, and what waits here is
+        dropped when the leader goes (``lost_home``), so it must be asked for again."""
+        super()._delivered(entry)
+        message = entry.message
+        headers = None if message is None else message.properties.headers
+        offset = None if headers is None else headers.get("x-stream-offset")
+        if self.subscribe_arguments is not None and isinstance(offset, int):
+            count = headers.get("x-stream-chunk-records", 1) if headers else 1  # a chunk's
+            self.subscribe_arguments["x-stream-offset"] = offset + int(count)  # resumes there
 
     def dispatch(self) -> None:
         super().dispatch()
