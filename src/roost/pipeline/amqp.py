@@ -10,6 +10,7 @@ surface as ``RoostError`` with the reply code and a sentence naming what the use
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,10 @@ class RoostError(Exception):
         self.text = text
 
 
+class Unreachable(RoostError):
+    """No connection could be made (refused, reset, timed out): the node may be down."""
+
+
 @contextlib.contextmanager
 def missing_as(text: str) -> Iterator[None]:
     """The broker's 404 re-raised as ``text``, which names what the user asked for;
@@ -35,9 +40,26 @@ def missing_as(text: str) -> Iterator[None]:
     try:
         yield
     except (RoostError, Closed) as exc:
-        if (exc.code if isinstance(exc, RoostError) else exc.reply_code) == 404:
+        code = exc.code if isinstance(exc, RoostError) else exc.reply_code
+        if code == 404 and not node_down(exc):
             raise RoostError(text, 404) from None
         raise
+
+
+def node_down(exc: BaseException) -> bool:
+    """A cluster node's 404 for a queue whose node (a replicated stream's leader) is down
+    or not reachable from it: the queue exists, another node or a moment may serve it."""
+    return "is down or inaccessible" in str(exc)
+
+
+# an AMQP URL cannot start inside another one unless written there literally: a list is
+# split only where the next item starts with a scheme
+_SEPARATOR = re.compile(r"\s*,\s*(?=amqps?://)", re.IGNORECASE)
+
+
+def node_urls(option: str) -> list[str]:
+    """The URLs in option ``url``: one, or several nodes' separated by commas."""
+    return [u for u in _SEPARATOR.split(option.strip()) if u] or [option]
 
 
 def endpoint(url: str) -> Endpoint:
@@ -57,17 +79,22 @@ class Delivery:
 
 
 class Client(BlockingConnection):
+    """A connection to ``url``, or to the first node that answers when it lists several
+    (``node_urls``)."""
+
     def __init__(self, url: str) -> None:
-        ep = endpoint(url)
+        urls = node_urls(url)
+        eps = [endpoint(u) for u in urls]
         try:
-            super().__init__(url, product="roost-pipeline")
+            super().__init__(urls if len(urls) > 1 else url, product="roost-pipeline")
         except ConnectError as exc:
-            cause = exc.last
+            cause, ep = exc.last, eps[-1]
             if isinstance(cause, Closed):
                 raise RoostError(
                     f"cannot open vhost '{ep.vhost}' on {ep.host}:{ep.port} as user "
                     f"'{ep.user}': {cause.reply_text}", cause.reply_code) from None
-            raise RoostError(f"cannot connect to {ep.host}:{ep.port}: {cause}") from None
+            where = ", ".join(f"{e.host}:{e.port}" for e in eps)
+            raise Unreachable(f"cannot connect to {where}: {cause}") from None
 
     # -- streams --------------------------------------------------------------------------
 
@@ -267,5 +294,5 @@ def properties(**values: Any) -> m.BasicProperties:
     return m.BasicProperties(**values)
 
 
-__all__ = ["Client", "ClientError", "Delivery", "RoostError", "endpoint", "missing_as",
-           "properties"]
+__all__ = ["Client", "ClientError", "Delivery", "RoostError", "Unreachable", "endpoint",
+           "missing_as", "node_down", "node_urls", "properties"]

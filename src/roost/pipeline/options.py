@@ -9,6 +9,7 @@ from typing import Any
 
 from roost.pipeline.amqp import Client, RoostError, missing_as
 from roost.pipeline.bounds import resolve_offset, time_ms
+from roost.pipeline.failover import DEFAULT_TIMEOUT, Nodes
 
 
 class _Options:
@@ -20,13 +21,17 @@ class _Options:
             raise RoostError("option 'url' is required (amqp://user:pass@host:port/vhost)")
         self.stream = self.get("stream") or ""
         self.parts = int(self.get("numPartitions") or "2")
+        self.failover_timeout = float(self.get("failoverTimeout") or DEFAULT_TIMEOUT)
+
+    def nodes(self) -> Nodes:
+        """The node list (option ``url``) with a fresh failover budget."""
+        return Nodes(self.url, self.failover_timeout)
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.options.get(key.lower(), default)
 
     def info(self) -> dict[str, Any]:
-        with Client(self.url) as client:
-            return self._info(client)
+        return self.nodes().run(self._info)
 
     def _info(self, client: Client) -> dict[str, Any]:
         if not self.stream:
@@ -46,11 +51,15 @@ class _Options:
             if self.get(f"{kind}Offsets") is not None:
                 raise RoostError(f"set {kind}Offsets or {kind}Timestamp, not both")
             times[kind] = math.floor(time_ms(stamp))
-        with Client(self.url) as client:
+
+        def ask(client: Client) -> tuple[dict[str, Any], list[int]]:
             info = self._info(client)
             by_time = (
                 client.offsets_for_times(self.stream, info, list(times.values())) if times else []
             )
+            return info, by_time
+
+        info, by_time = self.nodes().run(ask)
         found = dict(zip(times, by_time, strict=True))
         return [
             found[kind]

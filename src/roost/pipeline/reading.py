@@ -15,8 +15,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from roost.pipeline.amqp import Client, properties
+from roost.pipeline.amqp import Client, RoostError, endpoint, properties
 from roost.pipeline.chunks import ChunkColumns
+from roost.pipeline.failover import Nodes
 from roost.pipeline.options import _Options
 from roost.pipeline.record_batches import record_batch
 
@@ -39,28 +40,58 @@ def read_partition(
     batch_bytes: int = 64 << 20,
     *,
     stream_column: bool = False,
+    nodes: Nodes | None = None,
 ) -> Iterator[Any]:
     """Arrow record batches (much cheaper for Spark than row tuples), from chunked
     deliveries: the broker sends slices of its log, decoded here on the executor,
     column by column (``ChunkColumns``). ``stream_column``: a last column naming the
-    partition's stream (super-stream reads, ``pipeline/super_source.py``)."""
+    partition's stream (super-stream reads, ``pipeline/super_source.py``).
+
+    With several nodes in ``url``, a lost connection or a node that refuses is not the
+    end of the task: the read goes on at the next node from the offset after the last
+    record received, so the partition's rows are still each offset once, in order."""
     stream = partition.stream if stream_column else None
-    with Client(url) as client:
-        deliveries = client.read_range(
-            partition.stream, partition.start, partition.end, prefetch=16, chunk_bytes=chunk_bytes
-        )
-        columns = ChunkColumns()
-        size = 0
-        for d in deliveries:
-            columns.add(d.body)
-            size += len(d.body)
-            if len(columns) >= batch_rows or size >= batch_bytes:
-                yield record_batch(columns, stream)
-                columns.clear()
-                size = 0
+    nodes = nodes or Nodes(url)
+    start, end = partition.start, partition.end
+    columns = ChunkColumns()
+    size = 0
+    resumed_at = -1  # after a failover: where the next node's first record must be
+    while start < end:
+        try:
+            with nodes.client() as client:
+                deliveries = client.read_range(
+                    partition.stream, start, end, prefetch=16, chunk_bytes=chunk_bytes
+                )
+                for d in deliveries:
+                    columns.add(d.body)
+                    size += len(d.body)
+                    if resumed_at >= 0:
+                        check_resumed(columns, resumed_at, start, nodes.url)
+                        resumed_at = -1
+                    if len(columns) >= batch_rows or size >= batch_bytes:
+                        start = columns.offsets[-1] + 1
+                        yield record_batch(columns, stream)
+                        columns.clear()
+                        size = 0
+            break
+        except Exception as exc:  # nodes.failed re-raises the rest
+            nodes.failed(exc)
+            if len(columns):
+                start = columns.offsets[-1] + 1
+            resumed_at = len(columns)
+    nodes.succeeded()
     if len(columns):
         yield record_batch(columns, stream)
 
+
+def check_resumed(columns: ChunkColumns, at: int, offset: int, url: str) -> None:
+    """The first record read after a failover must be the one asked for: a record
+    twice or one missing would break the query's exactly-once output."""
+    if len(columns) > at and columns.offsets[at] != offset:
+        raise RoostError(
+            f"after a failover {endpoint(url).host}:{endpoint(url).port} sent offset"
+            f" {columns.offsets[at]} where {offset} was asked for"
+        )
 
 
 def split(stream: str, start: int, end: int, parts: int) -> list[RoostPartition]:
@@ -83,7 +114,7 @@ class RoostBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # an empty range has no partitions: Spark then reads one InputPartition(None)
         if isinstance(partition, RoostPartition):
-            yield from read_partition(self.opts.url, partition)
+            yield from read_partition(self.opts.url, partition, nodes=self.opts.nodes())
 
 
 class RoostStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -122,7 +153,7 @@ class RoostStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if isinstance(partition, RoostPartition):
-            yield from read_partition(self.opts.url, partition)
+            yield from read_partition(self.opts.url, partition, nodes=self.opts.nodes())
 
     def commit(self, end: dict[str, int]) -> None:
         """With ``consumerName``, the processed offset is stored on the broker too (for
@@ -130,7 +161,8 @@ class RoostStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         name = self.opts.get("consumerName")
         if not name or int(end["offset"]) <= 0:
             return
-        with Client(self.opts.url) as client:
+
+        def store(client: Client) -> None:
             client.confirm_select()
             client.publish(
                 "amq.roost.offsets",
@@ -144,4 +176,6 @@ class RoostStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 b"",
             )
             client.flush_confirmed()
+
+        self.opts.nodes().run(store)
 

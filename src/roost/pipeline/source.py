@@ -37,11 +37,16 @@ Spark hands the writer Arrow record batches; to a stream through the default exc
 rows go as batched publishes (one AMQP message per ``confirmBatch`` rows, each row its
 own record: docs/streams.md, "Batched publishing").
 
-Options: url, stream, startingOffsets, endingOffsets, startingTimestamp, endingTimestamp,
-maxRecordsPerTrigger, numPartitions (default 2), consumerName (streaming: store committed
-offsets on the broker), exchange, routingKey, producerName (batch writes: fixed name for
-cross-job dedup), confirmBatch (rows sent between confirm checks, 2000), confirmWindow
-(unconfirmed rows allowed in flight, 20000).
+On a cluster, ``url`` may list several nodes' URLs separated by commas: a lost
+connection or a node that cannot serve the call moves it to the next node, and a cut-off
+partition read resumes there after its last record (``pipeline/failover.py``;
+``failoverTimeout`` seconds, default 60, bounds the retrying).
+
+Options: url, failoverTimeout, stream, startingOffsets, endingOffsets, startingTimestamp,
+endingTimestamp, maxRecordsPerTrigger, numPartitions (default 2), consumerName
+(streaming: store committed offsets on the broker), exchange, routingKey, producerName
+(batch writes: fixed name for cross-job dedup), confirmBatch (rows sent between confirm
+checks, 2000), confirmWindow (unconfirmed rows allowed in flight, 20000).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from roost.cluster.quorum.stream_follower import StreamFollower
     from roost.core.consumer import Consumer
     from roost.core.message import Message
+    from roost.core.queues.entry import Entry
     from roost.core.queues.stream import StreamQueue
 
 
@@ -75,12 +76,43 @@ class StreamStandIn(QuorumStandIn):
     def arrived(
         self, delivery_id: int, redelivered: bool, message: Message, home_seq: int = 0
     ) -> None:
-        headers = message.properties.headers or {}
-        offset = headers.get("x-stream-offset")
-        if self.subscribe_arguments is not None and isinstance(offset, int):
-            count = headers.get("x-stream-chunk-records", 1)  # a chunked delivery's
-            self.subscribe_arguments["x-stream-offset"] = offset + int(count)  # resumes there
         super().arrived(delivery_id, redelivered, message, home_seq)
+        self._end_reached()
+
+    def _delivered(self, entry: Entry) -> None:
+        """The resume offset moves as records are handed to the client, not as they
+        arrive: the leader sends ahead of the client's prefetch, and what waits here is
+        dropped when the leader goes (``lost_home``), so it must be asked for again."""
+        super()._delivered(entry)
+        message = entry.message
+        headers = None if message is None else message.properties.headers
+        offset = None if headers is None else headers.get("x-stream-offset")
+        if self.subscribe_arguments is not None and isinstance(offset, int):
+            count = headers.get("x-stream-chunk-records", 1) if headers else 1  # a chunk's
+            self.subscribe_arguments["x-stream-offset"] = offset + int(count)  # resumes there
+
+    def dispatch(self) -> None:
+        super().dispatch()
+        self._end_reached()
+
+    def dispatch_to(self, consumer: Consumer) -> None:
+        super().dispatch_to(consumer)
+        self._end_reached()
+
+    def _end_reached(self) -> None:
+        """``x-stream-end-offset``: once the record before it is handed out here, the
+        consumer is cancelled (basic.cancel), as on the leader's node. The leader's own
+        cancel of the subscription does not reach the client: it may come from a leader
+        that lost its place, and records it sent ahead may still wait here."""
+        arguments = self.subscribe_arguments
+        if arguments is None or self.ready:
+            return
+        end = arguments.get("x-stream-end-offset")
+        reached = arguments.get("x-stream-offset")
+        if isinstance(end, int) and isinstance(reached, int) and reached >= end:
+            for consumer in list(self.consumers):
+                self.remove_consumer(consumer)
+                consumer.session.consumer_gone(consumer)
 
 
 class Rejoining:
