@@ -12,7 +12,8 @@ import pytest
 
 from tests.support import RoostProcess, eventually
 
-LINE = re.compile(r"^([a-z_]+)(\{[^}]*\})? (-?[0-9.e+]+)$")
+# a sample value: a float in any notation Prometheus allows (5.78e-05 included)
+LINE = re.compile(r"^([a-z_]+)(\{[^}]*\})? ([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|Inf|NaN))$")
 
 
 def parse(text: str) -> dict[str, float]:

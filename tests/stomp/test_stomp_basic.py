@@ -302,25 +302,29 @@ def test_heartbeats_are_sent_and_enforced(tmp_path: Path) -> None:
 
 
 def test_stomppy_with_heartbeats_stays_connected(tmp_path: Path, qname: str) -> None:
-    """stomp.py's heart-beats keep an idle connection open: with a 100 ms floor the
-    broker expects one every 200 ms and would drop it after 400 ms of silence, so two
-    seconds idle are five chances to get the enforcement wrong."""
+    """stomp.py's heart-beats keep an idle connection open: the client sends one every
+    300 ms (above the broker's 100 ms floor), so the broker would drop it after 600 ms of
+    silence, and two seconds idle are six chances to get the enforcement wrong. The
+    client asks for the broker's beats only every second: stomp.py gives up on the
+    broker after 1.5 intervals, which a loaded test box can miss at 200 ms."""
     import stomp
 
     from tests.stomp.conftest import Inbox
 
     with running_server(tmp_path, "--stomp-heartbeat-ms", "100") as server:
-        conn = stomp.Connection12([("127.0.0.1", server.stomp_port)], heartbeats=(200, 200))
+        conn = stomp.Connection12([("127.0.0.1", server.stomp_port)], heartbeats=(300, 1000))
         inbox = Inbox()
         conn.set_listener("inbox", inbox)
         conn.connect("guest", "guest", wait=True)
-        conn.subscribe(f"/queue/{qname}", id="s", receipt="r")
-        inbox.receipt()
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
-            with pytest.raises(queue.Empty):
-                inbox.errors.get(timeout=0.1)
-        assert conn.is_connected() and inbox.disconnected.empty()
-        conn.send(f"/queue/{qname}", "still here")
-        assert inbox.message().body == "still here"
-        conn.disconnect()
+        try:
+            conn.subscribe(f"/queue/{qname}", id="s", receipt="r")
+            inbox.receipt()
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                with pytest.raises(queue.Empty):
+                    inbox.errors.get(timeout=0.1)
+            assert conn.is_connected() and inbox.disconnected.empty()
+            conn.send(f"/queue/{qname}", "still here")
+            assert inbox.message().body == "still here"
+        finally:
+            conn.disconnect()
