@@ -239,3 +239,42 @@ def test_the_log_knows_where_its_last_chunk_starts_also_after_reopening(
     log = StreamLog(tmp_path, max_segment_bytes=300)
     assert (log.last_chunk_offset, log.next_offset, log.segments[-1].size) == (12, 14, 0)
     log.close()
+
+
+def test_records_bigger_than_the_read_ahead_read_back_whole_from_any_start(
+    tmp_path: Path,
+) -> None:
+    """A stream-protocol chunk of 500 1 KiB messages (~520 KB) is bigger than the reader's
+    read-ahead, which ends inside it: the reader reads it again from its start (no join
+    of the kept part and the rest). Every run, wire or expanded, from any start, is the
+    bytes on disk."""
+    from roost.store.stream_reader import READ_AHEAD
+
+    log = StreamLog(tmp_path)
+    log.append(PREFIX + b"\x00\x00small", timestamp_ms=1)
+    bodies_in = [bytes([65 + i % 26]) * 1024 for i in range(500)]
+    for n in range(3):
+        log.append_chunk(PREFIX, entries([b"\x00Su\xb0" + _U32.pack(1024) + b for b in bodies_in]),
+                         500, timestamp_ms=2 + n)
+    log.append(PREFIX + b"\x00\x00tail", timestamp_ms=9)
+    disk = log.active_path.read_bytes()
+    big = 8 + HEADER.unpack_from(disk, HEADER.size + len(PREFIX) + 7)[1]
+    assert big > READ_AHEAD
+    reader = log.reader(0)
+    runs = []
+    while (run := reader.next_chunk(256 * 1024, None, wire=True)) is not None:
+        runs.append(run)
+    reader.close()
+    assert [(r[0], r[1], r[2]) for r in runs] == [
+        (0, 0, 1), (1, 500, 500), (501, 1000, 500), (1001, 1500, 500), (1501, 1501, 1)]
+    assert b"".join(r[3] for r in runs) == disk  # every byte once, in order
+    assert [len(r[3]) for r in runs[1:4]] == [big] * 3
+    # a reader starting inside the second chunk, and plain (expanded) reads
+    reader = log.reader(700)
+    run = reader.next_chunk(256 * 1024, None, wire=True)
+    reader.close()
+    assert run is not None and run[:3] == (700, 1000, 301) and len(run[3]) == big
+    got = bodies(log, 495)
+    assert [o for o, _b in got] == list(range(495, 1502))
+    assert [b for _o, b in got[:-1]] == bodies_in[494:] + bodies_in * 2  # offset 0: "small"
+    assert got[-1] == (1501, b"tail")

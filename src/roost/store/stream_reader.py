@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import os
 import struct
 from collections import deque
 from collections.abc import Iterator
@@ -88,6 +89,16 @@ class StreamReader:
         """Make ``need`` bytes available from ``_pos``; False at the end of the file."""
         f = self._file
         assert f is not None
+        kept = len(self._buf) - self._pos
+        if kept and need > READ_AHEAD:
+            # a record bigger than the read-ahead (a stream-protocol chunk record of 1 KiB
+            # messages is ~520 KB): read it again from its start, whole, rather than join
+            # the kept part to the rest, which copied the whole record once more. The
+            # buffer is then the record alone and the run sliced from it is that object.
+            f.seek(-kept, os.SEEK_CUR)
+            self._buf = f.read(need)
+            self._pos = 0
+            return len(self._buf) >= need
         rest = self._buf[self._pos :]
         chunk = f.read(max(READ_AHEAD, need - len(rest)))
         self._buf = rest + chunk if rest else chunk

@@ -128,8 +128,9 @@ class ChunkBuilder:
                     if count:
                         out.append(_frame(parts, subscription_id, count, first, ts, length))
                         parts, count, length = [_HEAD_ROOM], 0, 0
-                    out.append(_DELIVER.pack(5 + end - at, DELIVER, 1, subscription_id)
-                               + data[at:end])
+                    # one copy of the chunk (the join), not two (a slice, then a +)
+                    out.append(b"".join((
+                        _DELIVER.pack(5 + end - at, DELIVER, 1, subscription_id), view[at:end])))
                     continue
                 # too big for this connection's frames, or a subscription starting inside
                 # it: its entries (u32 length and message each) go as other records' do
