@@ -20,6 +20,7 @@ from roost.cluster.coordinator import Coordinator
 from roost.cluster.link import frames as f
 from roost.cluster.link.transport import Link, LinkManager, Peer
 from roost.cluster.membership import Membership, NodeRecord, NodeStatus
+from roost.cluster.owners import Owners
 from roost.cluster.urls import parse_cluster_url
 from roost.core.info import MemberInfo
 
@@ -69,6 +70,7 @@ class ClusterNode:
         self.quorum: Any = None  # roost.cluster.quorum.manager, once serving
         self.streams: Any = None  # roost.cluster.quorum.stream_groups, once serving
         self._tasks: set[asyncio.Task[None]] = set()
+        self.owners = Owners(self)  # which node runs each dynamic shovel
         # frames that came before ``serve`` installed the handlers (links come up while
         # joining): handled then, so a forwarded publish is answered, not dropped
         self._early: list[tuple[Link, object, f.Frame]] | None = []
@@ -189,9 +191,9 @@ class ClusterNode:
             changed()
 
     def runs_here(self, key: str) -> bool:
-        """Is this node the one of the running nodes that runs ``key`` (a dynamic shovel)?
-        Rendezvous hashing: every node computes the same answer from the same members,
-        and a node coming or going moves only the keys it wins or held."""
+        """Is this node the one of the running nodes that should run ``key`` (a dynamic
+        shovel)? Rendezvous hashing: every node computes the same answer from the same
+        members. Only a preference: ``owners.py``'s election decides who runs it."""
         names = self.running_names() or [self.name]
         if self.name not in names:
             return False
@@ -239,6 +241,7 @@ class ClusterNode:
             listener(link, why)
 
     async def leave(self) -> None:
+        await self.owners.stop()  # resigned: another node takes the shovels at once
         if self.quorum is not None:
             await self.quorum.stop()
         if self.streams is not None:
