@@ -132,11 +132,9 @@ class Server:
             local_port=self.ports.get("amqp", 0),
             node=management.activity.node_info().name,
             static=self.config.static_shovel_values(),
-            runs_here=None if self.cluster is None else self.cluster.runs_here,
+            owners=None if self.cluster is None else self.cluster.owners,
         )
         self.shovels.start()
-        if self.cluster is not None:
-            self.cluster.members_changed.append(self.shovels.rebalance)
         from roost.federation import Federation  # docs/federation.md: links follow policies
 
         self.federation = Federation(

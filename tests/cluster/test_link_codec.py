@@ -307,3 +307,52 @@ def test_generated_frames_round_trip_however_split(frame: f.Frame, cuts: list[in
     bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
     chunks = [data[a:b] for a, b in itertools.pairwise(bounds)]
     assert _run(chunks) == ([frame, frame], None)
+
+
+def test_a_large_frame_across_many_reads_and_the_frames_after_it() -> None:
+    """A 3 MiB publish cut into 64 KiB reads, followed in its last read by more frames:
+    gathered whole, then the rest decoded from the read itself (the reader keeps no
+    copy of a read it decodes in place)."""
+    big = f.Publish(1, f.PUBLISH_CONFIRM, "/", ["q"], "", "q", b"\x80\x00\x02", b"z" * (3 << 20))
+    small = [f.Credit(3, 5), f.Publish(2, 0, "/", ["q"], "", "q", b"\x00\x00", b"tail")]
+    data = encode(big) + b"".join(encode(x) for x in small)
+    reader = LinkReader()
+    got: list[f.Frame] = []
+    for at in range(0, len(data), 65536):
+        read = data[at : at + 65536]
+        reader.feed(read)
+        assert reader._buf is read
+        while (frame := reader.next_frame()) is not NEED_DATA:
+            assert not isinstance(frame, type(NEED_DATA))
+            got.append(frame)
+    assert got == [big, *small]
+    assert type(got[0].body) is bytes and not reader._head  # type: ignore[union-attr]
+
+
+def test_frames_past_an_unread_rest_are_kept() -> None:
+    """A caller that feeds again before reading every frame loses none."""
+    one, two = f.Credit(1, 1), f.Credit(2, 2)
+    reader = LinkReader()
+    reader.feed(encode(one) + encode(two)[:3])
+    assert reader.next_frame() == one
+    reader.feed(encode(two)[3:] + encode(one))
+    assert [reader.next_frame(), reader.next_frame(), reader.next_frame()] == [two, one, NEED_DATA]
+
+
+def test_repeated_properties_are_decoded_once_per_sender() -> None:
+    """The node taking messages off the link decodes a sender's repeated property bytes
+    once (headers, a mutable dict, each time), and keeps the bytes with the message."""
+    from roost.amqp.codec import encode_properties
+    from roost.cluster.wire import PropertiesCache, message_cached
+    from roost.core.message import Properties
+
+    cache = PropertiesCache()
+    plain = encode_properties(Properties(delivery_mode=2, content_type="text/plain"))
+    a = message_cached(cache, "", "q", plain, b"1")
+    b = message_cached(cache, "", "q", bytes(plain), b"2")
+    assert a.properties is b.properties and a.properties.delivery_mode == 2
+    assert b.encoded_properties == plain and b.body == b"2"
+    headed = encode_properties(Properties(headers={"k": "v"}))
+    c = message_cached(cache, "", "q", headed, b"3")
+    d = message_cached(cache, "", "q", headed, b"4")
+    assert c.properties is not d.properties and d.properties.headers == {"k": "v"}

@@ -339,6 +339,12 @@ class LeaseKeeper:
                 log.info("etcd reachable again; lease renewed")
             self.reachable = True
 
+    def cancel(self) -> None:
+        """Stop renewing at once (the lease is gone), from inside the keeper too."""
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+        self._task = None
+
     async def stop(self, *, revoke: bool = True) -> None:
         if self._task is not None:
             self._task.cancel()

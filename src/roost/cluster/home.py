@@ -17,7 +17,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
-from roost.cluster.wire import message_of, properties_of
+from roost.cluster.wire import PropertiesCache, message_cached, properties_of
 from roost.core.auth import User
 from roost.core.client import Client
 from roost.core.errors import BrokerError
@@ -100,6 +100,7 @@ class _Peer:
         # otherwise costs the link a PublishResult frame each way's worth of decoding
         self._confirmed: list[int] = []
         self._flush_planned = False
+        self.properties = PropertiesCache()  # this peer's publishes to this queue
 
     def answer(self, result: f.PublishResult) -> None:
         if self.held:
@@ -189,7 +190,9 @@ class Home:
                 peer.answer(f.PublishResult(frame.publish_id, outcome, text))
 
         vhost = self.broker.catalog.vhosts.get(frame.vhost)
-        message = message_of(frame.exchange, frame.routing_key, frame.properties, frame.body)
+        message = message_cached(
+            peer.properties, frame.exchange, frame.routing_key, frame.properties, frame.body
+        )
         done = self.broker.durable_from_here()  # the store, and a quorum queue's majority
         taken = 0
         for name in frame.queues:

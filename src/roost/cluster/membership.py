@@ -10,6 +10,13 @@ Keys under the cluster's prefix (``--cluster etcd://…/PREFIX``, default ``/roo
 A node that restarts after ``kill -9`` finds its previous lease's id in its data dir
 (``cluster-lease``) and revokes it, so its name is free at once and the other nodes see
 it go down and come back. A name held by another live process is refused.
+
+A lease can expire while the node still runs: a loaded machine (or a long pause of its
+event loop) keeps the keepalives from going out for a whole TTL, during start-up as well
+as later. etcd then deletes the live key with the lease, and whatever the node writes
+under that lease is refused ("requested lease not found"). The node takes a new lease and
+registers again; the live key is only ever created when absent, so one name never has two
+live registrations.
 """
 
 from __future__ import annotations
@@ -121,8 +128,7 @@ class Membership:
                     f"(pid {holder.pid} on {holder.host}, cluster port {holder.cluster_port})"
                 )
             await asyncio.sleep(0.2)
-        self.keeper = LeaseKeeper(self.coordinator, self.lease_id, self.ttl, self._lease_lost)
-        self.keeper.start()
+        self._keep()
         kvs, revision = await self.coordinator.get_prefix(self.nodes_prefix)
         for kv in kvs:
             self._apply(kv.key, kv.value, notify=False)
@@ -135,19 +141,41 @@ class Membership:
             "joined the cluster as '%s' (%d node(s) running)", self.record.name, len(self.live)
         )
 
+    def _keep(self) -> None:
+        lease = self.lease_id
+        self.keeper = LeaseKeeper(
+            self.coordinator, lease, self.ttl, lambda: self._lease_lost(lease)
+        )
+        self.keeper.start()
+
     async def _register(self) -> NodeRecord | None:
         """Put the live key under a fresh lease unless another holds the name: its
-        record, then."""
-        if not self.lease_id:
-            self.lease_id = await self.coordinator.grant_lease(self.ttl)
-            self._save_lease()
-        live = self.key("live", self.record.name)
-        raw = self.record.encode()
-        result = await self.coordinator.txn(
-            [Compare(live, "create", 0)],
-            [Put(live, raw, lease=self.lease_id), Put(self.key("known", self.record.name), raw)],
-            [Get(live)],
-        )
+        record, then. A lease that expired before the put (granted, then the node
+        starved for a TTL) is replaced by a new one."""
+        while True:
+            if not self.lease_id:
+                self.lease_id = await self.coordinator.grant_lease(self.ttl)
+                self._save_lease()
+            live = self.key("live", self.record.name)
+            raw = self.record.encode()
+            try:
+                result = await self.coordinator.txn(
+                    [Compare(live, "create", 0)],
+                    [
+                        Put(live, raw, lease=self.lease_id),
+                        Put(self.key("known", self.record.name), raw),
+                    ],
+                    [Get(live)],
+                )
+            except ClusterError as exc:
+                if not lease_gone(exc):
+                    raise
+                log.warning(
+                    "lease %x expired before this node registered; a new one", self.lease_id
+                )
+                self.lease_id = 0
+                continue
+            break
         if result.succeeded:
             return None
         holders = result.reads[0] if result.reads else []
@@ -177,11 +205,45 @@ class Membership:
         tmp.write_text(f"{self.lease_id:x}\n")
         os.replace(tmp, path)
 
-    def _lease_lost(self) -> None:
-        """etcd dropped the lease (this node could not reach it for a whole TTL): the
-        others took this node for dead. Register again as soon as etcd answers."""
+    def _lease_lost(self, lease: int) -> None:
+        """etcd dropped ``lease`` (this node could not renew it for a whole TTL): the
+        others took this node for dead. Register again as soon as etcd answers. Said
+        once per lease: by its keeper, or by a write refused under it, whichever first."""
+        if lease != self.lease_id or not lease:
+            return  # an older lease, already replaced (or being replaced)
+        if self.keeper is not None:
+            self.keeper.cancel()  # its lease is gone: nothing left to renew
         self.lease_id = 0
         self._rejoin = asyncio.get_running_loop().create_task(self._register_again())
+
+    async def registered(self) -> None:
+        """Returns once this node is registered (at once unless it is re-registering
+        after a lost lease)."""
+        while self._rejoin is not None and not self._rejoin.done():
+            await asyncio.shield(self._rejoin)
+
+    async def update_record(self, record: NodeRecord) -> None:
+        """Publish a changed record (the client ports once the listeners have them)
+        under this node's lease; when that lease is gone, register again with a new
+        one (which carries the new record) and return once registered."""
+        self.record = record
+        await self.registered()
+        lease = self.lease_id
+        raw = record.encode()
+        try:
+            await self.coordinator.txn(
+                [],
+                [
+                    Put(self.key("live", record.name), raw, lease=lease),
+                    Put(self.key("known", record.name), raw),
+                ],
+            )
+        except ClusterError as exc:
+            if not lease_gone(exc):
+                raise
+            log.warning("this node's etcd lease %x is gone; registering again", lease)
+            self._lease_lost(lease)
+        await self.registered()
 
     async def _register_again(self) -> None:
         delay = 0.2
@@ -194,8 +256,7 @@ class Membership:
                 log.debug("re-registering: %s", exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
-        self.keeper = LeaseKeeper(self.coordinator, self.lease_id, self.ttl, self._lease_lost)
-        self.keeper.start()
+        self._keep()
         log.info("registered again as '%s' with a new lease", self.record.name)
 
     async def leave(self) -> None:
@@ -261,3 +322,8 @@ class Membership:
     def reachable(self) -> bool:
         """False while this node cannot renew its lease (etcd out of reach)."""
         return self.keeper is not None and self.keeper.reachable
+
+
+def lease_gone(exc: ClusterError) -> bool:
+    """etcd refused a write because the lease it names no longer exists."""
+    return "lease not found" in str(exc)

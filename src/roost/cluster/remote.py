@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from roost.cluster.home import Home, credit_for
 from roost.cluster.link import frames as f
 from roost.cluster.stand_in import RemoteQueue
-from roost.cluster.wire import message_of, properties_of
+from roost.cluster.wire import message_cached, message_of, properties_of
 from roost.core.errors import BrokerError
 
 if TYPE_CHECKING:
@@ -282,7 +282,9 @@ class DataPlane:
             cid, did = frame.consumer_id, frame.delivery_id
             link.send(f.Settle(cid, f.SettleOp.REJECT, f.SETTLE_REQUEUE, did))
             return
-        message = message_of(frame.exchange, frame.routing_key, frame.properties, frame.body)
+        message = message_cached(
+            queue.properties, frame.exchange, frame.routing_key, frame.properties, frame.body
+        )
         redelivered = bool(frame.flags & f.DELIVER_REDELIVERED)
         queue.arrived(frame.delivery_id, redelivered, message, frame.delivery_count)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.shovel.spec import parse_spec
 from roost.shovel.worker import Worker
@@ -25,15 +25,26 @@ class NoSuchShovel(LookupError):
     pass
 
 
+class Owners(Protocol):
+    """Which node of a cluster runs a key (``roost.cluster.owners``: an etcd election)."""
+
+    def owns(self, key: str) -> bool: ...
+
+    def claim(self, key: str, changed: Callable[[bool], None]) -> None: ...
+
+    async def release(self, key: str) -> None: ...
+
+
 class Shovels:
     def __init__(self, parameters: ParametersAdmin, *, local_port: int, node: str,
                  static: dict[str, Any] | None = None,
-                 runs_here: Callable[[str], bool] | None = None) -> None:
+                 owners: Owners | None = None) -> None:
         """``local_port``: this node's AMQP listener, where ``amqp://`` with no host goes;
         ``static``: the config file's shovels (name: value), run in vhost ``/``;
-        ``runs_here``: in a cluster, whether this node is the one that runs a dynamic
+        ``owners``: in a cluster, the election that says which node runs each dynamic
         shovel (its parameter is on every node; as in RabbitMQ, one node runs it)."""
-        self._runs_here = runs_here or (lambda key: True)
+        self._owners = owners
+        self._values: dict[tuple[str, str], Any] = {}  # every dynamic shovel's parameter
         self._parameters = parameters
         self._static = {name: parse_spec(value) for name, value in (static or {}).items()}
         self._local_port, self._node = local_port, node
@@ -65,13 +76,37 @@ class Shovels:
     async def stop(self) -> None:
         workers, self.workers = list(self.workers.values()), {}
         await asyncio.gather(*(w.stop() for w in workers), *self._stopping)
+        if self._owners is not None:  # after the workers: never two running at once
+            for vhost, name in list(self._values):
+                await self._owners.release(f"shovel/{vhost}/{name}")
 
     def _changed(self, vhost: str, name: str, value: Any) -> None:
         old = self.workers.pop((vhost, name), None)
         if old is not None:
             self._later(old.stop())
-        if value is None or not self._runs_here(f"shovel/{vhost}/{name}"):
+        key = f"shovel/{vhost}/{name}"
+        if value is None:
+            self._values.pop((vhost, name), None)
+            if self._owners is not None:
+                self._later(self._owners.release(key))
             return
+        self._values[(vhost, name)] = value
+        if self._owners is not None and not self._owners.owns(key):
+            self._owners.claim(key, lambda mine: self._owned(vhost, name, mine))
+            return  # started once this node holds it
+        self._run(vhost, name, value)
+
+    def _owned(self, vhost: str, name: str, mine: bool) -> None:
+        """The election: this node now runs the shovel, or no longer does (its unacked
+        messages go back to the source)."""
+        value = self._values.get((vhost, name))
+        old = self.workers.pop((vhost, name), None)
+        if old is not None:
+            self._later(old.stop())
+        if mine and value is not None:
+            self._run(vhost, name, value)
+
+    def _run(self, vhost: str, name: str, value: Any) -> None:
         try:
             spec = parse_spec(value)
         except ValueError as exc:  # stored before validation existed, or imported
@@ -81,14 +116,6 @@ class Shovels:
                         finished=self._finished)
         self.workers[(vhost, name)] = worker
         worker.start()
-
-    def rebalance(self) -> None:
-        """The cluster's members changed: start the shovels this node now runs, stop
-        those another node now runs (their unacked messages go back to the source)."""
-        for p in self._parameters.list_parameters(component=COMPONENT):
-            mine = self._runs_here(f"shovel/{p.vhost}/{p.name}")
-            if mine != ((p.vhost, p.name) in self.workers):
-                self._changed(p.vhost, p.name, p.value)
 
     def _later(self, stopping: Any) -> None:
         task = asyncio.get_running_loop().create_task(stopping)

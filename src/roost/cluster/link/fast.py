@@ -30,7 +30,7 @@ BATCH = f.Kind.BATCH
 _HEADER = struct.Struct("!IB")
 
 
-Buffer = bytes | bytearray
+Buffer = bytes | bytearray | memoryview  # decoded in place: a body is copied once
 
 
 class Truncated(Exception):
@@ -101,7 +101,7 @@ def _read_name(data: Buffer, pos: int, end: int) -> tuple[int, str]:
     if stop > end:
         raise Truncated("name runs past the frame")
     try:
-        return stop, data[pos + 1 : stop].decode()
+        return stop, str(data[pos + 1 : stop], "utf-8")
     except UnicodeDecodeError:
         raise Truncated("name is not UTF-8") from None
 
