@@ -38,6 +38,7 @@ from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.standin import QuorumGroup
 from roost.cluster.quorum.stream_follower import StreamFollower
 from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
+from roost.cluster.quorum.stream_members import StreamMembers
 from roost.cluster.quorum.stream_standin import Rejoining, StreamStandIn
 from roost.core.errors import BrokerError
 from roost.core.events import QueueDeclared, QueueDeleted
@@ -77,6 +78,8 @@ class StreamGroups(GroupBase):
         self.following: dict[Key, StreamFollower] = {}
         self.groups: dict[Key, QuorumGroup] = {}
         self.tasks: dict[Key, asyncio.Task[None]] = {}
+        self.elections: dict[Key, Election] = {}  # of the streams led here
+        self.members = StreamMembers(self)
         self._promoting = False
         self._hold_recovered()
         # link frames: a stream's come here, the rest go on to the quorum manager
@@ -126,7 +129,8 @@ class StreamGroups(GroupBase):
         place (this node follows now: the copy is kept and cut to its committed prefix
         on the leader's ``SYNC``); deleted for good, its files go."""
         taken = queue.vhost.queues.get(queue.name)
-        if not isinstance(taken, StreamStandIn | StreamQueue):
+        key = (queue.vhost.name, queue.name)
+        if not isinstance(taken, StreamStandIn | StreamQueue) or key in self.members.left:
             queue.log.destroy()
 
     def _hold_recovered(self) -> None:
@@ -145,6 +149,7 @@ class StreamGroups(GroupBase):
                     self._spawn((vhost.name, queue.name), self._rejoin(queue))
                 elif isinstance(queue, StreamStandIn):
                     self._spawn((vhost.name, queue.name), self._adopt_copy(queue))
+        self.quorum._spawn_free(self.members.follow())
 
     async def _adopt_copy(self, stand_in: StreamStandIn) -> None:
         """A member restarted while another node led its stream: its copy (kept on disk)
@@ -209,6 +214,7 @@ class StreamGroups(GroupBase):
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self.elections[key] = election
         rep.started(election.term)
         log.info(
             "stream %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
@@ -252,6 +258,8 @@ class StreamGroups(GroupBase):
             del self.leading[key]
         follower = self.following.get(key)
         if follower is None:
+            if key in self.members.left:
+                return  # sent before this node was taken out of the group
             vhost = self.broker.catalog.vhosts.get(key[0])
             stand_in = None if vhost is None else vhost.queues.get(key[1])
             if not isinstance(stand_in, StreamStandIn):
@@ -311,6 +319,7 @@ class StreamGroups(GroupBase):
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self.elections[key] = election
         rep.started(election.term)
         log.warning(
             "stream %s: now led here (term %d, next offset %d)",
