@@ -2,7 +2,7 @@
 ``roost ctl queues add-member | delete-member`` (as ``rabbitmq-queues`` does for
 streams): a new member makes its copy and catches up, a member taken out drops its
 files, a leader taken out hands over; the remaining copies are read back record for
-record."""
+record; a stream declared while two nodes run grows onto the third when it joins."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pika
 
 from roost.cluster.etcd_server import EtcdServer
 from roost.store.paths import stream_dir
-from tests.cluster.test_quorum import three_nodes
+from tests.cluster.conftest import node
+from tests.cluster.test_quorum import TTL, three_nodes
 from tests.cluster.test_quorum_members import ctl, members
 from tests.cluster.test_quorum_members import publish as publish_each
 from tests.cluster.test_stream_catchup import online, publish, replica
@@ -68,5 +69,39 @@ def test_a_stream_grows_to_a_third_member_and_members_leave(
     held = replica(n3, "sm")
     assert [offset for offset, _t, _b in held] == list(range(len(held)))
     assert [body for _o, _t, body in held] == first + second + third + fourth
+    for server in nodes:
+        assert "Traceback" not in server.log, server.log
+
+
+def test_a_stream_grows_back_to_its_size_when_a_node_joins(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    nodes = [
+        node(shared_etcd, tmp_path / f"n{i}", f"n{i}", *TTL, prefix=etcd_prefix) for i in (1, 2, 3)
+    ]
+    n1, n2, n3 = nodes
+    n1.start()
+    n2.start()
+    try:
+        n1.wait_for_log("link with n2 up")
+        # declared while two nodes run: members n1 and n2, target 3 (the default size)
+        with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
+            conn.channel().queue_declare("gb", durable=True, arguments={"x-queue-type": "stream"})
+        eventually(lambda: online(n1, "gb") == ["n1", "n2"], 10, "never in sync")
+        bodies = [b"g%04d" % i for i in range(200)]
+        publish(n1, "gb", bodies)
+        n3.start()
+        eventually(lambda: members(n1, "gb") == ["n1", "n2", "n3"], 20, "never grew back")
+        eventually(lambda: online(n1, "gb") == ["n1", "n2", "n3"], 20, "n3 never caught up")
+        more = [b"h%04d" % i for i in range(20)]
+        publish_each(n3, "gb", more)
+        # every member holds (on disk) everything committed before the kills
+        eventually(lambda: online(n1, "gb") == ["n1", "n2", "n3"], 20)
+    finally:
+        for server in nodes:
+            server.kill()
+    copies = [replica(server, "gb") for server in nodes]
+    assert copies[0] == copies[1] == copies[2]
+    assert [body for _o, _t, body in copies[2]] == bodies + more
     for server in nodes:
         assert "Traceback" not in server.log, server.log

@@ -150,6 +150,7 @@ class StreamGroups(GroupBase):
                 elif isinstance(queue, StreamStandIn):
                     self._spawn((vhost.name, queue.name), self._adopt_copy(queue))
         self.quorum._spawn_free(self.members.follow())
+        self.quorum._spawn_free(self.members.reconcile())
 
     async def _adopt_copy(self, stand_in: StreamStandIn) -> None:
         """A member restarted while another node led its stream: its copy (kept on disk)
@@ -207,7 +208,12 @@ class StreamGroups(GroupBase):
             log.warning("stream %s: %s leads it already", key, leader.node)
             rep.close("another node leads this stream")
             return
-        record = {"members": rep.members, "leader": self.name, "term": election.term}
+        record = {
+            "members": rep.members,
+            "leader": self.name,
+            "term": election.term,
+            "target": self.members.target(key, rep.queue.arguments),
+        }
         ops = [Put(self._key("stream-group", key), json.dumps(record).encode())]
         await self._home_here(key, ops)  # the stream's home: here now
         result = await election.fenced_txn([], ops)
@@ -312,7 +318,12 @@ class StreamGroups(GroupBase):
         queue.replication = rep
         queue.group = rep
         self.leading[key] = rep
-        record = {"members": members, "leader": self.name, "term": election.term}
+        record = {
+            "members": members,
+            "leader": self.name,
+            "term": election.term,
+            "target": self.members.target(key, queue.arguments),
+        }
         ops = [Put(self._key("stream-group", key), json.dumps(record).encode())]
         await self._home_here(key, ops)
         result = await election.fenced_txn([], ops)

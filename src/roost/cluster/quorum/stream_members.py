@@ -16,12 +16,13 @@ of them; the old leader's stream is replaced by a stand-in and its files go.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.coordinator import Delete, Put
-from roost.cluster.quorum.members import split_key
+from roost.cluster.quorum.members import RECONCILE, split_key
 from roost.cluster.quorum.regroup import HANDOVER_WAIT
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ class StreamMembers:
     def __init__(self, groups: StreamGroups) -> None:
         self.groups = groups
         self.left: set[Key] = set()  # streams this node was taken out of
+        self.records: dict[Key, dict[str, Any]] = {}  # the newest group record seen
         self._busy: set[Key] = set()
 
     async def follow(self) -> None:
@@ -57,9 +59,13 @@ class StreamMembers:
         kind, key = split
         if kind == "stream-req" and value is not None:
             groups.quorum._spawn_free(self.apply(key, json.loads(value)))
-        if kind != "stream-group" or value is None:
+        if kind != "stream-group":
             return
-        members = list(json.loads(value)["members"])
+        if value is None:
+            self.records.pop(key, None)
+            return
+        self.records[key] = json.loads(value)
+        members = list(self.records[key]["members"])
         group = groups.groups.get(key)
         if group is not None:
             group.members = members
@@ -77,6 +83,15 @@ class StreamMembers:
             if task is not None:
                 task.cancel()
 
+    def target(self, key: Key, arguments: dict[str, Any]) -> int:
+        """The group's size to grow back to: ``x-initial-cluster-size`` (default 3),
+        raised by ``add-member``, lowered by ``delete-member`` (kept in the record)."""
+        record = self.records.get(key)
+        if record is not None and record.get("target"):
+            return int(record["target"])
+        size = arguments.get("x-initial-cluster-size")
+        return int(size) if size else 3
+
     # -- the leader applying a change
 
     async def apply(self, key: Key, request: dict[str, Any]) -> None:
@@ -89,20 +104,23 @@ class StreamMembers:
         self._busy.add(key)
         try:
             members = list(rep.members)
+            target = self.target(key, rep.queue.arguments)
             if op == "add" and node not in members:
                 members.append(node)
-                if await self._write(key, rep, election, members, request):
+                target = max(target, len(members))
+                if await self._write(key, rep, election, members, target, request):
                     rep.members = members
                     rep.resync(node)  # its copy is made on this SYNC, then caught up
             elif op in ("delete", "move") and node in members and len(members) > 1:
                 members.remove(node)
+                target = min(target, len(members))
                 if node == groups.name:
-                    await self._hand_over(key, rep, election, members, request)
+                    await self._hand_over(key, rep, election, members, target, request)
                     return
                 rep.members = members  # nothing more is shipped to it
                 rep.acked.pop(node, None)
                 rep.sent.pop(node, None)
-                if await self._write(key, rep, election, members, request):
+                if await self._write(key, rep, election, members, target, request):
                     rep._commit()  # a smaller majority may commit more now
             else:  # done already (asked twice)
                 await groups.node.coordinator.delete(groups._key("stream-req", key))
@@ -115,17 +133,18 @@ class StreamMembers:
         rep: StreamReplicator,
         election: Election,
         members: list[str],
+        target: int,
         request: dict[str, Any],
     ) -> bool:
         groups = self.groups
-        record = {"members": members, "leader": groups.name, "term": rep.term}
-        ops: list[Any] = [
-            Put(groups._key("stream-group", key), json.dumps(record).encode()),
-            Delete(groups._key("stream-req", key)),
-        ]
+        record = {"members": members, "leader": groups.name, "term": rep.term, "target": target}
+        ops: list[Any] = [Put(groups._key("stream-group", key), json.dumps(record).encode())]
+        if request.get("id"):  # asked (growing back asks nothing)
+            ops.append(Delete(groups._key("stream-req", key)))
         result = await election.fenced_txn([], ops)
         if result.succeeded:
-            log.info("stream %s: members now %s", key, members)
+            self.records[key] = record
+            log.info("stream %s: members now %s (target %d)", key, members, target)
         return bool(result.succeeded)
 
     async def _hand_over(
@@ -134,6 +153,7 @@ class StreamMembers:
         rep: StreamReplicator,
         election: Election,
         members: list[str],
+        target: int,
         request: dict[str, Any],
     ) -> None:
         rep.refusal = f"{rep.queue._where()}: leaving its group"  # publishes refused
@@ -143,7 +163,7 @@ class StreamMembers:
         while loop.time() < deadline and any(rep.acked.get(m, 0) < upto for m in members):
             await asyncio.sleep(0.05)
         self.left.add(key)
-        if not await self._write(key, rep, election, members, request):
+        if not await self._write(key, rep, election, members, target, request):
             self.left.discard(key)
             rep.refusal = ""
             return
@@ -152,3 +172,26 @@ class StreamMembers:
         rep.close("leadership handed over")
         await election.resign()
         log.warning("stream %s: left its group, leadership handed to %s", key, members)
+
+    # -- growing back
+
+    async def reconcile(self) -> None:
+        """Every ``RECONCILE`` seconds: streams led here with fewer members than their
+        target take running nodes that are not members, one at a time."""
+        while True:
+            await asyncio.sleep(RECONCILE)
+            with contextlib.suppress(Exception):
+                await self._reconcile_once()
+
+    async def _reconcile_once(self) -> None:
+        groups = self.groups
+        running = groups._running()
+        for key, rep in list(groups.leading.items()):
+            if not rep.term or rep.deposed or rep.refusal or key not in groups.elections:
+                continue
+            if len(rep.members) >= self.target(key, rep.queue.arguments):
+                continue
+            spare = [n for n in running if n not in rep.members]
+            if spare:
+                log.info("stream %s: growing back onto %s", key, spare[0])
+                await self.apply(key, {"op": "add", "node": spare[0]})
