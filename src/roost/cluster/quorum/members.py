@@ -58,14 +58,26 @@ class MemberControl:
         q = None if found is None else found.queues.get(queue)
         if q is None:
             raise NotFound(f"no queue '{queue}' in vhost '{vhost}'")
-        if q.kind != "quorum":
+        if q.kind not in ("quorum", "stream"):
             raise PreconditionFailed(f"queue '{queue}' in vhost '{vhost}' is not a quorum queue")
-        kv = await self.coordinator.get(self.manager._key("quorum", (vhost, queue)))
+        kv = await self.coordinator.get(self.manager._key(self._records(q.kind), (vhost, queue)))
+        if kv is None and q.kind == "stream":
+            raise PreconditionFailed(f"stream '{queue}' in vhost '{vhost}' is not replicated")
         if kv is None:  # a one-member group writes no record
             home = getattr(q, "home", None) or self.manager.name
             return {"members": [home], "leader": home}
         record: dict[str, Any] = json.loads(kv.value)
         return record
+
+    @staticmethod
+    def _records(kind: str) -> str:
+        """The etcd folder of a group's record (``-req`` appended: its requests)."""
+        return "stream-group" if kind == "stream" else "quorum"
+
+    def _kind(self, key: Key) -> str:
+        found = self.manager.broker.catalog.vhosts.get(key[0])
+        q = None if found is None else found.queues.get(key[1])
+        return "quorum" if q is None else q.kind
 
     async def add_member(self, vhost: str, queue: str, node: str) -> list[str]:
         if node not in self._known():
@@ -89,12 +101,13 @@ class MemberControl:
         return await self._members((vhost, queue))
 
     async def _members(self, key: Key) -> list[str]:
-        kv = await self.coordinator.get(self.manager._key("quorum", key))
+        kv = await self.coordinator.get(self.manager._key(self._records(self._kind(key)), key))
         return list(json.loads(kv.value)["members"]) if kv is not None else []
 
     async def _ask(self, key: Key, request: dict[str, Any]) -> None:
         request["id"] = secrets.token_hex(8)
-        req_key = self.manager._key("quorum-req", key)
+        kind = "stream-req" if self._kind(key) == "stream" else "quorum-req"
+        req_key = self.manager._key(kind, key)
         await self.coordinator.put(req_key, json.dumps(request).encode())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + REQUEST_WAIT

@@ -38,6 +38,7 @@ from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.standin import QuorumGroup
 from roost.cluster.quorum.stream_follower import StreamFollower
 from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
+from roost.cluster.quorum.stream_members import StreamMembers
 from roost.cluster.quorum.stream_standin import Rejoining, StreamStandIn
 from roost.core.errors import BrokerError
 from roost.core.events import QueueDeclared, QueueDeleted
@@ -77,6 +78,8 @@ class StreamGroups(GroupBase):
         self.following: dict[Key, StreamFollower] = {}
         self.groups: dict[Key, QuorumGroup] = {}
         self.tasks: dict[Key, asyncio.Task[None]] = {}
+        self.elections: dict[Key, Election] = {}  # of the streams led here
+        self.members = StreamMembers(self)
         self._promoting = False
         self._hold_recovered()
         # link frames: a stream's come here, the rest go on to the quorum manager
@@ -127,7 +130,8 @@ class StreamGroups(GroupBase):
         place (this node follows now: the copy is kept and cut to its committed prefix
         on the leader's ``SYNC``); deleted for good, its files go."""
         taken = queue.vhost.queues.get(queue.name)
-        if not isinstance(taken, StreamStandIn | StreamQueue):
+        key = (queue.vhost.name, queue.name)
+        if not isinstance(taken, StreamStandIn | StreamQueue) or key in self.members.left:
             queue.log.destroy()
 
     def _hold_recovered(self) -> None:
@@ -146,6 +150,8 @@ class StreamGroups(GroupBase):
                     self._spawn((vhost.name, queue.name), self._rejoin(queue))
                 elif isinstance(queue, StreamStandIn):
                     self._spawn((vhost.name, queue.name), self._adopt_copy(queue))
+        self.quorum._spawn_free(self.members.follow())
+        self.quorum._spawn_free(self.members.reconcile())
 
     async def _adopt_copy(self, stand_in: StreamStandIn) -> None:
         """A member restarted while another node led its stream: its copy (kept on disk)
@@ -203,13 +209,19 @@ class StreamGroups(GroupBase):
             log.warning("stream %s: %s leads it already", key, leader.node)
             rep.close("another node leads this stream")
             return
-        record = {"members": rep.members, "leader": self.name, "term": election.term}
+        record = {
+            "members": rep.members,
+            "leader": self.name,
+            "term": election.term,
+            "target": self.members.target(key, rep.queue.arguments),
+        }
         ops = [Put(self._key("stream-group", key), json.dumps(record).encode())]
         await self._home_here(key, ops)  # the stream's home: here now
         result = await election.fenced_txn([], ops)
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self.elections[key] = election
         self._arm_stepdown(key, rep)
         rep.started(election.term)
         log.info(
@@ -255,6 +267,8 @@ class StreamGroups(GroupBase):
             self.broker.streams.moved(*key)  # its stream-protocol publishers here are told
         follower = self.following.get(key)
         if follower is None:
+            if key in self.members.left:
+                return  # sent before this node was taken out of the group
             vhost = self.broker.catalog.vhosts.get(key[0])
             stand_in = None if vhost is None else vhost.queues.get(key[1])
             if not isinstance(stand_in, StreamStandIn):
@@ -307,13 +321,19 @@ class StreamGroups(GroupBase):
         queue.replication = rep
         queue.group = rep
         self.leading[key] = rep
-        record = {"members": members, "leader": self.name, "term": election.term}
+        record = {
+            "members": members,
+            "leader": self.name,
+            "term": election.term,
+            "target": self.members.target(key, queue.arguments),
+        }
         ops = [Put(self._key("stream-group", key), json.dumps(record).encode())]
         await self._home_here(key, ops)
         result = await election.fenced_txn([], ops)
         if not result.succeeded:
             rep.close("leadership lost")
             return
+        self.elections[key] = election
         self._arm_stepdown(key, rep)
         rep.started(election.term)
         log.warning(

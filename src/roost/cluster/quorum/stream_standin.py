@@ -68,6 +68,19 @@ class StreamStandIn(QuorumStandIn):
         if moved:  # the stream protocol's publishers here are told (MetadataUpdate)
             self.vhost.streams.moved(self.vhost.name, self.name)
 
+    def purge(self) -> int:
+        """A stream is not purged (406, as a local stream answers). Deleted here (a real
+        delete, or this node's stand-in replaced by the stream it now leads), nothing is
+        asked of the old home: its stream goes with the definitions, and a home still
+        leading it would refuse the purge."""
+        if not self.deleted:
+            raise PreconditionFailed(
+                f"purge not supported by stream queue '{self.name}' in vhost '{self.vhost.name}'"
+            )
+        count = self.message_count
+        self._give_back(requeue=False)
+        return count
+
     def remove_consumer(self, consumer: Consumer) -> None:
         super().remove_consumer(consumer)
         if not self.consumers:
