@@ -44,6 +44,9 @@ COMPILED = [
     "src/roost/stomp/session_state.py",
     "src/roost/stomp/mapping.py",
     "src/roost/stomp/effects.py",
+    "src/roost/core/flow.py",
+    "src/roost/core/latency.py",
+    "src/roost/core/access.py",
 ]
 
 

@@ -44,6 +44,9 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.stomp.session_state",
     "roost.stomp.mapping",
     "roost.stomp.effects",
+    "roost.core.flow",
+    "roost.core.latency",
+    "roost.core.access",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 

@@ -43,6 +43,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 if TYPE_CHECKING:
     from roost.core.consumer import Consumer
     from roost.core.queues.base import Queue
@@ -62,6 +64,9 @@ STALL_AFTER = 1.0  # seconds
 SOCKET_WAIT_CAP = 60.0  # seconds; 0 = no cap
 
 
+# compiled (docs/compiled.md); the idle subscriptions' shared flow and the cluster's
+# stand-in flow subclass it in interpreted code
+@mypyc_attr(allow_interpreted_subclasses=True)
 class QueueFlow:
     """One queue's congestion state and the publishers it holds."""
 
