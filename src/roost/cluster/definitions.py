@@ -342,6 +342,14 @@ class ClusterDefinitions(RemoteChanges):
 
     # -- the others' changes ------------------------------------------------------------
 
+    def behind(self) -> bool:
+        """A peer said it applied a newer revision than this node has: a declare-ok or
+        bind-ok may have gone out (its wait is capped, ``applied.py``) for a change this
+        node does not know yet, so a publish it routes nowhere may be one that a client
+        believes routed (the core nacks it, ``Messaging.behind``)."""
+        own = self.revision
+        return any(r > own for r in self.applied.peer_revision.values())
+
     async def _watch(self, revision: int) -> None:
         async for batch in self.coordinator.watch(self.root, revision):
             if WATCH_LAG:

@@ -157,6 +157,7 @@ class ClusterNode:
         self.link_up.append(defs.link_up)
         self.link_down.append(lambda link, why: defs.applied.peer_gone(link.peer))
         self.members_changed.append(defs.applied.wake)
+        broker.messaging.behind = defs.behind  # unroutable while behind: nacked
         self._handle_early()
         running = [] if self.membership is None else self.membership.running()
         await defs.start(

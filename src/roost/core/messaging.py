@@ -44,6 +44,9 @@ class Messaging:
         self._store = store
         self._pending = pending
         self._latency = latency
+        # a cluster node's "my definitions are older than a peer's" (cluster/definitions.py):
+        # a publish that routed nowhere then is nacked, not confirmed unroutable
+        self.behind: Callable[[], bool] | None = None
 
     def publish(
         self,
@@ -106,6 +109,9 @@ class Messaging:
         routed, refusal = client.vhost.publish(exchange, message, publisher)
         if not routed:
             counts.unroutable += 1
+            behind = self.behind
+            if behind is not None and behind():  # routed by bindings known to be old
+                refusal = "this node has not applied the cluster's latest definitions yet"
         if refusal:  # a full queue with overflow reject-publish, a mutator: nack at once
             if refused is not None:
                 refused(refusal)
