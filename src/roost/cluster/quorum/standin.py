@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
 from roost.cluster.stand_in import RemoteEntry, RemoteQueue
+from roost.core.queues.paged import PagedReady
 
 if TYPE_CHECKING:
     from roost.cluster.remote import DataPlane
@@ -119,6 +120,10 @@ def take_acked(queue: QuorumQueue, home_seq: int) -> bool:
     """The ready copy (a redelivery) of a message a client acked under the old leader
     leaves ``queue`` for good; False when there is none (handed out already, or gone)."""
     ready = queue.ready
+    if isinstance(ready, PagedReady):
+        # a promoted copy's queue pages its backlog (``attach_store``); the copy's
+        # redeliveries were read back with their messages into the head, never packed
+        ready = ready.head
     if not isinstance(ready, deque):
         return False
     for entry in ready:
