@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
@@ -21,6 +22,7 @@ from roost.cluster.wire import PropertiesCache, message_cached, properties_of
 from roost.core.auth import User
 from roost.core.client import Client
 from roost.core.errors import BrokerError
+from roost.core.exchanges.offsets import OFFSETS_EXCHANGE
 from roost.core.flow import Publisher
 
 if TYPE_CHECKING:
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from roost.core.message import Message
     from roost.core.session import Session
     from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.cluster.home")
 
 # Deliveries a home node sends ahead of the acks of one remote subscription: the
 # subscriber asks for a credit sized to its own consumers' prefetch (``credit_for``), and
@@ -45,6 +49,21 @@ def credit_for(prefetches: list[int]) -> int:
     if not prefetches or 0 in prefetches:
         return CREDIT_MAX if prefetches else CREDIT
     return max(CREDIT, min(CREDIT_MAX, CREDIT_PER_PREFETCH * sum(prefetches)))
+
+
+def store_offset(vhost: VHost, queues: list[str], message: Message) -> None:
+    """A stream consumer's offset stored on a node that does not lead the stream (its
+    stand-in's ``commit_offset``): kept here as a local commit is, when this node still
+    leads it (a stand-in here would send it on: during a change of leader it is dropped,
+    as RabbitMQ drops a StoreOffset its leader does not take)."""
+    queue = vhost.queues.get(queues[0]) if queues else None
+    if queue is None or queue.remote or queue.deleted:
+        log.info("offset for '%s' dropped: the stream is not led here", queues)
+        return
+    try:
+        vhost.exchanges[OFFSETS_EXCHANGE].route(message)
+    except BrokerError as exc:
+        log.info("offset for '%s' refused: %s", queues, exc)
 
 
 class _Sink:
@@ -193,6 +212,9 @@ class Home:
         message = message_cached(
             peer.properties, frame.exchange, frame.routing_key, frame.properties, frame.body
         )
+        if frame.exchange == OFFSETS_EXCHANGE and vhost is not None:
+            store_offset(vhost, frame.queues, message)
+            return
         done = self.broker.durable_from_here()  # the store, and a quorum queue's majority
         taken = 0
         for name in frame.queues:

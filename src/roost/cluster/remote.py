@@ -328,9 +328,12 @@ class DataPlane:
                 consumer.session.consumer_gone(consumer)
 
     def _stand_ins(self, peer: str) -> list[RemoteQueue]:
-        return [
-            q
-            for vhost in self.broker.catalog.vhosts.values()
-            for q in vhost.queues.values()
-            if isinstance(q, RemoteQueue) and q.home == peer
-        ]
+        """The stand-ins for queues homed on ``peer``, with a replicated stream's lanes
+        (its further subscriptions here, ``stream_standin.py``)."""
+        found: list[RemoteQueue] = []
+        for vhost in self.broker.catalog.vhosts.values():
+            for q in vhost.queues.values():
+                if isinstance(q, RemoteQueue) and q.home == peer:
+                    found.append(q)
+                    found += getattr(q, "lanes", ())
+        return found

@@ -36,7 +36,8 @@ def _stream(client: Client, name: str) -> StreamQueue:
 
 def _any_stream(client: Client, name: str) -> Any:
     """A stream here, or a cluster's stand-in for a replicated stream led elsewhere
-    (``kind`` "stream"): both answer ``last_publishing_id`` and ``stored_offset``."""
+    (``kind`` "stream"): both answer ``last_publishing_id``, ``stored_offset``,
+    ``commit_offset`` and ``start_offset``; the stand-in ``committed_range`` too."""
     if client.access is not None:
         client.access.check("read", "queue", name)
     queue = client.vhost.queues.get(name)
@@ -58,26 +59,33 @@ def stream_offset(client: Client, stream: str, reference: str) -> int | None:
 
 
 def store_stream_offset(client: Client, stream: str, reference: str, offset: int) -> None:
-    """Store a consumer's offset as it says (also backwards, as RabbitMQ does)."""
-    _stream(client, stream).commit_offset(reference, offset)
+    """Store a consumer's offset as it says (also backwards, as RabbitMQ does); on a
+    node that does not lead a replicated stream, its stand-in sends it to the leader."""
+    _any_stream(client, stream).commit_offset(reference, offset)
 
 
 def stream_stats(client: Client, stream: str) -> dict[str, int]:
     """RabbitMQ's StreamStats figures; with one message per chunk id as Roost numbers
-    them, the first and committed chunk ids are the first and last offsets (-1: empty)."""
-    log = _stream(client, stream).log
-    last = log.next_offset - 1
-    empty = log.next_offset <= log.first_offset
+    them, the first and committed chunk ids are the first and last offsets (-1: empty).
+    A node that does not lead answers from its copy, as far as it knows it committed."""
+    queue = _any_stream(client, stream)
+    if isinstance(queue, StreamQueue):
+        first, end = queue.log.first_offset, queue.log.next_offset
+    else:
+        first, end = queue.committed_range()
+    empty = end <= first
     return {
-        "first_chunk_id": -1 if empty else log.first_offset,
-        "committed_chunk_id": -1 if empty else last,
+        "first_chunk_id": -1 if empty else first,
+        "committed_chunk_id": -1 if empty else end - 1,
     }
 
 
 def resolve_stream_offset(client: Client, stream: str, kind: str, value: int | None) -> int:
     """The first offset a consumer starting at ``kind`` ("first", "last", "next",
-    "offset", "timestamp") and ``value`` would read: ResolveOffsetSpec's answer."""
-    return _stream(client, stream).start_offset(kind, value, "")
+    "offset", "timestamp") and ``value`` would read: ResolveOffsetSpec's answer (on a
+    node that does not lead, from its copy's committed records)."""
+    start: int = _any_stream(client, stream).start_offset(kind, value, "")
+    return start
 
 
 def is_stream(client: Client, name: str) -> bool:

@@ -98,6 +98,8 @@ class StreamFollower:
                 name, offset = decode_offset(raw)
                 self.log.store_offset(name, offset)
                 self.stored[name] = offset
+            if frame.term == self.synced:  # its commit too (StreamStats here reads it)
+                self._note_commit(frame.commit_index)
             return
         if entries and entries[0][:1] == SYNC:
             _k, commit, first = SYNC_HEAD.unpack(entries[0])

@@ -349,9 +349,7 @@ class StreamGroups(GroupBase):
             for ex in vhost.exchanges.values()
             for b in ex.bindings_to(stand_in)
         ]
-        consumers = list(stand_in.consumers)  # read through the old leader: moved over
-        resume = stand_in.subscribe_arguments
-        stand_in.consumers.clear()
+        consumers = stand_in.moving()  # read through the old leader: moved over
         self._promoting = True
         try:
             queue = StreamQueue(
@@ -366,7 +364,7 @@ class StreamGroups(GroupBase):
                         vhost.bind(source, queue, routing_key, arguments)
         finally:
             self._promoting = False
-        for consumer in consumers:  # from the offset after the last one it was given
+        for consumer, resume in consumers:  # from the offset after the last one given
             consumer.queue = queue
             try:
                 if resume:

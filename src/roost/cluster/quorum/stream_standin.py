@@ -4,29 +4,49 @@ stream recovered from disk until its group is known (``stream_groups.py``)."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from roost.cluster.link import frames as f
 from roost.cluster.quorum.standin import QuorumStandIn
+from roost.cluster.wire import properties_of
 from roost.core.errors import PreconditionFailed
+from roost.core.exchanges.offsets import OFFSETS_EXCHANGE
+from roost.core.message import Message, Properties
 
 if TYPE_CHECKING:
     from roost.cluster.quorum.stream_follower import StreamFollower
+    from roost.cluster.remote import DataPlane
     from roost.core.consumer import Consumer
-    from roost.core.message import Message
     from roost.core.queues.entry import Entry
     from roost.core.queues.stream import StreamQueue
+    from roost.core.vhost import VHost
+
+log = logging.getLogger("roost.cluster.quorum")
 
 
 class StreamStandIn(QuorumStandIn):
-    """A replicated stream led on another node. Its one consumer here reads through the
-    leader with its own arguments (``x-stream-offset`` …); after a failover it
-    subscribes to the new leader from the offset after the last one it was given."""
+    """A replicated stream led on another node. Each consumer here reads through the
+    leader with its own arguments (``x-stream-offset`` …), in a subscription of its own
+    (the first in this stand-in, the others in lanes); after a failover each subscribes
+    to the new leader from the offset after the last one it was given."""
 
     kind = "stream"
     # this node's copy of the log when it is a member (stream_groups.py sets it): the
     # stream protocol's QueryPublisherSequence and QueryOffset are answered from it
     local_copy: Callable[[], StreamFollower | None] = staticmethod(lambda: None)
+
+    def __init__(self, plane: DataPlane, vhost: VHost, item: dict[str, Any], home: str) -> None:
+        super().__init__(plane, vhost, item, home)
+        # offsets this node's clients stored, sent to the leader, until this node's copy
+        # shows them (the leader sends each stored offset to every member): a QueryOffset
+        # here right after a StoreOffset here sees it
+        self.stored_here: dict[str, int] = {}
+        # further subscriptions of this node's consumers, one each (``_add_lane``); on a
+        # lane, ``main`` is the stand-in the vhost holds
+        self.lanes: list[StreamStandIn] = []
+        self.main: StreamStandIn | None = None
 
     def _copy(self) -> StreamFollower:
         copy = self.local_copy()
@@ -43,15 +63,61 @@ class StreamStandIn(QuorumStandIn):
         return self._copy().log.producers.get(producer)
 
     def stored_offset(self, name: str) -> int | None:
-        return self._copy().log.stored_offset(name)
+        here = self.stored_here.get(name)
+        copy = self.local_copy()
+        if copy is None and here is not None:
+            return here
+        stored = self._copy().log.stored_offset(name)
+        if here is None:
+            return stored
+        if stored == here:  # the leader's own now, and every member's
+            del self.stored_here[name]
+        return here
+
+    def commit_offset(self, name: str, offset: int) -> None:
+        """StoreOffset (or an ``amq.roost.offsets`` commit) on a node that does not lead:
+        sent to the leader, as RabbitMQ writes a stored offset to the stream's leader,
+        which keeps it as its own and sends it to every member, so it survives a
+        failover as the leader's offsets do. No answer: with the leader's node out of
+        reach it is dropped, as a StoreOffset is, and logged."""
+        link = self.plane.node.links.link(self.home)
+        if link is None:
+            where, home = self._where(), self.home
+            log.info("%s: offset of '%s' not stored: leader '%s' out of reach", where, name, home)
+            return
+        self.stored_here[name] = offset
+        headers: dict[str, Any] = {"x-stream-consumer-name": name, "x-stream-offset": offset}
+        message = Message(OFFSETS_EXCHANGE, self.name, Properties(headers=headers), b"")
+        raw = properties_of(message)  # publish id 0: nothing waits for an answer
+        link.send(
+            f.Publish(0, 0, self.vhost.name, [self.name], OFFSETS_EXCHANGE, self.name, raw, b"")
+        )
+
+    def committed_range(self) -> tuple[int, int]:
+        """(first offset, end of what this node knows is committed) of its copy."""
+        copy = self._copy()
+        return copy.log.first_offset, min(copy.known, copy.log.next_offset)
+
+    def start_offset(self, kind: str, value: int | None, name: str) -> int:
+        """Where a subscription from ``kind``/``value`` starts, from this node's copy as
+        far as it knows the records committed (ResolveOffsetSpec here)."""
+        copy = self._copy()
+        first, end = self.committed_range()
+        if kind == "first":
+            return first
+        if kind == "last":
+            return max(min(copy.log.last_chunk_offset, end - 1), first)
+        if kind == "offset":
+            return value or 0
+        if kind == "timestamp":
+            return min(copy.log.offset_for_time(value or 0), end)
+        return end
 
     def add_consumer(self, consumer: Consumer) -> None:
         where = f"stream queue '{self.name}' in vhost '{self.vhost.name}'"
-        if self.consumers:
-            raise PreconditionFailed(
-                f"one consumer per connection node for {where} led on node '{self.home}':"
-                " consume on the leader's node for more"
-            )
+        if self.consumers and self.main is None:
+            self._add_lane(consumer)
+            return
         try:
             json.dumps(consumer.arguments)
         except (TypeError, ValueError):
@@ -62,10 +128,47 @@ class StreamStandIn(QuorumStandIn):
         self.subscribe_arguments = dict(consumer.arguments)
         super().add_consumer(consumer)
 
+    def _add_lane(self, consumer: Consumer) -> None:
+        """A further consumer here reads through a subscription of its own at the leader
+        (each its own offset): a lane, a stand-in of the same stream that only the main
+        one knows (the vhost, routing and management see the main one)."""
+        item = {"name": self.name, "durable": self.durable, "arguments": dict(self.arguments)}
+        lane = StreamStandIn(self.plane, self.vhost, item, self.home)
+        lane.main = self
+        lane.group = self.group
+        lane.local_copy = self.local_copy
+        consumer.queue = lane
+        try:
+            lane.add_consumer(consumer)
+        except BaseException:
+            consumer.queue = self
+            raise
+        self.lanes.append(lane)
+
+    def moving(self) -> list[tuple[Consumer, dict[str, Any] | None]]:
+        """This node now leads the stream: every consumer here (lanes' too) leaves, each
+        with the arguments it resumes from (the offset after the last it was given)."""
+        found = [(consumer, self.subscribe_arguments) for consumer in self.consumers]
+        self.consumers.clear()
+        for lane in self.lanes:
+            found += lane.moving()
+            lane.plane.unsubscribe(lane)
+        self.lanes.clear()
+        return found
+
+    @property
+    def consumer_count(self) -> int:
+        lanes = sum(len(ln.consumers) - (1 if ln.consumer_id else 0) for ln in self.lanes)
+        return super().consumer_count + lanes
+
     def rehome(self, home: str) -> None:
         moved = home != self.home
         super().rehome(home)
-        if moved:  # the stream protocol's publishers here are told (MetadataUpdate)
+        for lane in self.lanes:  # each subscribes there from its own resume offset
+            lane.rehome(home)
+        if moved and self.main is None:
+            self.stored_here.clear()  # the old leader may have gone before sending them
+            # the stream protocol's publishers here are told (MetadataUpdate)
             self.vhost.streams.moved(self.vhost.name, self.name)
 
     def purge(self) -> int:
@@ -79,12 +182,23 @@ class StreamStandIn(QuorumStandIn):
             )
         count = self.message_count
         self._give_back(requeue=False)
+        for lane in self.lanes:  # their consumers are cancelled as the main one's were
+            lane.deleted = True
+            for consumer in list(lane.consumers):
+                lane.consumers.remove(consumer)
+                consumer.session.consumer_gone(consumer)
+            lane._give_back(requeue=False)
+            lane.plane.unsubscribe(lane)
+        self.lanes.clear()
         return count
 
     def remove_consumer(self, consumer: Consumer) -> None:
         super().remove_consumer(consumer)
         if not self.consumers:
             self.subscribe_arguments = None
+            main = self.main
+            if main is not None and self in main.lanes:
+                main.lanes.remove(self)
 
     def arrived(
         self, delivery_id: int, redelivered: bool, message: Message, home_seq: int = 0
