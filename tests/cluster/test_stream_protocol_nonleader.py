@@ -116,13 +116,17 @@ async def _offsets(nodes: list[RoostProcess]) -> None:
         assert (resolved.response_code, resolved.offset) == (c.OK, offset), (spec, resolved)
 
     # two rstream clients connected to n2 itself (n1 leads), each subscribed to the
-    # stream from its own offset: each reads through a subscription of its own at the
-    # leader, and keeps reading through the failover
-    reads: dict[int, list[tuple[int, bytes]]] = {0: [], 60: []}
-    readers = [await _subscribed(n2, start, got) for start, got in reads.items()]
+    # stream from its own offset, and two to n3: each reads through a subscription of
+    # its own at the leader, and keeps reading through the failover (on the member that
+    # takes over, its consumers move onto the stream there; on the other, they follow
+    # the new leader: both ways are taken whichever wins)
+    reads: dict[tuple[int, int], list[tuple[int, bytes]]] = {
+        (2, 0): [], (2, 60): [], (3, 30): [], (3, 90): []
+    }  # fmt: skip
+    readers = [await _subscribed(nodes[n - 1], start, got) for (n, start), got in reads.items()]
     await asyncio.to_thread(_publish, n1, range(RECORDS, 150))
-    await _until(lambda: all(len(got) >= 150 - start for start, got in reads.items()),
-                 "both subscriptions to read up to 150", detail=lambda: _seen(reads))  # fmt: skip
+    await _until(lambda: all(len(got) >= 150 - s for (_n, s), got in reads.items()),
+                 "each subscription to read up to 150", detail=lambda: _seen(reads))  # fmt: skip
 
     # kill -9 of the leader: the offsets stored through n2 and n3 are the new leader's
     n1.kill()
@@ -138,15 +142,15 @@ async def _offsets(nodes: list[RoostProcess]) -> None:
     await producer.close()
     await _query_until(leader, "reader", 77, "the new leader, stored on its member")
 
-    # both subscriptions read what the new leader commits, each exactly its records
+    # every subscription reads what the new leader commits, each exactly its records
     await asyncio.to_thread(_publish, leader, range(150, TOTAL))
-    await _until(lambda: all(len(got) >= TOTAL - start for start, got in reads.items()),
-                 "both to read to the end", detail=lambda: _seen(reads))  # fmt: skip
+    await _until(lambda: all(len(got) >= TOTAL - s for (_n, s), got in reads.items()),
+                 "each to read to the end", detail=lambda: _seen(reads))  # fmt: skip
     await asyncio.sleep(0.3)  # anything read twice would come now
     for reader in readers:
         await reader.close()
-    for start, got in reads.items():
-        assert [o for o, _ in got] == list(range(start, TOTAL)), f"offsets from {start}"
+    for (n, start), got in reads.items():
+        assert [o for o, _ in got] == list(range(start, TOTAL)), f"offsets from {start} on n{n}"
         assert [b for _, b in got] == [f"m{i}".encode() for i in range(start, TOTAL)]
 
 
@@ -170,9 +174,10 @@ async def _subscribed(node: RoostProcess, start: int, got: list[tuple[int, bytes
     return producer
 
 
-def _seen(reads: dict[int, list[tuple[int, bytes]]]) -> str:
+def _seen(reads: dict[tuple[int, int], list[tuple[int, bytes]]]) -> str:
     return ": " + ", ".join(
-        f"from {s}: {len(got)} read, last {got[-1][0] if got else None}" for s, got in reads.items()
+        f"n{n} from {s}: {len(got)} read, last {got[-1][0] if got else None}"
+        for (n, s), got in reads.items()
     )
 
 
