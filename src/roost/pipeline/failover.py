@@ -32,7 +32,7 @@ DEFAULT_TIMEOUT = 60.0
 # 320 a node shutting down, 541 an internal error (a cluster write that failed), 506
 # out of resources; and two by their text: 404 for a queue whose leader's node is down
 # (a replicated stream between two leaders), 406 for a second relayed stream consumer
-# on a node that does not lead (one per node)
+# on a node that does not lead (older nodes relayed one per node; now any number)
 _ELSEWHERE = {320, 506, 541}
 
 
