@@ -102,6 +102,10 @@ async def _offsets(nodes: list[RoostProcess]) -> None:
     await client.store_offset(STREAM, "rewound", 12)
     await producer.close()
     await _query_until(n1, "rewound", 12, "the leader n1 after a rewind")
+    # an AMQP client's commit through amq.roost.offsets on n3 goes the same way (before,
+    # a node that does not lead refused it: 406 not a stream)
+    await asyncio.to_thread(_commit_over_amqp, n3, "amqp-reader", 33)
+    await _query_until(n1, "amqp-reader", 33, "the leader n1, committed over AMQP on n3")
     # n2's copy has it too: the leader's frame carrying it told n2 its commit (all 100
     # records were confirmed, so committed, before these offsets were stored)
     await _query_until(n2, "rewound", 12, "the member n2 after a rewind")
@@ -179,6 +183,14 @@ def _seen(reads: dict[tuple[int, int], list[tuple[int, bytes]]]) -> str:
         f"n{n} from {s}: {len(got)} read, last {got[-1][0] if got else None}"
         for (n, s), got in reads.items()
     )
+
+
+def _commit_over_amqp(node: RoostProcess, name: str, offset: int) -> None:
+    headers = {"x-stream": STREAM, "x-stream-consumer-name": name, "x-stream-offset": offset}
+    with pika.BlockingConnection(pika.URLParameters(node.url)) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("amq.roost.offsets", STREAM, b"", pika.BasicProperties(headers=headers))
 
 
 def _publish(node: RoostProcess, numbers: range) -> None:
