@@ -23,10 +23,14 @@ from rstream.recovery import BackOffRecoveryStrategy
 
 from roost.cluster.etcd_server import EtcdServer
 from roost.stream_protocol import constants as c
+from roost.stream_protocol.codec import encode
 from roost.stream_protocol.frames import (
     OffsetSpec,
+    QueryOffset,
+    QueryOffsetResponse,
     ResolveOffsetSpec,
     ResolveOffsetSpecResponse,
+    StoreOffset,
     StreamStats,
     StreamStatsResponse,
 )
@@ -92,6 +96,19 @@ async def _offsets(nodes: list[RoostProcess]) -> None:
     await client.store_offset(STREAM, "reader", 41)
     assert await _query(n2, "reader") == 41
     await producer.close()
+    # StoreOffset and QueryOffset in one write: n2 answers before the leader could have
+    # sent the offset back to n2's copy, so only n2's memory of its own write answers
+    raw = await _raw_session(n2.stream_port)
+    try:
+        raw.writer.write(
+            encode(StoreOffset("piped", STREAM, 55)) + encode(QueryOffset(9, "piped", STREAM))
+        )
+        answer = await raw.next()
+        while not isinstance(answer, QueryOffsetResponse):
+            answer = await raw.next()
+    finally:
+        await raw.close()
+    assert (answer.response_code, answer.offset) == (c.OK, 55), answer
     # it reached the leader, and through it the other member
     await _query_until(n1, "reader", 41, "the leader n1")
     await _query_until(n3, "reader", 41, "the member n3")
