@@ -175,8 +175,8 @@ def test_a_member_taken_out_while_down_drops_its_copy_when_it_returns(
         eventually(lambda: members(n1, "gone") == ["n1", "n2"], 10)
         assert any(copy.glob("*.seg"))  # n3 was down: its files are still there
         n3.start()
+        eventually(lambda: not copy.exists(), 20, "n3's copy never went")
         n3.wait_for_log("taken out of its group while down")
-        eventually(lambda: not copy.exists(), 10, "n3's copy never went")
         assert members(n3, "gone") == ["n1", "n2"]
         more = [b"h%04d" % i for i in range(10)]
         publish_each(n3, "gone", more)  # n3 serves it through its stand-in
