@@ -79,6 +79,7 @@ class StreamGroups(GroupBase):
         self.groups: dict[Key, QuorumGroup] = {}
         self.tasks: dict[Key, asyncio.Task[None]] = {}
         self.elections: dict[Key, Election] = {}  # of the streams led here
+        self.kept: set[Key] = set()  # copies found on disk at start, kept for a stand-in
         self.members = StreamMembers(self)
         self._promoting = False
         self._hold_recovered()
@@ -133,6 +134,8 @@ class StreamGroups(GroupBase):
         key = (queue.vhost.name, queue.name)
         if not isinstance(taken, StreamStandIn | StreamQueue) or key in self.members.left:
             queue.log.destroy()
+        else:
+            self.kept.add(key)
 
     def _hold_recovered(self) -> None:
         """Streams recovered from disk refuse publishes until ``start``: the links are up
@@ -167,8 +170,8 @@ class StreamGroups(GroupBase):
         if vhost.queues.get(stand_in.name) is not stand_in:
             return
         if self.name not in members:
-            if kv is not None:  # taken out while this node was down: the copy goes
-                self.members.left.add(key)
+            if kv is not None and key in self.kept:  # taken out while down: the copy goes
+                self.kept.discard(key)
                 open_log(vhost.streams, key[0], key[1], dict(stand_in.arguments)).destroy()
                 log.info("stream %s: taken out of its group while down, its copy goes", key)
             return
