@@ -76,6 +76,7 @@ def test_a_member_killed_takes_only_what_it_missed_at_the_same_offsets(
         n3.kill()  # kill -9 of a member
         n1.wait_for_log("link with n3 down")
         eventually(lambda: online(n1, "cu") == ["n1", "n2"], 10)
+        eventually(lambda: online(n2, "cu") == ["n1", "n2"], 10)  # as the page will read it
         ui_replicas(n2, "cu")  # the web UI's queue page: leader, members, n3 not online
         publish(n1, "cu", [b"b%05d" % i for i in range(2000)])
         since, since3 = len(n1.log_lines), len(n3.log_lines)
