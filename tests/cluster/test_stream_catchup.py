@@ -17,6 +17,7 @@ from roost.store.stream_codec import decode_stream_message
 from roost.store.stream_log import StreamLog
 from roost.store.stream_truncate import read_mark
 from tests.cluster.test_quorum import queue_json, three_nodes
+from tests.cluster.test_quorum_sync import ui_replicas
 from tests.cluster.test_stream_replicas import STREAM, leader_of
 from tests.support import RoostProcess, eventually
 
@@ -59,7 +60,7 @@ def test_a_member_killed_takes_only_what_it_missed_at_the_same_offsets(
     shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
 ) -> None:
     nodes = three_nodes(shared_etcd, etcd_prefix, tmp_path)
-    n1, _n2, n3 = nodes
+    n1, n2, n3 = nodes
     try:
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             conn.channel().queue_declare("cu", durable=True, arguments=STREAM)
@@ -74,6 +75,9 @@ def test_a_member_killed_takes_only_what_it_missed_at_the_same_offsets(
         inode = first_segment.stat().st_ino
         n3.kill()  # kill -9 of a member
         n1.wait_for_log("link with n3 down")
+        eventually(lambda: online(n1, "cu") == ["n1", "n2"], 10)
+        eventually(lambda: online(n2, "cu") == ["n1", "n2"], 10)  # as the page will read it
+        ui_replicas(n2, "cu")  # the web UI's queue page: leader, members, n3 not online
         publish(n1, "cu", [b"b%05d" % i for i in range(2000)])
         since, since3 = len(n1.log_lines), len(n3.log_lines)
         n3.start()

@@ -50,14 +50,18 @@ def add_queues_arguments(sub: Any) -> None:
         sp.add_argument("queue")
         sp.add_argument("node")
         sp.set_defaults(ctl_func=func)
-    sp = qs.add_parser("grow", help="add NODE to every quorum queue's group (ends a shrink)")
+    sp = qs.add_parser(
+        "grow", help="add NODE to every quorum queue's and replicated stream's group (ends shrink)"
+    )
     sp.add_argument("node")
     sp.add_argument("strategy", nargs="?", choices=("all", "even"), default="all")
     sp.add_argument("--vhost-pattern", default=".*", help="regular expression")
     sp.add_argument("--queue-pattern", default=".*", help="regular expression")
     sp.set_defaults(ctl_func=cmd_grow)
     sp = qs.add_parser(
-        "shrink", help="move NODE's members off it (decommission): other nodes take its place"
+        "shrink",
+        help="move NODE's quorum queue and stream members off it (decommission):"
+        " other nodes take its place",
     )
     sp.add_argument("node")
     sp.set_defaults(ctl_func=cmd_shrink)

@@ -1,4 +1,4 @@
-"""Changing a replicated quorum queue's members: RabbitMQ's ``add_member`` /
+"""Changing a replicated quorum queue's or stream's members: RabbitMQ's ``add_member`` /
 ``delete_member`` / ``grow`` / ``shrink``, asked of any node, done by the leader.
 
 A request is written to etcd (``PREFIX/quorum-req/VHOST/QUEUE``); the queue's leader,
@@ -119,8 +119,10 @@ class MemberControl:
         raise BrokerError(f"the leader of '{key[1]}' did not apply the change in time")
 
     async def _groups(self, vhost_pattern: str, queue_pattern: str) -> list[tuple[Key, list[str]]]:
-        """Every quorum queue matching the patterns (regular expressions, as RabbitMQ's)
-        with its members."""
+        """Every quorum queue and replicated stream matching the patterns (regular
+        expressions, as RabbitMQ's) with its members. RabbitMQ 3.10's ``grow`` and
+        ``shrink`` act on quorum queues only (streams have ``rabbitmq-streams
+        add_replica``); here a node's replicas of both move, so a drain empties it."""
         import re
 
         vre, qre = re.compile(vhost_pattern), re.compile(queue_pattern)
@@ -129,9 +131,13 @@ class MemberControl:
             if not vre.search(vhost.name):
                 continue
             for q in list(vhost.queues.values()):
-                if q.kind == "quorum" and qre.search(q.name):
+                if q.kind not in ("quorum", "stream") or not qre.search(q.name):
+                    continue
+                try:
                     group = await self._group(vhost.name, q.name)
-                    found.append(((vhost.name, q.name), list(group["members"])))
+                except PreconditionFailed:  # a stream that is not replicated
+                    continue
+                found.append(((vhost.name, q.name), list(group["members"])))
         return found
 
     async def grow(

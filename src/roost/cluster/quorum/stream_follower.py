@@ -76,6 +76,8 @@ class StreamFollower:
         self.durable_index = self.log.next_offset  # reopened: on disk
         self.stored: dict[str, int] = {}  # named consumers' offsets the leader sent
         self.synced = 0  # the term whose SYNC this copy took: its batches are welcome
+        self.marked = 0  # the newest term whose marker this copy holds (``position``)
+        self.term_start = 0  # the synced leader's term start: its marker's offset
         self.generation = 0  # one per SYNC: an older batch's late fsync answers nothing
         # records below ``known`` are committed (the same at every member, every term)
         self.known = min(self.log.committed_mark, self.log.next_offset)
@@ -83,8 +85,15 @@ class StreamFollower:
 
     @property
     def position(self) -> tuple[int, int]:
-        """(term, durable offset): the longest log campaigns first on failover."""
-        return (self.term, self.durable_index)
+        """(term, durable offset): the longest log campaigns first on failover. The term
+        is that of the newest leader whose marker this copy holds: it took that leader's
+        ``SYNC`` and holds every record the leader was elected with (its ``term_start``),
+        as a Raft member holding a new leader's empty entry. Not the newest term seen: a
+        newer term's batch refused before its ``SYNC``, or a ``SYNC`` taken with the
+        leader's inherited records still to come, leaves older terms' records here,
+        which must not rank as the newer term's (Raft compares the last record's term,
+        "Figure 8")."""
+        return (self.marked, self.durable_index)
 
     def receive(self, link: Link, frame: f.Replicate) -> None:
         if frame.term < self.term or frame.term <= self.fence:
@@ -102,8 +111,9 @@ class StreamFollower:
                 self._note_commit(frame.commit_index)
             return
         if entries and entries[0][:1] == SYNC:
-            _k, commit, first = SYNC_HEAD.unpack(entries[0])
+            _k, commit, first, term_start = SYNC_HEAD.unpack(entries[0])
             self._sync(frame.term, first)
+            self.term_start = term_start
             self._note_commit(commit)
             self._after_fsync(link)
             return
@@ -170,6 +180,8 @@ class StreamFollower:
         def durable(ok: bool) -> None:
             if ok and term == self.term and generation == self.generation:
                 self.durable_index = max(self.durable_index, upto)
+                if term == self.synced and self.durable_index >= self.term_start:
+                    self.marked = term  # holds the synced leader's marker
                 self._answer(link, ok=True)
 
         self.message_store.when_durable(durable)
@@ -177,7 +189,7 @@ class StreamFollower:
     def _start_over(self) -> None:
         self.log.destroy()
         self.log = open_log(self.streams, self.vhost, self.queue, self.arguments)
-        self.durable_index = self.known = self.synced = 0
+        self.durable_index = self.known = self.synced = self.marked = 0
 
     def _answer(self, link: Link, *, ok: bool) -> None:
         term = max(self.term, self.fence + 1) if not ok else self.term

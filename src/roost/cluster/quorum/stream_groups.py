@@ -36,7 +36,7 @@ from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
 from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.standin import QuorumGroup
-from roost.cluster.quorum.stream_follower import StreamFollower
+from roost.cluster.quorum.stream_follower import StreamFollower, open_log
 from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
 from roost.cluster.quorum.stream_members import StreamMembers
 from roost.cluster.quorum.stream_standin import Rejoining, StreamStandIn
@@ -79,6 +79,7 @@ class StreamGroups(GroupBase):
         self.groups: dict[Key, QuorumGroup] = {}
         self.tasks: dict[Key, asyncio.Task[None]] = {}
         self.elections: dict[Key, Election] = {}  # of the streams led here
+        self.kept: set[Key] = set()  # copies found on disk at start, kept for a stand-in
         self.members = StreamMembers(self)
         self._promoting = False
         self._hold_recovered()
@@ -133,6 +134,8 @@ class StreamGroups(GroupBase):
         key = (queue.vhost.name, queue.name)
         if not isinstance(taken, StreamStandIn | StreamQueue) or key in self.members.left:
             queue.log.destroy()
+        else:
+            self.kept.add(key)
 
     def _hold_recovered(self) -> None:
         """Streams recovered from disk refuse publishes until ``start``: the links are up
@@ -156,14 +159,21 @@ class StreamGroups(GroupBase):
     async def _adopt_copy(self, stand_in: StreamStandIn) -> None:
         """A member restarted while another node led its stream: its copy (kept on disk)
         follows from now on, so it takes part in the next election even if that leader
-        never sends to it again."""
+        never sends to it again. A copy of a group that no longer lists this node (taken
+        out while it was down) is deleted."""
         key = (stand_in.vhost.name, stand_in.name)
         kv = await self.node.coordinator.get(self._key("stream-group", key))
         members = json.loads(kv.value)["members"] if kv is not None else []
         vhost = stand_in.vhost
-        if self.name not in members or key in self.following or key in self.leading:
+        if key in self.following or key in self.leading:
             return
         if vhost.queues.get(stand_in.name) is not stand_in:
+            return
+        if self.name not in members:
+            if kv is not None and key in self.kept:  # taken out while down: the copy goes
+                self.kept.discard(key)
+                open_log(vhost.streams, key[0], key[1], dict(stand_in.arguments)).destroy()
+                log.info("stream %s: taken out of its group while down, its copy goes", key)
             return
         follower = StreamFollower(
             vhost.streams, self.broker.message_store, key[0], key[1], dict(stand_in.arguments)

@@ -43,7 +43,8 @@ MARK_EVERY = 0.1  # seconds between two writes of the committed mark (a stale on
 BATCH_BYTES = 1 << 20  # one Replicate frame carries about this much
 
 SYNC, REC, OFS = b"S", b"M", b"O"
-SYNC_HEAD = struct.Struct("!cQQ")  # kind, the leader's commit, its first offset
+# kind, the leader's commit, its first offset, its term's first offset (``term_start``)
+SYNC_HEAD = struct.Struct("!cQQQ")
 _OFS = struct.Struct("!cQ")  # kind, a named consumer's stored offset (the name follows)
 # kind, offset, timestamp, publishing id, lengths of the producer name, exchange, routing
 # key and properties: a member's copy keeps each record's producer and publishing id, so
@@ -52,8 +53,8 @@ _OFS = struct.Struct("!cQ")  # kind, a named consumer's stored offset (the name 
 _REC = struct.Struct("!cQqqHHHI")
 
 
-def sync_record(commit: int, first: int) -> bytes:
-    return SYNC_HEAD.pack(SYNC, commit, first)
+def sync_record(commit: int, first: int, term_start: int = 0) -> bytes:
+    return SYNC_HEAD.pack(SYNC, commit, first, term_start)
 
 
 def offset_record(name: str, offset: int) -> bytes:
@@ -104,6 +105,20 @@ def decode(raw: bytes) -> Shipped:
     )
 
 
+def commit_point(held: int, commit: int, term_start: int) -> int:
+    """The commit a leader may move to when a majority holds the records below ``held``.
+
+    Raft's rule (§5.4.2, "Figure 8"): records of older terms commit only together with
+    one of the leader's own term. Raft's new leader appends an empty entry; a stream's
+    records take offsets consumers see, so here the term's marker is its ``SYNC``,
+    placed at ``term_start`` (the end of the log the leader was elected with): a member
+    that took it and holds every record below ``term_start`` ranks with this term in
+    the next election (``StreamFollower.position``), as a Raft member holding the empty
+    entry does. So none of the inherited records commits until a majority holds them
+    all; from there on, every record does as a majority holds it."""
+    return held if held >= term_start else commit
+
+
 class StreamReplicator(LeaderRole):
     keeps_copy = True  # replaced by a stand-in (deposed): the copy stays for its member
 
@@ -122,6 +137,12 @@ class StreamReplicator(LeaderRole):
         self.acked: dict[str, int] = {}  # member -> the offset after its durable records
         self.sent: dict[str, int | None] = {}  # member -> next offset to send; None: syncing
         self.commit = 0
+        # Raft's commit rule (§5.4.2, "Figure 8", ``commit_point``): the records this
+        # leader inherited past what it knows committed (``floor``, its copy's committed
+        # mark) are of older terms; counting their holders alone could commit a record
+        # a later election overwrites, so they commit once a majority holds all of them
+        self.term_start = queue.log.next_offset
+        self.floor = min(queue.log.committed_mark, self.term_start)
         # named consumers' stored offsets known here (a member's copy gets them all)
         self.stored: dict[str, int] = {}
         self.waits: deque[tuple[int, int]] = deque()  # (offset after the publish, Pending number)
@@ -182,9 +203,13 @@ class StreamReplicator(LeaderRole):
 
     def started(self, term: int) -> None:
         self.term = term
+        if self.floor > self.commit:  # committed by an earlier leader: readable at once
+            self.commit = self.queue.committed = self.floor
         for member in self.followers:
             self.sent[member] = None
             self._send_sync(member)
+        if self.queue.consumers:
+            self.queue.dispatch()
         self._commit()
         self._watch()
 
@@ -204,7 +229,7 @@ class StreamReplicator(LeaderRole):
                     self.term,
                     0,
                     self.commit,
-                    [sync_record(self.commit, q.log.first_offset)],
+                    [sync_record(self.commit, q.log.first_offset, self.term_start)],
                 )
             )
 
@@ -317,7 +342,7 @@ class StreamReplicator(LeaderRole):
     def _commit(self) -> None:
         if not self.term or self.deposed:
             return
-        commit = self._majority_holds()
+        commit = commit_point(self._majority_holds(), self.commit, self.term_start)
         if commit <= self.commit:
             return
         self.commit = commit

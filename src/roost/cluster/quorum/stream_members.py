@@ -113,7 +113,8 @@ class StreamMembers:
                     rep.resync(node)  # its copy is made on this SYNC, then caught up
             elif op in ("delete", "move") and node in members and len(members) > 1:
                 members.remove(node)
-                target = min(target, len(members))
+                if op == "delete":  # a move (``shrink``) keeps the size: it grows back
+                    target = min(target, len(members))
                 if node == groups.name:
                     await self._hand_over(key, rep, election, members, target, request)
                     return
@@ -177,7 +178,7 @@ class StreamMembers:
 
     async def reconcile(self) -> None:
         """Every ``RECONCILE`` seconds: streams led here with fewer members than their
-        target take running nodes that are not members, one at a time."""
+        target take running nodes that are neither members nor drained, one at a time."""
         while True:
             await asyncio.sleep(RECONCILE)
             with contextlib.suppress(Exception):
@@ -191,7 +192,8 @@ class StreamMembers:
                 continue
             if len(rep.members) >= self.target(key, rep.queue.arguments):
                 continue
-            spare = [n for n in running if n not in rep.members]
+            drained = groups.quorum.regroup.drained  # ``shrink NODE``: no new members there
+            spare = [n for n in running if n not in rep.members and n not in drained]
             if spare:
                 log.info("stream %s: growing back onto %s", key, spare[0])
                 await self.apply(key, {"op": "add", "node": spare[0]})

@@ -1,5 +1,5 @@
-"""A replicated quorum queue's members, shaped like RabbitMQ's (3.13 and later) HTTP API
-for ``rabbitmq-queues add_member | delete_member | grow | shrink``:
+"""A replicated quorum queue's or stream's members, shaped like RabbitMQ's (3.13 and
+later) HTTP API for ``rabbitmq-queues add_member | delete_member | grow | shrink``:
 
 - ``POST /api/queues/quorum/{vhost}/{name}/replicas/add`` ``{"node": N}``
 - ``DELETE /api/queues/quorum/{vhost}/{name}/replicas/delete`` ``{"node": N}``
@@ -96,6 +96,8 @@ ROUTES = [
     Route(
         "DELETE", QQ + "/delete", delete_member, "Remove a quorum queue's member", body=NODE_BODY
     ),
-    Route("POST", ON + "/grow", grow, "Add a node to quorum queues' groups", body=GROW_BODY),
-    Route("DELETE", ON + "/shrink", shrink, "Move a node's quorum queue members off it"),
+    Route(
+        "POST", ON + "/grow", grow, "Add a node to quorum queue and stream groups", body=GROW_BODY
+    ),
+    Route("DELETE", ON + "/shrink", shrink, "Move a node's quorum queue and stream members off it"),
 ]

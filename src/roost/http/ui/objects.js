@@ -51,7 +51,7 @@ export async function queuePage(main, [vhost, name]) {
     { key: "consumer_tag", label: "Tag" }, { key: "channel_details.name", label: "Channel" },
     { key: "ack_required", label: "Ack required" }, { key: "prefetch_count", label: "Prefetch", num: true },
   ]);
-  // a cluster's replicated quorum queue: its leader, every member and which are in sync
+  // a cluster's replicated quorum queue or stream: its leader, every member, which are in sync
   const replicas = new Table("queue-replicas", [
     { key: "node", label: "Node" }, { key: "role", label: "Role" }, { key: "online", label: "Online (in sync)" },
   ]);
