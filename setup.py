@@ -47,6 +47,7 @@ COMPILED = [
     "src/roost/core/flow.py",
     "src/roost/core/latency.py",
     "src/roost/core/access.py",
+    "src/roost/core/queues/message_path.py",
 ]
 
 

@@ -47,6 +47,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.flow",
     "roost.core.latency",
     "roost.core.access",
+    "roost.core.queues.message_path",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 
