@@ -48,6 +48,7 @@ COMPILED = [
     "src/roost/core/latency.py",
     "src/roost/core/access.py",
     "src/roost/core/queues/message_path.py",
+    "src/roost/core/queues/entry.py",
 ]
 
 
