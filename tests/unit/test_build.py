@@ -71,12 +71,16 @@ def test_pure_python_runs_with_the_env_switch() -> None:
 # The unit tests of what is compiled, run again on the pure build (the rest of the suite
 # runs on the compiled one): the codecs, the AMQP session and handlers over the core
 # (tests/amqp drives them in process), the sans-IO STOMP session, the core's sessions,
-# queues, exchanges and flow, and the store's in-process tests. In three groups, each in
+# queues, exchanges and flow, and the store's in-process tests. In four groups, each in
 # a process of its own with its own time limit: as one they took ~75 s of wall time on a
-# 2-core box at load ~10 (17 s of CPU), close to the suite's 120 s per test; each group
-# now takes about a third of that.
+# 2-core box at load ~10 (17 s of CPU), close to the suite's 120 s per test.
 PURE_TESTS: dict[str, tuple[str, ...]] = {
-    "codec": ("tests/codec",),
+    # the connection state machine's Hypothesis run is ~half of the codec tests' time
+    "codec-state-machine": ("tests/codec/test_connection_state_machine.py",),
+    "codec": (
+        "tests/codec", "--deselect",
+        "tests/codec/test_connection_state_machine.py::TestConnectionStateMachine::runTest",
+    ),
     "core-amqp": (
         "tests/core", "tests/amqp", "tests/unit/test_session.py",
         "tests/unit/test_exchanges.py", "tests/unit/test_flow.py",
