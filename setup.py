@@ -47,6 +47,8 @@ COMPILED = [
     "src/roost/core/flow.py",
     "src/roost/core/latency.py",
     "src/roost/core/access.py",
+    "src/roost/core/queues/message_path.py",
+    "src/roost/core/queues/entry.py",
 ]
 
 

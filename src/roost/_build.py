@@ -47,6 +47,8 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.flow",
     "roost.core.latency",
     "roost.core.access",
+    "roost.core.queues.message_path",
+    "roost.core.queues.entry",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 

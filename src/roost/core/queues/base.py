@@ -11,30 +11,19 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from roost.core.consumer import NO_ARGUMENTS
 from roost.core.errors import AccessRefused
 from roost.core.features.consumer_choice import (
-    Chooser,
     check_consumer_arguments,
     chooser_for,
     single_active_argument,
 )
 from roost.core.features.lifecycle import QueueFeatures
 from roost.core.features.settings import QueueSettings
-from roost.core.features.ttl import wall_ms
 from roost.core.flow import QueueFlow
 from roost.core.message import Message, Properties
-from roost.core.mutators import Chain, MutationRefused
 from roost.core.queues.entry import Entry
+from roost.core.queues.message_path import PAGE_KEEP_BYTES as PAGE_KEEP_BYTES
+from roost.core.queues.message_path import PAGE_KEEP_MESSAGES as PAGE_KEEP_MESSAGES
+from roost.core.queues.message_path import PAGE_WINDOW, MessagePath
 from roost.core.queues.paged import PagedReady
-
-# A durable queue keeps the messages of its first ready entries in memory, up to
-# PAGE_KEEP_MESSAGES and PAGE_KEEP_BYTES of bodies (PAGE_WINDOW under memory pressure);
-# persistent messages queued behind them live only in the store (and, packed, in
-# PagedReady's arrays) and are read back for delivery. The limits sit above the flow
-# watermark (core.flow's 10,000 messages), so a queue whose consumers keep up, held at
-# that watermark, delivers from memory: with the window at 1,024 every delivery of
-# such a queue was a read (the durable benchmark lost a third of its rate to it).
-PAGE_WINDOW = 1024
-PAGE_KEEP_MESSAGES = 16_384
-PAGE_KEEP_BYTES = 16 * 1024 * 1024
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -88,7 +77,9 @@ def add_refusal(so_far: str, queue: Queue) -> str:
     return f"{so_far}; {reason}" if so_far else reason
 
 
-class Queue:
+class Queue(MessagePath):
+    """A classic queue; what every message does in it is ``MessagePath``'s (compiled)."""
+
     # ClassVar: the kinds of queue set these per class (mypyc, compiling the modules
     # that read them, must not take them for instance attributes)
     kind: ClassVar[str] = "classic"
@@ -114,13 +105,13 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = arguments or NO_ARGUMENTS
-        self.ready: Ready = NO_READY  # a deque of its own with the first entry
+        self.ready = NO_READY  # a deque of its own with the first entry
         self.ready_bytes = 0
         self.consumers: list[Consumer] = []
         # who gets the next message when plain round robin is not enough: consumer
         # priorities or a single active consumer (core.features.consumer_choice)
         self.single_active = single_active_argument(vhost.name, name, self.arguments)
-        self.chooser: Chooser | None = None
+        self.chooser = None
         self.unacked = 0
         self.deleted = False
         self._had_consumer = False
@@ -141,7 +132,7 @@ class Queue:
         # set when arguments, a policy or a message's expiration call for it
         self.features: QueueFeatures | None = None
         # message mutators from a policy (core.mutators); None: no work per message
-        self.mutators: Chain | None = None
+        self.mutators = None
         # why the last push returned False, for a publisher that can be told (STOMP)
         self.refusal = ""
         # where this queue's deliveries and acks are recorded (core.events_stream); None:
@@ -162,63 +153,6 @@ class Queue:
         return self._seq
 
     # -- incoming -----------------------------------------------------------------------
-
-    def push(self, message: Message) -> bool:
-        """Enqueue or deliver; False when the queue refused it (overflow reject-publish,
-        a message mutator)."""
-        if self.mutators is not None:
-            try:
-                mutated = self.mutators.run(message)
-            except MutationRefused as exc:
-                self._refuse_mutated(message, exc.error)
-                self.refusal = f"message refused by {self._where()}: {exc.error}"
-                return False
-            if mutated is None:
-                return True  # dropped by a mutator: taken, and gone
-            message = mutated
-        self._seq += 1
-        entry = self.entry_class(self._seq, message)
-        features = self.features
-        if features is None and message.properties.expiration is not None:
-            features = self._attach_features()
-        if features is not None and not features.admit(entry):
-            self.refusal = f"{self._where()} is full (overflow {features.settings.overflow})"
-            return False
-        self.stat_published += 1
-        if self.store is not None and (message.properties.delivery_mode == 2 or self.stores_all):
-            entry.slot = self.store.append(
-                message.exchange,
-                message.routing_key,
-                message.properties.as_tuple(),
-                message.body,
-                expires_ms=wall_ms(entry.expires) if entry.expires else 0,
-            )
-        elif len(self.ready) >= PAGE_WINDOW and (pager := self.vhost.pager).active:
-            # memory pressure: a transient message behind the window goes to disk too
-            entry.slot = pager.store_for(self).append(
-                message.exchange,
-                message.routing_key,
-                message.properties.as_tuple(),
-                message.body,
-                transient=True,
-            )
-            pager.paged += 1
-        if self.ready or not self._offer(entry):
-            ready = self._own_ready()
-            if entry.slot and self._pages_out(len(ready)):
-                entry.message = None  # paged out: see _page_in
-            ready.append(entry)
-            self.ready_bytes += entry.size
-            self.flow.after_push()
-            if features is not None:
-                features.enqueued(entry)
-        return True
-
-    def _pages_out(self, ready: int) -> bool:
-        """Whether a stored message joining ``ready`` others leaves memory now."""
-        if ready >= PAGE_KEEP_MESSAGES or self.ready_bytes >= PAGE_KEEP_BYTES:
-            return True
-        return ready >= PAGE_WINDOW and self.vhost.pager.active
 
     def page_out_kept(self) -> int:
         """Memory pressure began: drop the kept messages of stored entries past the first
@@ -295,78 +229,9 @@ class Queue:
 
     # -- outgoing -----------------------------------------------------------------------
 
-    def _offer(self, entry: Entry) -> bool:
-        """Hand the entry to the next consumer with credit, round robin."""
-        chooser = self.chooser
-        if chooser is not None:
-            chosen = chooser.pick()
-            if chosen is None:
-                return False
-            self._delivered(entry)
-            chosen.session.deliver(chosen, self, entry)
-            return True
-        consumers = self.consumers
-        n = len(consumers)
-        for _ in range(n):
-            consumer = consumers[self._rr % n]
-            self._rr += 1
-            if consumer.has_credit():
-                self._delivered(entry)
-                consumer.session.deliver(consumer, self, entry)
-                return True
-        return False
-
-    def dispatch(self) -> None:
-        """Deliver ready entries while some consumer has credit."""
-        ready = self.ready
-        while ready and self.consumers:
-            entry = ready.popleft()
-            if entry.expires and self._expired(entry):
-                continue
-            if entry.message is None:
-                self._page_in(entry)
-            if not self._offer(entry):
-                ready.appendleft(entry)
-                break
-            self.ready_bytes -= entry.size
-        if self.features is not None:
-            self.features.drop_expired()
-        if self.flow.congested:
-            self.flow.after_drain()
-
     def _expired(self, entry: Entry) -> bool:
         """A popped head that expired is dropped (dead-lettered) instead of delivered."""
         return self.features is not None and self.features.expire_popped(entry)
-
-    def dispatch_to(self, consumer: Consumer) -> None:
-        """Credit came back to one consumer (it acked): feed it from the backlog.
-
-        While a queue has ready entries no other consumer has credit, because every
-        change that gives credit (ack, qos, consume, flow, a writable socket) dispatches;
-        so skipping the round robin here is fair, and it halves the cost of an ack in
-        bench scenario 3 (each ``_offer`` asked every consumer for credit).
-        """
-        if not self._plain_dispatch or self.chooser is not None:  # not plain round robin
-            self.dispatch()
-            return
-        ready = self.ready
-        if not ready or self.deleted:
-            return
-        if consumer.session.consumers.get(consumer.tag) is not consumer:
-            return  # cancelled meanwhile
-        while consumer.has_credit() and ready:  # credit first: it usually ends the loop
-            entry = ready.popleft()
-            if entry.expires and self._expired(entry):
-                continue
-            if entry.message is None:
-                self._page_in(entry)
-            self.ready_bytes -= entry.size
-            self._delivered(entry)
-            consumer.session.deliver(consumer, self, entry)
-        if self.features is not None:
-            self.features.drop_expired()
-        if self.flow.congested:
-            self.flow.after_drain()
 
     def take(self) -> Entry | None:
         """Remove the head for basic.get."""
@@ -388,25 +253,7 @@ class Queue:
             return entry
         return None
 
-    def _delivered(self, entry: Entry) -> None:
-        entry.deliveries += 1
-        if entry.slot and entry.deliveries == 1 and self.store is not None:
-            self.store.mark_delivered(entry.slot)
-        if self.features is not None:
-            self.features.delivered(entry)
-        self.unacked += 1
-        self.stat_delivered += 1
-        if entry.redelivered:
-            self.stat_redelivered += 1
-
     # -- settlement ---------------------------------------------------------------------
-
-    def settle(self, entry: Entry) -> None:
-        """The entry was acknowledged (or delivered without ack): it leaves the queue."""
-        self.unacked -= 1
-        self.stat_acked += 1
-        if entry.slot:
-            self._forget(entry)
 
     def discard(self, entry: Entry) -> None:
         """Rejected without requeue: gone, or dead-lettered when configured."""

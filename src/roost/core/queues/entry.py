@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 if TYPE_CHECKING:
     from roost.core.message import Message
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Entry:
-    """A message's place in one queue. ``seq`` orders it; requeues go back by seq."""
+    """A message's place in one queue. ``seq`` orders it; requeues go back by seq.
+
+    Compiled (docs/compiled.md): a queue's compiled steps (core/queues/message_path.py)
+    read and write its fields for every message. The priority, stream and cluster
+    entries are interpreted subclasses that add slots."""
 
     __slots__ = ("deliveries", "expires", "message", "redelivered", "seq", "size", "slot")
 

@@ -61,7 +61,7 @@ class _IdleFlow(QueueFlow):
 IDLE_FLOW = _IdleFlow()
 
 
-class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override]  # (see below)
+class SubscriptionQueue(Queue, Consumer):  # type: ignore[override]  # (see below)
     """A queue, and its own consumer when its subscriber neither acks nor has a prefetch
     (``consumed_by_itself``): an ack:auto topic subscription is then this one object, no
     ``Consumer`` and no consumer list (~130 bytes less each); a client-ack subscription's
@@ -70,25 +70,17 @@ class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override]  # (se
     arguments; a no-ack consumer reads no ``unacked``), ``is_exclusive`` the consumer's
     (not exclusive), ``queue`` is itself. mypy sees the two roles' attributes clash."""
 
+    # (with the fields every queue writes per message, which MessagePath keeps: _seq,
+    # chooser, deleted, mutators, ready, ready_bytes, stat_acked/delivered/published, unacked)
     __slots__ = (
         "_bindings",
         "_consumers",
         "_flow",
         "_own",
-        "_seq",
-        "chooser",
-        "deleted",
         "exclusive_owner",
-        "mutators",
         "name",
-        "ready",
-        "ready_bytes",
         "session",
-        "stat_acked",
-        "stat_delivered",
-        "stat_published",
         "tag",
-        "unacked",
         "vhost",
     )
     # what such a queue never changes, read from the class
