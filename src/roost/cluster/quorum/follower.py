@@ -65,6 +65,9 @@ class Follower:
         ):
             self._answer(link, ok=False)  # a gap: the leader resends a snapshot
             return
+        if not entries:  # the leader's heartbeat: answered at once, nothing to store
+            self._answer(link, ok=True)
+            return
         upto = frame.first_index + len(entries) - 1
         for raw in entries:
             kind, seq, message = r.decode(raw)
