@@ -302,7 +302,7 @@ class QuorumManager(GroupBase):
         majority's are in and no running member is ahead (``candidacy.py``)."""
         coordinator = self.node.coordinator
         prefix = self._key("quorum-pos", key) + "/"
-        mine = (follower.term, follower.durable_index)
+        mine = follower.position  # a snapshot under way: the copy it kept
         await coordinator.put(prefix + quote(self.name, safe=""), json.dumps(list(mine)).encode())
         await asyncio.sleep(POSITIONS_WAIT)
         kv = await coordinator.get(self._key("quorum", key))
@@ -326,6 +326,7 @@ class QuorumManager(GroupBase):
             await election.resign()
             return
         del self.following[key]
+        follower.restore_kept()  # elected on the kept copy's position: it serves that one
         queue = self._swap(vhost, stand_in, follower)
         rep = Replicator(self.broker, self.node.links, queue, self.name, members)
         for entry in queue.ready:
