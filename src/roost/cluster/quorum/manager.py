@@ -380,6 +380,7 @@ class QuorumManager(GroupBase):
         stand_in.consumers.clear()
         if isinstance(stand_in, QuorumStandIn):  # its clients' acks from now on settle here
             stand_in.successor = queue
+            stand_in.retire()  # its subscription at the old leader ends, quietly
         self._promoting = True
         try:
             with self.defs._apply():
