@@ -90,14 +90,25 @@ def test_a_leader_cut_off_by_a_partition_loses_nothing_confirmed(
             eventually(lambda: own_leader(n3, "work") in ("n2", "n3"), 30, "no failover")
             new_leader = str(own_leader(n3, "work"))
             print(f"\nnew leader {new_leader} seen {time.monotonic() - cut_at:.1f} s after the cut")
+            healed_at = time.monotonic()
+            if cut_from == "members":
+                # n1's link with the new leader heals first, inside the links' 6 s silence
+                # limit (the new leader is seen 4.4-5 s after the cut): never declared
+                # dead, it delivers what each side sent into the cut. The consumer holds
+                # its old deliveries (no credit on n3) until n1 follows: what n1 asks of
+                # n3 meanwhile (a relayed subscription, drops of what n1 sent ahead)
+                # meets n3's whole backlog (once lost its oldest block)
+                net.heal(0, net.ips[2])
+                cut = [net.ips[1]]
             # a publisher on a majority node is confirmed by the new leader
             eventually(
                 lambda: sum(1 for began, _c in times if began > cut_at) > 200,
                 40,
                 "no confirms after the cut",
             )
-            moved.set()
-            healed_at = time.monotonic()
+            if cut_from == "etcd":
+                moved.set()
+                healed_at = time.monotonic()
             net.heal(0, *cut)
             # nothing begun through the cut-off n1 was confirmed while it was cut off
             # (members: it could reach no majority; etcd: its stand-in reached n2/n3)
@@ -115,6 +126,7 @@ def test_a_leader_cut_off_by_a_partition_loses_nothing_confirmed(
                 40,
                 "the old leader never followed",
             )
+            moved.set()
             leaders = {str(queue_json(n, "work")["leader"]) for n in (n1, n2, n3)}
             assert leaders == {new_leader}  # one leader, the same on every node
             wind_down(h, threads[:2], threads[2], stop, stop_publishing)
