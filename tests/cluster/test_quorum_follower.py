@@ -88,3 +88,33 @@ def test_delivery_counts_are_kept() -> None:
     snapshot = r.enq(2, 7, "", "q", b"\x00\x00", b"x")
     follower.receive(wire, batch(2, 0, r.mark(r.RESET, 9), snapshot))  # type: ignore[arg-type]
     assert follower.held[2][2] == 7
+
+
+def mid_snapshot(wire: Wire) -> Follower:
+    """Acked 1..3 in term 7, then a resync's first chunk, then a new leader's first chunk
+    over it; the rest of that snapshot still on its way."""
+    follower = Follower(MemoryStore(), "/", "q")
+    follower.receive(wire, batch(7, 1, enq(1), enq(2), enq(3)))  # type: ignore[arg-type]
+    assert follower.position == (7, 3)
+    follower.receive(wire, batch(7, 0, r.mark(r.RESET, 9), enq(2), r.mark(r.MORE, 9)))  # type: ignore[arg-type]
+    assert follower.position == (7, 3)
+    follower.receive(wire, batch(9, 0, r.mark(r.RESET, 4), enq(3), r.mark(r.MORE, 4)))  # type: ignore[arg-type]
+    return follower
+
+
+def test_what_it_acked_is_kept_until_a_snapshot_replacing_it_is_durable() -> None:
+    """A resync (or a new leader's first batch) must not leave the member holding less
+    than it acknowledged while the snapshot streams: the leader counted that copy, and a
+    failover meanwhile elects on ``position`` and serves the copy that position names."""
+    wire = Wire()
+    follower = mid_snapshot(wire)
+    assert follower.position == (7, 3)  # still the copy of term 7 up to 3
+    promoted = mid_snapshot(Wire())  # elected now: it serves what it acked
+    promoted.restore_kept()
+    assert sorted(promoted.held) == [1, 2, 3]
+    bodies = sorted(promoted.store.read(slot)[5] for slot, _s, _d in promoted.held.values())
+    assert bodies == [b"m1", b"m2", b"m3"]
+    # the last chunk arrives and is durable: the snapshot's copy replaces the kept one
+    follower.receive(wire, batch(9, 0, r.snap(4, 1), enq(4)))  # type: ignore[arg-type]
+    assert follower.position == (9, 4)
+    assert sorted(follower.held) == [3, 4] and follower.kept is None

@@ -105,6 +105,12 @@ class RemoteChanges:
         for message in messages:
             remote.push(message)
         for consumer in consumers:
+            if consumer.session.client.protocol == "cluster":
+                # a peer's subscription to the queue led here: it ends (the peer hears
+                # a Cancel), never relayed from the new leader through this node's
+                # stand-in to a peer that subscribes there itself (cluster.quorum)
+                consumer.session.consumer_gone(consumer)
+                continue
             consumer.queue = remote
             remote.add_consumer(consumer)
 

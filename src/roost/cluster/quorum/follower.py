@@ -11,6 +11,13 @@ batch that does not follow on from the last index (a gap after a lost link) is r
 too; the leader then sends a full snapshot (``RESET``), streamed in chunks
 (``catchup.py``): ``upto`` is acknowledged only once the last chunk is applied, and a
 chunk of another snapshot than the one under way is refused.
+
+What it held before a snapshot (or a new term) began is kept on disk until the snapshot
+is durable (``kept``): the leader counted that copy towards its majority and may have
+confirmed records only a majority holds; dropped at the first chunk, a failover while
+the snapshot streams (a resync under load, a new leader's first batch) elected a member
+that lacked them. Until then the member's ``position`` is the kept copy's, and it is
+the copy a promotion serves (``restore_kept``).
 """
 
 from __future__ import annotations
@@ -42,12 +49,38 @@ class Follower:
         self.held: dict[int, tuple[int, int, int]] = {}
         self.snapshot = -1  # the ``upto`` of a snapshot whose next chunk is awaited
         self.snapshot_count = 0  # the messages of that snapshot applied so far
+        # the copy held before a snapshot or a new term began, and its (term, durable
+        # index): kept until the snapshot that replaces it is durable
+        self.kept: dict[int, tuple[int, int, int]] | None = None
+        self.kept_position = (0, 0)
+        self.snapshot_end = -1  # the index whose durability ends ``kept``; -1: streaming
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """(term, durable index) of the copy this member would serve if elected."""
+        return self.kept_position if self.kept is not None else (self.term, self.durable_index)
+
+    def restore_kept(self) -> None:
+        """Promoted while a snapshot streams: the partial copy goes, the kept one serves."""
+        if self.kept is None:
+            return
+        self._drop_all()
+        self.held, self.kept = self.kept, None
+
+    def _keep(self, position: tuple[int, int]) -> None:
+        if self.kept is None:
+            self.kept, self.kept_position = self.held, position
+            self.held = {}
+        else:
+            self._drop_all()  # the partial copy of an earlier snapshot
+        self.snapshot_end = -1
 
     def receive(self, link: Link, frame: f.Replicate) -> None:
         if frame.term < self.term or frame.term <= self.fence:
             self._answer(link, ok=False)
             return
         if frame.term > self.term:
+            self._keep(self.position)
             self.term = frame.term
             self.last_index = self.durable_index = 0
             self.snapshot = -1
@@ -65,13 +98,16 @@ class Follower:
         ):
             self._answer(link, ok=False)  # a gap: the leader resends a snapshot
             return
+        if not entries:  # the leader's heartbeat: answered at once, nothing to store
+            self._answer(link, ok=True)
+            return
         upto = frame.first_index + len(entries) - 1
         for raw in entries:
             kind, seq, message = r.decode(raw)
             if kind not in (r.RESET, r.SNAP, r.MORE) and seq > self.max_seq:  # theirs: upto
                 self.max_seq = seq
             if kind == r.RESET:
-                self._drop_all()
+                self._keep(self.position)
                 self.snapshot = upto = seq
                 self.snapshot_count = 0
                 self.durable_index = 0  # it holds nothing for sure until the last chunk
@@ -94,6 +130,8 @@ class Follower:
                     self.held[seq] = (found[0], found[1], max(found[2], r.count_of(raw)))
         self.snapshot = -1
         self.last_index = upto
+        if self.kept is not None and self.snapshot_end < 0:
+            self.snapshot_end = upto  # the replacing copy is whole: it ends ``kept`` once durable
         term = self.term
         self.message_store.when_durable(lambda ok: self._durable(link, term, upto, ok))
 
@@ -113,6 +151,10 @@ class Follower:
         if not ok or term != self.term:
             return
         self.durable_index = max(self.durable_index, upto)
+        if self.kept is not None and 0 <= self.snapshot_end <= upto:
+            for slot, _size, _delivered in self.kept.values():
+                self.store.remove(slot)
+            self.kept = None
         self._answer(link, ok=True)
 
     def _answer(self, link: Link, *, ok: bool) -> None:

@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote
 from roost.cluster.coordinator import Put
 from roost.cluster.election import Election
 from roost.cluster.errors import ClusterError
+from roost.cluster.quorum.role import STEPDOWN_TTLS
 from roost.cluster.quorum.standin import QuorumGroup
 from roost.core.events import VHostChanged
 
@@ -112,6 +113,24 @@ class GroupBase:
             for pos, name in positions
             if name in running and (pos > mine or (pos == mine and name < self.name))
         ]
+
+    def _arm_stepdown(self, key: Key, rep: Any) -> None:
+        """Before ``rep.started``: a leader without a majority resigns (``role.py``)."""
+        m = self.node.membership
+        rep.stepdown_after = float(STEPDOWN_TTLS * m.ttl) if m is not None else 0.0
+        rep.running = self._running
+        rep.on_lost_majority = lambda: self._spawn(key, self._resign(key, rep))
+
+    async def _resign(self, key: Key, rep: Any) -> None:
+        """``rep`` stepped down: its election key goes, so the members campaign."""
+        if self.leading.get(key) is rep:
+            del self.leading[key]
+        election = self._election(key)
+        election.term = rep.term
+        try:
+            await election.resign()
+        except ClusterError as exc:  # etcd out of reach too: the lease will expire
+            log.warning("%s %s: could not resign (%s)", self.kind, key, exc)
 
     def _link_up(self, link: Link) -> None:
         for rep in self.leading.values():

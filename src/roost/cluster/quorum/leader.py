@@ -8,7 +8,11 @@ durability wait). First deliveries and removals (ack, drop) are shipped the same
 nobody waits for them (a client's ack has no answer in AMQP). A member's link coming up,
 or a member refusing a batch, gets a full snapshot (``RESET`` and every live message).
 A member answering with a newer term deposes this leader: what was not committed is
-nacked and nothing more is taken.
+nacked and nothing more is taken. So does the loss of its majority: every half second
+an idle member gets an empty batch (a heartbeat it answers at once), and a leader that
+heard from no majority for ``stepdown_after`` seconds (``role.py``) steps down: its
+uncommitted tail is nacked and dropped, and the manager resigns its election, so the
+members that still reach each other elect the one with the longest log.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class Replicator(LeaderRole):
         # what was delivered here (its consumers move there; standin.py)
         self.successor: QuorumStandIn | None = None
         self.streams: dict[str, SnapshotStream] = {}  # member -> its snapshot under way
+        self.heard: dict[str, float] = {}  # member -> when its last ack arrived
 
     def online(self) -> list[str]:
         """Members up and in sync: this leader, and followers whose link is up, that
@@ -163,6 +168,8 @@ class Replicator(LeaderRole):
         """The election is won: ship what waited for it."""
         self.term = term
         self.need_snapshot = set(self.followers)
+        self._last_check = asyncio.get_running_loop().time()
+        self.heard = dict.fromkeys(self.followers, self._last_check)
         self.flush()
         self._watch()
 
@@ -182,7 +189,40 @@ class Replicator(LeaderRole):
             elif now - self._progress.get(member, now) > WATCHDOG:
                 self._progress[member] = now
                 self.resync(member)
+        if self.lost_majority(now, also_heard=self.streams):
+            self.step_down()
+            return
+        self._heartbeat()
         self._watchdog = loop.call_later(WATCHDOG / 2, self._watch)
+
+    def _heartbeat(self) -> None:
+        """An empty batch to every member that has all records so far: it answers at
+        once, so an idle leader still learns whether a majority hears it."""
+        if self.outbox or self._flush_scheduled or not self.stepdown_after:
+            return
+        q = self.queue
+        beat = f.Replicate(q.vhost.name, q.name, self.term, self.index + 1, self.commit_index, [])
+        for member in self.followers:
+            link = self.links.link(member)
+            if link is not None and member not in self.need_snapshot | self.streams.keys():
+                link.send(beat)
+
+    def step_down(self) -> None:
+        """No majority answered for ``stepdown_after`` seconds: nothing more is taken or
+        confirmed here; the uncommitted tail is nacked and dropped from this copy (a
+        member may hold it: the next leader decides). The manager resigns the election."""
+        log.warning(
+            "queue '%s': no majority of %s answered for %.1f s; stepping down (term %d)",
+            self.queue.name, self.members, self.stepdown_after, self.term,
+        )  # fmt: skip
+        store = self.queue.store
+        for seq, (entry, _index, _number) in self.uncommitted.items():
+            self.live.pop(seq, None)
+            if store is not None and entry.slot:
+                store.remove(entry.slot)
+        self.close("its leader lost the majority of its members")
+        if self.on_lost_majority is not None:
+            self.on_lost_majority()
 
     def flush(self) -> None:
         self._flush_scheduled = False
@@ -231,6 +271,7 @@ class Replicator(LeaderRole):
             return
         if ack.term != self.term:
             return
+        self.heard[member] = asyncio.get_running_loop().time()
         if not ack.ok:
             self.resync(member)
             return

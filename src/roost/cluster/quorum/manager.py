@@ -15,6 +15,10 @@ others only after ``FALLBACK`` seconds with no leader). The winner turns its cop
 the queue (its stand-in's bindings and local consumers move over), ships a snapshot to
 the other members under its new term, and moves the queue's home in etcd with a fenced
 transaction; every node's definitions watch then points its stand-in at it.
+
+Step-down (``stepdown.py``): a leader that hears from no majority of its members
+resigns its election, which starts the failover above among the members that still
+reach each other.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
+from roost.cluster.quorum.stepdown import StepDown
 from roost.core.errors import BrokerError
 from roost.core.events import QueueDeclared, QueueDeleted
 from roost.core.queues.entry import Entry
@@ -70,6 +75,7 @@ class QuorumManager(GroupBase):
         self.tasks: dict[Key, asyncio.Task[None]] = {}
         self.elections: dict[Key, Election] = {}  # won here, for fenced writes
         self.regroup = Regroup(self)
+        self.stepdown = StepDown(self, FALLBACK)  # a leader without a majority resigns
         self.control = MemberControl(self)  # what the management API calls
         self._free: set[asyncio.Task[None]] = set()
         self._promoting = False
@@ -223,6 +229,7 @@ class QuorumManager(GroupBase):
             rep.close("leadership lost")
             return
         self.elections[key] = election
+        self.stepdown.arm(key, rep)
         rep.started(election.term)
         log.info(
             "queue %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
@@ -274,7 +281,7 @@ class QuorumManager(GroupBase):
             if leader is not None:
                 await election._wait_for_vacancy(leader)
                 follower.fence = max(follower.fence, leader.term)  # that leader is done
-            mine = (follower.term, follower.durable_index)
+            mine = follower.position  # a snapshot under way: the copy it kept
             if await self._others_ahead(self._key("quorum-pos", key) + "/", mine):
                 await asyncio.sleep(FALLBACK)
                 if await election.leader() is not None:
@@ -295,6 +302,7 @@ class QuorumManager(GroupBase):
             await election.resign()
             return
         del self.following[key]
+        follower.restore_kept()  # elected on the kept copy's position: it serves that one
         queue = self._swap(vhost, stand_in, follower)
         rep = Replicator(self.broker, self.node.links, queue, self.name, members)
         for entry in queue.ready:
@@ -310,6 +318,7 @@ class QuorumManager(GroupBase):
             rep.close("leadership lost")
             return
         self.elections[key] = election
+        self.stepdown.arm(key, rep)
         rep.started(election.term)
         log.warning(
             "queue %s: now led here (term %d, %d messages)", key, election.term, len(rep.live)
@@ -347,6 +356,7 @@ class QuorumManager(GroupBase):
         stand_in.consumers.clear()
         if isinstance(stand_in, QuorumStandIn):  # its clients' acks from now on settle here
             stand_in.successor = queue
+            stand_in.retire()  # its subscription at the old leader ends, quietly
         self._promoting = True
         try:
             with self.defs._apply():

@@ -53,6 +53,7 @@ class QuorumStandIn(RemoteQueue):
         self.acked: set[int] = set()
         self._acked_order: deque[int] = deque()
         self.successor: QuorumQueue | None = None  # this node leads the queue now
+        self.retired = False  # replaced by the queue this node leads now (``retire``)
 
     # -- acks survive a change of leader
 
@@ -100,6 +101,25 @@ class QuorumStandIn(RemoteQueue):
                 if queue is self:
                     entry.delivery_id = 0  # type: ignore[attr-defined]
         super().lost_home()
+
+    def retire(self) -> None:
+        """This node leads the queue now (``manager._swap``): the subscription at the
+        old leader ends there (Cancel: a link that never went down, a partition shorter
+        than its silence limit or a paused leader resumed, kept it relaying the old
+        leader's queue to a stand-in that is gone), and what it sent ahead is dropped
+        here without a word to it. The promoted copy holds those messages; rejecting them
+        there (``_give_back``) or purging its queue made the old leader, deposed, remember
+        them as acked by this node's clients (``Replicator.forgotten``), and its stand-in
+        then acked their redeliveries from the new leader: confirmed messages lost."""
+        self.retired = True
+        self.plane.unsubscribe(self)
+        self.ready.clear()
+        self.ready_bytes = 0
+
+    def purge(self) -> int:
+        if self.retired:  # deleted in the promoted queue's place: nothing to ask the home
+            return 0
+        return super().purge()
 
     def rehome(self, home: str) -> None:
         """Another member was elected leader: publishes and consumers go there now."""

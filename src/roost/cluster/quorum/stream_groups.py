@@ -232,6 +232,7 @@ class StreamGroups(GroupBase):
             rep.close("leadership lost")
             return
         self.elections[key] = election
+        self._arm_stepdown(key, rep)
         rep.started(election.term)
         log.info(
             "stream %s: leader %s, term %d, members %s", key, self.name, election.term, rep.members
@@ -343,6 +344,7 @@ class StreamGroups(GroupBase):
             rep.close("leadership lost")
             return
         self.elections[key] = election
+        self._arm_stepdown(key, rep)
         rep.started(election.term)
         log.warning(
             "stream %s: now led here (term %d, next offset %d)",

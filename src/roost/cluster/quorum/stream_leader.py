@@ -153,6 +153,7 @@ class StreamReplicator(LeaderRole):
         self._marked_at = 0.0
         # records shipped to each member since its last SYNC (the catch-up's size)
         self.shipped: dict[str, int] = {}
+        self.heard: dict[str, float] = {}  # member -> when its last ack arrived
         queue.committed = 0
 
     def online(self) -> list[str]:
@@ -205,6 +206,8 @@ class StreamReplicator(LeaderRole):
         self.term = term
         if self.floor > self.commit:  # committed by an earlier leader: readable at once
             self.commit = self.queue.committed = self.floor
+        self._last_check = asyncio.get_running_loop().time()
+        self.heard = dict.fromkeys(self.followers, self._last_check)
         for member in self.followers:
             self.sent[member] = None
             self._send_sync(member)
@@ -292,6 +295,19 @@ class StreamReplicator(LeaderRole):
             elif now - self._progress.setdefault(member, now) > WATCHDOG:
                 self._progress[member] = now
                 self.resync(member)
+        if self.lost_majority(now):  # role.py: cut off from running members
+            log.warning("stream '%s': no majority answered; stepping down", self.queue.name)
+            self.close("its leader lost the majority of its members")
+            if self.on_lost_majority is not None:
+                self.on_lost_majority()
+            return
+        if self.stepdown_after:  # a heartbeat: an empty batch to each member holding all
+            q = self.queue
+            beat = f.Replicate(q.vhost.name, q.name, self.term, end, self.commit, [])
+            for member in self.followers:
+                link = self.links.link(member)
+                if link is not None and self.sent.get(member) == end <= self.acked.get(member, -1):
+                    link.send(beat)
         self._watchdog = loop.call_later(WATCHDOG / 2, self._watch)
 
     # -- acknowledgements and commit
@@ -303,6 +319,7 @@ class StreamReplicator(LeaderRole):
             return
         if ack.term != self.term or member not in self.followers:
             return
+        self.heard[member] = asyncio.get_running_loop().time()
         if not ack.ok:
             self.resync(member)
             return
