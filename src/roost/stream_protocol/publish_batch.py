@@ -77,8 +77,8 @@ def entries_message(
     stream: str, messages: Sequence[PublishedMessage], reference: str
 ) -> Message | None:
     """The frame as the stream's entries publish (one chunk record in the wire format,
-    store/stream_chunk.py), when no message has a filter value and each is one AMQP 1.0
-    data section or not AMQP 1.0; None otherwise."""
+    store/stream_chunk.py: every message kept as the client sent it), when no message
+    has a filter value or is empty; None otherwise."""
     parts: list[bytes] = []
     add = parts.append
     for m in messages:
