@@ -138,6 +138,30 @@ def test_messages_with_properties_are_one_chunk_kept_byte_for_byte(tmp_path: Pat
     assert chunk_records(delivers[0].chunk) == messages
 
 
+def test_a_stored_chunk_is_written_as_a_view_of_the_bytes_read_not_a_copy(
+    tmp_path: Path,
+) -> None:
+    """The Deliver of a whole stored chunk is its 9-byte head and a memoryview of the
+    run the store read: the plumbing hands that view to the socket (writev), so the
+    chunk's bytes are not copied in user space."""
+    messages = [b"\x00Su\xa0\x02m%d" % i for i in range(3)]
+    port = published(tmp_path, messages)
+    session, transport, clock = session_on(port, 1 << 20, create=False)
+    writes: list[bytes | memoryview] = []
+    feed = transport.write
+
+    def record(data: bytes | memoryview) -> None:
+        writes.append(data)
+        feed(data)
+
+    transport.write = record  # type: ignore[method-assign]
+    delivers = delivered(session, transport, clock, OffsetSpec(c.OFFSET_FIRST))
+    assert len(delivers) == 1
+    views = [w for w in writes if isinstance(w, memoryview)]
+    assert len(views) == 1 and bytes(views[0]) == delivers[0].chunk
+    assert isinstance(views[0].obj, bytes) and len(views[0].obj) > len(views[0])
+
+
 def test_inside_a_chunk_or_past_the_frame_size_exactly_the_messages_go(tmp_path: Path) -> None:
     messages = [b"\x00Su\xa0\xff" + bytes([i]) * 255 for i in range(40)]  # ~10 KiB
     port = published(tmp_path, messages)
