@@ -195,7 +195,7 @@ def test_encoding_refuses_what_the_caller_got_wrong() -> None:
 
 
 def test_a_publish_of_consecutive_plain_messages_decodes_as_its_entries_in_one_pass() -> None:
-    """What clients send (version 1, two or more messages, ids following on) comes out of
+    """What clients send (version 1, plain messages, ids following on) comes out of
     the decoder as the store's chunk-record entries (``u32 length | message``), no object
     per message; any other Publish is decoded message by message. Both compare equal to
     the frame that was encoded, and ``messages`` gives the messages back."""
@@ -205,9 +205,10 @@ def test_a_publish_of_consecutive_plain_messages_decodes_as_its_entries_in_one_p
     assert got.entries == b"\x00\x00\x00\x06\x00Su\xa0\x01a" + b"\x00\x00\x00\x03raw"
     assert (got.first_id, got.count) == (7, 2)
     assert got == sent and got.messages == sent.messages
+    alone = decode_frame(encode(Publish(3, [PublishedMessage(9, b"one")]))[4:])
+    assert isinstance(alone, Publish) and alone.entries == b"\x00\x00\x00\x03one"
     for other in (
         Publish(3, [PublishedMessage(7, b"a"), PublishedMessage(9, b"b")]),  # a gap in ids
-        Publish(3, [PublishedMessage(7, b"a")]),  # one message
         Publish(3, [PublishedMessage(7, b"a"), PublishedMessage(8, b"")]),  # an empty one
         Publish(3, [PublishedMessage(7, b"a", "eu"), PublishedMessage(8, b"b")], version=2),
     ):

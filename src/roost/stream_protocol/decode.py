@@ -143,11 +143,11 @@ def _optional_map(r: Reader, what: str) -> dict[str, str]:
 
 
 def _publish_entries(r: Reader, publisher_id: int, count: int) -> Publish | None:
-    """A version 1 Publish of two or more plain messages with consecutive ids as its
+    """A version 1 Publish of non-empty messages with consecutive ids (one or more) as its
     entries (``Publish.of_entries``): one pass, the ``u32 length | message`` of each
     sliced from the frame and joined once; None for any other frame (decoded in full)."""
     buf, pos, end, unpack = r.buf, r.pos, r.end, _ID_AND_SIZE.unpack_from
-    if count < 2 or pos + 12 > end:
+    if count < 1 or pos + 12 > end:
         return None
     first = unpack(buf, pos)[0]
     parts = []

@@ -98,8 +98,8 @@ class PublishedBatch:
 class Publish:
     """``version`` 2 carries a filter value per message; sub-batches exist in 1 only.
 
-    The decoder gives a version 1 frame of two or more plain messages with consecutive
-    publishing ids (what clients send) as its ``entries`` (``u32 length | message``
+    The decoder gives a version 1 frame of non-empty messages with consecutive publishing
+    ids (what clients send) as its ``entries`` (``u32 length | message``
     each: the store's chunk-record entries, taken from the frame in one pass) with
     ``first_id`` and ``count``, without an object per message; ``messages`` builds them
     only when asked (a refused frame, tests). Equal frames compare equal either way."""
