@@ -55,8 +55,9 @@ class TcpPlumbing(asyncio.Protocol, Generic[S]):
         self.session: S | None = None
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_event_loop()
-        self._out: list[bytes] = []
+        self._out: list[bytes | memoryview] = []
         self._out_bytes = 0
+        self._views = False  # a view was written: the batch goes with writelines
         self._in_receive = False
         self._flush_scheduled = False
         self._reading = True
@@ -114,9 +115,13 @@ class TcpPlumbing(asyncio.Protocol, Generic[S]):
 
     # -- the session's transport -------------------------------------------------------
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
+        """Queue ``data``; a memoryview (a stream-protocol chunk as read from its segment)
+        is handed to the socket as it is, without being joined (one copy fewer)."""
         self._out.append(data)
         self._out_bytes += len(data)
+        if type(data) is memoryview:
+            self._views = True
         if self._out_bytes >= FLUSH_AT:
             self._flush()
         elif not self._in_receive and not self._flush_scheduled:
@@ -140,11 +145,16 @@ class TcpPlumbing(asyncio.Protocol, Generic[S]):
         out = self._out
         if not out:
             return 0
+        size, views = self._out_bytes, self._views
         self._out = []
         self._out_bytes = 0
+        self._views = False
         transport = self._transport
         if transport is None or transport.is_closing():
             return 0
+        if views:  # uvloop keeps the views and sends them with writev: no join
+            transport.writelines(out)
+            return size
         data = out[0] if len(out) == 1 else b"".join(out)
         transport.write(data)
         return len(data)

@@ -19,6 +19,9 @@ from roost.store.hub import DiskStore
 from roost.store.memory import MemoryDefinitions, MemoryStore, MemoryStreams
 from roost.store.stream_store import StreamFiles
 
+# registers how chunk records map general AMQP 1.0 messages for AMQP/STOMP/Spark readers
+from roost.stream_protocol import publishers as _chunk_mapping  # noqa: F401
+
 NO_DATA_DIR = "none"  # --data-dir none: keep everything in memory (store/memory.py)
 
 

@@ -192,3 +192,26 @@ def test_encoding_refuses_what_the_caller_got_wrong() -> None:
         encode(Publish(1, [PublishedMessage(1, b"x", "filter")]))  # filter needs version 2
     with pytest.raises(ValueError):
         encode(Open(1, "x" * 40_000))
+
+
+def test_a_publish_of_consecutive_plain_messages_decodes_as_its_entries_in_one_pass() -> None:
+    """What clients send (version 1, plain messages, ids following on) comes out of
+    the decoder as the store's chunk-record entries (``u32 length | message``), no object
+    per message; any other Publish is decoded message by message. Both compare equal to
+    the frame that was encoded, and ``messages`` gives the messages back."""
+    sent = Publish(3, [PublishedMessage(7, b"\x00Su\xa0\x01a"), PublishedMessage(8, b"raw")])
+    got = decode_frame(encode(sent)[4:])
+    assert isinstance(got, Publish) and got.entries is not None
+    assert got.entries == b"\x00\x00\x00\x06\x00Su\xa0\x01a" + b"\x00\x00\x00\x03raw"
+    assert (got.first_id, got.count) == (7, 2)
+    assert got == sent and got.messages == sent.messages
+    alone = decode_frame(encode(Publish(3, [PublishedMessage(9, b"one")]))[4:])
+    assert isinstance(alone, Publish) and alone.entries == b"\x00\x00\x00\x03one"
+    for other in (
+        Publish(3, [PublishedMessage(7, b"a"), PublishedMessage(9, b"b")]),  # a gap in ids
+        Publish(3, [PublishedMessage(7, b"a"), PublishedMessage(8, b"")]),  # an empty one
+        Publish(3, [PublishedMessage(7, b"a", "eu"), PublishedMessage(8, b"b")], version=2),
+    ):
+        decoded = decode_frame(encode(other)[4:])
+        assert isinstance(decoded, Publish) and decoded.entries is None
+        assert decoded == other

@@ -118,6 +118,50 @@ def test_a_publish_frame_is_one_stored_chunk_delivered_as_stored(tmp_path: Path)
     assert ChunkHeader.unpack(delivers[0].chunk).chunk_id == 0
 
 
+def test_messages_with_properties_are_one_chunk_kept_byte_for_byte(tmp_path: Path) -> None:
+    """What rstream's super-stream producer sends (application properties per message,
+    properties, a header section Roost's own mapping drops): one chunk record, read back
+    as sent; before, each message was mapped on publishing and encoded again on every
+    delivery (0.2x RabbitMQ's super-stream consume)."""
+    header = b"\x00Sp\xc0\x02\x01\x41"  # header section: durable true
+    messages = [
+        header + b"\x00St\xc1\x09\x02\xa1\x01k\x71\x00\x00\x00\x07" + b"\x00Su\xa0\x01a",
+        b"\x00Ss\xc0\x06\x01\xa1\x03m-1" + b"\x00Su\xa0\x01b",  # message-id m-1
+        b"\x00Su\xa0\x01c",
+    ]
+    port = published(tmp_path, messages)
+    segment = next(tmp_path.glob("vhosts/*/streams/*/*.seg")).read_bytes()
+    session, transport, clock = session_on(port, 1 << 20, create=False)
+    delivers = delivered(session, transport, clock, OffsetSpec(c.OFFSET_FIRST))
+    assert len(delivers) == 1
+    assert delivers[0].chunk in segment
+    assert chunk_records(delivers[0].chunk) == messages
+
+
+def test_a_stored_chunk_is_written_as_a_view_of_the_bytes_read_not_a_copy(
+    tmp_path: Path,
+) -> None:
+    """The Deliver of a whole stored chunk is its 9-byte head and a memoryview of the
+    run the store read: the plumbing hands that view to the socket (writev), so the
+    chunk's bytes are not copied in user space."""
+    messages = [b"\x00Su\xa0\x02m%d" % i for i in range(3)]
+    port = published(tmp_path, messages)
+    session, transport, clock = session_on(port, 1 << 20, create=False)
+    writes: list[bytes | memoryview] = []
+    feed = transport.write
+
+    def record(data: bytes | memoryview) -> None:
+        writes.append(data)
+        feed(data)
+
+    transport.write = record  # type: ignore[method-assign]
+    delivers = delivered(session, transport, clock, OffsetSpec(c.OFFSET_FIRST))
+    assert len(delivers) == 1
+    views = [w for w in writes if isinstance(w, memoryview)]
+    assert len(views) == 1 and bytes(views[0]) == delivers[0].chunk
+    assert isinstance(views[0].obj, bytes) and len(views[0].obj) > len(views[0])
+
+
 def test_inside_a_chunk_or_past_the_frame_size_exactly_the_messages_go(tmp_path: Path) -> None:
     messages = [b"\x00Su\xa0\xff" + bytes([i]) * 255 for i in range(40)]  # ~10 KiB
     port = published(tmp_path, messages)

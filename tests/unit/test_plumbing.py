@@ -16,6 +16,7 @@ class FakeSocket:
 
     def __init__(self) -> None:
         self.writes: list[bytes] = []
+        self.lines: list[list[bytes | memoryview]] = []  # writelines calls
         self.closing = False
         self.aborted = False
         self.pauses = 0
@@ -30,6 +31,10 @@ class FakeSocket:
     def write(self, data: bytes) -> None:
         assert not self.closing
         self.writes.append(data)
+
+    def writelines(self, parts: list[bytes | memoryview]) -> None:
+        assert not self.closing
+        self.lines.append(list(parts))
 
     def close(self) -> None:
         self.closing = True
@@ -114,6 +119,27 @@ def test_a_backlog_of_flush_at_bytes_goes_out_at_once() -> None:
         protocol.write(b"tail")
         await asyncio.sleep(0)
         assert sock.writes == [half + half, b"tail"]
+
+    asyncio.run(run())
+
+
+def test_a_batch_with_a_view_goes_with_writelines_and_the_view_is_not_copied() -> None:
+    """A stream chunk written as a view of the bytes read from its segment reaches the
+    socket as that view (uvloop sends the parts with writev), not joined into a copy."""
+
+    async def run() -> None:
+        protocol, sock = connect()
+        stored = b"chunk bytes as read from the segment"
+        view = memoryview(stored)[6:11]
+        protocol.write(b"head")
+        protocol.write(view)
+        await asyncio.sleep(0)
+        assert sock.writes == [] and len(sock.lines) == 1
+        head, sent = sock.lines[0]
+        assert head == b"head" and sent is view and bytes(sent) == b"bytes"
+        protocol.write(b"plain")  # no view in this batch: one joined write again
+        await asyncio.sleep(0)
+        assert sock.writes == [b"plain"] and len(sock.lines) == 1
 
     asyncio.run(run())
 

@@ -12,9 +12,12 @@ consecutive). Its payload::
 
 The header is the one a Deliver carries (stream_protocol/chunks.py has the layout: user
 chunk, entry and record count, timestamp, epoch 0, first offset, CRC-32 and length of
-the entries). Each entry is ``u32 length | message`` and each message is either one AMQP
-1.0 data section or bytes that are not AMQP 1.0 (first byte not 0x00): the two shapes
-whose meaning for an AMQP, STOMP or Spark reader needs no AMQP 1.0 decoder. Those
+the entries). Each entry is ``u32 length | message``, the message exactly as the stream
+client sent it. Two shapes need no AMQP 1.0 decoder for an AMQP, STOMP or Spark reader:
+one AMQP 1.0 data section, and bytes that are not AMQP 1.0 (first byte not 0x00). Any
+other AMQP 1.0 message (properties, application properties, several sections) is kept
+as sent too, as RabbitMQ keeps it, and mapped when such a reader asks, by the mapping
+the stream adapter registers (``map_amqp10_with``): the store knows no AMQP 1.0. Those
 readers get the chunk expanded into one record per message (``expand``), with the
 properties the stream adapter gives the same messages when it stores them one by one.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from typing import Any, Final
 
 from roost.store.codec import CodecError, encode_properties
@@ -63,9 +67,22 @@ def data_body(message: bytes | memoryview, start: int, end: int) -> int:
     return -1
 
 
+Amqp10Mapping = Callable[[bytes], tuple[tuple[Any, ...], bytes]]
+# (message) -> (the fourteen properties, body) of an AMQP 1.0 message that is not one
+# data section; the stream adapter's (publishers.py), registered when it is imported
+_amqp10: list[Amqp10Mapping] = []
+
+
+def map_amqp10_with(mapping: Amqp10Mapping) -> None:
+    """Register how a general AMQP 1.0 message of a chunk record maps onto properties
+    and a body (the stream adapter's mapping, the one it stores other messages with)."""
+    _amqp10[:] = [mapping]
+
+
 def storable(message: bytes) -> bool:
-    """Whether a chunk record can hold ``message`` (one data section or not AMQP 1.0)."""
-    return bool(message) and (message[0] != 0 or data_body(message, 0, len(message)) >= 0)
+    """Whether a chunk record can hold ``message``: anything not empty (an AMQP 1.0
+    message that is not one data section is mapped on reading, ``message_values``)."""
+    return bool(message)
 
 
 def message_values(message: bytes) -> tuple[tuple[Any, ...], bytes]:
@@ -73,12 +90,14 @@ def message_values(message: bytes) -> tuple[tuple[Any, ...], bytes]:
     body_at = data_body(message, 0, len(message)) if message[0] == 0 else -1
     if body_at >= 0:
         return (None, None, None, 2, *(None,) * 10), message[body_at:]
+    if message[0] == 0 and _amqp10:
+        return _amqp10[0](message)
     return (None, None, {RAW_HEADER: True}, 2, *(None,) * 10), message
 
 
 def split_entries(data: bytes) -> list[memoryview]:
-    """The entries (each with its length) of an entries publish, each checked to be one
-    of the two shapes; CodecError before anything is stored."""
+    """The entries (each with its length) of an entries publish, each checked to be
+    whole and not empty; CodecError before anything is stored."""
     view = memoryview(data)
     out: list[memoryview] = []
     pos, n = 0, len(data)
@@ -89,8 +108,6 @@ def split_entries(data: bytes) -> list[memoryview]:
         end = start + _U32.unpack_from(data, pos)[0]
         if end > n or end == start:
             raise CodecError(f"entry at byte {pos} is empty or cut")
-        if data[start] == 0 and data_body(data, start, end) < 0:
-            raise CodecError(f"entry at byte {pos} is AMQP 1.0 but not one data section")
         out.append(view[pos:end])
         pos = end
     if len(out) > MAX_ENTRIES:
@@ -156,6 +173,9 @@ def messages(data: bytes, payload: int, end: int) -> list[tuple[bytes, bytes]]:
         body = data_body(data, start, stop) if data[start] == 0 else -1
         if body >= 0:
             out.append((PLAIN_PROPERTIES, data[body:stop]))
+        elif data[start] == 0 and _amqp10:
+            properties, value = _amqp10[0](data[start:stop])
+            out.append((encode_properties(properties), value))
         else:
             out.append((RAW_PROPERTIES, data[start:stop]))
         pos = stop

@@ -71,6 +71,10 @@ class CommandsBase:
         self._pending: list[PublishedMessage] = []
         self._pending_publisher: Publisher | None = None
         self._pending_bytes = 0
+        # or gathered as decoded entries (Publish.entries): their parts, their ids
+        self._pending_entries: list[bytes] = []
+        self._pending_ids: list[range] = []
+        self._pending_count = 0
         self._confirms: dict[int, list[int]] = {}
         self._errors: dict[int, list[tuple[int, int]]] = {}
         self._flush_due = False

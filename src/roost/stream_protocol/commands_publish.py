@@ -84,6 +84,12 @@ class PublishCommands(CommandsBase):
             code = c.PUBLISHER_DOES_NOT_EXIST if publisher is None else c.STREAM_DOES_NOT_EXIST
             self.s.send(PublishError(f.publisher_id, [(m.publishing_id, code) for m in f.messages]))
             return
+        if f.entries is not None:
+            self._gather_entries(publisher, f)
+            self.s.gate.published()
+            if self._unconfirmed > self.s.settings.max_unconfirmed:
+                self.s.gate.pause_for(UNCONFIRMED)
+            return
         simple = publish_batch.batchable(f.messages, publisher.reference)
         if simple is not None:
             self._gather(publisher, simple)
@@ -98,6 +104,8 @@ class PublishCommands(CommandsBase):
         """Add a frame's messages to the ones gathered this turn (``MERGE_MESSAGES``);
         what cannot join them (another publisher, ids not following on, over the bounds)
         publishes those first."""
+        if self._pending_entries:
+            self.flush_publishes()
         size = sum(len(m.data) for m in messages)
         pending = self._pending
         if pending and not (
@@ -113,9 +121,28 @@ class PublishCommands(CommandsBase):
         self._pending_publisher = publisher
         self._pending_bytes += size
 
+    def _gather_entries(self, publisher: Publisher, f: Publish) -> None:
+        """``_gather`` for a frame decoded as its entries (``Publish.entries``): no
+        object per message on the way to the store's chunk record."""
+        assert f.entries is not None
+        if self._pending or (self._pending_entries and not (
+            publisher is self._pending_publisher
+            and self._pending_count + f.count <= MERGE_MESSAGES
+            and self._pending_bytes + len(f.entries) <= MERGE_BYTES
+            and (not publisher.reference or f.first_id == self._pending_ids[-1].stop)
+        )):
+            self.flush_publishes()
+        self._pending_entries.append(f.entries)
+        self._pending_ids.append(range(f.first_id, f.first_id + f.count))
+        self._pending_count += f.count
+        self._pending_publisher = publisher
+        self._pending_bytes += len(f.entries)
+
     def flush_publishes(self) -> None:
         """Publish the messages gathered this turn: at its end, and before any frame
         other than a Publish is handled (a connection's operations keep their order)."""
+        if self._pending_entries:
+            self._flush_entries()
         if not self._pending:
             return
         publisher, messages = self._pending_publisher, self._pending
@@ -125,11 +152,28 @@ class PublishCommands(CommandsBase):
         if self._unconfirmed > self.s.settings.max_unconfirmed:
             self.s.gate.pause_for(UNCONFIRMED)
 
+    def _flush_entries(self) -> None:
+        publisher, parts, ranges = (
+            self._pending_publisher, self._pending_entries, self._pending_ids)
+        self._pending_entries, self._pending_ids = [], []
+        self._pending_count = self._pending_bytes = 0
+        self._pending_publisher = None
+        assert publisher is not None
+        message = publish_batch.entries_publish(
+            publisher.stream, b"".join(parts) if len(parts) > 1 else parts[0],
+            ranges[0].start, publisher.reference)
+        ids = list(ranges[0]) if len(ranges) == 1 else [i for r in ranges for i in r]
+        self._send_batch(publisher.id, message, ids)
+        if self._unconfirmed > self.s.settings.max_unconfirmed:
+            self.s.gate.pause_for(UNCONFIRMED)
+
     def _publish_frame(self, publisher: Publisher, messages: list[PublishedMessage]) -> None:
         """The whole frame as one core publish (publish_batch.py), one confirm for all."""
-        pid = publisher.id
         ids = [m.publishing_id for m in messages]
         message = publish_batch.batch_message(publisher.stream, messages, publisher.reference)
+        self._send_batch(publisher.id, message, ids)
+
+    def _send_batch(self, pid: int, message: Message, ids: list[int]) -> None:
         self._unconfirmed += len(ids)
         try:
             self.port.publish(

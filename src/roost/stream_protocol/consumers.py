@@ -25,7 +25,7 @@ from roost.stream_protocol import constants as c
 from roost.stream_protocol.amqp10 import encode_data, encode_message
 from roost.stream_protocol.chunks import SimpleEntry, build_chunk
 from roost.stream_protocol.codec import encode_deliver_head
-from roost.stream_protocol.deliver_chunks import ChunkBuilder
+from roost.stream_protocol.deliver_chunks import Built, ChunkBuilder
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Consumer, Session
@@ -91,7 +91,7 @@ class Subscription:
         credit: int,
         *,
         frame_max: int,
-        write: Callable[[bytes], None],
+        write: Callable[[bytes | memoryview], None],
         wake: Callable[[Subscription], None],
         gone: Callable[[Subscription], None],
         fail: Callable[[BrokerError], None],
@@ -112,8 +112,8 @@ class Subscription:
         # core deliveries not yet built: (run of stored records, delivery tag, the first
         # offset to send: a run may start inside a chunk record)
         self._runs: deque[tuple[bytes, int, int]] = deque()
-        # built: (a whole Deliver frame, the core delivery tag its sending acks or 0)
-        self._frames: deque[tuple[bytes, int]] = deque()
+        # built: (a Deliver frame, the core delivery tag its sending acks or 0)
+        self._frames: deque[tuple[Built, int]] = deque()
         chunk_bytes = max(frame_max - _MAX_CHUNK_OVERHEAD, 1024) if frame_max else 1 << 20
         self._builder = ChunkBuilder(
             chunk_bytes, CHUNK_MESSAGES, full=payload, raw_header=RAW_HEADER,
@@ -182,7 +182,11 @@ class Subscription:
             if frame:
                 if self.credit <= 0:
                     break
-                self._write(frame)
+                if isinstance(frame, tuple):  # a stored chunk: its head, then the chunk
+                    self._write(frame[0])
+                    self._write(frame[1])
+                else:
+                    self._write(frame)
                 self.credit -= 1
             frames.popleft()
             if tag:

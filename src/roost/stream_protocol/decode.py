@@ -142,10 +142,36 @@ def _optional_map(r: Reader, what: str) -> dict[str, str]:
     return r.string_map(what) if r.remaining() else {}
 
 
+def _publish_entries(r: Reader, publisher_id: int, count: int) -> Publish | None:
+    """A version 1 Publish of non-empty messages with consecutive ids (one or more) as its
+    entries (``Publish.of_entries``): one pass, the ``u32 length | message`` of each
+    sliced from the frame and joined once; None for any other frame (decoded in full)."""
+    buf, pos, end, unpack = r.buf, r.pos, r.end, _ID_AND_SIZE.unpack_from
+    if count < 1 or pos + 12 > end:
+        return None
+    first = unpack(buf, pos)[0]
+    parts = []
+    for i in range(count):
+        if pos + 12 > end:
+            return None
+        publishing_id, size = unpack(buf, pos)
+        stop = pos + 12 + size
+        if publishing_id != first + i or size & 0x8000_0000 or not size or stop > end:
+            return None
+        parts.append(buf[pos + 8 : stop])
+        pos = stop
+    r.pos = pos
+    return Publish.of_entries(publisher_id, first, count, b"".join(parts))
+
+
 def _publish(version: int) -> Callable[[Reader], Publish]:
     def decode(r: Reader) -> Publish:
         publisher_id = r.u8("publisher id")
         count = r.count("messages")
+        if version == 1:
+            fast = _publish_entries(r, publisher_id, count)
+            if fast is not None:
+                return fast
         messages: list[PublishedMessage | PublishedBatch] = []
         buf, end, unpack = r.buf, r.end, _ID_AND_SIZE.unpack_from
         for _ in range(count):

@@ -35,6 +35,9 @@ _U32: Final = struct.Struct(">I")
 _SMALL_DATA: Final = [_U32.pack(n + 5) + bytes((0x00, 0x53, 0x75, 0xA0, n)) for n in range(256)]
 _BIG_DATA: Final = b"\x00\x53\x75\xb0"
 
+# a built Deliver: one frame, or a stored chunk's Deliver head and a view of the chunk
+Built = bytes | tuple[bytes, memoryview]
+
 PLAIN, RAW, FULL = 0, 1, 2  # how a record's properties become a stream client's message
 # properties a stream client reads back (consumers.payload): none set means a body alone
 _MAPPED: Final = (0, 1, 5, 6, 8, 9, 10, 11)  # content type/encoding, correlation id,
@@ -101,16 +104,17 @@ class ChunkBuilder:
             return self._unfiltered
         return str(value) in self._only
 
-    def build(self, data: bytes, subscription_id: int, start_offset: int = 0) -> list[bytes]:
+    def build(self, data: bytes, subscription_id: int, start_offset: int = 0) -> list[Built]:
         """Whole Deliver frames (frame head, chunk header, data entries) for every record
         in ``data`` from ``start_offset``, in offset order: each is joined once and
         written as it is. A chunk record (store/stream_chunk.py) that fits goes as it is
-        stored: the Deliver head and one slice."""
+        stored: the Deliver head and a view of the stored bytes, written as they are (no
+        copy in user space: the plumbing hands views to the socket with writev)."""
         unpack, size, pos, n = _RECORD.unpack_from, _RECORD.size, 0, len(data)
         view = memoryview(data)
         decode, small, pack = self._decode, _SMALL_DATA, _U32.pack
         max_bytes, max_messages = self.max_bytes, self.max_messages
-        out: list[bytes] = []
+        out: list[Built] = []
         parts: list[Any] = [_HEAD_ROOM]
         count = length = first = ts = 0
         meta, kind = self._meta, self._shape
@@ -128,9 +132,8 @@ class ChunkBuilder:
                     if count:
                         out.append(_frame(parts, subscription_id, count, first, ts, length))
                         parts, count, length = [_HEAD_ROOM], 0, 0
-                    # one copy of the chunk (the join), not two (a slice, then a +)
-                    out.append(b"".join((
-                        _DELIVER.pack(5 + end - at, DELIVER, 1, subscription_id), view[at:end])))
+                    out.append((_DELIVER.pack(5 + end - at, DELIVER, 1, subscription_id),
+                                view[at:end]))
                     continue
                 # too big for this connection's frames, or a subscription starting inside
                 # it: its entries (u32 length and message each) go as other records' do

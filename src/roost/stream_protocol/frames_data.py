@@ -95,14 +95,57 @@ class PublishedBatch:
     entry: SubBatchEntry
 
 
-@dataclass(slots=True)
 class Publish:
-    """``version`` 2 carries a filter value per message; sub-batches exist in 1 only."""
+    """``version`` 2 carries a filter value per message; sub-batches exist in 1 only.
 
-    publisher_id: int
-    messages: list[PublishedMessage | PublishedBatch]
-    version: int = 1
+    The decoder gives a version 1 frame of non-empty messages with consecutive publishing
+    ids (what clients send) as its ``entries`` (``u32 length | message``
+    each: the store's chunk-record entries, taken from the frame in one pass) with
+    ``first_id`` and ``count``, without an object per message; ``messages`` builds them
+    only when asked (a refused frame, tests). Equal frames compare equal either way."""
+
+    __slots__ = ("_messages", "count", "entries", "first_id", "publisher_id", "version")
     KEY: ClassVar[int] = PUBLISH
+
+    def __init__(
+        self, publisher_id: int, messages: list[PublishedMessage | PublishedBatch],
+        version: int = 1,
+    ) -> None:
+        self.publisher_id = publisher_id
+        self.version = version
+        self._messages: list[PublishedMessage | PublishedBatch] | None = messages
+        self.entries: bytes | None = None
+        self.first_id = 0
+        self.count = len(messages)
+
+    @classmethod
+    def of_entries(cls, publisher_id: int, first_id: int, count: int, entries: bytes) -> Publish:
+        frame = cls(publisher_id, [])
+        frame._messages, frame.entries = None, entries
+        frame.first_id, frame.count = first_id, count
+        return frame
+
+    @property
+    def messages(self) -> list[PublishedMessage | PublishedBatch]:
+        if self._messages is None:
+            data, pos, out = self.entries or b"", 0, []
+            for i in range(self.count):
+                stop = pos + 4 + int.from_bytes(data[pos : pos + 4], "big")
+                out.append(PublishedMessage(self.first_id + i, data[pos + 4 : stop]))
+                pos = stop
+            self._messages = list(out)
+        return self._messages
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Publish):
+            return NotImplemented
+        return (self.publisher_id, self.version, self.messages) == (
+            other.publisher_id, other.version, other.messages)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def __repr__(self) -> str:
+        return f"Publish({self.publisher_id!r}, {self.messages!r}, {self.version!r})"
 
 
 @dataclass(slots=True)

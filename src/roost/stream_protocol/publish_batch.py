@@ -77,8 +77,8 @@ def entries_message(
     stream: str, messages: Sequence[PublishedMessage], reference: str
 ) -> Message | None:
     """The frame as the stream's entries publish (one chunk record in the wire format,
-    store/stream_chunk.py), when no message has a filter value and each is one AMQP 1.0
-    data section or not AMQP 1.0; None otherwise."""
+    store/stream_chunk.py: every message kept as the client sent it), when no message
+    has a filter value or is empty; None otherwise."""
     parts: list[bytes] = []
     add = parts.append
     for m in messages:
@@ -87,16 +87,21 @@ def entries_message(
             return None
         add(_PACK(len(data)))
         add(data)
-    return Message("", stream, _batch_properties(ENTRIES_CONTENT_TYPE, messages, reference),
+    first = messages[0].publishing_id
+    return Message("", stream, _batch_properties(ENTRIES_CONTENT_TYPE, first, reference),
                    b"".join(parts))
 
 
-def _batch_properties(
-    content_type: str, messages: Sequence[PublishedMessage], reference: str
-) -> Properties:
+def entries_publish(stream: str, entries: bytes, first_id: int, reference: str) -> Message:
+    """The entries publish of a frame decoded as its entries (``Publish.entries``)."""
+    properties = _batch_properties(ENTRIES_CONTENT_TYPE, first_id, reference)
+    return Message("", stream, properties, entries)
+
+
+def _batch_properties(content_type: str, first_id: int, reference: str) -> Properties:
     headers: dict[str, Any] | None = None
     if reference:
-        headers = {PRODUCER_HEADER: reference, PUBLISHING_ID_HEADER: messages[0].publishing_id}
+        headers = {PRODUCER_HEADER: reference, PUBLISHING_ID_HEADER: first_id}
     return Properties(content_type=content_type, delivery_mode=2, headers=headers)
 
 
@@ -119,6 +124,5 @@ def batch_message(
             add(data[5:])
         else:
             add(entry(stream, data, m.filter_value))
-    return Message(
-        "", stream, _batch_properties(BATCH_CONTENT_TYPE, messages, reference), b"".join(parts)
-    )
+    properties = _batch_properties(BATCH_CONTENT_TYPE, messages[0].publishing_id, reference)
+    return Message("", stream, properties, b"".join(parts))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roost.core import Message, Properties
+from roost.store.stream_chunk import map_amqp10_with
 from roost.stream_protocol.amqp10 import Described, decode_message
 from roost.stream_protocol.consumers import FILTER_HEADER, RAW_HEADER
 
@@ -81,3 +82,15 @@ def to_message(
     if not headers:
         props.headers = None
     return Message("", stream, props, body)
+
+
+def chunk_message_values(data: bytes) -> tuple[tuple[Any, ...], bytes]:
+    """How a message kept as sent in a chunk record reads for AMQP 0-9-1, STOMP and
+    Spark: the same properties and body ``to_message`` stores it with otherwise."""
+    message = to_message("", data, "", 0)
+    return message.properties.as_tuple(), message.body
+
+
+# chunk records hold any AMQP 1.0 message as sent; the store maps them with this on
+# reading for the other protocols (it knows no AMQP 1.0 itself)
+map_amqp10_with(chunk_message_values)

@@ -90,7 +90,7 @@ class Transport(Protocol):
     tls: bool
     cert_user: str | None
 
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes | memoryview) -> None: ...
     def close(self) -> None: ...
     def pause_reading(self) -> None: ...
     def resume_reading(self) -> None: ...
@@ -242,7 +242,7 @@ class StreamSession(ReadLoop):
             self.port.count_protocol_error("stream", NAMES[code])
         self.write(data)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         if self.state == CLOSED:
             return
         self.traffic.send_oct += len(data)
