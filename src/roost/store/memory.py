@@ -6,7 +6,7 @@ and the store's contract tests (tests/store/test_store_contract.py) run against 
 implementations.
 
 What "durable" means here: at once. ``appends`` never moves, so a publisher confirm or a
-declare-ok never waits (``core.durability.Completion`` finds nothing pending), and a
+declare-ok never waits (``core.completion.Completion`` finds nothing pending), and a
 waiter handed to ``when_durable`` is told at once.
 """
 
