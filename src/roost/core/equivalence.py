@@ -56,17 +56,13 @@ def check_exchange(
     arguments: dict[str, Any],
 ) -> None:
     where = f"for exchange '{ex.name}' in vhost '{vhost}'"
-    for field, received, current in (
+    _check_fields(
+        where,
         ("type", kind, ex.kind),
         ("durable", durable, ex.durable),
         ("auto_delete", auto_delete, ex.auto_delete),
         ("internal", internal, ex.internal),
-    ):
-        if received != current:
-            raise PreconditionFailed(
-                f"inequivalent arg '{field}' {where}: "
-                f"received '{_fmt(received)}' but current is '{_fmt(current)}'"
-            )
+    )
     # RabbitMQ compares one exchange argument on redeclare
     _check_argument(where, alternate.ARGUMENT, arguments, ex.arguments)
 
@@ -96,25 +92,21 @@ def check_queue(
     arguments: dict[str, Any],
 ) -> None:
     where = f"for queue '{q.name}' in vhost '{vhost}'"
-    for field, given, existing in (
+    _check_fields(
+        where,
         ("durable", durable, q.durable),
         ("exclusive", exclusive, q.exclusive),
         ("auto_delete", auto_delete, q.auto_delete),
-    ):
-        if given != existing:
+    )
+    for key in EQUIVALENCE_ARGS:
+        _check_argument(where, key, arguments, q.arguments)
+
+
+def _check_fields(where: str, *fields: tuple[str, Any, Any]) -> None:
+    """(name, received, current) of each property: the first that differs is a 406."""
+    for field, received, current in fields:
+        if received != current:
             raise PreconditionFailed(
                 f"inequivalent arg '{field}' {where}: "
-                f"received '{_fmt(given)}' but current is '{_fmt(existing)}'"
+                f"received '{_fmt(received)}' but current is '{_fmt(current)}'"
             )
-    for key in EQUIVALENCE_ARGS:
-        received, current = arguments.get(key), q.arguments.get(key)
-        if received == current:
-            continue
-        if received is None or current is None:  # one side lacks it: name the types
-            received_text, current_text = _typed(received), _typed(current)
-        else:
-            received_text, current_text = f"'{_fmt(received)}'", f"'{_fmt(current)}'"
-        raise PreconditionFailed(
-            f"inequivalent arg '{key}' {where}: "
-            f"received {received_text} but current is {current_text}"
-        )
