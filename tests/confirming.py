@@ -9,6 +9,9 @@ import time
 from collections.abc import Callable
 
 import pika
+from pika.adapters.blocking_connection import BlockingChannel
+
+from tests.cluster.history import History, body
 
 
 def publish_confirmed(
@@ -54,3 +57,20 @@ def publish_confirmed(
                         stop.wait(pause)
         except pika.exceptions.AMQPError:  # the connection went: a new one
             stop.wait(0.1)
+
+
+def publish_recorded(
+    ch: BlockingChannel, h: History, name: str, queue: str, seq: int, size: int
+) -> None:
+    """Message ``(name, seq)``, persistent, published on a confirming channel and recorded
+    in the history: published, then confirmed or nacked (a lost connection raises, and
+    the message stays unconfirmed)."""
+    h.publish((name, seq), queue)
+    try:
+        ch.basic_publish(
+            "", queue, body(name, seq, size), pika.BasicProperties(delivery_mode=2)
+        )
+    except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
+        h.confirm((name, seq), ok=False)
+    else:
+        h.confirm((name, seq))
