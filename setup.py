@@ -34,6 +34,8 @@ COMPILED = [
     "src/roost/core/messaging.py",
     "src/roost/core/session.py",
     "src/roost/core/vhost.py",
+    "src/roost/core/router.py",
+    "src/roost/core/equivalence.py",
     "src/roost/stomp/handler.py",
     "src/roost/stomp/output.py",
     "src/roost/stomp/sending.py",

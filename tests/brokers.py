@@ -7,7 +7,8 @@ from roost.core.alarms import ResourceAlarms
 from roost.core.broker import Broker
 from roost.core.durability import MessageStore, StreamStorage
 from roost.core.settings import BrokerSettings
-from roost.store.memory import MemoryStore, MemoryStreams
+from roost.store.memory import MemoryStore
+from roost.store.memory_streams import MemoryStreams
 
 
 def memory_broker(

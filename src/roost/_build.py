@@ -34,6 +34,8 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.messaging",
     "roost.core.session",
     "roost.core.vhost",
+    "roost.core.router",
+    "roost.core.equivalence",
     "roost.stomp.handler",
     "roost.stomp.output",
     "roost.stomp.sending",

@@ -16,7 +16,8 @@ from roost.core.persistence import Persistence
 from roost.core.settings import BrokerSettings
 from roost.store.definitions import DefinitionsFile
 from roost.store.hub import DiskStore
-from roost.store.memory import MemoryDefinitions, MemoryStore, MemoryStreams
+from roost.store.memory import MemoryDefinitions, MemoryStore
+from roost.store.memory_streams import MemoryStreams
 from roost.store.stream_store import StreamFiles
 
 # registers how chunk records map general AMQP 1.0 messages for AMQP/STOMP/Spark readers

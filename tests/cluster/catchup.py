@@ -23,6 +23,7 @@ import pika
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
 from tests.cluster.history import History, body
+from tests.confirming import publish_confirmed
 from tests.support import RoostProcess
 
 QUORUM = {"x-queue-type": "quorum"}
@@ -84,24 +85,13 @@ async def _publish(url: str, queue: str, h: History, count: int, size: int) -> N
 
 
 def _trickle(server: RoostProcess, h: History, stop: threading.Event, size: int) -> None:
-    seq = 0
-    while not stop.is_set():
-        try:
-            with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-                ch = conn.channel()
-                ch.confirm_delivery()
-                while not stop.is_set():
-                    h.publish(("live", seq), "catch")
-                    try:
-                        ch.basic_publish("", "catch", body("live", seq, size))
-                        h.confirm(("live", seq))
-                    except pika.exceptions.NackError:
-                        h.confirm(("live", seq), ok=False)
-                    seq += 1
-                    time.sleep(0.002)
-        except pika.exceptions.AMQPError:  # unanswered: republished under the next id
-            seq += 1
-            time.sleep(0.1)
+    def settled(n: int, ok: bool, _began: float) -> None:
+        h.confirm(("live", n), ok=ok)
+
+    publish_confirmed(
+        server.url, "catch", stop, lambda n: body("live", n, size), settled,
+        sending=lambda n: h.publish(("live", n), "catch"), pause=0.002,
+    )  # fmt: skip
 
 
 def _sample(servers: list[RoostProcess], peaks: list[float], stop: threading.Event) -> None:

@@ -17,7 +17,8 @@ from roost.cluster.node import ClusterNode, ClusterSettings
 from roost.cluster.wire import properties_of
 from roost.core.broker import Broker, Message, Properties
 from roost.core.settings import BrokerSettings
-from roost.store.memory import MemoryStore, MemoryStreams
+from roost.store.memory import MemoryStore
+from roost.store.memory_streams import MemoryStreams
 from tests.support import free_port
 
 

@@ -12,8 +12,9 @@ import pika
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
-from tests.cluster.history import History, body
+from tests.cluster.history import History
 from tests.cluster.test_nodes import etcd_keys
+from tests.confirming import publish_recorded
 from tests.support import RoostProcess, eventually
 
 MESSAGES = 1500
@@ -25,15 +26,7 @@ def publisher(server: RoostProcess, name: str, queue: str, h: History) -> None:
         ch.queue_declare(queue, durable=True)
         ch.confirm_delivery()
         for seq in range(MESSAGES):
-            h.publish((name, seq), queue)
-            try:
-                ch.basic_publish(
-                    "", queue, body(name, seq, 256), pika.BasicProperties(delivery_mode=2)
-                )
-            except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
-                h.confirm((name, seq), ok=False)
-            else:
-                h.confirm((name, seq))
+            publish_recorded(ch, h, name, queue, seq, 256)
             if seq % 100 == 0:
                 time.sleep(0.02)  # spread the load over the etcd outage
 

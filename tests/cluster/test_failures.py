@@ -12,7 +12,8 @@ import pika
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
-from tests.cluster.history import History, body
+from tests.cluster.history import History
+from tests.confirming import publish_recorded
 from tests.support import RoostProcess, eventually
 
 TTL = ("--cluster-lease-ttl", "2")
@@ -24,15 +25,7 @@ def publisher(server: RoostProcess, name: str, queue: str, h: History, count: in
             ch = conn.channel()
             ch.confirm_delivery()
             for seq in range(count):
-                h.publish((name, seq), queue)
-                try:
-                    ch.basic_publish(
-                        "", queue, body(name, seq, 256), pika.BasicProperties(delivery_mode=2)
-                    )
-                except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
-                    h.confirm((name, seq), ok=False)
-                else:
-                    h.confirm((name, seq))
+                publish_recorded(ch, h, name, queue, seq, 256)
     except pika.exceptions.AMQPError:
         pass  # its node was killed: what it had confirmed is what counts
 

@@ -14,6 +14,7 @@ import pika
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
 from tests.cluster.history import History, body
+from tests.confirming import publish_confirmed
 from tests.support import RoostProcess, eventually
 
 TTL = ("--cluster-lease-ttl", "2")
@@ -44,33 +45,20 @@ def publisher(
     server: RoostProcess, name: str, queue: str, h: History, stop: threading.Event,
     times: list[tuple[float, float]],
 ) -> None:  # fmt: skip
-    """Publishes in order with confirms; a nacked or unanswered publish is republished
-    under the next id (a nacked message may still arrive: at least once, so the checker
-    must not take its republished copy for a redelivery). ``times``: (began, confirmed)."""
-    seq = 0
-    while not stop.is_set():
-        try:
-            with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-                ch = conn.channel()
-                ch.confirm_delivery()
-                while not stop.is_set():
-                    h.publish((name, seq), queue)
-                    began = time.monotonic()
-                    try:
-                        ch.basic_publish(
-                            "", queue, body(name, seq, 256), pika.BasicProperties(delivery_mode=2)
-                        )
-                    except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
-                        h.confirm((name, seq), ok=False)
-                        seq += 1  # republished under a new id (the nacked one may arrive)
-                        time.sleep(0.05)
-                        continue
-                    h.confirm((name, seq))
-                    times.append((began, time.monotonic()))
-                    seq += 1
-        except pika.exceptions.AMQPError:
-            seq += 1
-            time.sleep(0.1)  # republished on a new connection
+    """Publishes in order with confirms, persistent; a nacked or unanswered publish is
+    republished under the next id (a nacked message may still arrive: at least once, so
+    the checker must not take its republished copy for a redelivery). ``times``: (began,
+    confirmed)."""
+
+    def settled(n: int, ok: bool, began: float) -> None:
+        h.confirm((name, n), ok=ok)
+        if ok:
+            times.append((began, time.monotonic()))
+
+    publish_confirmed(
+        server.url, queue, stop, lambda n: body(name, n, 256), settled,
+        sending=lambda n: h.publish((name, n), queue), persistent=True,
+    )  # fmt: skip
 
 
 def consumer(

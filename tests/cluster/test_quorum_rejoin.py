@@ -14,7 +14,8 @@ from roost.cluster.quorum.manager import Rejoining
 from roost.core.broker import Broker, Message, Properties
 from roost.core.queues.quorum import QuorumQueue
 from roost.core.settings import BrokerSettings
-from roost.store.memory import MemoryStore, MemoryStreams
+from roost.store.memory import MemoryStore
+from roost.store.memory_streams import MemoryStreams
 from tests.support import free_port
 
 

@@ -13,43 +13,14 @@ import pika
 
 from roost.cluster.etcd_server import EtcdServer
 from roost.store.paths import stream_dir
-from roost.store.stream_codec import decode_stream_message
-from roost.store.stream_log import StreamLog
 from roost.store.stream_truncate import read_mark
-from tests.cluster.test_quorum import queue_json, three_nodes
+from tests.cluster.streams import STREAM, leader_of, online, publish, replica
+from tests.cluster.test_quorum import three_nodes
 from tests.cluster.test_quorum_sync import ui_replicas
-from tests.cluster.test_stream_replicas import STREAM, leader_of
 from tests.support import RoostProcess, eventually
 
 SYNCED = re.compile(r"member (n\d) synced at offset (\d+), shipping (\d+) records")
 CUT = re.compile(r"kept offsets up to (\d+), cut (\d+) records, catching up from (\d+)")
-
-
-def publish(server: RoostProcess, queue: str, bodies: list[bytes]) -> None:
-    """Publishes ``bodies`` in order, then one more with a confirm: confirms come in
-    order, so once it is confirmed a majority holds every one of them."""
-    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-        ch = conn.channel()
-        for body in bodies[:-1]:
-            ch.basic_publish("", queue, body)
-        ch.confirm_delivery()
-        ch.basic_publish("", queue, bodies[-1])
-
-
-def online(server: RoostProcess, queue: str) -> list[str]:
-    return sorted(queue_json(server, queue)["online"])  # type: ignore[call-overload]
-
-
-def replica(server: RoostProcess, queue: str) -> list[tuple[int, int, bytes]]:
-    """(offset, timestamp, body) of every record in a stopped node's copy of ``queue``."""
-    log = StreamLog(stream_dir(server.data_dir, "/", queue))
-    try:
-        return [
-            (r.offset, r.timestamp, decode_stream_message(r.payload)[3])
-            for r in log.reader(0).drain()
-        ]
-    finally:
-        log.close()
 
 
 def lines(server: RoostProcess, since: int, pattern: re.Pattern[str]) -> list[tuple[str, ...]]:

@@ -11,6 +11,7 @@ from roost.cluster.etcd_server import EtcdServer
 from roost.pipeline.amqp import Client, properties
 from roost.pipeline.chunks import records
 from roost.pipeline.reading import RoostPartition, read_partition
+from tests.cluster.streams import online
 from tests.cluster.test_quorum import queue_json, three_nodes
 from tests.support import RoostProcess, eventually
 
@@ -31,7 +32,7 @@ def test_a_ranged_read_through_a_non_leader_ends_at_its_end_offset(
     n1, n2, n3 = three_nodes(shared_etcd, etcd_prefix, tmp_path)
     try:
         fill(n1, 1000)
-        eventually(lambda: sorted(queue_json(n1, "s")["online"]) == ["n1", "n2", "n3"], 10)  # type: ignore[arg-type]
+        eventually(lambda: online(n1, "s") == ["n1", "n2", "n3"], 10)
         assert queue_json(n2, "s")["leader"] == "n1"
         with Client(n2.url) as client:  # one delivery per record
             got = [
@@ -62,7 +63,7 @@ def test_a_partition_read_cut_off_by_kill_9_of_the_leader_resumes_at_another_nod
     n1, n2, _n3 = nodes
     try:
         fill(n1, 3000)
-        eventually(lambda: sorted(queue_json(n1, "s")["online"]) == ["n1", "n2", "n3"], 10)  # type: ignore[arg-type]
+        eventually(lambda: online(n1, "s") == ["n1", "n2", "n3"], 10)
         url = ",".join(n.url for n in nodes)  # the leader first: the read starts there
         # small chunks and batches: most of the range is still to come at the kill
         batches = read_partition(
@@ -95,7 +96,7 @@ def test_a_slow_consumer_on_a_non_leader_misses_nothing_through_kill_9_of_the_le
     n1, n2, n3 = nodes
     try:
         fill(n1, 2000)
-        eventually(lambda: sorted(queue_json(n1, "s")["online"]) == ["n1", "n2", "n3"], 10)  # type: ignore[arg-type]
+        eventually(lambda: online(n1, "s") == ["n1", "n2", "n3"], 10)
         got: list[int] = []
         with pika.BlockingConnection(pika.URLParameters(n3.url)) as conn:
             ch = conn.channel()

@@ -5,86 +5,32 @@ of the leader at the same offsets, and a member killed and started again catches
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pika
 
 from roost.cluster.etcd_server import EtcdServer
+from tests.cluster.streams import STREAM, follower_reader, leader_of, online, read_all
 from tests.cluster.test_quorum import confirm_in_background, queue_json, three_nodes
+from tests.confirming import publish_confirmed
 from tests.support import RoostProcess, eventually
-
-STREAM = {"x-queue-type": "stream"}
 
 
 def publisher(
     server: RoostProcess, queue: str, confirmed: list[bytes], stop: threading.Event
 ) -> None:
-    """Publishes with confirms, one at a time; a nacked or unanswered one is given up
-    (its body never counts as confirmed) and the next gets a new body."""
-    seq = 0
-    while not stop.is_set():
-        try:
-            with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-                ch = conn.channel()
-                ch.confirm_delivery()
-                while not stop.is_set():
-                    raw = f"m{seq:06d}".encode()
-                    seq += 1
-                    try:
-                        ch.basic_publish("", queue, raw, pika.BasicProperties(delivery_mode=2))
-                    except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
-                        time.sleep(0.05)
-                        continue
-                    confirmed.append(raw)
-        except pika.exceptions.AMQPError:
-            time.sleep(0.1)
+    """Publishes persistent messages with confirms, one at a time; a nacked or unanswered
+    one is given up (its body never counts as confirmed) and the next gets a new body."""
+
+    def settled(n: int, ok: bool, _began: float) -> None:
+        if ok:
+            confirmed.append(message(n))
+
+    publish_confirmed(server.url, queue, stop, message, settled, persistent=True)
 
 
-def read_all(
-    server: RoostProcess, queue: str, at_least: int, limit: int = 0, **arguments: str
-) -> dict[int, bytes]:
-    """The stream's messages from its first offset: {offset: body}, at least
-    ``at_least`` of them (till none came for a second), or the first ``limit``."""
-    got: dict[int, bytes] = {}
-    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-        ch = conn.channel()
-        ch.basic_qos(prefetch_count=200)
-        deadline = time.monotonic() + 20
-        for method, props, raw in ch.consume(
-            queue, arguments={"x-stream-offset": "first", **arguments}, inactivity_timeout=1
-        ):
-            if method is None:
-                if len(got) >= at_least or time.monotonic() > deadline:
-                    break
-                continue
-            offset = (props.headers or {})["x-stream-offset"]
-            assert offset not in got, f"offset {offset} delivered twice"
-            got[offset] = raw
-            ch.basic_ack(method.delivery_tag)
-            if limit and len(got) >= limit:
-                break
-        ch.cancel()
-    return got
-
-
-def follower_reader(
-    server: RoostProcess, queue: str, got: list[tuple[int, bytes]], stop: threading.Event
-) -> None:
-    """A consumer on a node that does not lead: reads through the leader from offset 0,
-    through the failover, until ``stop`` and a second with nothing new."""
-    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-        ch = conn.channel()
-        ch.basic_qos(prefetch_count=100)
-        for method, props, raw in ch.consume(
-            queue, arguments={"x-stream-offset": 0}, inactivity_timeout=1
-        ):
-            if method is None:
-                if stop.is_set():
-                    break
-                continue
-            got.append(((props.headers or {})["x-stream-offset"], raw))
-            ch.basic_ack(method.delivery_tag)
+def message(n: int) -> bytes:
+    return f"m{n:06d}".encode()
 
 
 def check(log: dict[int, bytes], confirmed: list[bytes]) -> None:
@@ -94,10 +40,6 @@ def check(log: dict[int, bytes], confirmed: list[bytes]) -> None:
     assert len(set(bodies)) == len(bodies), "a message stored twice"
     missing = set(confirmed) - set(bodies)
     assert not missing, f"{len(missing)} confirmed messages lost: {sorted(missing)[:5]}"
-
-
-def leader_of(server: RoostProcess, queue: str) -> str:
-    return str(queue_json(server, queue)["leader"])
 
 
 def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
@@ -118,7 +60,7 @@ def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(
             5,
         )
         eventually(
-            lambda: sorted(queue_json(n1, "s")["online"]) == ["n1", "n2", "n3"],  # type: ignore[arg-type]
+            lambda: online(n1, "s") == ["n1", "n2", "n3"],
             5,
         )
         # published on n2: forwarded to the leader n1, confirmed at a majority; read on n3

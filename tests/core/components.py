@@ -14,7 +14,8 @@ from roost.core.events import Event
 from roost.core.paging import Pager
 from roost.core.queues.streams import Streams
 from roost.core.stats import Stats
-from roost.store.memory import MemoryStore, MemoryStreams
+from roost.store.memory import MemoryStore
+from roost.store.memory_streams import MemoryStreams
 
 
 def quiet_alarms() -> ResourceAlarms:

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,9 @@ import pytest
 from roost.cluster.etcd_server import EtcdServer
 from roost.pipeline.amqp import Client
 from tests.cluster.conftest import started_etcd
+from tests.cluster.streams import online
 from tests.cluster.test_quorum import queue_json, three_nodes
+from tests.confirming import publish_confirmed
 from tests.support import RoostProcess, eventually
 
 STREAM = {"x-queue-type": "stream", "x-initial-cluster-size": 3}
@@ -36,23 +37,14 @@ def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
 def publisher(server: RoostProcess, confirmed: list[int], stop: threading.Event) -> None:
     """Publishes numbered bodies one at a time with confirms (about 100 a second); a
     nacked or unanswered one is given up and the next gets a new number."""
-    seq = 0
-    while not stop.is_set():
-        try:
-            with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-                ch = conn.channel()
-                ch.confirm_delivery()
-                while not stop.is_set():
-                    seq += 1
-                    try:
-                        ch.basic_publish("", "orders", json.dumps({"n": seq}).encode())
-                    except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
-                        time.sleep(0.05)
-                        continue
-                    confirmed.append(seq)
-                    stop.wait(0.01)
-        except pika.exceptions.AMQPError:
-            stop.wait(0.1)
+
+    def settled(n: int, ok: bool, _began: float) -> None:
+        if ok:
+            confirmed.append(n)
+
+    publish_confirmed(
+        server.url, "orders", stop, lambda n: json.dumps({"n": n}).encode(), settled, pause=0.01
+    )
 
 
 def unread_at(port: int) -> int:
@@ -97,7 +89,7 @@ def test_stream_query_keeps_exactly_once_output_through_kill_9_of_the_leader(
     try:
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             conn.channel().queue_declare("orders", durable=True, arguments=STREAM)
-        eventually(lambda: sorted(queue_json(n1, "orders")["online"]) == ["n1", "n2", "n3"], 10)  # type: ignore[arg-type]
+        eventually(lambda: online(n1, "orders") == ["n1", "n2", "n3"], 10)
         # published on n2 (forwarded to the leader n1) from start to end
         thread = threading.Thread(target=publisher, args=(n2, confirmed, stop))
         thread.start()

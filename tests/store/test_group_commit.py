@@ -40,7 +40,7 @@ def test_always_mode_settles_a_waiter_only_after_its_fsync(
     runs behind a gate, so a settle that came before it would be seen while it waits."""
     entered, gate = threading.Event(), threading.Event()
     synced: list[Path] = []
-    real_sync = hub_module._sync
+    real_sync = hub_module.sync_files
 
     def gated_sync(paths: set[Path], dirs: set[Path]) -> float:
         entered.set()
@@ -49,7 +49,7 @@ def test_always_mode_settles_a_waiter_only_after_its_fsync(
         synced.extend(paths)
         return elapsed
 
-    monkeypatch.setattr(hub_module, "_sync", gated_sync)
+    monkeypatch.setattr(hub_module, "sync_files", gated_sync)
 
     async def publish_and_wait() -> None:
         loop = asyncio.get_running_loop()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roost.store import hub as hub_module
+from roost.store import fsync as fsync_module
 from roost.store.hub import DiskStore
 from roost.store.queue_store import ACK, ACK_FILE, QueueStore
 
@@ -296,7 +296,7 @@ def test_a_new_queue_directory_is_synced_all_the_way_down(
     each directory made on the way (vhosts/, the vhost's, queues/, the queue's) is in a
     parent that was fsynced."""
     synced: list[Path] = []
-    monkeypatch.setattr(hub_module, "fsync_path", synced.append)
+    monkeypatch.setattr(fsync_module, "fsync_path", synced.append)
     hub, store = make(tmp_path)
     store.append("", "q", PROPS, b"first")
     hub.sync_now()

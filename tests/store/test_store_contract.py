@@ -16,7 +16,8 @@ import pytest
 from roost.core.durability import DefinitionsStore, MessageStore, StreamStorage, StreamStore
 from roost.store.definitions import DefinitionsFile
 from roost.store.hub import DiskStore
-from roost.store.memory import MemoryDefinitions, MemoryStore, MemoryStreams
+from roost.store.memory import MemoryDefinitions, MemoryStore
+from roost.store.memory_streams import MemoryStreams
 from roost.store.stream_codec import batch_entry, decode_stream_message
 from roost.store.stream_log import HEADER
 from roost.store.stream_store import StreamFiles

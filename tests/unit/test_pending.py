@@ -1,9 +1,9 @@
-"""core.durability.Pending: a waiter waits for the operations of its own range only, and
+"""core.completion.Pending: a waiter waits for the operations of its own range only, and
 hears the first failure among them (by number)."""
 
 from __future__ import annotations
 
-from roost.core.durability import Pending
+from roost.core.completion import Pending
 from roost.core.errors import BrokerError, InternalError
 
 

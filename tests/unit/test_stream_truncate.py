@@ -79,7 +79,7 @@ def test_restart_at_a_later_base_and_the_committed_mark(tmp_path: Path) -> None:
 
 
 def test_a_memory_stream_truncates_and_restarts_as_the_disk_one() -> None:
-    from roost.store.memory import MemoryStream
+    from roost.store.memory_streams import MemoryStream
 
     stream = MemoryStream(0, 0)
     for i in range(10):

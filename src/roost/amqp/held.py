@@ -1,7 +1,7 @@
 """A channel's output held behind replies that wait for the disk.
 
 The reply to a change of durable definitions (queue.declare-ok for a durable queue,
-bind-ok, …) goes out only once the change is fsync'ed (core.durability.Completion).
+bind-ok, …) goes out only once the change is fsync'ed (core.completion.Completion).
 Everything the channel sends after such a reply waits behind it, so a client sees its
 channel's frames in the order the methods ran: a consume-ok never overtakes the
 declare-ok before it, a delivery never overtakes that consume-ok. A channel with

@@ -9,7 +9,7 @@ import from here.
 """
 
 from roost.core.client import Traffic
-from roost.core.durability import Completion
+from roost.core.completion import Completion
 from roost.core.errors import (
     AccessRefused,
     BrokerError,

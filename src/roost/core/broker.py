@@ -16,9 +16,10 @@ from roost.core.alarms import ResourceAlarms
 from roost.core.auth import Permission, User, hash_password
 from roost.core.catalog import Catalog
 from roost.core.client import Client, Traffic
+from roost.core.completion import Completion, Pending
 from roost.core.connections import Connections, connection_info
 from roost.core.declarations import Declarations
-from roost.core.durability import Completion, MessageStore, Pending, StreamStorage
+from roost.core.durability import MessageStore, StreamStorage
 from roost.core.errors import AccessRefused, NotAllowed
 from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
 from roost.core.features.direct_reply import REPLY_TO
@@ -317,7 +318,7 @@ class Broker:
 
     def durable_from_here(self) -> Completion:
         """The one durability wait: take it, run the operation, then ``then(done)``
-        (core.durability.Completion)."""
+        (core.completion.Completion)."""
         return Completion(self.message_store, self.pending)
 
     def vhost(self, name: str) -> VHost:

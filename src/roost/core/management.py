@@ -21,8 +21,9 @@ from roost.core.queries import Queries
 if TYPE_CHECKING:
     from roost.core.alarms import ResourceAlarms
     from roost.core.catalog import Catalog
+    from roost.core.completion import Completion
     from roost.core.connections import Connections
-    from roost.core.durability import Completion, MessageStore
+    from roost.core.durability import MessageStore
     from roost.core.info import ImportReport
     from roost.core.ports.adapter import AdapterPort
     from roost.core.ports.management import ManagementPort
@@ -63,7 +64,7 @@ class Management:
 
     def durable_from_here(self) -> Completion:
         """The one durability wait: what changes from now on, ``then(done)`` tells when
-        it is durable (core.durability.Completion)."""
+        it is durable (core.completion.Completion)."""
         return self._port.durable_from_here()
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost.core.client import size_bucket
-from roost.core.durability import Completion
+from roost.core.completion import Completion
 from roost.core.errors import NotImplementedFeature
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, target_stream
 from roost.core.exchanges.producers import PRODUCERS_EXCHANGE
@@ -21,8 +21,9 @@ from roost.core.flow import SOCKET_WAIT_CAP, Publisher
 
 if TYPE_CHECKING:
     from roost.core.client import Client
+    from roost.core.completion import Pending
     from roost.core.consumer import Consumer
-    from roost.core.durability import MessageStore, Pending
+    from roost.core.durability import MessageStore
     from roost.core.latency import Latency
     from roost.core.message import Message
     from roost.core.queues.entry import Entry

@@ -1,13 +1,15 @@
-"""A virtual host: its exchanges, queues and bindings, and routing between them."""
+"""A virtual host: its exchanges, queues and bindings. Routing between them is
+``core/router.py`` (``VHost`` inherits it); redeclares are checked by
+``core/equivalence.py``."""
 
 from __future__ import annotations
 
 import base64
 import logging
 import os
-from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from roost.core.equivalence import check_exchange, check_queue
 from roost.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from roost.core.events import (
     BindingAdded,
@@ -24,45 +26,24 @@ from roost.core.exchanges.default import DefaultExchange
 from roost.core.exchanges.offsets import OFFSETS_EXCHANGE, OffsetsExchange
 from roost.core.exchanges.producers import PRODUCERS_EXCHANGE, ProducersExchange
 from roost.core.features import alternate, dedup
-from roost.core.features.direct_reply import PREFIX as REPLY_PREFIX
 from roost.core.features.direct_reply import REPLY_TO, DirectReplyTo
-from roost.core.features.routing import Gate, dedup_cache, gates_for, route_walk
-from roost.core.features.sender_selected import extra_keys, has_extra_keys, strip_bcc
+from roost.core.features.routing import Gate, dedup_cache, gates_for
 from roost.core.features.settings import validate_arguments
-from roost.core.field_types import field_type
 from roost.core.listeners import tell_all
-from roost.core.mutators import MutationRefused
 from roost.core.queues import quorum
-from roost.core.queues.base import Queue, add_refusal
+from roost.core.queues.base import Queue
 from roost.core.queues.kinds import queue_class
 from roost.core.queues.streams import Streams
 from roost.core.queues.subscription import SubscriptionQueue
+from roost.core.router import Router
 from roost.core.tracing import TRACE_EXCHANGE, Tracer
 
 if TYPE_CHECKING:
     from roost.core.client import Client
     from roost.core.events_stream import EventsStream
-    from roost.core.flow import Publisher
-    from roost.core.message import Message
     from roost.core.paging import Pager
 
 log = logging.getLogger("roost.vhost")
-
-# RabbitMQ compares these queue arguments on redeclare; other arguments are ignored.
-EQUIVALENCE_ARGS = (
-    "x-expires",
-    "x-message-ttl",
-    "x-dead-letter-exchange",
-    "x-dead-letter-routing-key",
-    "x-max-length",
-    "x-max-length-bytes",
-    "x-max-priority",
-    "x-overflow",
-    "x-queue-mode",
-    "x-queue-type",
-    "x-single-active-consumer",
-    "x-delivery-limit",
-)
 
 PREDECLARED = (
     ("amq.direct", "direct"),
@@ -73,27 +54,11 @@ PREDECLARED = (
 )
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "none"
-    return str(value)
-
-
-def _typed(value: Any) -> str:
-    """RabbitMQ's wording for an argument on one side of an inequivalence."""
-    if value is None:
-        return "none"
-    kind = field_type(value)
-    return f"the value '{_fmt(value)}' of type '{kind}'"
-
-
 def server_name(prefix: str = "amq.gen-") -> str:
     return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
 
 
-class VHost:
+class VHost(Router):
     def __init__(self, name: str, *, streams: Streams, pager: Pager) -> None:
         self.name = name
         # the broker's streams: stream queues open their stores through it
@@ -189,9 +154,7 @@ class VHost:
             raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'")
         cls = exchange_class(kind)
         if existing is not None:
-            self._check_exchange_equivalence(
-                existing, kind, durable, auto_delete, internal, arguments
-            )
+            check_exchange(existing, self.name, kind, durable, auto_delete, internal, arguments)
             return existing
         limit = self.limits.get("max-exchanges")
         if limited and limit is not None and 0 <= limit <= self.user_exchange_count:
@@ -216,46 +179,6 @@ class VHost:
     def user_exchange_count(self) -> int:
         """Exchanges declared by clients: not the default and amq.* ones every vhost has."""
         return len(self.exchanges) - self._builtin_exchanges
-
-    def _check_exchange_equivalence(
-        self,
-        ex: Exchange,
-        kind: str,
-        durable: bool,
-        auto_delete: bool,
-        internal: bool,
-        arguments: dict[str, Any],
-    ) -> None:
-        where = f"for exchange '{ex.name}' in vhost '{self.name}'"
-        for field, received, current in (
-            ("type", kind, ex.kind),
-            ("durable", durable, ex.durable),
-            ("auto_delete", auto_delete, ex.auto_delete),
-            ("internal", internal, ex.internal),
-        ):
-            if received != current:
-                raise PreconditionFailed(
-                    f"inequivalent arg '{field}' {where}: "
-                    f"received '{_fmt(received)}' but current is '{_fmt(current)}'"
-                )
-        # RabbitMQ compares one exchange argument on redeclare
-        self._check_argument(where, alternate.ARGUMENT, arguments, ex.arguments)
-
-    @staticmethod
-    def _check_argument(
-        where: str, key: str, arguments: dict[str, Any], existing: dict[str, Any]
-    ) -> None:
-        received, current = arguments.get(key), existing.get(key)
-        if received == current:
-            return
-        if received is None or current is None:  # one side lacks it: name the types
-            received_text, current_text = _typed(received), _typed(current)
-        else:
-            received_text, current_text = f"'{_fmt(received)}'", f"'{_fmt(current)}'"
-        raise PreconditionFailed(
-            f"inequivalent arg '{key}' {where}: "
-            f"received {received_text} but current is {current_text}"
-        )
 
     def delete_exchange(self, name: str, *, if_unused: bool = False) -> None:
         if name == "":
@@ -379,7 +302,7 @@ class VHost:
                 client if exclusive else None
             ):
                 raise self._locked(name)
-            self._check_queue_equivalence(existing, durable, exclusive, auto_delete, arguments)
+            check_queue(existing, self.name, durable, exclusive, auto_delete, arguments)
             existing.refresh()  # declare-ok's counts (a cluster: from the home node)
             return existing
         limit = self.limits.get("max-queues")
@@ -435,33 +358,6 @@ class VHost:
         self.queues[queue.name] = queue
         self._changed(QueueDeclared(queue))
 
-    def _check_queue_equivalence(
-        self, q: Queue, durable: bool, exclusive: bool, auto_delete: bool, arguments: dict[str, Any]
-    ) -> None:
-        where = f"for queue '{q.name}' in vhost '{self.name}'"
-        for field, given, existing in (
-            ("durable", durable, q.durable),
-            ("exclusive", exclusive, q.exclusive),
-            ("auto_delete", auto_delete, q.auto_delete),
-        ):
-            if given != existing:
-                raise PreconditionFailed(
-                    f"inequivalent arg '{field}' {where}: "
-                    f"received '{_fmt(given)}' but current is '{_fmt(existing)}'"
-                )
-        for key in EQUIVALENCE_ARGS:
-            received, current = arguments.get(key), q.arguments.get(key)
-            if received == current:
-                continue
-            if received is None or current is None:  # one side lacks it: name the types
-                received_text, current_text = _typed(received), _typed(current)
-            else:
-                received_text, current_text = f"'{_fmt(received)}'", f"'{_fmt(current)}'"
-            raise PreconditionFailed(
-                f"inequivalent arg '{key}' {where}: "
-                f"received {received_text} but current is {current_text}"
-            )
-
     def delete_queue(self, queue: Queue) -> int:
         """Remove a queue: cancel its consumers, drop its bindings. Returns messages lost."""
         if queue.deleted:
@@ -493,125 +389,6 @@ class VHost:
         if if_empty and queue.message_count:
             raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' is not empty")
         return self.delete_queue(queue)
-
-    # -- routing --------------------------------------------------------------------------
-
-    def route(self, exchange: Exchange, message: Message) -> Collection[Queue]:
-        """Queues the message reaches, following exchange-to-exchange bindings, the CC and
-        BCC headers (core.features.sender_selected) and alternate exchanges."""
-        dests = exchange.route(message)
-        headers = message.properties.headers
-        if headers and ("CC" in headers or "BCC" in headers):
-            return route_walk(self, exchange, message, dests, extra_keys(headers))
-        for dest in dests:
-            if dest.is_exchange:
-                break
-        else:
-            if dests:
-                return dests  # the common case: only queues, no copy
-        return route_walk(self, exchange, message, dests, [])
-
-    def publish(
-        self, exchange_name: str, message: Message, publisher: Publisher | None = None
-    ) -> tuple[int, str]:
-        """Route and enqueue: (queues reached, why it was refused: overflow
-        reject-publish, a mutator; "" when it was not). A congested queue holds the
-        ``publisher`` (core/flow.py)."""
-        ex = self.exchanges.get(exchange_name)
-        if ex is None:
-            raise NotFound(f"no exchange '{exchange_name}' in vhost '{self.name}'")
-        if ex.internal:
-            raise AccessRefused(
-                f"cannot publish to internal exchange '{exchange_name}' in vhost '{self.name}'"
-            )
-        if ex.mutators is not None:
-            try:
-                mutated = ex.mutators.run(message)
-            except MutationRefused as exc:
-                ex.stat_in += 1
-                # refused (a nack), not unroutable (no basic.return)
-                return 1, f"message refused by exchange '{ex.name}' in vhost '{self.name}': " \
-                    + exc.error
-            if mutated is None:
-                ex.stat_in += 1
-                return 1, ""  # dropped by a mutator: taken, and gone
-            message = mutated
-        if self._gates:
-            taken = self.through_gates(ex, message)
-            if taken is not None:
-                ex.stat_in += 1
-                return taken, ""
-        reached = self._enqueue(ex, message, publisher)
-        ex.stat_in += 1
-        caches = self._exchange_dedup
-        if caches and reached[0] and not reached[1] and (cache := caches.get(ex)) is not None:
-            cache.remember(message)  # taken by every queue it reached
-        return reached
-
-    def through_gates(self, ex: Exchange, message: Message) -> int | None:
-        """What the exchange's gates did with a message (an x-delayed-message exchange
-        holds it, a deduplicating one drops a duplicate): how many took it, or None when
-        it is to be routed now."""
-        gates = self._gates.get(ex)
-        if gates is None:
-            return None
-        headers = message.properties.headers
-        if headers and has_extra_keys(headers):
-            extra_keys(headers)  # refuse a malformed CC now, not when released
-        for gate in gates:
-            taken = gate(message)
-            if taken is not None:
-                if taken and (cache := self._exchange_dedup.get(ex)) is not None:
-                    cache.remember(message)  # held (x-delayed-message)
-                return taken
-        return None
-
-    def route_held(self, exchange: Exchange, message: Message) -> int:
-        """A message the exchange held (x-delayed-message) goes on its way now."""
-        if exchange.deleted:
-            return 0
-        return self._enqueue(exchange, message, None)[0]
-
-    def _enqueue(
-        self, ex: Exchange, message: Message, publisher: Publisher | None
-    ) -> tuple[int, str]:
-        """(queues reached, why queues refused it or "")."""
-        queues = self.route(ex, message)
-        events = self.events
-        if not queues:
-            if not ex.name and message.routing_key.startswith(REPLY_PREFIX):
-                return (1 if self.replies.deliver(message) else 0), ""
-            if events is not None:
-                events.published(ex.name, message, ())
-            if self.tracer is not None:
-                self.tracer.published(ex, message, [])
-            return 0, ""
-        headers = message.properties.headers
-        if headers and "BCC" in headers:
-            message = strip_bcc(message)
-        routed = len(queues)
-        caches = self._queue_dedup
-        if caches:  # a duplicate was routed (no return), its queue just does not take it
-            queues = [q for q in queues if (c := caches.get(q)) is None or not c.seen(message)]
-        refused = ""
-        # events on: the published event, then the message's number in each queue taking it
-        seqs = None if events is None else events.published(ex.name, message, queues)
-        for queue in queues:
-            before = queue.last_seq if seqs is not None else 0
-            if not queue.push(message):
-                refused = add_refusal(refused, queue)
-            else:
-                if caches and (cache := caches.get(queue)) is not None:
-                    # seen only once taken, so a publisher may retry a refused one (a nack)
-                    cache.remember(message)
-                if seqs is not None and queue.events is not None and queue.last_seq != before:
-                    seqs[queue.name] = queue.last_seq
-            if publisher is not None and queue.flow.congested:
-                queue.flow.hold(publisher)
-        ex.stat_out += 1
-        if self.tracer is not None:
-            self.tracer.published(ex, message, queues)
-        return routed, refused
 
     # -- change notification --------------------------------------------------------------
 

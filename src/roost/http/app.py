@@ -77,7 +77,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 @web.middleware
 async def durable(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A 2xx reply to a change means the change survives a crash: wait for the group
-    commit that writes it (core.durability.Completion); reads never wait."""
+    commit that writes it (core.completion.Completion); reads never wait."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return await handler(request)
     completion = request.app[PORT].durable_from_here()

@@ -20,45 +20,27 @@ waiting callbacks with ``False`` (publisher nacks).
 from __future__ import annotations
 
 import asyncio
-import bisect
-import json
 import logging
 import os
 import shutil
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from roost.store.delayed import DelayedLog
-from roost.store.files import NO_SPACE, FilePool, fsync_path, lock_directory
+from roost.store.files import NO_SPACE, FilePool, lock_directory
+from roost.store.fsync import FsyncStats, sync_files
+from roost.store.orphans import quarantine_orphans
 from roost.store.paths import delayed_dir, queue_dir
-from roost.store.queue_store import OWNER_FILE, QueueStore
+from roost.store.queue_store import QueueStore
 
 log = logging.getLogger("roost.store")
 
 SPILL_DIR = "paged"  # under the data dir: transient messages paged out (core.paging)
-LOST_DIR = "lost+found"  # under the data dir: queue directories nothing claimed at start
 
 FSYNC_MODES = ("always", "interval", "never")
 MAX_READERS = 32  # queue stores that keep a read-ahead buffer (queue_store.READ_AHEAD)
-# upper bounds (seconds) of the fsync latency histogram, Prometheus style
-FSYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
-
 Waiter = Callable[[bool], None]
-
-
-class FsyncStats:
-    def __init__(self) -> None:
-        self.bounds: tuple[float, ...] = FSYNC_BUCKETS
-        self.counts: list[int] = [0] * (len(FSYNC_BUCKETS) + 1)
-        self.total = 0.0
-        self.count = 0
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect.bisect_left(FSYNC_BUCKETS, seconds)] += 1
-        self.total += seconds
-        self.count += 1
 
 
 class DiskStore:
@@ -141,31 +123,9 @@ class DiskStore:
         return DelayedLog(QueueStore(self, directory, f"{vhost}/delayed:{exchange}", owner))
 
     def quarantine_orphans(self) -> list[Path]:
-        """After recovery: move queue (and delayed-exchange) directories that nothing
-        durable claimed to ``lost+found/<time>/`` with a warning naming each, never
-        deleting them: their definitions may have been lost to damage, and their
-        messages are all that is left. (With definitions journaled before any reply,
-        only damage or a declare with nowait and no confirm can leave one.)"""
-        moved: list[Path] = []
-        target = self.data_dir / LOST_DIR / time.strftime("%Y%m%dT%H%M%S")
-        for pattern in ("vhosts/*/queues/*", "vhosts/*/delayed/*"):
-            for directory in sorted(self.data_dir.glob(pattern)):
-                if not directory.is_dir() or directory in self._opened:
-                    continue
-                dest = target / directory.relative_to(self.data_dir)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(directory, dest)
-                moved.append(dest)
-                log.warning(
-                    "store: %s (%s, %d files, %d bytes) belongs to nothing durable; moved to %s",
-                    directory,
-                    _owner(dest),
-                    *_usage(dest),
-                    dest,
-                )
-        if moved:
-            fsync_path(self.data_dir)
-        return moved
+        """After recovery: queue (and delayed-exchange) directories that nothing durable
+        claimed moved aside (``store/orphans.py``)."""
+        return quarantine_orphans(self.data_dir, self._opened)
 
     def new_segment(self, store: QueueStore) -> None:
         # the directory is made by the first write_pending (a mkdir may fail: disk full);
@@ -349,7 +309,7 @@ class DiskStore:
         dirs, self._new_dirs = self._new_dirs, set()
         waiters = self._take_waiters()
         self._syncing = True
-        future = self._loop.run_in_executor(self._executor, _sync, paths, dirs)
+        future = self._loop.run_in_executor(self._executor, sync_files, paths, dirs)
 
         def done(fut: asyncio.Future[float]) -> None:
             self._syncing = False
@@ -379,7 +339,7 @@ class DiskStore:
         paths, self._unsynced = self._unsynced, set()
         dirs, self._new_dirs = self._new_dirs, set()
         if self.mode != "never":
-            self.fsync_stats.observe(_sync(paths, dirs))
+            self.fsync_stats.observe(sync_files(paths, dirs))
         self._settle(self._take_waiters(), written)
 
     async def close(self) -> None:
@@ -401,36 +361,3 @@ class DiskStore:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
-
-
-def _sync(paths: set[Path], dirs: set[Path]) -> float:
-    """fsync each file through a descriptor of its own: Linux syncs the file (the inode)
-    whatever descriptor wrote it, and the pool may close its descriptors meanwhile."""
-    started = time.perf_counter()
-    for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue  # deleted since (a consumed segment): nothing to make durable
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    for directory in dirs:
-        if directory.is_dir():
-            fsync_path(directory)
-    return time.perf_counter() - started
-
-
-def _owner(directory: Path) -> str:
-    """Whose directory this was, from the note its store wrote when it made it."""
-    try:
-        owner = json.loads((directory / OWNER_FILE).read_text("utf-8"))
-        return f"{owner['kind']} '{owner['name']}' in vhost '{owner['vhost']}'"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "owner unknown"
-
-
-def _usage(directory: Path) -> tuple[int, int]:
-    files = [f for f in directory.rglob("*") if f.is_file()]
-    return len(files), sum(f.stat().st_size for f in files)

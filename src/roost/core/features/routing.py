@@ -20,7 +20,7 @@ from roost.core.message import Message
 if TYPE_CHECKING:
     from roost.core.exchanges.base import Exchange
     from roost.core.queues.base import Queue
-    from roost.core.vhost import VHost
+    from roost.core.router import Router
 
 # A step before routing: None lets the message go on; a number ends the publish with
 # that many "queues reached" (0: dropped as a duplicate; 1: held for later).
@@ -52,7 +52,7 @@ def gates_for(ex: Exchange, cache: dedup.DedupCache | None) -> list[Gate]:
 
 
 def route_walk(
-    vhost: VHost, exchange: Exchange, message: Message, first: Collection[Any], keys: list[str]
+    vhost: Router, exchange: Exchange, message: Message, first: Collection[Any], keys: list[str]
 ) -> Collection[Queue]:
     """Every exchange on the way routes the routing key and the extra ``keys``; one that
     routes nowhere hands the message to its alternate exchange. ``first`` is what

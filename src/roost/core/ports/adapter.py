@@ -67,8 +67,8 @@ if TYPE_CHECKING:
     from roost.core.auth import User as User
     from roost.core.client import Client as Client
     from roost.core.client import Traffic as Traffic
+    from roost.core.completion import Completion as Completion
     from roost.core.consumer import Consumer as Consumer
-    from roost.core.durability import Completion as Completion
     from roost.core.exchanges.base import Exchange as Exchange
     from roost.core.flow import Publisher as Publisher
     from roost.core.message import Message as Message

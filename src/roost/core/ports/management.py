@@ -15,7 +15,7 @@ Four faces, each a component of its own:
   management user, checked as the AMQP method would be (``core.manage``).
 
 A change answered 2xx must survive a crash: ``durable_from_here`` is the one durability
-wait the adapters use too (``core.durability.Completion``). In a cluster its completion
+wait the adapters use too (``core.completion.Completion``). In a cluster its completion
 also means every live node applied the change.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from roost.core.durability import Completion
+    from roost.core.completion import Completion
     from roost.core.events import Listener
     from roost.core.info import (
         BindingInfo,

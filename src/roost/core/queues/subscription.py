@@ -61,7 +61,7 @@ class _IdleFlow(QueueFlow):
 IDLE_FLOW = _IdleFlow()
 
 
-class SubscriptionQueue(Queue, Consumer):  # type: ignore[override]  # (see below)
+class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override, unused-ignore]  # (see below)
     """A queue, and its own consumer when its subscriber neither acks nor has a prefetch
     (``consumed_by_itself``): an ack:auto topic subscription is then this one object, no
     ``Consumer`` and no consumer list (~130 bytes less each); a client-ack subscription's

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from roost.core.info import GlobalParameterInfo, ParameterInfo
 from roost.http import serialize as ser
+from roost.http.api.policies import policy_body
 from roost.http.auth import check_vhost, check_vhost_write, visible
 from roost.http.keys import management, user
 from roost.http.listing import listing
@@ -108,18 +109,7 @@ async def get_operator_policy(request: web.Request) -> web.Response:
 async def put_operator_policy(request: web.Request) -> web.Response:
     b, m = management(request), request.match_info
     check_vhost_write(b, user(request), m["vhost"])
-    body = await read_json(request)
-    missing = [k for k in ("pattern", "definition") if k not in body]
-    if missing:
-        raise bad_request(f"{', '.join(missing)} missing")
-    made = b.parameters.put_operator_policy(
-        m["vhost"],
-        m["name"],
-        pattern=body["pattern"],
-        definition=body["definition"],
-        priority=body.get("priority", 0),
-        apply_to=body.get("apply-to", "all"),
-    )
+    made = b.parameters.put_operator_policy(m["vhost"], m["name"], **await policy_body(request))
     return created(made)
 
 

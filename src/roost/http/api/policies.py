@@ -3,6 +3,8 @@ queues and exchanges (``policy`` in their JSON); the queue features apply them."
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from roost.http import serialize as ser
@@ -35,19 +37,22 @@ async def get_policy(request: web.Request) -> web.Response:
 async def put_policy(request: web.Request) -> web.Response:
     b, m = management(request), request.match_info
     check_vhost_write(b, user(request), m["vhost"])
+    made = b.definitions.put_policy(m["vhost"], m["name"], **await policy_body(request))
+    return created(made)
+
+
+async def policy_body(request: web.Request) -> dict[str, Any]:
+    """A PUT's policy (a user's or an operator's), as the keywords of ``put_policy``."""
     body = await read_json(request)
     missing = [k for k in ("pattern", "definition") if k not in body]
     if missing:
         raise bad_request(f"{', '.join(missing)} missing")
-    made = b.definitions.put_policy(
-        m["vhost"],
-        m["name"],
-        pattern=body["pattern"],
-        definition=body["definition"],
-        priority=body.get("priority", 0),
-        apply_to=body.get("apply-to", "all"),
-    )
-    return created(made)
+    return {
+        "pattern": body["pattern"],
+        "definition": body["definition"],
+        "priority": body.get("priority", 0),
+        "apply_to": body.get("apply-to", "all"),
+    }
 
 
 @access(POLICYMAKER)
