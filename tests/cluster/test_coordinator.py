@@ -17,12 +17,12 @@ from roost.cluster.coordinator import (
     Coordinator,
     Delete,
     Get,
-    LeaseKeeper,
     Put,
     prefix_end,
 )
 from roost.cluster.errors import ClusterError, CoordinatorUnavailable
 from roost.cluster.etcd_server import EtcdServer, free_port
+from roost.cluster.lease import LeaseKeeper
 from roost.cluster.urls import parse_cluster_url
 
 T = TypeVar("T")
