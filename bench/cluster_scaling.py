@@ -19,6 +19,14 @@ node): on a small box the ``roost perf`` processes share the brokers' cores, so 
 measured ratio cannot show scaling; the projection is labelled as one. ``--only hop``
 (or ``single``, ``local``, comma-separated) runs only those shapes.
 
+Where the machine's cores went is printed next to it: the load generators' CPU (the
+``roost perf`` processes, from ``getrusage`` of the children) beside the brokers', and
+their sum against the machine's cores; ``--pin`` puts broker node ``k`` on core
+``k - 1`` (``sched_setaffinity``, as ``taskset`` does) and the load generators on
+``--client-cpus`` (default: every core), so that two nodes cannot both land on one core.
+When brokers and clients together use every core, the box is saturated and the measured
+2-node / 1-node ratio is bounded by the clients' share, not by the brokers.
+
     .venv/bin/python bench/cluster_scaling.py --queues 4 --nodes 2 --duration 10 --repeat 3
     .venv/bin/python bench/cluster_scaling.py --only hop --brokers roost --repeat 2
 """
@@ -27,6 +35,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -84,7 +94,13 @@ def perf_command(url: str, queue: str, args: argparse.Namespace) -> list[str]:
     return [sys.executable, "-m", "roost", "perf", "--url", url, "--queue", queue,
             "--producers", "1", "--consumers", "1", "--size", str(args.size),
             "--prefetch", str(args.prefetch), "--duration", str(args.duration),
-            "--json"]  # fmt: skip
+            "--json",
+            *(a for k in range(args.headers) for a in ("--header", f"h{k}=value-{k}"))]  # fmt: skip
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def one_run(urls: list[str], args: argparse.Namespace, remote: bool) -> dict[str, float]:
@@ -93,7 +109,13 @@ def one_run(urls: list[str], args: argparse.Namespace, remote: bool) -> dict[str
         declare_homes(urls, args.queues)
         shift = 1
     pids = [broker_pid(u) for u in urls]
+    cores = sorted(os.sched_getaffinity(0))
+    if args.pin:  # node k on core k-1 (a 1-node run: core 0), as taskset -p would
+        for k, pid in enumerate(pids):
+            os.sched_setaffinity(pid, {cores[k % len(cores)]})
+    clients = set(args.client_cpus) if args.client_cpus else None
     cpu_before = [cpu_seconds(p) for p in pids]
+    clients_before = children_cpu()
     started = time.monotonic()
     procs = [
         subprocess.Popen(
@@ -101,6 +123,7 @@ def one_run(urls: list[str], args: argparse.Namespace, remote: bool) -> dict[str
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, clients)) if clients else None,
         )
         for i in range(args.queues)
     ]
@@ -121,6 +144,9 @@ def one_run(urls: list[str], args: argparse.Namespace, remote: bool) -> dict[str
         "consume_rate": consumed,
         "broker_cores": cpu / args.duration,  # the brokers idle while perf starts and stops
         "cpu_us_per_msg": cpu / messages * 1e6 if messages else float("nan"),
+        # the load generators' cores (their whole lives, start-up included, over the
+        # duration): with the brokers', what the box had left
+        "client_cores": (children_cpu() - clients_before) / args.duration,
         # a projection, not a measurement: the rate if the busiest node had a core of its
         # own and the load generators ran elsewhere (CPU-bound: messages per CPU second
         # of the busiest node)
@@ -147,14 +173,20 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         return statistics.median(r[key] for r in results[name])
 
     yield (f"{args.queues} queues, 1 producer + 1 consumer each, {args.size} B, manual ack, "
-           f"prefetch {args.prefetch}, {args.duration:g} s x {args.repeat} (medians)")  # fmt: skip
+           f"prefetch {args.prefetch}, {args.headers} headers, {args.duration:g} s x {args.repeat} "
+           "(medians)")  # fmt: skip
     yield ""
-    yield ("| configuration | consumed msg/s | broker CPU (cores) | broker CPU µs / msg "
+    cores = len(os.sched_getaffinity(0))
+    pinned = " (brokers pinned a core each)" if args.pin else ""
+    yield ("| configuration | consumed msg/s | broker CPU (cores) | client CPU (cores) "
+           f"| of the box's {cores} cores | broker CPU µs / msg "
            "| projected msg/s, a core per node |")  # fmt: skip
-    yield "|---|---|---|---|---|"
+    yield "|---|---|---|---|---|---|---|"
     for name in results:
-        yield (f"| {name} | {med(name, 'consume_rate'):,.0f} | {med(name, 'broker_cores'):.2f} "
-               f"| {med(name, 'cpu_us_per_msg'):.1f} "
+        used = med(name, "broker_cores") + med(name, "client_cores")
+        yield (f"| {name}{pinned} | {med(name, 'consume_rate'):,.0f} "
+               f"| {med(name, 'broker_cores'):.2f} | {med(name, 'client_cores'):.2f} "
+               f"| {used / cores:.0%} | {med(name, 'cpu_us_per_msg'):.1f} "
                f"| {med(name, 'projected_rate'):,.0f} |")  # fmt: skip
     one, many = "Roost, 1 node", f"Roost, {args.nodes} nodes"
     rabbit = f"RabbitMQ, {args.nodes} nodes"
@@ -165,6 +197,14 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
         yield (f"{many} / {one}, projected (each node a core of its own, load generators "
                f"elsewhere; from measured CPU per message, not a measured rate): "
                f"{projected:.2f}x")  # fmt: skip
+        # what the box can show: msg/s per broker core used, 2 nodes against 1 (a ratio
+        # below 1: a node does more CPU work per message in a cluster)
+        per_core = {n: med(n, "consume_rate") / med(n, "broker_cores") for n in (one, many)}
+        yield (f"{many} / {one}, msg/s per broker core used: {per_core[many]:,.0f} / "
+               f"{per_core[one]:,.0f} = {per_core[many] / per_core[one]:.2f}; brokers used "
+               f"{med(one, 'broker_cores'):.2f} -> {med(many, 'broker_cores'):.2f} cores, "
+               f"clients {med(one, 'client_cores'):.2f} -> {med(many, 'client_cores'):.2f} "
+               f"of {cores}")  # fmt: skip
     if many in results and rabbit in results:
         yield f"{many} / {rabbit}: {med(many, 'consume_rate') / med(rabbit, 'consume_rate'):.2f}x"
     for name in (many, rabbit):
@@ -185,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefetch", type=int, default=100)
     parser.add_argument("--brokers", default="roost,rabbitmq")
     parser.add_argument("--hop", action="store_true", help="add runs with clients off-home")
+    parser.add_argument("--headers", type=int, default=0,
+                        help="string headers on every message (0: none)")
+    parser.add_argument("--pin", action="store_true", help="broker node k on core k-1")
+    parser.add_argument(
+        "--client-cpus", type=lambda v: [int(c) for c in v.split(",")], default=[],
+        help="cores for the load generators, comma-separated (default: every core)",
+    )  # fmt: skip
     parser.add_argument(
         "--only", default="",
         help=f"comma-separated shapes to run, of {','.join(SHAPES)} (hop: clients off-home)",

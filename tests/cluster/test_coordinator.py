@@ -17,12 +17,12 @@ from roost.cluster.coordinator import (
     Coordinator,
     Delete,
     Get,
-    LeaseKeeper,
     Put,
     prefix_end,
 )
 from roost.cluster.errors import ClusterError, CoordinatorUnavailable
 from roost.cluster.etcd_server import EtcdServer, free_port
+from roost.cluster.lease import LeaseKeeper
 from roost.cluster.urls import parse_cluster_url
 
 T = TypeVar("T")
@@ -241,6 +241,34 @@ def test_lease_kept_alive_then_lost(shared_etcd: EtcdServer, etcd_prefix: str) -
             await asyncio.wait_for(lost.wait(), 3)
             assert await c.get(key) is None
             await keeper.stop(revoke=False)
+        finally:
+            await c.close()
+
+    run(main)
+
+
+def test_a_keeper_fences_past_its_deadline_and_lifts_the_fence_on_a_renewal(
+    shared_etcd: EtcdServer,
+) -> None:
+    """A keeper whose last renewal is older than TTL less the margin says "fenced" at
+    once (the node must stop its elected roles), and "no longer" when its next
+    keepalive renews the lease, which was never lost."""
+
+    async def main() -> None:
+        c = coordinator(shared_etcd)
+        try:
+            lease = await c.grant_lease(3)
+            said: list[bool] = []
+            keeper = LeaseKeeper(c, lease, 3, lambda: None,
+                                 renewed_at=time.monotonic() - 3, on_fence=said.append)  # fmt: skip
+            assert not keeper.in_lease()
+            keeper.start()
+            for _ in range(200):
+                if len(said) == 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert said == [True, False] and keeper.in_lease()
+            await keeper.stop()
         finally:
             await c.close()
 

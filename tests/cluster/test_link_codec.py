@@ -341,12 +341,12 @@ def test_frames_past_an_unread_rest_are_kept() -> None:
 
 def test_repeated_properties_are_decoded_once_per_sender() -> None:
     """The node taking messages off the link decodes a sender's repeated property bytes
-    once (headers, a mutable dict, each time), and keeps the bytes with the message."""
+    once, headers included, and keeps the bytes with the message."""
     from roost.amqp.codec import encode_properties
-    from roost.cluster.wire import PropertiesCache, message_cached
+    from roost.cluster.wire import link_properties_cache, message_cached
     from roost.core.message import Properties
 
-    cache = PropertiesCache()
+    cache = link_properties_cache()
     plain = encode_properties(Properties(delivery_mode=2, content_type="text/plain"))
     a = message_cached(cache, "", "q", plain, b"1")
     b = message_cached(cache, "", "q", bytes(plain), b"2")
@@ -355,4 +355,8 @@ def test_repeated_properties_are_decoded_once_per_sender() -> None:
     headed = encode_properties(Properties(headers={"k": "v"}))
     c = message_cached(cache, "", "q", headed, b"3")
     d = message_cached(cache, "", "q", headed, b"4")
-    assert c.properties is not d.properties and d.properties.headers == {"k": "v"}
+    assert c.properties is d.properties and d.properties.headers == {"k": "v"}
+    assert d.encoded_properties == headed
+    other = encode_properties(Properties(headers={"k": "w"}))
+    e = message_cached(cache, "", "q", other, b"5")
+    assert e.properties.headers == {"k": "w"} and d.properties.headers == {"k": "v"}

@@ -66,3 +66,36 @@ def test_get_purge_and_counts_of_a_queue_homed_on_the_other_node(
         n2.kill()
     for n in (n1, n2):
         assert "Traceback" not in n.log, n.log
+
+
+def test_messages_sharing_headers_across_the_hop_keep_their_own(
+    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
+) -> None:
+    """The receiving node decodes a sender's repeated property bytes once, headers
+    included, so messages share one headers table: dead-lettering one of them (x-death
+    added) must leave the others' headers as they were published."""
+    n1 = node(shared_etcd, tmp_path / "n1", "n1", prefix=etcd_prefix).start()
+    n2 = node(shared_etcd, tmp_path / "n2", "n2", prefix=etcd_prefix).start()
+    try:
+        c1, ch1 = channel(n1)
+        c2, ch2 = channel(n2)
+        ch1.queue_declare("dead")
+        ch1.queue_declare("src", arguments={"x-dead-letter-exchange": "",
+                                            "x-dead-letter-routing-key": "dead"})  # fmt: skip
+        ch2.confirm_delivery()
+        props = pika.BasicProperties(headers={"k": "v", "n": 1})
+        for i in range(3):
+            ch2.basic_publish("", "src", b"m%d" % i, props)
+        method, got, body = ch2.basic_get("src")
+        assert body == b"m0" and got.headers == {"k": "v", "n": 1}
+        ch2.basic_reject(method.delivery_tag, requeue=False)  # dead-lettered on n1
+        method, got, body = ch2.basic_get("dead", auto_ack=True)
+        assert body == b"m0" and got.headers["x-death"][0]["queue"] == "src"
+        for expected, ch in ((b"m1", ch2), (b"m2", ch1)):  # relayed by n2; at home on n1
+            method, got, body = ch.basic_get("src", auto_ack=True)
+            assert body == expected and got.headers == {"k": "v", "n": 1}, got.headers
+        c1.close()
+        c2.close()
+    finally:
+        n1.kill()
+        n2.kill()

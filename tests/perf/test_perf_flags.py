@@ -91,6 +91,16 @@ def test_C_sends_exactly_that_many_and_f_persistent_marks_them(
     assert queue not in {q["name"] for q in api(roost, "/queues")}  # ours: deleted
 
 
+def test_header_puts_those_headers_on_every_message(roost: RoostProcess) -> None:
+    exchange, queue = f"perf.h.{uuid.uuid4().hex[:6]}", f"perf.hq.{uuid.uuid4().hex[:6]}"
+    copy = witness(roost, exchange, queue)
+    perf(roost, "-x", "1", "-y", "0", "-C", "50", "-e", exchange, "-u", queue,
+         "--header", "h0=value-0", "--header", "tenant=a=b")
+    got = drain(roost, copy, ack=True)
+    assert len(got) == 50
+    assert all(props.headers == {"h0": "value-0", "tenant": "a=b"} for _m, props, _b in got)
+
+
 def test_D_takes_exactly_that_many_and_leaves_the_rest(roost: RoostProcess) -> None:
     queue = f"perf.d.{uuid.uuid4().hex[:6]}"
     with pika.BlockingConnection(pika.URLParameters(roost.url)) as conn:

@@ -19,20 +19,27 @@ class PropertiesCache:
     type, a delivery mode), and decoding them was ~7% of the broker's time in bench
     scenario 3. ``Properties`` without headers hold only immutable values, so sharing
     one object between messages is safe; property lists with headers (a dict) are
-    decoded anew each time.
+    decoded anew each time, unless ``share_headers``.
+
+    ``share_headers``: the headers dict is shared too. The core never changes a
+    message's headers in place (dead-lettering, ``x-delivery-count``, BCC stripping make
+    a new dict: one message routed to several queues is one object already), so the
+    cluster's links share it: a sender's repeated headers, decoded each time, were the
+    one property decode left per crossing (``docs/cluster.md``).
     """
 
-    __slots__ = ("_props", "_raw")
+    __slots__ = ("_props", "_raw", "_share_headers")
 
-    def __init__(self) -> None:
+    def __init__(self, share_headers: bool = False) -> None:
         self._raw = EMPTY_PROPERTY_BYTES
         self._props = EMPTY_PROPERTIES
+        self._share_headers = share_headers
 
     def decode(self, raw: bytes) -> Properties:
         if raw == self._raw:
             return self._props
         props = Properties(*decode_properties(raw))
-        if not raw[0] << 8 & _HEADERS_FLAG:
+        if self._share_headers or not raw[0] << 8 & _HEADERS_FLAG:
             self._raw, self._props = raw, props
         return props
 

@@ -7,8 +7,8 @@ of ``roost.cluster`` needs and nothing more:
 - ``txn``: a compare-and-swap on keys' revisions, in etcd's one transaction;
 - ``get_prefix`` and ``watch``: a consistent snapshot at a revision, then every change
   after it, batched by revision and resumed after a lost connection from the next one;
-- ``grant_lease`` and ``LeaseKeeper``: a lease kept alive in the background, with a
-  callback when etcd says it is gone (a node's registration hangs on it).
+- ``grant_lease`` and ``refresh_lease``: ``lease.py``'s ``LeaseKeeper`` keeps a node's
+  lease alive, with a callback when etcd says it is gone (a registration hangs on it).
 
 Every failure to reach etcd raises ``CoordinatorUnavailable`` with the endpoints tried.
 Reads and watches move on to the next endpoint of ``--cluster``; a write is never resent
@@ -300,59 +300,6 @@ class Coordinator:
                 self._failed(self._client)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
-
-
-class LeaseKeeper:
-    """Keeps a lease alive (a keepalive every third of its TTL) until stopped. When etcd
-    answers that the lease is gone (it expired while this node could not reach etcd),
-    ``on_lost`` is called once and the keeper stops."""
-
-    def __init__(
-        self, coordinator: Coordinator, lease_id: int, ttl: int, on_lost: Callable[[], None]
-    ) -> None:
-        self.coordinator = coordinator
-        self.lease_id = lease_id
-        self.ttl = ttl
-        self.on_lost = on_lost
-        self.reachable = True
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
-        period = max(self.ttl / 3, 0.2)
-        while True:
-            await asyncio.sleep(period)
-            try:
-                left = await self.coordinator.refresh_lease(self.lease_id)
-            except ClusterError as exc:
-                if self.reachable:
-                    log.warning("cannot renew this node's lease: %s", exc)
-                self.reachable = False
-                continue
-            if left <= 0:
-                log.error("this node's etcd lease %x expired", self.lease_id)
-                self.on_lost()
-                return
-            if not self.reachable:
-                log.info("etcd reachable again; lease renewed")
-            self.reachable = True
-
-    def cancel(self) -> None:
-        """Stop renewing at once (the lease is gone), from inside the keeper too."""
-        if self._task is not None and self._task is not asyncio.current_task():
-            self._task.cancel()
-        self._task = None
-
-    async def stop(self, *, revoke: bool = True) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        if revoke:
-            await self.coordinator.revoke_lease(self.lease_id)
 
 
 async def _close_later(client: aetcd.Client, delay: float) -> None:

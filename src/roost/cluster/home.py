@@ -18,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
-from roost.cluster.wire import PropertiesCache, message_cached, properties_of
+from roost.cluster.wire import link_properties_cache, message_cached, properties_of
 from roost.core.auth import User
 from roost.core.client import Client
 from roost.core.errors import BrokerError
@@ -119,7 +119,7 @@ class _Peer:
         # otherwise costs the link a PublishResult frame each way's worth of decoding
         self._confirmed: list[int] = []
         self._flush_planned = False
-        self.properties = PropertiesCache()  # this peer's publishes to this queue
+        self.properties = link_properties_cache()  # this peer's publishes to this queue
 
     def answer(self, result: f.PublishResult) -> None:
         if self.held:

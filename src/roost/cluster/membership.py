@@ -17,6 +17,11 @@ as later. etcd then deletes the live key with the lease, and whatever the node w
 under that lease is refused ("requested lease not found"). The node takes a new lease and
 registers again; the live key is only ever created when absent, so one name never has two
 live registrations.
+
+The fence (``lease.py``): a node that could not renew its lease for ``TTL - margin``
+tells ``fence_listeners`` (``True``) to stop what it runs as an elected owner (dynamic
+shovels, ``owners.py``), since the others may take it over once the lease expires; it
+tells them ``False`` when a renewal comes back in time or the node has registered again.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from roost.cluster.coordinator import Compare, Coordinator, Get, LeaseKeeper, Put
+from roost.cluster.coordinator import Compare, Coordinator, Get, Put
 from roost.cluster.errors import ClusterError
+from roost.cluster.lease import LeaseKeeper
 
 log = logging.getLogger("roost.cluster.membership")
 
@@ -102,6 +108,9 @@ class Membership:
         self.listeners: list[Listener] = []
         self._watch: asyncio.Task[None] | None = None
         self._rejoin: asyncio.Task[None] | None = None
+        self.fence_listeners: list[Callable[[bool], None]] = []
+        self.fenced = False
+        self._granted_at = 0.0  # monotonic time the current lease's grant was sent
 
     @property
     def nodes_prefix(self) -> str:
@@ -144,9 +153,27 @@ class Membership:
     def _keep(self) -> None:
         lease = self.lease_id
         self.keeper = LeaseKeeper(
-            self.coordinator, lease, self.ttl, lambda: self._lease_lost(lease)
+            self.coordinator, lease, self.ttl, lambda: self._lease_lost(lease),
+            renewed_at=self._granted_at, on_fence=self._fence,
         )
         self.keeper.start()
+        self._fence(not self.keeper.in_lease())
+
+    def _fence(self, fenced: bool) -> None:
+        if fenced == self.fenced:
+            return
+        self.fenced = fenced
+        for listener in list(self.fence_listeners):
+            try:
+                listener(fenced)
+            except Exception:
+                log.exception("a fence listener failed")
+
+    def in_lease(self) -> bool:
+        """May this node act as an elected owner now: registered, and its lease renewed
+        recently enough that no other node can have taken it for dead."""
+        keeper = self.keeper
+        return bool(self.lease_id) and keeper is not None and keeper.in_lease()
 
     async def _register(self) -> NodeRecord | None:
         """Put the live key under a fresh lease unless another holds the name: its
@@ -154,6 +181,7 @@ class Membership:
         starved for a TTL) is replaced by a new one."""
         while True:
             if not self.lease_id:
+                self._granted_at = time.monotonic()
                 self.lease_id = await self.coordinator.grant_lease(self.ttl)
                 self._save_lease()
             live = self.key("live", self.record.name)
@@ -214,6 +242,7 @@ class Membership:
         if self.keeper is not None:
             self.keeper.cancel()  # its lease is gone: nothing left to renew
         self.lease_id = 0
+        self._fence(True)  # unfenced once registered again, under the new lease
         self._rejoin = asyncio.get_running_loop().create_task(self._register_again())
 
     async def registered(self) -> None:

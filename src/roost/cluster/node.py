@@ -98,6 +98,7 @@ class ClusterNode:
             self.coordinator, self.prefix, record, ttl=s.lease_ttl, data_dir=s.data_dir
         )
         self.membership.listeners.append(self._membership_changed)
+        self.membership.fence_listeners.append(self.owners.fence)  # cut off: shovels stop
         await self.membership.join()
         self._dial_running()
 

@@ -8,9 +8,15 @@ it, or none. With the election a node starts the shovel only once it holds the k
 the key goes only with its holder's lease (a graceful stop revokes it, ``kill -9`` lets
 it expire) or by its resigning, after which the others campaign again. A node whose
 lease is lost sees its key deleted and stops the shovel; another holds the key by then
-only if it campaigned after the deletion. So two nodes never hold the key at once; the
-one caveat is a node cut off from etcd, which cannot see the deletion and runs on until
-it can (as a quorum queue's leader cut off from etcd, docs/cluster.md).
+only if it campaigned after the deletion. So two nodes never hold the key at once.
+
+A node cut off from etcd cannot see the deletion: it fences itself instead. Once its
+lease has gone unrenewed for the TTL less a margin (``lease.py``), before etcd can
+expire it and another node can win the key, it stops every key it holds (``changed
+(False)``) and ``owns`` answers False from then on (the clock is read at each call, so a
+shovel checks it before moving each message, even right after a blocked event loop). A
+renewal in time gives the keys back (they are still under its lease); a lost lease
+means campaigning again under the new one, after whoever took them meanwhile.
 
 The node that rendezvous hashing prefers (``ClusterNode.runs_here``) campaigns at once,
 the others after ``GRACE``, so the keys spread over the nodes as before; a key is not
@@ -45,19 +51,42 @@ class Owners:
         self.node = node
         self._claims: dict[str, asyncio.Task[None]] = {}
         self._held: dict[str, Election] = {}
+        self._wanted: dict[str, Changed] = {}  # every key claimed, fenced or not
+        self._fenced = False
 
     def owns(self, key: str) -> bool:
-        return key in self._held
+        """Does this node run ``key`` now: it holds the key and is not fenced."""
+        if key not in self._held:
+            return False
+        membership = self.node.membership
+        return membership is not None and membership.in_lease()
 
     def claim(self, key: str, changed: Changed) -> None:
         """Campaign for ``key`` until released; ``changed`` says when this node wins or
         loses it. A key already claimed keeps its campaign."""
-        if key not in self._claims:
+        self._wanted[key] = changed
+        if key not in self._claims and not self._fenced:
             task = asyncio.get_running_loop().create_task(self._campaign(key, changed))
             self._claims[key] = task
 
+    def fence(self, fenced: bool) -> None:
+        """``Membership``'s fence: stop every key at once (``True``), or campaign again
+        (``False``: the lease was renewed in time, or the node registered again)."""
+        self._fenced = fenced
+        if not fenced:
+            for key, changed in list(self._wanted.items()):
+                self.claim(key, changed)
+            return
+        for key in list(self._claims):
+            election = self._held.pop(key, None)
+            self._claims.pop(key).cancel()  # its watch may hang on the unreachable etcd
+            if election is not None:
+                log.warning("fenced: this node stops running %s (term %d)", key, election.term)
+                self._wanted[key](False)
+
     async def release(self, key: str) -> None:
         """Stop campaigning; resign the key if held, so another node takes it at once."""
+        self._wanted.pop(key, None)
         election = self._held.pop(key, None)  # first: the campaign's end says nothing
         task = self._claims.pop(key, None)
         if task is not None:
@@ -69,7 +98,7 @@ class Owners:
                 await election.resign()
 
     async def stop(self) -> None:
-        for key in list(self._claims):
+        for key in list(self._wanted):
             await self.release(key)
 
     def _key(self, key: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
-from roost.cluster.wire import PropertiesCache
+from roost.cluster.wire import link_properties_cache
 from roost.core.auth import User
 from roost.core.client import Client
 from roost.core.errors import NotFound
@@ -85,7 +85,7 @@ class RemoteQueue(Queue):
         self.held_purged = 0  # what this node held of it (sent ahead, not handed out)
         self.window = RemoteFlow(self)
         self.in_flight = 0  # publishes forwarded to the home node, not yet answered
-        self.properties = PropertiesCache()  # of the deliveries the home node relays
+        self.properties = link_properties_cache()  # of the deliveries the home node relays
         self.flow = self.window
 
     # -- publishing: to the home node

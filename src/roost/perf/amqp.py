@@ -106,7 +106,8 @@ async def open_producer(opts: Options, slot: int) -> ProducerConnection:
     queue = opts.queue_of(slot)
     conn.template_args = dict(
         exchange=opts.exchange, routing_key=opts.routing_key_for(queue),
-        persistent=opts.persistent, frame_max=conn.frame_max, mandatory=opts.mandatory)
+        persistent=opts.persistent, frame_max=conn.frame_max, mandatory=opts.mandatory,
+        headers=dict(opts.headers) or None)
     conn.priorities = list(range(opts.priorities)) if opts.priorities else [None]
     conn.resize(opts.size)
     return conn
@@ -232,7 +233,7 @@ async def open_consumer(opts: Options, slot: int) -> ConsumerConnection:
 
 def publish_template(
     *, exchange: str, routing_key: str, size: int, persistent: bool, frame_max: int,
-    priority: int | None = None, mandatory: bool = False,
+    priority: int | None = None, mandatory: bool = False, headers: dict[str, Any] | None = None,
 ) -> tuple[bytes, bytes]:
     """The frames of one basic.publish split around the body's first 8 bytes.
 
@@ -241,7 +242,8 @@ def publish_template(
     message and the suffix is empty (no timestamp, no latency).
     """
     props = codec.encode_properties(
-        m.BasicProperties(delivery_mode=2 if persistent else 1, priority=priority)
+        m.BasicProperties(delivery_mode=2 if persistent else 1, priority=priority,
+                          headers=headers)
     )
     whole = codec.encode_basic_publish(
         CHANNEL, exchange, routing_key, mandatory, False, props, bytes(size), frame_max

@@ -76,6 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a queue.declare argument, repeatable (x-max-length=1000; integers stay integers)")
     add("--priorities", type=int, default=0, metavar="N",
         help="publish with priorities cycling 0..N-1 (0 = no priority property)")
+    add("--header", action="append", default=[], metavar="KEY=VALUE",
+        help="a header (string) on every message, repeatable (AMQP)")
     add("--queue-declares", type=int, default=0, metavar="N",
         help="instead of messaging: declare N queues one round trip at a time, "
         "report declares/s, then delete them")

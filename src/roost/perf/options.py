@@ -52,6 +52,7 @@ class Options:
     # 0..priorities-1 (--priorities N; 0 = no priority property)
     queue_args: tuple[tuple[str, Any], ...] = ()
     priorities: int = 0
+    headers: tuple[tuple[str, str], ...] = ()  # --header KEY=VALUE: on every message (AMQP)
     protocol: str = "amqp"
     stomp_url: str = ""  # --protocol stomp|ws: where to connect (default from the URL)
     mqtt_url: str = ""  # --protocol mqtt: where to connect (default from the URL)
@@ -141,6 +142,7 @@ class Options:
             queue_declares=args.queue_declares,
             queue_args=tuple(parse_queue_arg(text) for text in args.queue_arg),
             priorities=args.priorities,
+            headers=tuple(_header(text) for text in args.header),
             protocol=args.protocol,
             stomp_url=args.stomp_url or "",
             mqtt_url=args.mqtt_url or "",
@@ -185,8 +187,8 @@ class Options:
             raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}")
         if self.consumer_protocol and self.consumer_protocol not in (self.protocol, "amqp"):
             raise ValueError("--consumer-protocol is amqp or the same as --protocol")
-        if self.protocol != "amqp" and (self.priorities or self.mandatory):
-            raise ValueError("--priorities and -f mandatory are AMQP-only")
+        if self.protocol != "amqp" and (self.priorities or self.mandatory or self.headers):
+            raise ValueError("--priorities, --header and -f mandatory are AMQP-only")
         if self.consumer_latency_us < 0 or self.startup_delay_s < 0:
             raise ValueError("--consumer-latency and --producer-random-startup-delay "
                              "must be >= 0")
@@ -256,3 +258,10 @@ def parse_queue_arg(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ValueError(f"--queue-arg wants KEY=VALUE, not {text!r}")
     return key, int(value) if value.lstrip("-").isdigit() else value
+
+
+def _header(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--header takes KEY=VALUE, not {text!r}")
+    return key, value

@@ -112,8 +112,10 @@ class Shovels:
         except ValueError as exc:  # stored before validation existed, or imported
             log.warning("shovel '%s' in vhost '%s' not started: %s", name, vhost, exc)
             return
+        owners, key = self._owners, f"shovel/{vhost}/{name}"
         worker = Worker(vhost, name, spec, local_port=self._local_port, node=self._node,
-                        finished=self._finished)
+                        finished=self._finished,
+                        may_run=None if owners is None else lambda: owners.owns(key))
         self.workers[(vhost, name)] = worker
         worker.start()
 

@@ -40,8 +40,13 @@ class Worker:
     def __init__(
         self, vhost: str, name: str, spec: ShovelSpec, *, local_port: int, node: str,
         finished: Callable[[str, str], None], kind: str = "dynamic",
+        may_run: Callable[[], bool] | None = None,
     ) -> None:
-        self.kind = kind  # "static": from the config file, not a parameter
+        self.kind = kind
+        # in a cluster: does this node still own the shovel (read before each message is
+        # moved, so a node fenced off from etcd moves nothing more, even before its
+        # worker is stopped)
+        self.may_run = may_run or (lambda: True)  # "static": from the config file, not a parameter
         self.vhost, self.name, self.spec = vhost, name, spec
         self.local_port, self.node, self._finished = local_port, node, finished
         self.status = Status(since=time.time())
@@ -212,8 +217,8 @@ class _Mover:
             self.done.set_exception(ConnectionError(reason))
 
     def on_message(self, msg: Message) -> None:
-        if self.done.done():
-            return  # past the end: left unacked, requeued when the connection closes
+        if self.done.done() or not self.worker.may_run():
+            return  # past the end, or fenced: left unacked, requeued when the connection closes
         if self.remaining is not None:
             if self.remaining <= 0:
                 return
