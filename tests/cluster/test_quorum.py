@@ -64,10 +64,12 @@ def publisher(
 def consumer(
     server: RoostProcess, queue: str, h: History, stop: threading.Event,
     hold: threading.Event, killed: threading.Event, counts: list[int],
+    holding: threading.Event | None = None,
 ) -> None:  # fmt: skip
     """Acks each delivery, except while ``hold`` is set before the kill: those are
     acked after the kill without being recorded (the dead leader never sees the ack, so
-    the new one rightly delivers them again). ``counts``: x-delivery-count of redeliveries."""
+    the new one rightly delivers them again). ``counts``: x-delivery-count of redeliveries.
+    ``holding`` is set once a delivery is held unacked."""
     stale: list[int] = []
     with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
         ch = conn.channel()
@@ -86,6 +88,8 @@ def consumer(
                 counts.append(int((props.headers or {}).get("x-delivery-count", 0)))
             if hold.is_set() and not killed.is_set():
                 stale.append(method.delivery_tag)
+                if holding is not None:
+                    holding.set()
                 continue
             ch.basic_ack(method.delivery_tag)
             h.ack(msg)
@@ -177,20 +181,23 @@ def test_kill_9_of_the_leader_fails_over_and_loses_nothing_confirmed(
     n1, n2, n3 = three_nodes(shared_etcd, etcd_prefix, tmp_path)
     h = History()
     stop, hold, killed = threading.Event(), threading.Event(), threading.Event()
-    stop_publishing = threading.Event()
+    stop_publishing, holding = threading.Event(), threading.Event()
     times: list[tuple[float, float]] = []
     counts: list[int] = []
     try:
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             conn.channel().queue_declare("work", durable=True, arguments=QUORUM)
+        consuming = (n3, "work", h, stop, hold, killed, counts, holding)
         threads = [
             threading.Thread(target=publisher, args=(n2, "p", "work", h, stop_publishing, times)),
-            threading.Thread(target=consumer, args=(n3, "work", h, stop, hold, killed, counts)),
+            threading.Thread(target=consumer, args=consuming),
         ]
         for t in threads:
             t.start()
         eventually(lambda: len(h.acked) > 200, 30, "publishing never got going")
         hold.set()  # acks stop, so the last ones reach the followers before the kill
+        # a held delivery is what the new leader must deliver again, counted
+        assert holding.wait(30), "no delivery reached the consumer while it held its acks"
         time.sleep(0.5)
         n1.kill()  # kill -9 of the leader, mid-stream
         t_kill = time.monotonic()
