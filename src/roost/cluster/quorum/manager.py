@@ -30,14 +30,13 @@ import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from roost.cluster.coordinator import Compare, Delete, Put
 from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
-from roost.cluster.quorum.candidacy import may_campaign
 from roost.cluster.quorum.follower import Follower
-from roost.cluster.quorum.groupbase import POSITIONS_WAIT, GroupBase, Key
+from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
@@ -297,25 +296,12 @@ class QuorumManager(GroupBase):
                 return
 
     async def _may_campaign(self, key: Key, follower: Follower) -> bool:
-        """Writes this member's position and reads those the members wrote since the
-        leader's key went (after the vanished leader's term, a revision); True when a
-        majority's are in and no running member is ahead (``candidacy.py``)."""
-        coordinator = self.node.coordinator
-        prefix = self._key("quorum-pos", key) + "/"
+        """True when a majority's positions are in and no running member is ahead
+        (``groupbase._positions_allow``, ``candidacy.py``)."""
         mine = follower.position  # a snapshot under way: the copy it kept
-        await coordinator.put(prefix + quote(self.name, safe=""), json.dumps(list(mine)).encode())
-        await asyncio.sleep(POSITIONS_WAIT)
-        kv = await coordinator.get(self._key("quorum", key))
-        record = json.loads(kv.value) if kv is not None else {}
-        members = record.get("members") or [self.name]
-        since = max(follower.fence, int(record.get("term", 0)))
-        rows, _rev = await coordinator.get_prefix(prefix)
-        written = {
-            unquote(row.key.rsplit("/", 1)[-1]): (int(pos[0]), int(pos[1]))
-            for row in rows
-            if row.mod_revision > since and len(pos := json.loads(row.value)) == 2
-        }
-        return may_campaign(self.name, mine, written, members, self._running())
+        prefix = self._key("quorum-pos", key) + "/"
+        group = self._key("quorum", key)
+        return await self._positions_allow(prefix, group, mine, follower.fence)
 
     async def _promote(self, key: Key, follower: Follower, election: Election) -> None:
         kv = await self.node.coordinator.get(self._key("quorum", key))
