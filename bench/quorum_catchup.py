@@ -1,9 +1,11 @@
 """A quorum queue member far behind catches up (issue 22): 3 Roost nodes and etcd; kill -9
 of a follower, ``--behind`` messages published with confirms (1 KiB, persistent), the
 follower restarted and timed until the leader counts it in sync (``online``); the
-leader's and the follower's RSS sampled every 20 ms meanwhile. Then the two other nodes
-are killed (kill -9) and the caught-up member alone must serve every confirmed message:
-the history checker decides (every confirmed delivered, nothing acked again, order).
+leader's and the follower's RSS sampled every 20 ms meanwhile. Then the leader is killed
+(kill -9), the caught-up member and the other one elect a leader (a majority: one member
+of three alone never leads) and every confirmed message must be served through the
+caught-up member's node: the history checker decides (every confirmed delivered, nothing
+acked again, order).
 
     .venv/bin/python bench/quorum_catchup.py --behind 100000 [--size 1024] [--repeat 3]
         [--lease-ttl 5]

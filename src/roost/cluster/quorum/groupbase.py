@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote
 from roost.cluster.coordinator import Put
 from roost.cluster.election import Election
 from roost.cluster.errors import ClusterError
+from roost.cluster.quorum.candidacy import may_campaign
 from roost.cluster.quorum.role import STEPDOWN_TTLS
 from roost.cluster.quorum.standin import QuorumGroup
 from roost.core.events import VHostChanged
@@ -96,23 +97,28 @@ class GroupBase:
             envelope["node"] = self.name
             ops.append(Put(defs_key, json.dumps(envelope, sort_keys=True).encode()))
 
-    async def _others_ahead(self, pos_prefix: str, mine: tuple[int, int]) -> list[str]:
-        """Writes this member's position under ``pos_prefix`` and names the running
-        members whose log is longer (or as long, with a smaller name)."""
+    async def _positions_allow(
+        self, pos_prefix: str, group_key: str, mine: tuple[int, int], fence: int
+    ) -> bool:
+        """Writes this member's position under ``pos_prefix`` and reads those the
+        members wrote since the leader's key went (after the vanished leader's term, a
+        revision; ``group_key``: the group record naming the members and that term);
+        True when a majority's are in and no running member is ahead (``candidacy.py``)."""
         coordinator = self.node.coordinator
         mine_key = pos_prefix + quote(self.name, safe="")
         await coordinator.put(mine_key, json.dumps(list(mine)).encode())
         await asyncio.sleep(POSITIONS_WAIT)
+        kv = await coordinator.get(group_key)
+        record = json.loads(kv.value) if kv is not None else {}
+        members = record.get("members") or [self.name]
+        since = max(fence, int(record.get("term", 0)))
         rows, _rev = await coordinator.get_prefix(pos_prefix)
-        running = set(self._running())
-        positions = [
-            (tuple(json.loads(kv.value)), unquote(kv.key.rsplit("/", 1)[-1])) for kv in rows
-        ]
-        return [
-            name
-            for pos, name in positions
-            if name in running and (pos > mine or (pos == mine and name < self.name))
-        ]
+        written = {
+            unquote(row.key.rsplit("/", 1)[-1]): (int(pos[0]), int(pos[1]))
+            for row in rows
+            if row.mod_revision > since and len(pos := json.loads(row.value)) == 2
+        }
+        return may_campaign(self.name, mine, written, members, self._running())
 
     def _arm_stepdown(self, key: Key, rep: Any) -> None:
         """Before ``rep.started``: a leader without a majority resigns (``role.py``)."""

@@ -10,11 +10,13 @@ revision). Other nodes reach it through a ``QuorumStandIn``; members also hold a
 
 Failover: a follower watches the election key. When the leader's lease expires the key
 goes; each surviving member writes its position (term, durable index) under
-``PREFIX/quorum-pos/…``, and the one with the longest log campaigns at once (the
-others only after ``FALLBACK`` seconds with no leader). The winner turns its copy into
-the queue (its stand-in's bindings and local consumers move over), ships a snapshot to
-the other members under its new term, and moves the queue's home in etcd with a fenced
-transaction; every node's definitions watch then points its stand-in at it.
+``PREFIX/quorum-pos/…``, and the one with the longest log campaigns once a majority's
+positions are in (``candidacy.py``: never over a longer member still running, so the
+winner holds everything confirmed; the others look again every ``LOOK_AGAIN`` seconds).
+The winner turns its copy into the queue (its stand-in's bindings and local consumers
+move over), ships a snapshot to the other members under its new term, and moves the
+queue's home in etcd with a fenced transaction; every node's definitions watch then
+points its stand-in at it.
 
 Step-down (``stepdown.py``): a leader that hears from no majority of its members
 resigns its election, which starts the failover above among the members that still
@@ -58,7 +60,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("roost.cluster.quorum")
 
-FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigning
+FALLBACK = 3.0  # seconds the members may take to elect one of them (stepdown.py)
+LOOK_AGAIN = 0.5  # seconds between a member's looks at the positions while it may not run
 REJOIN_RETRY = 1.0  # seconds between a restarted node's tries while etcd does not answer
 
 
@@ -281,17 +284,24 @@ class QuorumManager(GroupBase):
             if leader is not None:
                 await election._wait_for_vacancy(leader)
                 follower.fence = max(follower.fence, leader.term)  # that leader is done
-            mine = follower.position  # a snapshot under way: the copy it kept
-            if await self._others_ahead(self._key("quorum-pos", key) + "/", mine):
-                await asyncio.sleep(FALLBACK)
-                if await election.leader() is not None:
-                    continue
+            if not await self._may_campaign(key, follower):
+                # a longer member campaigns, or positions are still coming in: look again
+                await asyncio.sleep(LOOK_AGAIN)
+                continue
             if not election.lease_id:  # re-registering: a key without a lease never goes
                 raise ClusterError("this node has no lease yet")
             await election.campaign_once()
             if election.term:
                 await self._promote(key, follower, election)
                 return
+
+    async def _may_campaign(self, key: Key, follower: Follower) -> bool:
+        """True when a majority's positions are in and no running member is ahead
+        (``groupbase._positions_allow``, ``candidacy.py``)."""
+        mine = follower.position  # a snapshot under way: the copy it kept
+        prefix = self._key("quorum-pos", key) + "/"
+        group = self._key("quorum", key)
+        return await self._positions_allow(prefix, group, mine, follower.fence)
 
     async def _promote(self, key: Key, follower: Follower, election: Election) -> None:
         kv = await self.node.coordinator.get(self._key("quorum", key))

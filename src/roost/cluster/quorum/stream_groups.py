@@ -13,7 +13,9 @@ plain local stream (as on a single node).
 
 Failover: each member watches the election key; when it goes, the members write their
 positions (term, durable offset) under ``PREFIX/stream-pos/…``, the longest log
-campaigns first, and the winner reopens its copy as the stream (offsets unchanged),
+campaigns once a majority's positions are in (``candidacy.py``, the quorum queues' rule:
+never over a longer member still running), and the winner reopens its copy as the
+stream (offsets unchanged),
 points the definition's home at itself (every node's stand-in follows) and syncs the
 other members. A node restarted with a copy on disk refuses publishes to it until the
 definitions say who leads; a copy replaced by a stand-in is deleted and taken again
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("roost.cluster.quorum")
 
-FALLBACK = 3.0  # seconds a member behind the longest log waits before campaigning
+LOOK_AGAIN = 0.5  # seconds between a member's looks at the positions while it may not run
 
 
 class StreamGroups(GroupBase):
@@ -100,7 +102,29 @@ class StreamGroups(GroupBase):
         key = (vhost.name, queue.name)
         queue.group = self._group_at(key, home)
         queue.local_copy = lambda: self.following.get(key)
+        if key not in self.following and key not in self.leading:
+            self.quorum._spawn_free(self._follow_as_member(queue))
         return queue
+
+    async def _follow_as_member(self, stand_in: StreamStandIn) -> None:
+        """A member follows as soon as its node knows the stream, with an empty copy
+        until the leader's first ``SYNC``: it writes its position when the leader goes
+        (``candidacy.py`` needs a majority's). Waiting for that ``SYNC`` is not enough:
+        the leader may be cut off before it arrives (it is dropped while the stream's
+        definition has not reached this node, and sent again a second later), and the
+        others then never hear from a majority."""
+        key = (stand_in.vhost.name, stand_in.name)
+        for _ in range(50):  # the leader writes the group record just after its election
+            if key in self.following or key in self.leading:
+                return
+            kv = await self.node.coordinator.get(self._key("stream-group", key))
+            if kv is not None and self.name in json.loads(kv.value)["members"]:
+                if key not in self.following and key not in self.leading:
+                    self._spawn(key, self._adopt_copy(stand_in))
+                return
+            if kv is not None:
+                return
+            await asyncio.sleep(0.1)
 
     def _changed(self, event: Event) -> None:
         match event:
@@ -304,10 +328,12 @@ class StreamGroups(GroupBase):
                 await election._wait_for_vacancy(leader)
                 follower.fence = max(follower.fence, leader.term)
             pos_prefix = self._key("stream-pos", key) + "/"
-            if await self._others_ahead(pos_prefix, follower.position):
-                await asyncio.sleep(FALLBACK)
-                if await election.leader() is not None:
-                    continue
+            group_key = self._key("stream-group", key)
+            if not await self._positions_allow(
+                pos_prefix, group_key, follower.position, follower.fence
+            ):  # a longer member campaigns, or positions are still coming in
+                await asyncio.sleep(LOOK_AGAIN)
+                continue
             if not election.lease_id:
                 raise ClusterError("this node has no lease yet")
             await election.campaign_once()
