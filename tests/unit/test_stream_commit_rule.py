@@ -30,7 +30,8 @@ from roost.cluster.quorum.stream_leader import (
 )
 from roost.core.message import Properties
 from roost.core.queues.streams import Streams
-from roost.store.memory import MemoryStore, MemoryStreams
+from roost.store.memory import MemoryStore
+from roost.store.memory_streams import MemoryStreams
 
 
 class _Log:
