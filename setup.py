@@ -33,6 +33,7 @@ COMPILED = [
     "src/roost/core/message.py",
     "src/roost/core/messaging.py",
     "src/roost/core/session.py",
+    "src/roost/core/delivery_sink.py",
     "src/roost/core/vhost.py",
     "src/roost/core/router.py",
     "src/roost/core/equivalence.py",

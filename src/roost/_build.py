@@ -33,6 +33,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.message",
     "roost.core.messaging",
     "roost.core.session",
+    "roost.core.delivery_sink",
     "roost.core.vhost",
     "roost.core.router",
     "roost.core.equivalence",

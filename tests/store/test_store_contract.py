@@ -19,7 +19,7 @@ from roost.store.hub import DiskStore
 from roost.store.memory import MemoryDefinitions, MemoryStore
 from roost.store.memory_streams import MemoryStreams
 from roost.store.stream_codec import batch_entry, decode_stream_message
-from roost.store.stream_log import HEADER
+from roost.store.stream_segment import HEADER
 from roost.store.stream_store import StreamFiles
 
 PROPS: tuple[Any, ...] = (None, None, {"h": 1}, 2) + (None,) * 10

@@ -14,7 +14,7 @@ from roost.stream_protocol.frames import (
     ResolveOffsetSpec,
     ResolveOffsetSpecResponse,
 )
-from roost.stream_protocol.session import VERSIONS
+from roost.stream_protocol.states import VERSIONS
 from tests.stream_protocol.test_batched_paths import opened
 
 

@@ -31,7 +31,8 @@ from roost.stream_protocol.frames import (
     Subscribe,
     Tune,
 )
-from roost.stream_protocol.session import OPEN, PEER, STATES, StreamSession, StreamSettings
+from roost.stream_protocol.session import StreamSession, StreamSettings
+from roost.stream_protocol.states import OPEN, PEER, STATES
 from tests.brokers import memory_broker
 from tests.stomp.test_session import FakeClock
 

@@ -41,7 +41,8 @@ from roost.stream_protocol.frames import (
     Subscribe,
     Tune,
 )
-from roost.stream_protocol.session import OPEN, StreamSession, StreamSettings
+from roost.stream_protocol.session import StreamSession, StreamSettings
+from roost.stream_protocol.states import OPEN
 from tests.brokers import memory_broker
 from tests.stomp.test_session import FakeClock
 from tests.stream_protocol.test_batched_paths import _stomp_read

@@ -17,7 +17,8 @@ from pathlib import Path
 from roost.pipeline.chunks import records
 from roost.store.stream_chunk import CHUNK_FLAG, OSIRIS_HEADER, RAW_HEADER
 from roost.store.stream_codec import decode_stream_message, message_prefix
-from roost.store.stream_log import HEADER, StreamLog
+from roost.store.stream_log import StreamLog
+from roost.store.stream_segment import HEADER
 from roost.store.stream_store import DiskStream
 
 _U32 = struct.Struct(">I")

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from roost.store import files, stream_log
-from roost.store.stream_log import HEADER, INDEX_ENTRY, INDEX_EVERY, StreamLog
+from roost.store.stream_log import StreamLog
 from roost.store.stream_offsets import OffsetStore
+from roost.store.stream_segment import HEADER, INDEX_ENTRY, INDEX_EVERY
 
 
 def fill(log: StreamLog, n: int, ts0: int = 1000, size: int = 100) -> None:

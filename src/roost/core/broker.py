@@ -19,6 +19,7 @@ from roost.core.client import Client, Traffic
 from roost.core.completion import Completion, Pending
 from roost.core.connections import Connections, connection_info
 from roost.core.declarations import Declarations
+from roost.core.delivery_sink import DeliverySink
 from roost.core.durability import MessageStore, StreamStorage
 from roost.core.errors import AccessRefused, NotAllowed
 from roost.core.features.consumer_timeout import ACK_TIMEOUT, AckTimeouts
@@ -30,7 +31,7 @@ from roost.core.messaging import Messaging
 from roost.core.paging import Pager
 from roost.core.queues.streams import Streams
 from roost.core.quotas import Quotas
-from roost.core.session import DeliverySink, Session
+from roost.core.session import Session
 from roost.core.settings import BrokerSettings
 from roost.core.stats import Stats
 from roost.core.vhost import VHost

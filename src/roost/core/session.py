@@ -8,51 +8,20 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Container
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from roost.core.consumer import NO_ARGUMENTS, Consumer, new_consumer
+from roost.core.delivery_sink import CLOSED_SINK, DeliverySink
 from roost.core.errors import NotAllowed, PreconditionFailed
 
 if TYPE_CHECKING:
     from roost.core.client import Client
-    from roost.core.errors import BrokerError
     from roost.core.features.consumer_timeout import AckTimeouts
     from roost.core.latency import Latency
     from roost.core.message import Message
     from roost.core.queues.base import Queue
     from roost.core.queues.entry import Entry
 
-
-class DeliverySink(Protocol):
-    """Implemented by a protocol adapter; called synchronously by the core."""
-
-    def deliver(
-        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
-    ) -> None: ...
-
-    def consumer_cancelled(self, consumer_tag: str) -> None:
-        """The broker cancelled the consumer (its queue was deleted)."""
-
-    def close_with(self, error: BrokerError) -> None:
-        """The broker ends the session with an error (a delivery not acked in time)."""
-
-
-class _ClosedSink:
-    """A closed session's sink: nothing reaches the adapter any more."""
-
-    def deliver(
-        self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
-    ) -> None:
-        pass
-
-    def consumer_cancelled(self, consumer_tag: str) -> None:
-        pass
-
-    def close_with(self, error: BrokerError) -> None:
-        pass
-
-
-CLOSED_SINK: DeliverySink = _ClosedSink()
 
 # An unacknowledged delivery: (queue, entry, consumer or None for basic.get).
 Unacked = tuple["Queue", "Entry", "Consumer | None"]

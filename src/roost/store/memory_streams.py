@@ -12,7 +12,7 @@ from roost.store.stream_codec import (
     message_prefix,
     split_batch,
 )
-from roost.store.stream_log import HEADER, crc_record
+from roost.store.stream_segment import HEADER, crc_record
 
 Record = tuple[int, int, str, str, tuple[Any, ...], bytes]
 

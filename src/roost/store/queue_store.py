@@ -26,11 +26,12 @@ import logging
 import os
 import shutil
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost.store.ack_log import ACK, ACK_DELIVERED, ACK_FILE, ACK_FLOOR, ACK_RANGE, ack_entry
+from roost.store.ack_compaction import compacted_acks
+from roost.store.ack_log import ACK, ACK_DELIVERED, ACK_FILE, ack_entry
 from roost.store.codec import MIN_PAYLOAD, decode_message, encode_message, peek_seq
 from roost.store.files import fsync_path, write_all
 from roost.store.queue_recovery import Recovery
@@ -251,49 +252,13 @@ class QueueStore:
             if self._ack_size > (limit if self.count else limit // 16):
                 self.compact_acks()
 
-    def _acked_runs(self) -> Iterator[tuple[int, int]]:
-        """[start, stop) of each run of acked numbers from the first live one (the
-        floor) to the last one given out, merged across segments and the numbers
-        between them (their files are gone)."""
-        at = self._segs[0].first_live() if self._segs else self._next_seq
-        pending: tuple[int, int] | None = None
-        runs: list[Iterator[tuple[int, int]]] = []
-        for seg in self._segs:
-            runs.append(iter([(at, seg.first)]))
-            runs.append(seg.gone_runs())
-            at = seg.first + seg.slots
-        runs.append(iter([(at, self._next_seq)]))
-        floor = self._segs[0].first_live() if self._segs else self._next_seq
-        for source in runs:
-            for start, stop in source:
-                start = max(start, floor)
-                if stop <= start:
-                    continue
-                if pending is not None and pending[1] == start:
-                    pending = (pending[0], stop)
-                    continue
-                if pending is not None:
-                    yield pending
-                pending = (start, stop)
-        if pending is not None:
-            yield pending
-
     def compact_acks(self) -> None:
         """Rewrite the ack log from the bitmaps: a floor, each run of acked sequence
         numbers (one entry, or a range start and its end) and each delivered mark. Runs
         of live or acked slots are found a byte at a time in C (seq_index.next_bit), so
         neither a long backlog behind the head nor one message held unacked at the head
         of a busy queue makes this (or the file) large."""
-        floor = self._segs[0].first_live() if self._segs else self._next_seq
-        parts = [ack_entry(floor | ACK_FLOOR)]
-        for start, stop in self._acked_runs():
-            if stop - 1 > start:
-                parts.append(ack_entry(start | ACK_RANGE))
-            parts.append(ack_entry(stop - 1))
-        if self._delivered:
-            for seg in self._segs:
-                parts.extend(ack_entry(seq | ACK_DELIVERED) for seq in seg.delivered())
-        data = b"".join(parts)
+        data = compacted_acks(self._segs, self._next_seq, bool(self._delivered))
         path = self.dir / ACK_FILE
         tmp = self.dir / (ACK_FILE + ".tmp")
         try:

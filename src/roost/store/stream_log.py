@@ -21,127 +21,27 @@ import bisect
 import contextlib
 import json
 import os
-import struct
 import time
 import zlib
-from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
 from roost.store.files import append_all, fsync_path, make_dirs, truncate_quietly
-from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count, chunk_record, intact
+from roost.store.stream_chunk import chunk_record
 from roost.store.stream_reader import StreamReader
+from roost.store.stream_recovery import load_segments, recover_tail
+from roost.store.stream_segment import (
+    CRC,
+    DEFAULT_SEGMENT_BYTES,
+    HEADER,
+    INDEX_ENTRY,
+    INDEX_EVERY,
+    SEGMENT_SUFFIX,
+    Segment,
+    crc_record,
+    segment_name,
+)
 from roost.store.stream_truncate import cut_segments, restart_at
-
-HEADER = struct.Struct("<IIQqqH")  # crc, length after crc+length, offset, ts, pub id, name len
-_CRC = struct.Struct("<I")
-INDEX_ENTRY = struct.Struct("<QQq")  # offset, file position, timestamp
-INDEX_EVERY = 4096  # bytes of records between two index entries
-SEGMENT_SUFFIX = ".seg"
-DEFAULT_SEGMENT_BYTES = 500_000_000  # RabbitMQ's default x-stream-max-segment-size-bytes
-
-
-def crc_record(
-    offset: int, timestamp_ms: int, publishing_id: int, name: bytes, payload: bytes
-) -> bytes:
-    """One record as the log writes it (the module's docstring has the layout)."""
-    length = HEADER.size - 8 + len(name) + len(payload)
-    head = HEADER.pack(0, length, offset, timestamp_ms, publishing_id, len(name))
-    crc = zlib.crc32(payload, zlib.crc32(name, zlib.crc32(head[4:])))
-    return _CRC.pack(crc) + head[4:] + name + payload
-
-
-def segment_name(base: int) -> str:
-    return f"{base:020d}"
-
-
-class Segment:
-    """One segment file and its sparse index, held in memory as three parallel arrays."""
-
-    def __init__(self, directory: Path, base: int) -> None:
-        self.base = base
-        self.path = directory / (segment_name(base) + SEGMENT_SUFFIX)
-        self.index_path = directory / (segment_name(base) + ".idx")
-        self.idx_offsets = array("Q")
-        self.idx_positions = array("Q")
-        self.idx_times = array("q")
-        self.size = 0
-
-    @property
-    def first_timestamp(self) -> int | None:
-        return self.idx_times[0] if self.idx_times else None
-
-    def add_index(self, offset: int, position: int, ts: int) -> bytes:
-        self.idx_offsets.append(offset)
-        self.idx_positions.append(position)
-        self.idx_times.append(ts)
-        return INDEX_ENTRY.pack(offset, position, ts)
-
-    def drop_index_from(self, count: int) -> None:
-        del self.idx_offsets[count:]
-        del self.idx_positions[count:]
-        del self.idx_times[count:]
-
-    def load_index(self) -> None:
-        """Read the index file, dropping a torn or out-of-file tail."""
-        try:
-            data = self.index_path.read_bytes()
-        except FileNotFoundError:
-            data = b""
-        usable = len(data) - len(data) % INDEX_ENTRY.size
-        for pos in range(0, usable, INDEX_ENTRY.size):
-            offset, position, ts = INDEX_ENTRY.unpack_from(data, pos)
-            if position >= self.size:
-                break
-            self.idx_offsets.append(offset)
-            self.idx_positions.append(position)
-            self.idx_times.append(ts)
-
-    def seek_offset(self, offset: int) -> int:
-        """File position of the last indexed record at or before ``offset``."""
-        i = bisect.bisect_right(self.idx_offsets, offset) - 1
-        return self.idx_positions[i] if i >= 0 else 0
-
-    def seek_time(self, ts: int) -> int:
-        i = bisect.bisect_left(self.idx_times, ts) - 1
-        return self.idx_positions[i] if i >= 0 else 0
-
-
-def scan(
-    path: Path, start: int
-) -> tuple[int, int, int | None, list[tuple[int, int, int]], int]:
-    """Walk valid records from ``start``: (end of last good record, next offset, last ts,
-    index entries to add, first offset of the last good record or -1). Stops at the
-    first torn or corrupt record."""
-    with open(path, "rb") as f:
-        f.seek(start)
-        data = f.read()
-    pos = 0
-    next_offset = last_start = -1
-    last_ts: int | None = None
-    entries: list[tuple[int, int, int]] = []
-    last_indexed = -INDEX_EVERY
-    while pos + HEADER.size <= len(data):
-        crc, length, offset, ts, _pid, nlen = HEADER.unpack_from(data, pos)
-        end = pos + 8 + length
-        if length < HEADER.size - 8 or end > len(data):
-            break
-        count = 1
-        if nlen & CHUNK_FLAG:  # a whole chunk (both CRCs held): all its messages count
-            payload = pos + HEADER.size + (nlen & NAME_MASK)
-            if not intact(data, pos, end, crc, payload):
-                break
-            count = chunk_count(data, payload)
-        elif zlib.crc32(memoryview(data)[pos + 4 : end]) != crc:
-            break
-        if pos + start - last_indexed >= INDEX_EVERY:
-            entries.append((offset, pos + start, ts))
-            last_indexed = pos + start
-        next_offset = offset + count
-        last_start = offset
-        last_ts = ts
-        pos = end
-    return start + pos, next_offset, last_ts, entries, last_start
 
 
 class StreamLog:
@@ -178,55 +78,21 @@ class StreamLog:
     # -- recovery -------------------------------------------------------------------------
 
     def _recover(self) -> None:
-        bases = sorted(
-            int(p.name[: -len(SEGMENT_SUFFIX)])
-            for p in self.directory.glob("*" + SEGMENT_SUFFIX)
-            if p.name[: -len(SEGMENT_SUFFIX)].isdigit()
-        )
-        for base in bases:
-            seg = Segment(self.directory, base)
-            seg.size = seg.path.stat().st_size
-            seg.load_index()
-            self.segments.append(seg)
-            self.bases.append(base)
-        self.next_offset = bases[0] if bases else 0
+        self.segments.extend(load_segments(self.directory))
+        self.bases.extend(seg.base for seg in self.segments)
+        self.next_offset = self.bases[0] if self.bases else 0
         if self.segments:
-            self._recover_tail(self.segments[-1])
+            tail = recover_tail(self.segments)
+            if tail.dropped_bytes:
+                self.dropped_bytes = tail.dropped_bytes
+            self.next_offset = tail.next_offset
+            self.last_timestamp = tail.last_timestamp
+            self.last_chunk_offset = tail.last_chunk_offset
         self._load_producers()
         if not self.segments:
             self._open_segment(self.next_offset)
         else:
             self._open_active(self.segments[-1])
-
-    def _recover_tail(self, seg: Segment) -> None:
-        """Scan the active segment from its last index entry; cut a torn tail."""
-        start = seg.idx_positions[-1] if seg.idx_positions else 0
-        good_end, next_offset, last_ts, entries, last_start = scan(seg.path, start)
-        for offset, position, ts in entries:
-            if not seg.idx_offsets or offset > seg.idx_offsets[-1]:
-                seg.add_index(offset, position, ts)
-        if good_end < seg.size:
-            self.dropped_bytes = seg.size - good_end
-            with open(seg.path, "r+b") as f:
-                f.truncate(good_end)
-            seg.size = good_end
-        self._rewrite_index(seg)
-        self.next_offset = next_offset if next_offset >= 0 else seg.base
-        self.last_timestamp = last_ts or 0
-        if last_start < 0 and len(self.segments) > 1:  # just rolled: the last record is
-            before = self.segments[-2]  # in the segment before, after its last index entry
-            at = before.idx_positions[-1] if before.idx_positions else 0
-            last_start = scan(before.path, at)[4]
-        self.last_chunk_offset = max(last_start, 0)
-
-    def _rewrite_index(self, seg: Segment) -> None:
-        data = b"".join(
-            INDEX_ENTRY.pack(o, p, t)
-            for o, p, t in zip(seg.idx_offsets, seg.idx_positions, seg.idx_times, strict=True)
-        )
-        tmp = seg.index_path.with_suffix(".idx.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, seg.index_path)
 
     def _load_producers(self) -> None:
         path = self.directory / "producers.json"
@@ -348,7 +214,7 @@ class StreamLog:
         first_offset = self.next_offset
         name = producer.encode("utf-8")
         fixed = HEADER.size - 8 + len(name) + len(prefix)
-        pack, crc32, crc_pack = HEADER.pack, zlib.crc32, _CRC.pack
+        pack, crc32, crc_pack = HEADER.pack, zlib.crc32, CRC.pack
         i, n = 0, len(payloads)
         while i < n:
             seg = self.segments[-1]

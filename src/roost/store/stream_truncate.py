@@ -14,13 +14,10 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from roost.store.files import fsync_path
 from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count
-
-if TYPE_CHECKING:
-    from roost.store.stream_log import Segment
+from roost.store.stream_segment import HEADER, Segment
 
 MARK = "committed.json"  # {"committed": offset}: records below it are known committed
 
@@ -28,8 +25,6 @@ MARK = "committed.json"  # {"committed": offset}: records below it are known com
 def cut_position(seg: Segment, offset: int) -> int:
     """File position of the first record of ``seg`` holding an offset at or after
     ``offset`` (a chunk record straddling it goes whole: the log ends before it)."""
-    from roost.store.stream_log import HEADER
-
     with open(seg.path, "rb") as f:
         start = seg.seek_offset(offset)
         f.seek(start)

@@ -1,9 +1,9 @@
 """The stream-protocol session: sans-IO, on the core's adapter port.
 
 Fed bytes (``data_received``), it reads frames with the codec, checks each against the
-state table (``STATES``: what a client may send before and after it is authenticated,
-tuned and opened), calls the port, and writes frames through its transport; time and
-timers come from the ``Clock`` the plumbing hands in (``protocol.py``). Publishing and
+state table (``STATES`` in states.py: what a client may send before and after it is
+authenticated, tuned and opened), calls the port, and writes frames through its
+transport; time and timers come from the ``Clock`` the plumbing hands in (``protocol.py``). Publishing and
 the commands on streams are in ``commands.py``; subscriptions in ``consumers.py``.
 
 When the socket is read is the ``ReadGate``'s (roost/backpressure.py, as for AMQP and
@@ -37,7 +37,6 @@ from roost.stream_protocol.error_counts import NAMES, error_codes
 from roost.stream_protocol.errors import StreamProtocolError
 from roost.stream_protocol.frames import (
     Close,
-    CommandVersion,
     ExchangeCommandVersions,
     ExchangeCommandVersionsResponse,
     Frame,
@@ -54,6 +53,17 @@ from roost.stream_protocol.frames import (
     SaslHandshakeResponse,
     Tune,
 )
+from roost.stream_protocol.states import (
+    CLOSED,
+    ONLY_ONCE,
+    OPEN,
+    OPENING,
+    PEER,
+    SASL,
+    STATES,
+    TUNING,
+    VERSIONS,
+)
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Client
@@ -63,28 +73,6 @@ log = logging.getLogger("roost.stream_protocol")
 PROTOCOL = "RabbitMQ Stream"
 # a reason of the session's own for the gate to stay shut (commands.UNCONFIRMED another)
 COMPLETION = "completion"
-PEER, SASL, TUNING, OPENING, OPEN, CLOSED = (
-    "peer", "sasl", "tuning", "opening", "open", "closed"
-)
-_HANDSHAKE = (PeerProperties, SaslHandshake, SaslAuthenticate, Close, Heartbeat)
-# what each state accepts; anything else closes the connection with UNKNOWN_FRAME
-STATES: dict[str, tuple[type, ...]] = {
-    PEER: _HANDSHAKE,
-    SASL: _HANDSHAKE,
-    TUNING: (Tune, Close, Heartbeat),
-    OPENING: (Open, Tune, Close, Heartbeat),
-    OPEN: (object,),
-    CLOSED: (),
-}
-# the handshake's commands, refused once the connection is open: a second Open would
-# register the connection twice (found by tests/security/test_fuzz_live.py)
-_ONCE = (PeerProperties, SaslHandshake, SaslAuthenticate, Open)
-# the commands and versions Roost speaks, for ExchangeCommandVersions
-VERSIONS = [
-    CommandVersion(key, 1, 2 if key == c.PUBLISH else 1) for key in sorted(c.COMMAND_NAMES)
-]
-
-
 class Transport(Protocol):
     peer: str
     tls: bool
@@ -185,7 +173,7 @@ class StreamSession(ReadLoop):
             self.commands.flush_publishes()  # what was gathered goes before this
         allowed = STATES[self.state]
         if (object not in allowed and not isinstance(frame, allowed)) or (
-            self.state == OPEN and isinstance(frame, _ONCE)
+            self.state == OPEN and isinstance(frame, ONLY_ONCE)
         ):
             self.close_with(
                 c.UNKNOWN_FRAME, f"{type(frame).__name__} not allowed in state {self.state}"

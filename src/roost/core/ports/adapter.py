@@ -69,12 +69,12 @@ if TYPE_CHECKING:
     from roost.core.client import Traffic as Traffic
     from roost.core.completion import Completion as Completion
     from roost.core.consumer import Consumer as Consumer
+    from roost.core.delivery_sink import DeliverySink as DeliverySink
     from roost.core.exchanges.base import Exchange as Exchange
     from roost.core.flow import Publisher as Publisher
     from roost.core.message import Message as Message
     from roost.core.queues.base import Queue as Queue
     from roost.core.queues.entry import Entry as Entry
-    from roost.core.session import DeliverySink as DeliverySink
     from roost.core.session import Session as Session
 
 

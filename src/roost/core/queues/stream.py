@@ -13,13 +13,19 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from roost.core.durability import StreamCursor, StreamRecord
 from roost.core.errors import PreconditionFailed
 from roost.core.message import Message, Properties, header_text
 from roost.core.queues.base import Queue
 from roost.core.queues.entry import Entry
 from roost.core.queues.stream_args import int_arg, parse_max_age, start_from
-from roost.core.queues.stream_progress import Progress
+from roost.core.queues.stream_delivery import (
+    CHUNK_ARGUMENT,
+    CHUNK_WIRE_ARGUMENT,
+    MAX_CHUNK_BYTES,
+    Cursor,
+    StreamEntry,
+    feed,
+)
 
 if TYPE_CHECKING:
     from roost.core.client import Client
@@ -30,16 +36,10 @@ log = logging.getLogger("roost.stream")
 
 PRODUCER_HEADER = "x-stream-producer-name"
 PUBLISHING_ID_HEADER = "x-publishing-id"
-# Roost's extension: a consumer argument asking for chunked deliveries (docs/streams.md)
-CHUNK_ARGUMENT = "x-roost-chunk-bytes"
-CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
 # Roost's extension: a publish carrying many messages for the stream (docs/streams.md)
 BATCH_CONTENT_TYPE = "application/x-roost-stream-batch"
 # ... and the stream protocol's: a Publish frame's messages, stored as one chunk record
 ENTRIES_CONTENT_TYPE = "application/x-roost-stream-entries"
-# a chunked consumer taking chunk records as stored (the stream protocol's Deliver)
-CHUNK_WIRE_ARGUMENT = "x-roost-chunk-wire"
-MAX_CHUNK_BYTES = 4 * 1024 * 1024
 # the offset query's producers table is capped at this many encoded bytes (see take)
 PRODUCERS_TABLE_BYTES = 2048
 
@@ -54,50 +54,6 @@ class StreamReplication(Protocol):
     def appended(self) -> None: ...
     def offset_stored(self, name: str, offset: int) -> None: ...
     def close(self, why: str = ...) -> None: ...
-
-
-class StreamEntry(Entry):
-    """A delivery's entry; ``seq`` is the stream offset (a chunk's last one), ``progress``
-    the named consumer's subscription it counts for (None: nothing to store)."""
-
-    __slots__ = ("progress",)
-
-    def __init__(self, offset: int, message: Message, progress: Progress | None) -> None:
-        super().__init__(offset, message)
-        self.progress = progress
-        if progress is not None:
-            progress.delivered(offset)
-
-
-class Cursor:
-    __slots__ = ("chunk_bytes", "end", "progress", "reader", "wire")
-
-    def __init__(
-        self,
-        reader: StreamCursor,
-        name: str,
-        end: int | None,
-        chunk_bytes: int = 0,
-        wire: bool = False,
-    ) -> None:
-        self.reader = reader
-        self.progress = Progress(name) if name else None
-        self.end = end
-        self.chunk_bytes = chunk_bytes  # 0: one delivery per message
-        self.wire = wire  # chunk records as stored (StreamCursor.next_chunk)
-
-
-def for_delivery(record: StreamRecord) -> Message:
-    """The stored message plus headers ``x-stream-offset`` and ``x-stream-timestamp``
-    (the record's values are fresh: its headers dict is ours to extend)."""
-    offset, timestamp, exchange, routing_key, values, body = record
-    headers = values[2]
-    if headers is None:
-        headers = {}
-        values = (*values[:2], headers, *values[3:])
-    headers["x-stream-offset"] = offset
-    headers["x-stream-timestamp"] = timestamp
-    return Message(exchange, routing_key, Properties(*values), body)
 
 
 def recent_producers(producers: dict[str, int]) -> dict[str, int]:
@@ -275,68 +231,9 @@ class StreamQueue(Queue):
             for consumer in list(self.consumers):
                 cursor = self._cursors.get(consumer)
                 if cursor is not None:
-                    self._feed(consumer, cursor)
+                    feed(self, consumer, cursor)
         finally:
             self._dispatching = False
-
-    def _feed(self, consumer: Consumer, cursor: Cursor) -> None:
-        reader = cursor.reader
-        end = cursor.end
-        if end is not None and reader.offset >= end:
-            self._finish(consumer)
-            return
-        if cursor.chunk_bytes:
-            self._feed_chunks(consumer, cursor)
-            return
-        session = consumer.session
-        while consumer.has_credit():
-            if self.committed is not None and reader.offset >= self.committed:
-                return  # not on a majority yet: the replication dispatches again
-            record = reader.next()
-            if record is None:
-                return  # caught up: wait for the next push
-            offset = record[0]
-            if end is not None and offset >= end:
-                self._finish(consumer)
-                return
-            self.unacked += 1
-            self.stat_delivered += 1
-            session.deliver(
-                consumer, self, StreamEntry(offset, for_delivery(record), cursor.progress)
-            )
-            if end is not None and offset + 1 >= end:
-                self._finish(consumer)
-                return
-
-    def _feed_chunks(self, consumer: Consumer, cursor: Cursor) -> None:
-        """One delivery per chunk of records (undecoded, as stored); acking it acks its
-        last offset. The broker's work is per chunk, not per message."""
-        reader, end, session = cursor.reader, cursor.end, consumer.session
-        limit = end
-        if self.committed is not None:
-            limit = self.committed if end is None else min(end, self.committed)
-        while consumer.has_credit():
-            chunk = reader.next_chunk(cursor.chunk_bytes, limit, cursor.wire)
-            if chunk is None:
-                if end is not None and reader.offset >= end:
-                    self._finish(consumer)
-                return  # caught up: wait for the next push
-            first, last, count, data = chunk
-            headers: dict[str, Any] = {"x-stream-offset": first, "x-stream-chunk-records": count}
-            message = Message(
-                "", self.name, Properties(content_type=CHUNK_CONTENT_TYPE, headers=headers), data
-            )
-            self.unacked += 1
-            self.stat_delivered += count
-            session.deliver(consumer, self, StreamEntry(last, message, cursor.progress))
-            if end is not None and last + 1 >= end:
-                self._finish(consumer)
-                return
-
-    def _finish(self, consumer: Consumer) -> None:
-        """x-stream-end-offset reached: cancel the consumer and tell the client."""
-        self.remove_consumer(consumer)
-        consumer.session.consumer_gone(consumer)
 
     def take(self) -> Entry | None:
         """basic.get on a stream answers the offset query in one round trip: an empty
