@@ -3,8 +3,9 @@
 Fed bytes (``data_received``), it reads frames with the codec, checks each against the
 state table (``STATES`` in states.py: what a client may send before and after it is
 authenticated, tuned and opened), calls the port, and writes frames through its
-transport; time and timers come from the ``Clock`` the plumbing hands in (``protocol.py``). Publishing and
-the commands on streams are in ``commands.py``; subscriptions in ``consumers.py``.
+transport; time and timers come from the ``Clock`` the plumbing hands in
+(``protocol.py``). Publishing and the commands on streams are in ``commands.py``;
+subscriptions in ``consumers.py``.
 
 When the socket is read is the ``ReadGate``'s (roost/backpressure.py, as for AMQP and
 STOMP): a congested queue, a resource alarm after a publish, and a bounded turn of work
