@@ -18,6 +18,12 @@ confirmed records only a majority holds; dropped at the first chunk, a failover 
 the snapshot streams (a resync under load, a new leader's first batch) elected a member
 that lacked them. Until then the member's ``position`` is the kept copy's, and it is
 the copy a promotion serves (``restore_kept``).
+
+A member's ``position`` names the term whose snapshot its copy holds whole and durable
+(``marked``), never just the newest term seen: every term begins, at each member, with
+a snapshot, so a batch of a term whose ``RESET`` this member has not taken (that chunk
+lost with a link) is refused as a gap. Applied, it would have ended ``kept`` and ranked
+a copy lacking the snapshot's messages above the older term's longer log.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ class Follower:
         self.queue = queue
         self.store: QueueStore = store.open_queue(vhost, queue)
         self.term = 0  # the newest term seen
+        self.synced = 0  # the term of the last snapshot begun (its RESET applied)
+        self.marked = 0  # the newest term whose snapshot this copy holds whole and durable
         self.fence = 0  # terms up to here are refused: their leader's key is gone
         self.leader = ""
         self.max_seq = 0  # the highest message number any record named
@@ -58,7 +66,7 @@ class Follower:
     @property
     def position(self) -> tuple[int, int]:
         """(term, durable index) of the copy this member would serve if elected."""
-        return self.kept_position if self.kept is not None else (self.term, self.durable_index)
+        return self.kept_position if self.kept is not None else (self.marked, self.durable_index)
 
     def restore_kept(self) -> None:
         """Promoted while a snapshot streams: the partial copy goes, the kept one serves."""
@@ -94,7 +102,9 @@ class Follower:
             self._answer(link, ok=False)  # a chunk of another snapshot, or one lost before
             return
         if first not in (r.RESET, r.SNAP) and (
-            self.snapshot >= 0 or frame.first_index != self.last_index + 1
+            self.synced != self.term
+            or self.snapshot >= 0
+            or frame.first_index != self.last_index + 1
         ):
             self._answer(link, ok=False)  # a gap: the leader resends a snapshot
             return
@@ -108,6 +118,7 @@ class Follower:
                 self.max_seq = seq
             if kind == r.RESET:
                 self._keep(self.position)
+                self.synced = self.term
                 self.snapshot = upto = seq
                 self.snapshot_count = 0
                 self.durable_index = 0  # it holds nothing for sure until the last chunk
@@ -155,6 +166,7 @@ class Follower:
             for slot, _size, _delivered in self.kept.values():
                 self.store.remove(slot)
             self.kept = None
+            self.marked = term
         self._answer(link, ok=True)
 
     def _answer(self, link: Link, *, ok: bool) -> None:
