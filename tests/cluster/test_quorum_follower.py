@@ -152,3 +152,25 @@ def test_a_new_terms_batch_before_its_snapshot_is_refused_and_ranks_nothing() ->
     follower.receive(wire, batch(8, 0, r.mark(r.RESET, 1), enq(2), enq(3), enq(4)))  # type: ignore[arg-type]
     assert follower.position == (8, 1) and sorted(follower.held) == [2, 3, 4]
 
+
+def test_what_the_leader_said_was_committed_is_known_by_message_number() -> None:
+    """A promoted member serves at once only the messages its old leader had said were
+    committed (``sure_seq``); within a term a message's number grows with its index."""
+    wire = Wire()
+    follower = synced(7)
+    follower.receive(wire, batch(7, 1, enq(1), enq(2), r.mark(r.DEL, 1), enq(3)))  # type: ignore[arg-type]
+    assert follower.sure_seq == 0  # the batch named commit 0
+    follower.receive(wire, f.Replicate("/", "q", 7, 5, 3, []))  # type: ignore[arg-type]
+    assert follower.sure_seq == 2  # index 3 committed: 1 and 2, not 3 (index 4)
+    follower.receive(wire, f.Replicate("/", "q", 7, 5, 4, [enq(4)]))  # type: ignore[arg-type]
+    assert follower.sure_seq == 3
+    # term 8's snapshot (upto 2) begins: nothing of term 8 is known committed yet
+    follower.receive(wire, batch(8, 0, r.mark(r.RESET, 2), enq(3), r.mark(r.MORE, 2)))  # type: ignore[arg-type]
+    assert follower.sure_seq == 0
+    follower.receive(wire, f.Replicate("/", "q", 8, 0, 2, [r.snap(2, 1), enq(4), enq(9)]))  # type: ignore[arg-type]
+    assert follower.sure_seq == 9  # its messages stand at 2, which the leader named
+    promoted = synced(7)
+    promoted.receive(wire, f.Replicate("/", "q", 7, 1, 1, [enq(1), enq(2)]))  # type: ignore[arg-type]
+    promoted.receive(wire, batch(8, 0, r.mark(r.RESET, 2), enq(3), r.mark(r.MORE, 2)))  # type: ignore[arg-type]
+    promoted.restore_kept()  # elected mid-snapshot: the kept copy's knowledge serves
+    assert promoted.sure_seq == 1 and sorted(promoted.held) == [1, 2]

@@ -24,10 +24,18 @@ A member's ``position`` names the term whose snapshot its copy holds whole and d
 a snapshot, so a batch of a term whose ``RESET`` this member has not taken (that chunk
 lost with a link) is refused as a gap. Applied, it would have ended ``kept`` and ranked
 a copy lacking the snapshot's messages above the older term's longer log.
+
+What the copy holds that its leader has committed is known by message number
+(``sure_seq``: every message numbered up to it is committed in this term): each batch
+carries the leader's commit index, and within a term a message's number grows with the
+index of its ``ENQ`` (a snapshot's messages stand at its ``upto``). Promoted, the member
+serves those at once and holds back the rest until its own term commits them
+(``Replicator.inherit``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING
 
 from roost.cluster.link import frames as f
@@ -62,6 +70,11 @@ class Follower:
         self.kept: dict[int, tuple[int, int, int]] | None = None
         self.kept_position = (0, 0)
         self.snapshot_end = -1  # the index whose durability ends ``kept``; -1: streaming
+        self.sure_seq = 0  # every message numbered up to here is committed
+        self.kept_sure = 0  # the kept copy's
+        self.leader_commit = 0  # the commit index this term's leader last named
+        self.unsure: deque[tuple[int, int]] = deque()  # (index, number) of ENQs past it
+        self.snapshot_top = 0  # the highest message number of the snapshot under way
 
     @property
     def position(self) -> tuple[int, int]:
@@ -74,10 +87,11 @@ class Follower:
             return
         self._drop_all()
         self.held, self.kept = self.kept, None
+        self.sure_seq = self.kept_sure
 
     def _keep(self, position: tuple[int, int]) -> None:
         if self.kept is None:
-            self.kept, self.kept_position = self.held, position
+            self.kept, self.kept_position, self.kept_sure = self.held, position, self.sure_seq
             self.held = {}
         else:
             self._drop_all()  # the partial copy of an earlier snapshot
@@ -90,9 +104,11 @@ class Follower:
         if frame.term > self.term:
             self._keep(self.position)
             self.term = frame.term
-            self.last_index = self.durable_index = 0
+            self.last_index = self.durable_index = self.leader_commit = self.sure_seq = 0
             self.snapshot = -1
+            self.unsure.clear()  # known again only once this term's snapshot commits
         self.leader = link.peer
+        self._learn(frame.commit_index)
         entries = frame.entries
         first = entries[0][:1] if entries else b""
         if first == r.SNAP and (
@@ -112,7 +128,7 @@ class Follower:
             self._answer(link, ok=True)
             return
         upto = frame.first_index + len(entries) - 1
-        for raw in entries:
+        for at, raw in enumerate(entries, frame.first_index):
             kind, seq, message = r.decode(raw)
             if kind not in (r.RESET, r.SNAP, r.MORE) and seq > self.max_seq:  # theirs: upto
                 self.max_seq = seq
@@ -120,7 +136,7 @@ class Follower:
                 self._keep(self.position)
                 self.synced = self.term
                 self.snapshot = upto = seq
-                self.snapshot_count = 0
+                self.snapshot_count = self.snapshot_top = 0
                 self.durable_index = 0  # it holds nothing for sure until the last chunk
             elif kind == r.SNAP:
                 upto = seq
@@ -129,6 +145,10 @@ class Follower:
             elif message is not None:
                 self._enqueue(message)
                 self.snapshot_count += 1
+                if self.snapshot >= 0:
+                    self.snapshot_top = max(self.snapshot_top, seq)
+                else:
+                    self.unsure.append((at, seq))
             elif kind == r.DEL:
                 found = self.held.pop(seq, None)
                 if found is not None:
@@ -139,12 +159,23 @@ class Follower:
                     if not found[2]:
                         self.store.mark_delivered(found[0])
                     self.held[seq] = (found[0], found[1], max(found[2], r.count_of(raw)))
+        if self.snapshot >= 0:  # its last chunk: its messages stand at ``upto``
+            self.unsure.clear()
+            self.unsure.append((upto, self.snapshot_top))
         self.snapshot = -1
         self.last_index = upto
+        self._learn(frame.commit_index)
         if self.kept is not None and self.snapshot_end < 0:
             self.snapshot_end = upto  # the replacing copy is whole: it ends ``kept`` once durable
         term = self.term
         self.message_store.when_durable(lambda ok: self._durable(link, term, upto, ok))
+
+    def _learn(self, commit: int) -> None:
+        """The leader named ``commit``: the messages written up to it are committed."""
+        self.leader_commit = max(self.leader_commit, commit)
+        unsure = self.unsure
+        while unsure and unsure[0][0] <= self.leader_commit:
+            self.sure_seq = max(self.sure_seq, unsure.popleft()[1])
 
     def _enqueue(self, e: r.Enq) -> None:
         props = message_of(e.exchange, e.routing_key, e.properties, b"").properties
