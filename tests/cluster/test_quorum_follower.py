@@ -31,9 +31,17 @@ def batch(term: int, first: int, *entries: bytes) -> f.Replicate:
     return f.Replicate("/", "q", term, first, 0, list(entries))
 
 
+def synced(term: int) -> Follower:
+    """A member that took term ``term``'s first snapshot (empty, log index 0), as every
+    member does before that term's batches."""
+    follower = Follower(MemoryStore(), "/", "q")
+    follower.receive(Wire(), batch(term, 0, r.mark(r.RESET, 0)))  # type: ignore[arg-type]
+    return follower
+
+
 def test_records_are_applied_and_acknowledged_once_durable() -> None:
     wire = Wire()
-    follower = Follower(MemoryStore(), "/", "q")
+    follower = synced(7)
     follower.receive(wire, batch(7, 1, enq(1), enq(2), r.mark(r.DLV, 1)))  # type: ignore[arg-type]
     follower.receive(wire, batch(7, 4, r.mark(r.DEL, 2)))  # type: ignore[arg-type]
     assert list(follower.held) == [1]
@@ -44,7 +52,7 @@ def test_records_are_applied_and_acknowledged_once_durable() -> None:
 
 def test_an_older_term_is_refused_and_changes_nothing() -> None:
     wire = Wire()
-    follower = Follower(MemoryStore(), "/", "q")
+    follower = synced(9)
     follower.receive(wire, batch(9, 1, enq(1)))  # type: ignore[arg-type]
     follower.receive(wire, batch(8, 2, enq(2), r.mark(r.DEL, 1)))  # type: ignore[arg-type]
     assert list(follower.held) == [1]
@@ -55,7 +63,7 @@ def test_an_older_term_is_refused_and_changes_nothing() -> None:
 
 def test_a_gap_is_refused_and_a_snapshot_replaces_the_copy() -> None:
     wire = Wire()
-    follower = Follower(MemoryStore(), "/", "q")
+    follower = synced(3)
     follower.receive(wire, batch(3, 1, enq(1)))  # type: ignore[arg-type]
     follower.receive(wire, batch(3, 5, enq(5)))  # type: ignore[arg-type]
     assert list(follower.held) == [1] and wire.sent[-1].ok is False  # type: ignore[union-attr]
@@ -70,7 +78,7 @@ def test_the_term_of_a_vanished_leader_is_refused_before_the_new_one_speaks() ->
     """A leader paused past its lease resumes and sends a snapshot (even a RESET) before
     the new leader's first batch reached this member: refused, and told of a newer term."""
     wire = Wire()
-    follower = Follower(MemoryStore(), "/", "q")
+    follower = synced(5)
     follower.receive(wire, batch(5, 1, enq(1)))  # type: ignore[arg-type]
     follower.fence = 5  # the manager saw term 5's election key vanish
     follower.receive(wire, batch(5, 0, r.mark(r.RESET, 3), enq(8)))  # type: ignore[arg-type]
@@ -82,7 +90,7 @@ def test_the_term_of_a_vanished_leader_is_refused_before_the_new_one_speaks() ->
 
 def test_delivery_counts_are_kept() -> None:
     wire = Wire()
-    follower = Follower(MemoryStore(), "/", "q")
+    follower = synced(2)
     follower.receive(wire, batch(2, 1, enq(1), r.delivered(1, 1), r.delivered(1, 3)))  # type: ignore[arg-type]
     assert follower.held[1][2] == 3
     snapshot = r.enq(2, 7, "", "q", b"\x00\x00", b"x")
@@ -93,7 +101,7 @@ def test_delivery_counts_are_kept() -> None:
 def mid_snapshot(wire: Wire) -> Follower:
     """Acked 1..3 in term 7, then a resync's first chunk, then a new leader's first chunk
     over it; the rest of that snapshot still on its way."""
-    follower = Follower(MemoryStore(), "/", "q")
+    follower = synced(7)
     follower.receive(wire, batch(7, 1, enq(1), enq(2), enq(3)))  # type: ignore[arg-type]
     assert follower.position == (7, 3)
     follower.receive(wire, batch(7, 0, r.mark(r.RESET, 9), enq(2), r.mark(r.MORE, 9)))  # type: ignore[arg-type]
@@ -118,3 +126,51 @@ def test_what_it_acked_is_kept_until_a_snapshot_replacing_it_is_durable() -> Non
     follower.receive(wire, batch(9, 0, r.snap(4, 1), enq(4)))  # type: ignore[arg-type]
     assert follower.position == (9, 4)
     assert sorted(follower.held) == [3, 4] and follower.kept is None
+
+
+def test_a_new_terms_batch_before_its_snapshot_is_refused_and_ranks_nothing() -> None:
+    """Term 8's first snapshot was lost with a link; its heartbeat and its next batch
+    (index 1, right after that snapshot's index 0) arrive: both refused as a gap. The
+    member ranks with term 7's copy, which a promotion serves: applied, the batch ended
+    the kept copy and ranked (8, 1), a copy lacking every message, above a member at
+    (7, 2) that holds them."""
+    wire = Wire()
+    follower = synced(7)
+    follower.receive(wire, batch(7, 1, enq(1), enq(2), enq(3)))  # type: ignore[arg-type]
+    assert follower.position == (7, 3)
+    follower.receive(wire, batch(8, 1))  # type: ignore[arg-type]
+    follower.receive(wire, batch(8, 1, enq(4)))  # type: ignore[arg-type]
+    answers = [(a.term, a.durable_index, a.ok) for a in wire.sent[-2:]]  # type: ignore[attr-defined]
+    assert answers == [(8, 0, False), (8, 0, False)]  # the leader resends the snapshot
+    assert follower.position == (7, 3)
+    promoted = synced(7)
+    promoted.receive(Wire(), batch(7, 1, enq(1), enq(2), enq(3)))  # type: ignore[arg-type]
+    promoted.receive(Wire(), batch(8, 1, enq(4)))  # type: ignore[arg-type]
+    promoted.restore_kept()
+    assert sorted(promoted.held) == [1, 2, 3]
+    # the snapshot comes again: once durable, the member ranks with term 8
+    follower.receive(wire, batch(8, 0, r.mark(r.RESET, 1), enq(2), enq(3), enq(4)))  # type: ignore[arg-type]
+    assert follower.position == (8, 1) and sorted(follower.held) == [2, 3, 4]
+
+
+def test_what_the_leader_said_was_committed_is_known_by_message_number() -> None:
+    """A promoted member serves at once only the messages its old leader had said were
+    committed (``sure_seq``); within a term a message's number grows with its index."""
+    wire = Wire()
+    follower = synced(7)
+    follower.receive(wire, batch(7, 1, enq(1), enq(2), r.mark(r.DEL, 1), enq(3)))  # type: ignore[arg-type]
+    assert follower.sure_seq == 0  # the batch named commit 0
+    follower.receive(wire, f.Replicate("/", "q", 7, 5, 3, []))  # type: ignore[arg-type]
+    assert follower.sure_seq == 2  # index 3 committed: 1 and 2, not 3 (index 4)
+    follower.receive(wire, f.Replicate("/", "q", 7, 5, 4, [enq(4)]))  # type: ignore[arg-type]
+    assert follower.sure_seq == 3
+    # term 8's snapshot (upto 2) begins: nothing of term 8 is known committed yet
+    follower.receive(wire, batch(8, 0, r.mark(r.RESET, 2), enq(3), r.mark(r.MORE, 2)))  # type: ignore[arg-type]
+    assert follower.sure_seq == 0
+    follower.receive(wire, f.Replicate("/", "q", 8, 0, 2, [r.snap(2, 1), enq(4), enq(9)]))  # type: ignore[arg-type]
+    assert follower.sure_seq == 9  # its messages stand at 2, which the leader named
+    promoted = synced(7)
+    promoted.receive(wire, f.Replicate("/", "q", 7, 1, 1, [enq(1), enq(2)]))  # type: ignore[arg-type]
+    promoted.receive(wire, batch(8, 0, r.mark(r.RESET, 2), enq(3), r.mark(r.MORE, 2)))  # type: ignore[arg-type]
+    promoted.restore_kept()  # elected mid-snapshot: the kept copy's knowledge serves
+    assert promoted.sure_seq == 1 and sorted(promoted.held) == [1, 2]

@@ -18,10 +18,24 @@ confirmed records only a majority holds; dropped at the first chunk, a failover 
 the snapshot streams (a resync under load, a new leader's first batch) elected a member
 that lacked them. Until then the member's ``position`` is the kept copy's, and it is
 the copy a promotion serves (``restore_kept``).
+
+A member's ``position`` names the term whose snapshot its copy holds whole and durable
+(``marked``), never just the newest term seen: every term begins, at each member, with
+a snapshot, so a batch of a term whose ``RESET`` this member has not taken (that chunk
+lost with a link) is refused as a gap. Applied, it would have ended ``kept`` and ranked
+a copy lacking the snapshot's messages above the older term's longer log.
+
+What the copy holds that its leader has committed is known by message number
+(``sure_seq``: every message numbered up to it is committed in this term): each batch
+carries the leader's commit index, and within a term a message's number grows with the
+index of its ``ENQ`` (a snapshot's messages stand at its ``upto``). Promoted, the member
+serves those at once and holds back the rest until its own term commits them
+(``Replicator.inherit``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING
 
 from roost.cluster.link import frames as f
@@ -40,6 +54,8 @@ class Follower:
         self.queue = queue
         self.store: QueueStore = store.open_queue(vhost, queue)
         self.term = 0  # the newest term seen
+        self.synced = 0  # the term of the last snapshot begun (its RESET applied)
+        self.marked = 0  # the newest term whose snapshot this copy holds whole and durable
         self.fence = 0  # terms up to here are refused: their leader's key is gone
         self.leader = ""
         self.max_seq = 0  # the highest message number any record named
@@ -54,11 +70,16 @@ class Follower:
         self.kept: dict[int, tuple[int, int, int]] | None = None
         self.kept_position = (0, 0)
         self.snapshot_end = -1  # the index whose durability ends ``kept``; -1: streaming
+        self.sure_seq = 0  # every message numbered up to here is committed
+        self.kept_sure = 0  # the kept copy's
+        self.leader_commit = 0  # the commit index this term's leader last named
+        self.unsure: deque[tuple[int, int]] = deque()  # (index, number) of ENQs past it
+        self.snapshot_top = 0  # the highest message number of the snapshot under way
 
     @property
     def position(self) -> tuple[int, int]:
         """(term, durable index) of the copy this member would serve if elected."""
-        return self.kept_position if self.kept is not None else (self.term, self.durable_index)
+        return self.kept_position if self.kept is not None else (self.marked, self.durable_index)
 
     def restore_kept(self) -> None:
         """Promoted while a snapshot streams: the partial copy goes, the kept one serves."""
@@ -66,10 +87,11 @@ class Follower:
             return
         self._drop_all()
         self.held, self.kept = self.kept, None
+        self.sure_seq = self.kept_sure
 
     def _keep(self, position: tuple[int, int]) -> None:
         if self.kept is None:
-            self.kept, self.kept_position = self.held, position
+            self.kept, self.kept_position, self.kept_sure = self.held, position, self.sure_seq
             self.held = {}
         else:
             self._drop_all()  # the partial copy of an earlier snapshot
@@ -82,9 +104,11 @@ class Follower:
         if frame.term > self.term:
             self._keep(self.position)
             self.term = frame.term
-            self.last_index = self.durable_index = 0
+            self.last_index = self.durable_index = self.leader_commit = self.sure_seq = 0
             self.snapshot = -1
+            self.unsure.clear()  # known again only once this term's snapshot commits
         self.leader = link.peer
+        self._learn(frame.commit_index)
         entries = frame.entries
         first = entries[0][:1] if entries else b""
         if first == r.SNAP and (
@@ -94,7 +118,9 @@ class Follower:
             self._answer(link, ok=False)  # a chunk of another snapshot, or one lost before
             return
         if first not in (r.RESET, r.SNAP) and (
-            self.snapshot >= 0 or frame.first_index != self.last_index + 1
+            self.synced != self.term
+            or self.snapshot >= 0
+            or frame.first_index != self.last_index + 1
         ):
             self._answer(link, ok=False)  # a gap: the leader resends a snapshot
             return
@@ -102,14 +128,15 @@ class Follower:
             self._answer(link, ok=True)
             return
         upto = frame.first_index + len(entries) - 1
-        for raw in entries:
+        for at, raw in enumerate(entries, frame.first_index):
             kind, seq, message = r.decode(raw)
             if kind not in (r.RESET, r.SNAP, r.MORE) and seq > self.max_seq:  # theirs: upto
                 self.max_seq = seq
             if kind == r.RESET:
                 self._keep(self.position)
+                self.synced = self.term
                 self.snapshot = upto = seq
-                self.snapshot_count = 0
+                self.snapshot_count = self.snapshot_top = 0
                 self.durable_index = 0  # it holds nothing for sure until the last chunk
             elif kind == r.SNAP:
                 upto = seq
@@ -118,6 +145,10 @@ class Follower:
             elif message is not None:
                 self._enqueue(message)
                 self.snapshot_count += 1
+                if self.snapshot >= 0:
+                    self.snapshot_top = max(self.snapshot_top, seq)
+                else:
+                    self.unsure.append((at, seq))
             elif kind == r.DEL:
                 found = self.held.pop(seq, None)
                 if found is not None:
@@ -128,12 +159,23 @@ class Follower:
                     if not found[2]:
                         self.store.mark_delivered(found[0])
                     self.held[seq] = (found[0], found[1], max(found[2], r.count_of(raw)))
+        if self.snapshot >= 0:  # its last chunk: its messages stand at ``upto``
+            self.unsure.clear()
+            self.unsure.append((upto, self.snapshot_top))
         self.snapshot = -1
         self.last_index = upto
+        self._learn(frame.commit_index)
         if self.kept is not None and self.snapshot_end < 0:
             self.snapshot_end = upto  # the replacing copy is whole: it ends ``kept`` once durable
         term = self.term
         self.message_store.when_durable(lambda ok: self._durable(link, term, upto, ok))
+
+    def _learn(self, commit: int) -> None:
+        """The leader named ``commit``: the messages written up to it are committed."""
+        self.leader_commit = max(self.leader_commit, commit)
+        unsure = self.unsure
+        while unsure and unsure[0][0] <= self.leader_commit:
+            self.sure_seq = max(self.sure_seq, unsure.popleft()[1])
 
     def _enqueue(self, e: r.Enq) -> None:
         props = message_of(e.exchange, e.routing_key, e.properties, b"").properties
@@ -155,6 +197,7 @@ class Follower:
             for slot, _size, _delivered in self.kept.values():
                 self.store.remove(slot)
             self.kept = None
+            self.marked = term
         self._answer(link, ok=True)
 
     def _answer(self, link: Link, *, ok: bool) -> None:

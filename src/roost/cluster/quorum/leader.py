@@ -143,6 +143,27 @@ class Replicator(LeaderRole):
         if self.live.pop(entry.seq, None) is not None:
             self._record(r.mark(r.DEL, entry.seq))
 
+    def inherit(self, entries: list[Entry], sure_seq: int) -> None:
+        """A promoted member's copy, before ``started``: what its old leader had told
+        it was committed (numbered up to ``sure_seq``), or had handed out (only what
+        was committed reaches consumers), is ready at once. The rest may
+        be what the old leader never committed (only this member got it; a member
+        elected instead would lack it): it reaches consumers only once a majority holds
+        this term's first snapshot, which carries it. That snapshot stands for the
+        ``TERM`` record written here, so its commit is the term's first. No publisher
+        waits on these (the Pending number 0 is never issued)."""
+        index = self._record(r.mark(r.TERM, 0))
+        q = self.queue
+        for entry in entries:
+            self.live[entry.seq] = entry
+            if entry.seq <= sure_seq or entry.deliveries:
+                q._own_ready().append(entry)
+                q.ready_bytes += entry.size
+            else:
+                self.uncommitted[entry.seq] = (entry, index, 0)
+        self.broker.message_store.when_durable(lambda ok: self._own(index, ok))
+        q.dispatch()
+
     def close(self, why: str = "queue deleted") -> None:
         """The queue is gone here (deleted, or another node leads it now)."""
         self.deposed = True
@@ -216,7 +237,9 @@ class Replicator(LeaderRole):
             self.queue.name, self.members, self.stepdown_after, self.term,
         )  # fmt: skip
         store = self.queue.store
-        for seq, (entry, _index, _number) in self.uncommitted.items():
+        for seq, (entry, _index, number) in self.uncommitted.items():
+            if not number:
+                continue  # inherited: the old term may have committed it, so it stays
             self.live.pop(seq, None)
             if store is not None and entry.slot:
                 store.remove(entry.slot)

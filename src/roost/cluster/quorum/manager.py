@@ -313,11 +313,10 @@ class QuorumManager(GroupBase):
             return
         del self.following[key]
         follower.restore_kept()  # elected on the kept copy's position: it serves that one
-        queue = self._swap(vhost, stand_in, follower)
+        queue, inherited = self._swap(vhost, stand_in, follower)
         rep = Replicator(self.broker, self.node.links, queue, self.name, members)
-        for entry in queue.ready:
-            rep.live[entry.seq] = entry
         queue.replication = rep
+        rep.inherit(inherited, follower.sure_seq)  # what it knows uncommitted waits
         queue.group = rep
         self.leading[key] = rep
         # the first batch of the new term is a snapshot to every member
@@ -334,13 +333,16 @@ class QuorumManager(GroupBase):
             "queue %s: now led here (term %d, %d messages)", key, election.term, len(rep.live)
         )
 
-    def _swap(self, vhost: VHost, stand_in: Queue, follower: Follower) -> QuorumQueue:
-        """The follower's copy becomes the queue here, in the stand-in's place."""
+    def _swap(
+        self, vhost: VHost, stand_in: Queue, follower: Follower
+    ) -> tuple[QuorumQueue, list[Entry]]:
+        """The follower's copy becomes the queue here; its messages go to ``inherit``."""
         queue = QuorumQueue(vhost, stand_in.name, durable=True, arguments=dict(stand_in.arguments))
         queue.attach_store(follower.store)  # so persistence opens no second store
         # acks this node's clients sent to the old leader that it never replicated
         acked = stand_in.acked if isinstance(stand_in, QuorumStandIn) else set()
         queue._seq = follower.max_seq  # numbers are never given twice (acks name them)
+        inherited: list[Entry] = []
         for seq, (slot, _size, delivered) in list(follower.held.items()):
             queue._seq = max(queue._seq, seq)
             if delivered and seq & 0xFFFFFFFF in acked:
@@ -355,8 +357,7 @@ class QuorumManager(GroupBase):
             if delivered:  # redelivered, its x-delivery-count kept
                 entry.redelivered = True
                 entry.deliveries = delivered
-            queue._own_ready().append(entry)
-            queue.ready_bytes += entry.size
+            inherited.append(entry)
         bindings = [
             (b.source.name, b.routing_key, dict(b.arguments))
             for ex in vhost.exchanges.values()
@@ -380,8 +381,7 @@ class QuorumManager(GroupBase):
         for consumer in consumers:
             consumer.queue = queue
             queue.add_consumer(consumer)
-        queue.dispatch()
-        return queue
+        return queue, inherited
 
     async def stop(self) -> None:
         await self._cancel([*self.tasks.values(), *self._free])

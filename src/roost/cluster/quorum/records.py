@@ -9,6 +9,9 @@ Each record names a message by its **seq**, the leader's entry number for it:
 - ``DEL`` it left for good (acked, dropped, dead-lettered);
 - ``RESET`` the follower drops what it holds: a snapshot of every live message follows,
   and ``upto`` is the leader's log index the snapshot stands for;
+- ``TERM`` a new leader's first record, naming nothing: the new term's first snapshot
+  stands for it, so its commit is the term's first (a promoted member's copy joins the
+  queue only then, ``Replicator.inherit``);
 - ``SNAP`` (first in a frame) the snapshot for ``upto`` goes on, after the number of
   messages it names (a chunk lost in between is seen); ``MORE`` (last in a frame) it
   goes on in the next frame (``catchup.py``).
@@ -23,7 +26,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-ENQ, DLV, DEL, RESET, SNAP, MORE = b"E", b"V", b"D", b"R", b"C", b"M"
+ENQ, DLV, DEL, RESET, SNAP, MORE, TERM = b"E", b"V", b"D", b"R", b"C", b"M", b"T"
 _HEAD = struct.Struct("!cQ")  # kind, seq (RESET: upto)
 _ENQ = struct.Struct("!BBBI")  # delivered, exchange len, routing key len, properties len
 _COUNT = struct.Struct("!I")  # a DLV's delivery count
