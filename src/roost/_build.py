@@ -51,6 +51,8 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.access",
     "roost.core.queues.message_path",
     "roost.core.queues.entry",
+    "roost.core.exchanges.base",
+    "roost.core.exchanges.default",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 
