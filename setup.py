@@ -53,6 +53,7 @@ COMPILED = [
     "src/roost/core/queues/entry.py",
     "src/roost/core/exchanges/base.py",
     "src/roost/core/exchanges/default.py",
+    "src/roost/core/client.py",
 ]
 
 

@@ -53,6 +53,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.queues.entry",
     "roost.core.exchanges.base",
     "roost.core.exchanges.default",
+    "roost.core.client",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 
