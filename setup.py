@@ -52,6 +52,9 @@ COMPILED = [
     "src/roost/core/access.py",
     "src/roost/core/queues/message_path.py",
     "src/roost/core/queues/entry.py",
+    "src/roost/core/exchanges/base.py",
+    "src/roost/core/exchanges/default.py",
+    "src/roost/core/client.py",
 ]
 
 

@@ -52,6 +52,9 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.access",
     "roost.core.queues.message_path",
     "roost.core.queues.entry",
+    "roost.core.exchanges.base",
+    "roost.core.exchanges.default",
+    "roost.core.client",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 

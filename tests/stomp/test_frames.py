@@ -44,6 +44,21 @@ def test_simple_send() -> None:
     assert f == Frame("SEND", {"destination": "/queue/a"}, b"hello")
 
 
+def test_a_frame_compares_and_prints_by_its_fields() -> None:
+    """What the dataclass gave ``Frame`` (now a plain class, so mypyc compiles its
+    ``__init__``): equality and repr by command, headers and body, a dict of its own."""
+    a, b = Frame("SEND"), Frame("SEND")
+    assert a == b and a.headers == {} and a.body == b""
+    a.headers["x"] = "1"
+    assert b.headers == {} and a != b
+    assert Frame("SEND", {"x": "1"}, b"y") != Frame("SEND", {"x": "1"}, b"z")
+    assert Frame("SEND") != Frame("SUBSCRIBE") and Frame("SEND") != ("SEND", {}, b"")
+    assert repr(Frame("SEND", {"a": "b"}, b"x")) == (
+        "Frame(command='SEND', headers={'a': 'b'}, body=b'x')"
+    )
+    assert Frame("ACK", {"id": "1"}).get("id") == "1" and a.get("nope", "d") == "d"
+
+
 def test_content_length_body_may_hold_nul() -> None:
     [f] = parse_all(b"SEND\ncontent-length:5\n\na\x00b\x00c\x00")
     assert f.body == b"a\x00b\x00c"

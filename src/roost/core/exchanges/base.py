@@ -1,89 +1,29 @@
-"""What every exchange type shares: identity, flags and the set of its bindings."""
+"""What every exchange type shares: identity, flags and the set of its bindings.
+
+Compiled with mypyc (docs/compiled.md): routing (core/router.py, compiled) reads an
+exchange's flags and counters on every message, which a native ``Exchange`` holds as
+native fields. The exchange types stay interpreted subclasses (``DefaultExchange`` is
+compiled too); bindings are core/exchanges/binding.py's, interpreted.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from mypy_extensions import mypyc_attr
+
+from roost.core.exchanges.binding import Binding as Binding
+from roost.core.exchanges.binding import Destination as Destination
+from roost.core.exchanges.binding import freeze, new_binding
+
 if TYPE_CHECKING:
     from roost.core.message import Message
     from roost.core.mutators import Chain
     from roost.core.vhost import VHost
 
-# A binding's destination is a queue or an exchange; both are plain hashable objects.
-Destination = Any
 
-
-def freeze(value: Any) -> Any:
-    """A hashable stand-in for a binding's arguments (tables nest dicts and lists)."""
-    if isinstance(value, dict):
-        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(freeze(v) for v in value)
-    return value
-
-
-# the arguments of a binding declared without any: one shared dict (nothing adds to it)
-NO_ARGUMENTS: dict[str, Any] = {}
-
-
-class Binding:
-    """A binding is its own key in ``Exchange.bindings``: hashed as, and equal to, the
-    tuple ``key`` (a tuple kept in each was 64 bytes a STOMP topic subscription).
-
-    A binding without arguments (most of them: every STOMP topic subscription has one)
-    reads them from the class, 16 bytes less each; one with arguments is a
-    ``BindingWithArguments``. ``Exchange.bind`` makes the right one."""
-
-    __slots__ = ("destination", "routing_key", "source")
-    arguments: dict[str, Any] = NO_ARGUMENTS
-    frozen: Any = ()  # freeze(arguments)
-
-    def __init__(self, source: Exchange, destination: Destination, routing_key: str) -> None:
-        self.source = source
-        self.destination = destination
-        self.routing_key = routing_key
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        return (self.destination, self.routing_key, self.frozen)
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Binding):  # (the same key on another exchange is another)
-            return self is other or (self.source is other.source and self.key == other.key)
-        return self.key == other
-
-    def __repr__(self) -> str:
-        return f"Binding({self.source.name!r} -> {self.destination.name!r}, {self.routing_key!r})"
-
-
-class BindingWithArguments(Binding):
-    __slots__ = ("arguments", "frozen")
-
-    def __init__(
-        self,
-        source: Exchange,
-        destination: Destination,
-        routing_key: str,
-        arguments: dict[str, Any],
-    ) -> None:
-        super().__init__(source, destination, routing_key)
-        self.arguments = arguments
-        self.frozen = freeze(arguments)
-
-
-def new_binding(
-    source: Exchange, destination: Destination, routing_key: str, arguments: dict[str, Any]
-) -> Binding:
-    """A ``Binding``, or a ``BindingWithArguments`` when it has any."""
-    if arguments:
-        return BindingWithArguments(source, destination, routing_key, arguments)
-    return Binding(source, destination, routing_key)
-
-
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Exchange:
     """Base class. Subclasses keep their own lookup structure in step with ``bindings``."""
 
