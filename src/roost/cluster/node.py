@@ -145,11 +145,14 @@ class ClusterNode:
         plane = DataPlane(self, broker)
         defs = ClusterDefinitions(self.coordinator, self.prefix, self.name, broker, self.links)
         defs.remote_factory = plane.make_queue
+        from roost.cluster.quorum.fence import LeaderFence
         from roost.cluster.quorum.manager import QuorumManager
         from roost.cluster.quorum.stream_groups import StreamGroups
 
         broker.stream_addresses = self.stream_addresses  # the stream protocol's Metadata
         self.quorum = QuorumManager(self, broker, plane, defs)
+        if self.membership is not None:  # cut off from etcd: its leaders stop serving
+            self.membership.fence_listeners.append(LeaderFence(self.quorum).changed)
         self.streams = StreamGroups(self, broker, plane, defs, self.quorum)
         defs.remote_factory = self.streams.make_queue  # quorum's stand-ins through it
         defs.running = self.running_names

@@ -13,6 +13,11 @@ an idle member gets an empty batch (a heartbeat it answers at once), and a leade
 heard from no majority for ``stepdown_after`` seconds (``role.py``) steps down: its
 uncommitted tail is nacked and dropped, and the manager resigns its election, so the
 members that still reach each other elect the one with the longest log.
+
+A leader hands messages out (to any consumer of the queue here, a peer node's
+subscription included) and confirms publishes only while it ``serving()``: not deposed,
+and this node's etcd lease surely alive (``fence.py``). Once the lease may have run out,
+the members may elect another leader, which delivers the same messages again.
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ WATCHDOG = 1.0  # seconds a member's acks may stand still while it is behind
 
 class NotLeader(BrokerError):
     pass
+
+
+def _always() -> bool:
+    return True
 
 
 class Replicator(LeaderRole):
@@ -85,6 +94,9 @@ class Replicator(LeaderRole):
         self.successor: QuorumStandIn | None = None
         self.streams: dict[str, SnapshotStream] = {}  # member -> its snapshot under way
         self.heard: dict[str, float] = {}  # member -> when its last ack arrived
+        self.fenced = False  # this node's lease went unrenewed too long (fence.py)
+        self.in_lease: Callable[[], bool] = _always  # reads the clock (Membership.in_lease)
+        queue.serving = self.serving  # the queue hands nothing out while this says no
 
     def online(self) -> list[str]:
         """Members up and in sync: this leader, and followers whose link is up, that
@@ -99,6 +111,20 @@ class Replicator(LeaderRole):
             and self.acked.get(m, 0) >= self.snapshot_at.get(m, 0)
             and (self.acked.get(m, 0) >= self.index or now - self._progress.get(m, now) < WATCHDOG)
         ]
+
+    def serving(self) -> bool:
+        """May this leader hand messages out and confirm now: not deposed, not fenced,
+        and its node's lease renewed recently enough (the clock, read now: right after a
+        paused process resumes, before the fence's own timer has run)."""
+        return not self.deposed and not self.fenced and self.in_lease()
+
+    def fence(self, fenced: bool) -> None:
+        """This node is cut off from etcd (``True``): nothing more is handed out or
+        confirmed here; or its lease was renewed in time (``False``): what waited goes."""
+        self.fenced = fenced
+        if not fenced and self.serving():
+            self._commit()
+            self.queue.dispatch()
 
     # -- the queue's hooks
 
@@ -228,14 +254,13 @@ class Replicator(LeaderRole):
             if link is not None and member not in self.need_snapshot | self.streams.keys():
                 link.send(beat)
 
-    def step_down(self) -> None:
-        """No majority answered for ``stepdown_after`` seconds: nothing more is taken or
+    def step_down(self, why: str = "") -> None:
+        """No majority answered for ``stepdown_after`` seconds (or ``why``: this node's
+        lease ran out while it was fenced, ``fence.py``): nothing more is taken or
         confirmed here; the uncommitted tail is nacked and dropped from this copy (a
         member may hold it: the next leader decides). The manager resigns the election."""
-        log.warning(
-            "queue '%s': no majority of %s answered for %.1f s; stepping down (term %d)",
-            self.queue.name, self.members, self.stepdown_after, self.term,
-        )  # fmt: skip
+        why = why or f"no majority of {self.members} answered for {self.stepdown_after:.1f} s"
+        log.warning("queue '%s': %s; stepping down (term %d)", self.queue.name, why, self.term)
         store = self.queue.store
         for seq, (entry, _index, number) in self.uncommitted.items():
             if not number:
@@ -304,7 +329,7 @@ class Replicator(LeaderRole):
         self._commit()
 
     def _commit(self) -> None:
-        if not self.term or self.deposed:
+        if not self.term or not self.serving():  # fenced: confirms wait, as deliveries do
             return
         commit = self._majority_holds()
         if commit <= self.commit_index:

@@ -49,6 +49,9 @@ class StepDown:
     def arm(self, key: Key, rep: Replicator) -> None:
         """Before ``rep.started``: its election is won."""
         rep.stepdown_after = self.after()
+        m = self.manager.node.membership
+        if m is not None:  # fenced by the clock too (fence.py)
+            rep.in_lease = m.in_lease
         rep.running = self.manager._running
         rep.on_lost_majority = lambda: self.manager._spawn(key, self._resign(key, rep))
 

@@ -12,6 +12,7 @@ queues, on a cluster, replace this class; everything quorum-specific is in this 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from roost.core.errors import PreconditionFailed
@@ -19,6 +20,7 @@ from roost.core.queues.base import Queue
 
 if TYPE_CHECKING:
     from roost.core.client import Client
+    from roost.core.consumer import Consumer
     from roost.core.message import Message
     from roost.core.queues.entry import Entry
     from roost.core.vhost import VHost
@@ -74,6 +76,26 @@ class QuorumQueue(Queue):
         self.replication: Replication | None = None  # set on a cluster's leader
         # a cluster's view for management: (leader, members, online); None: one node
         self.group: Any = None
+        # a cluster's leader: may it hand messages out now (not when deposed, or cut off
+        # from etcd past its lease's margin: another may lead already); None: always
+        self.serving: Callable[[], bool] | None = None
+        self._plain_dispatch = True  # dispatch below only adds that gate
+
+    def dispatch(self) -> None:
+        serving = self.serving
+        if serving is None or serving():
+            super().dispatch()
+
+    def dispatch_to(self, consumer: Consumer) -> None:
+        serving = self.serving
+        if serving is None or serving():
+            super().dispatch_to(consumer)
+
+    def take(self) -> Entry | None:
+        serving = self.serving
+        if serving is not None and not serving():
+            return None  # basic.get finds it empty while its leader may not serve
+        return super().take()
 
     def push(self, message: Message) -> bool:
         replication = self.replication
