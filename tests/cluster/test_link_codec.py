@@ -56,6 +56,7 @@ SAMPLES: list[f.Frame] = [
     f.QueueOpResult(8, 404, 3, 1, "no such queue"),
     f.Confirmed(f.pack_ids([1, 2, 2**63])),
     f.Acked(f.pack_ids([7])),
+    f.Fenced(True),
 ]
 
 

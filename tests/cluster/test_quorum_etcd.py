@@ -57,6 +57,12 @@ def test_etcd_killed_under_a_quorum_run_loses_nothing_and_reconciles(
             assert code == 541 and "cluster could not record" in text and "etcd" in text, text
         assert not stop_publishing.is_set() and all(t.is_alive() for t in threads)
         time.sleep(3)  # past the nodes' lease TTL (2 s): nobody may act on it alone
+        # every node is fenced (cluster/quorum/fence.py), so none can elect another
+        # leader: the leader, its members fenced with it, goes on serving
+        past = len(h.confirmed), len(h.acked)
+        eventually(lambda: len(h.confirmed) > past[0] + 100, 20, "no confirms past the TTL")
+        eventually(lambda: len(h.acked) > past[1] + 100, 20, "no deliveries past the TTL")
+        assert "hands out and confirms nothing here" in n1.log  # it was fenced
         etcd.start()
         back = len(h.confirmed)
         eventually(lambda: len(h.confirmed) > back + 200, 30, "no confirms after etcd returned")

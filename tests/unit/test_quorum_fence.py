@@ -55,17 +55,28 @@ async def renewed_in_time() -> None:
     rep.close()
 
 
+def fence_of(rep: Replicator, lease: int) -> tuple[LeaderFence, Any]:
+    """A ``LeaderFence`` over a stand-in node and manager leading ``rep`` (won under
+    lease 7); the node's links are the test's recording ones."""
+    rep.links.links = rep.links.wires  # type: ignore[attr-defined]  # the peers linked
+    node = SimpleNamespace(
+        membership=SimpleNamespace(lease_id=lease, fence_listeners=[]),
+        frame_handlers=[], link_up=[], link_down=[], links=rep.links,
+    )  # fmt: skip
+    key = ("/", "work")
+    elections = {key: SimpleNamespace(lease_id=7)}
+    manager = SimpleNamespace(node=node, leading={key: rep}, elections=elections)
+    return LeaderFence(node, manager), node  # type: ignore[arg-type]
+
+
 async def lease_lost() -> None:
     _broker, queue, rep, confirms = await leading()
     resigned: list[bool] = []
     rep.on_lost_majority = lambda: resigned.append(True)
-    node = SimpleNamespace(membership=SimpleNamespace(lease_id=7))
-    key = ("/", "work")
-    elections = {key: SimpleNamespace(lease_id=7)}  # won under lease 7
-    manager = SimpleNamespace(node=node, leading={key: rep}, elections=elections)
-    fence = LeaderFence(manager)  # type: ignore[arg-type]
+    fence, node = fence_of(rep, 7)
     fence.changed(True)
     assert rep.fenced and not rep.serving()
+    assert all(w.sent[-1] == f.Fenced(True) for w in rep.links.wires.values())  # type: ignore[attr-defined]
     rep.acknowledged("n2", f.ReplicateAck("/", "work", 9, 1, True))
     assert confirms == [] and queue.message_count == 0
     node.membership.lease_id = 8  # registered again under a new lease: the election went
@@ -75,9 +86,33 @@ async def lease_lost() -> None:
     assert queue.take() is None
 
 
+async def etcd_out_for_all() -> None:
+    """etcd out of reach for a majority: no member can campaign, the leader serves."""
+    _broker, queue, rep, confirms = await leading()
+    fence, _node = fence_of(rep, 7)
+    rep.in_lease = lambda: False
+    fence.changed(True)
+    rep.acknowledged("n2", f.ReplicateAck("/", "work", 9, 1, True))
+    assert confirms == [] and queue.message_count == 0
+    n2 = rep.links.wires["n2"]  # type: ignore[attr-defined]
+    fence.frame(n2, f.Fenced(True))  # n2 is cut off from etcd too
+    assert confirms == [None] and queue.message_count == 1
+    fence.frame(n2, f.Fenced(False))  # n2 reaches etcd again: it may campaign
+    assert not rep.serving() and queue.take() is None
+    fence.frame(n2, f.Fenced(True))
+    assert rep.serving()
+    del rep.links.wires["n2"]  # type: ignore[attr-defined]
+    assert not rep.serving()  # a member out of reach: it may reach etcd
+    rep.close()
+
+
 def test_a_fenced_leader_confirms_and_hands_out_only_once_its_lease_is_renewed() -> None:
     asyncio.run(renewed_in_time())
 
 
 def test_a_leader_whose_lease_ran_out_while_fenced_steps_down() -> None:
     asyncio.run(lease_lost())
+
+
+def test_a_fenced_leader_serves_while_a_majority_of_its_members_are_fenced_too() -> None:
+    asyncio.run(etcd_out_for_all())

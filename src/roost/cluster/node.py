@@ -151,8 +151,7 @@ class ClusterNode:
 
         broker.stream_addresses = self.stream_addresses  # the stream protocol's Metadata
         self.quorum = QuorumManager(self, broker, plane, defs)
-        if self.membership is not None:  # cut off from etcd: its leaders stop serving
-            self.membership.fence_listeners.append(LeaderFence(self.quorum).changed)
+        LeaderFence(self, self.quorum)  # cut off from etcd: its leaders stop serving
         self.streams = StreamGroups(self, broker, plane, defs, self.quorum)
         defs.remote_factory = self.streams.make_queue  # quorum's stand-ins through it
         defs.running = self.running_names

@@ -64,6 +64,7 @@ _declare(f.QueueOp, f.Kind.QUEUE_OP, "QBss", (None, f.QueueOpKind))
 _declare(f.QueueOpResult, f.Kind.QUEUE_OP_RESULT, "QHQIs")
 _declare(f.Confirmed, f.Kind.CONFIRMED, "b")
 _declare(f.Acked, f.Kind.ACKED, "b")
+_declare(f.Fenced, f.Kind.FENCED, "?")
 
 FIXED = set("BHIQ?")
 Plan = list[tuple[str, Any]]  # ("fixed", Struct) or (code, None), in field order

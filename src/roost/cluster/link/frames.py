@@ -12,7 +12,8 @@ One TCP connection per pair of nodes carries everything between them, both ways:
   publishers that feed it, as the home node would hold its own;
 - ``Applied``: the definitions revision the sender has applied (read-your-writes);
 - ``Replicate`` / ``ReplicateAck``: a replicated queue's log entries, fenced by the
-  leader's term (the quorum-queue issue builds on these).
+  leader's term (the quorum-queue issue builds on these);
+- ``Fenced``: the sender cannot renew its etcd lease, or can again (cluster/quorum/fence.py).
 
 Names (vhost, queue, exchange, routing key, consumer tag) are AMQP short strings, at
 most 255 bytes of UTF-8; message properties travel as the AMQP content-header bytes the
@@ -48,6 +49,7 @@ class Kind(enum.IntEnum):
     CONFIRMED = 42  # many PublishResults CONFIRMED in one frame
     ACKED = 43  # many Settle ACKs in one frame
     BATCH = 44  # a loop turn's run of Publish / Deliver frames in one frame
+    FENCED = 45  # this node's etcd lease went unrenewed too long, or was renewed again
 
 
 class Outcome(enum.IntEnum):
@@ -288,6 +290,15 @@ class ReplicateAck:
     ok: bool = True  # False: refused (older term, or a gap: resend from durable_index+1)
 
 
+@dataclass(slots=True)
+class Fenced:
+    """The sender cannot renew its etcd lease (``True``; cluster/lease.py's fence) or
+    can again (``False``): a fenced quorum leader whose majority is fenced too (etcd out
+    of reach for all of them: none can elect another) keeps serving."""
+
+    fenced: bool
+
+
 Frame = (
     Hello
     | Heartbeat
@@ -310,4 +321,5 @@ Frame = (
     | Confirmed
     | Acked
     | Batch
+    | Fenced
 )

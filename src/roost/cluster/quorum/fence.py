@@ -15,33 +15,63 @@ When the fence lifts:
   (``stepdown.py``): its uncommitted publishes are nacked, and it follows the member
   that won, or campaigns again if none did.
 A leader the new leader's snapshot reached meanwhile was deposed then and follows already.
+
+etcd out of reach for every node (killed, or partitioned from all of them): every node
+is fenced, so no member can see the leader's key go or campaign; the leader goes on
+serving while a majority of its members (itself counted) say they are fenced too (each
+node tells its peers over the links, ``Fenced``; a member whose link is down counts as
+not fenced). A member that can renew again says so before it can campaign: its watch of
+the election and the positions it must write come after its lease is back.
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING
 
+from roost.cluster.link import frames as f
+
 if TYPE_CHECKING:
+    from roost.cluster.link.transport import Link
+    from roost.cluster.node import ClusterNode
+    from roost.cluster.quorum.leader import Replicator
     from roost.cluster.quorum.manager import QuorumManager
 
 log = logging.getLogger("roost.cluster.quorum")
 
 
 class LeaderFence:
-    def __init__(self, manager: QuorumManager) -> None:
+    """Registers itself: ``Membership.fence_listeners`` and the links' frames."""
+
+    def __init__(self, node: ClusterNode, manager: QuorumManager) -> None:
+        self.node = node
         self.manager = manager
+        self.fenced = False
+        self.peers_fenced: set[str] = set()
+        if node.membership is not None:
+            node.membership.fence_listeners.append(self.changed)
+        node.frame_handlers.append(self.frame)
+        node.link_up.append(self._link_up)
+        node.link_down.append(lambda link, _why: self._peer(link.peer, False))
 
     def changed(self, fenced: bool) -> None:
         """``Membership.fence_listeners``: ``True`` fenced, ``False`` lifted."""
+        self.fenced = fenced
+        links = self.node.links
+        for peer in list(links.links):
+            link = links.link(peer)
+            if link is not None:
+                link.send(f.Fenced(fenced))
         manager = self.manager
-        membership = manager.node.membership
+        membership = self.node.membership
         lease = membership.lease_id if membership is not None else 0
         for key, rep in list(manager.leading.items()):
             if rep.deposed:
                 continue
             if fenced:
                 log.warning("fenced: queue %s hands out and confirms nothing here", key)
+                rep.fenced_together = partial(self.together, rep)
                 rep.fence(True)
                 continue
             election = manager.elections.get(key)
@@ -51,3 +81,27 @@ class LeaderFence:
             else:
                 log.info("queue %s: lease renewed in time, led here again", key)
                 rep.fence(False)
+
+    def together(self, rep: Replicator) -> bool:
+        """A majority of ``rep``'s members (this one counted) cannot reach etcd either."""
+        links = self.node.links
+        fenced = [m for m in rep.followers if m in self.peers_fenced and links.link(m)]
+        return 1 + len(fenced) >= rep.majority
+
+    def frame(self, link: Link, frame: f.Frame) -> None:
+        if isinstance(frame, f.Fenced):
+            self._peer(link.peer, frame.fenced)
+
+    def _peer(self, peer: str, fenced: bool) -> None:
+        if fenced:
+            self.peers_fenced.add(peer)
+        else:
+            self.peers_fenced.discard(peer)
+        if fenced and self.fenced:  # one more member cut off with this one
+            for rep in list(self.manager.leading.values()):
+                if not rep.deposed:
+                    rep.wake()
+
+    def _link_up(self, link: Link) -> None:
+        if self.fenced:
+            link.send(f.Fenced(True))

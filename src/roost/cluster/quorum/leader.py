@@ -56,6 +56,10 @@ def _always() -> bool:
     return True
 
 
+def _never() -> bool:
+    return False
+
+
 class Replicator(LeaderRole):
     def __init__(
         self,
@@ -96,6 +100,9 @@ class Replicator(LeaderRole):
         self.heard: dict[str, float] = {}  # member -> when its last ack arrived
         self.fenced = False  # this node's lease went unrenewed too long (fence.py)
         self.in_lease: Callable[[], bool] = _always  # reads the clock (Membership.in_lease)
+        # fenced, but so is a majority of the members: etcd is out of reach for all of
+        # them, so none can elect another leader (fence.py)
+        self.fenced_together: Callable[[], bool] = _never
         queue.serving = self.serving  # the queue hands nothing out while this says no
 
     def online(self) -> list[str]:
@@ -113,16 +120,23 @@ class Replicator(LeaderRole):
         ]
 
     def serving(self) -> bool:
-        """May this leader hand messages out and confirm now: not deposed, not fenced,
-        and its node's lease renewed recently enough (the clock, read now: right after a
-        paused process resumes, before the fence's own timer has run)."""
-        return not self.deposed and not self.fenced and self.in_lease()
+        """May this leader hand messages out and confirm now: not deposed, and its
+        node's lease renewed recently enough (the clock, read now: right after a paused
+        process resumes, before the fence's own timer has run), or a majority of the
+        members cut off from etcd with it."""
+        if self.deposed:
+            return False
+        return (not self.fenced and self.in_lease()) or self.fenced_together()
 
     def fence(self, fenced: bool) -> None:
         """This node is cut off from etcd (``True``): nothing more is handed out or
         confirmed here; or its lease was renewed in time (``False``): what waited goes."""
         self.fenced = fenced
-        if not fenced and self.serving():
+        self.wake()
+
+    def wake(self) -> None:
+        """Serving (again): what waited for the fence to lift is confirmed and handed out."""
+        if self.term and self.serving():
             self._commit()
             self.queue.dispatch()
 
