@@ -57,6 +57,8 @@ SAMPLES: list[f.Frame] = [
     f.Confirmed(f.pack_ids([1, 2, 2**63])),
     f.Acked(f.pack_ids([7])),
     f.Fenced(True),
+    f.StreamAsk(9, "/", "s", b'{"what": "stats"}'),
+    f.StreamAnswer(9, b'{"value": 3}'),
 ]
 
 

@@ -147,11 +147,13 @@ class ClusterNode:
         defs.remote_factory = plane.make_queue
         from roost.cluster.quorum.fence import LeaderFence
         from roost.cluster.quorum.manager import QuorumManager
+        from roost.cluster.quorum.stream_asks import StreamAsks
         from roost.cluster.quorum.stream_groups import StreamGroups
 
         broker.stream_addresses = self.stream_addresses  # the stream protocol's Metadata
         self.quorum = QuorumManager(self, broker, plane, defs)
         LeaderFence(self, self.quorum)  # cut off from etcd: its leaders stop serving
+        self.stream_asks = StreamAsks(self, broker)  # streams without a copy here
         self.streams = StreamGroups(self, broker, plane, defs, self.quorum)
         defs.remote_factory = self.streams.make_queue  # quorum's stand-ins through it
         defs.running = self.running_names

@@ -162,6 +162,7 @@ class Broker:
         self.store_stream_offset = stream_queries.store_stream_offset
         self.stream_stats = stream_queries.stream_stats
         self.resolve_stream_offset = stream_queries.resolve_stream_offset
+        self.ask_stream_leader = stream_queries.ask_stream_leader
         self.count_protocol_error = self.stats.counters.count_protocol_error
         self.super_stream_partitions = stream_queries.super_stream_partitions
         self.super_stream_route = stream_queries.super_stream_route

@@ -68,7 +68,10 @@ def stream_stats(client: Client, stream: str) -> dict[str, int]:
     """RabbitMQ's StreamStats figures; with one message per chunk id as Roost numbers
     them, the first and committed chunk ids are the first and last offsets (-1: empty).
     A node that does not lead answers from its copy, as far as it knows it committed."""
-    queue = _any_stream(client, stream)
+    return _stats(_any_stream(client, stream))
+
+
+def _stats(queue: Any) -> dict[str, int]:
     if isinstance(queue, StreamQueue):
         first, end = queue.log.first_offset, queue.log.next_offset
     else:
@@ -86,6 +89,37 @@ def resolve_stream_offset(client: Client, stream: str, kind: str, value: int | N
     node that does not lead, from its copy's committed records)."""
     start: int = _any_stream(client, stream).start_offset(kind, value, "")
     return start
+
+
+def ask_stream_leader(
+    client: Client, stream: str, question: dict[str, Any], answered: Callable[[Any], None]
+) -> bool:
+    """On a cluster node with no copy of a replicated stream (RabbitMQ answers these
+    on any node): its leader answers ``question`` (``answer_stream_question``) over the
+    node link; ``answered`` gets the answer later, never before this returns
+    (``{"value": …}``, ``{"code": "not_found"}``, or None: the leader out of reach).
+    False: the calls above answer here (a stream here, or a member's copy)."""
+    ask = getattr(_any_stream(client, stream), "ask_leader", None)
+    return ask is not None and bool(ask(question, answered))
+
+
+def answer_stream_question(queue: Any, question: dict[str, Any]) -> Any:
+    """What ``stream_offset``, ``stream_sequence``, ``stream_stats`` or
+    ``resolve_stream_offset`` answer for ``queue`` (a stream here, or a member's
+    stand-in, which answers from its copy), asked as ``{"what": …}`` with their
+    arguments."""
+    what = question.get("what")
+    if what == "offset":
+        return queue.stored_offset(str(question.get("reference", "")))
+    if what == "sequence":
+        return queue.last_publishing_id(str(question.get("reference", "")))
+    if what == "stats":
+        return _stats(queue)
+    if what == "resolve":
+        value = question.get("value")
+        kind = str(question.get("kind", "next"))
+        return queue.start_offset(kind, value if isinstance(value, int) else None, "")
+    raise PreconditionFailed(f"no such question about a stream: {what!r}")
 
 
 def is_stream(client: Client, name: str) -> bool:

@@ -56,6 +56,7 @@ from roost.stream_protocol.frames import (
     Subscribe,
     Unsubscribe,
 )
+from roost.stream_protocol.leader_queries import ask_resolve, ask_stats
 
 __all__ = ["UNCONFIRMED", "Commands", "code_for"]
 
@@ -138,6 +139,8 @@ class Commands(PublishCommands, ConsumeCommands):
         self.s.send(MetadataResponse(f.correlation_id, brokers, streams))
 
     def _stream_stats(self, f: StreamStats) -> None:
+        if ask_stats(self, f):  # no copy here: its leader answers
+            return
         try:
             stats = self.port.stream_stats(self.client, f.stream)
         except BrokerError as exc:
@@ -150,6 +153,8 @@ class Commands(PublishCommands, ConsumeCommands):
         specification of type offset); a timestamp past the end resolves to the next."""
         spec = f.offset_spec
         kind = _SPEC_KINDS.get(spec.type, "next")
+        if ask_resolve(self, f, kind):  # no copy here: its leader answers
+            return
         try:
             offset = self.port.resolve_stream_offset(self.client, f.stream, kind, spec.value)
         except BrokerError as exc:

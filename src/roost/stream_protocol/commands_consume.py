@@ -26,6 +26,7 @@ from roost.stream_protocol.frames import (
     Subscribe,
     Unsubscribe,
 )
+from roost.stream_protocol.leader_queries import ask_offset
 
 
 class ConsumeCommands(CommandsBase):
@@ -221,6 +222,8 @@ class ConsumeCommands(CommandsBase):
             log.info("%s: StoreOffset on '%s' refused: %s", self.s.transport.peer, f.stream, exc)
 
     def _query_offset(self, f: QueryOffset) -> None:
+        if ask_offset(self, f):  # no copy here: its leader answers
+            return
         try:
             stored = self.port.stream_offset(self.client, f.stream, f.reference)
         except BrokerError as exc:

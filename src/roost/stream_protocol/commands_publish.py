@@ -30,6 +30,7 @@ from roost.stream_protocol.frames import (
     QueryPublisherSequence,
     QueryPublisherSequenceResponse,
 )
+from roost.stream_protocol.leader_queries import ask_sequence
 from roost.stream_protocol.publishers import Publisher, to_message
 
 # Publish frames of one publisher read in one turn of the loop, ids following on, are
@@ -266,6 +267,8 @@ class PublishCommands(CommandsBase):
         self._schedule()
 
     def _query_publisher_sequence(self, f: QueryPublisherSequence) -> None:
+        if ask_sequence(self, f):  # no copy here: its leader answers
+            return
         try:
             last = self.port.stream_sequence(self.client, f.stream, f.reference)
         except BrokerError as exc:

@@ -65,6 +65,8 @@ _declare(f.QueueOpResult, f.Kind.QUEUE_OP_RESULT, "QHQIs")
 _declare(f.Confirmed, f.Kind.CONFIRMED, "b")
 _declare(f.Acked, f.Kind.ACKED, "b")
 _declare(f.Fenced, f.Kind.FENCED, "?")
+_declare(f.StreamAsk, f.Kind.STREAM_ASK, "Qssb")
+_declare(f.StreamAnswer, f.Kind.STREAM_ANSWER, "Qb")
 
 FIXED = set("BHIQ?")
 Plan = list[tuple[str, Any]]  # ("fixed", Struct) or (code, None), in field order

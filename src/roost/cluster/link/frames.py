@@ -13,7 +13,8 @@ One TCP connection per pair of nodes carries everything between them, both ways:
 - ``Applied``: the definitions revision the sender has applied (read-your-writes);
 - ``Replicate`` / ``ReplicateAck``: a replicated queue's log entries, fenced by the
   leader's term (the quorum-queue issue builds on these);
-- ``Fenced``: the sender cannot renew its etcd lease, or can again (cluster/quorum/fence.py).
+- ``Fenced``: the sender cannot renew its etcd lease, or can again (cluster/quorum/fence.py);
+- ``StreamAsk`` / ``StreamAnswer``: a replicated stream's figures, from its leader.
 
 Names (vhost, queue, exchange, routing key, consumer tag) are AMQP short strings, at
 most 255 bytes of UTF-8; message properties travel as the AMQP content-header bytes the
@@ -50,6 +51,8 @@ class Kind(enum.IntEnum):
     ACKED = 43  # many Settle ACKs in one frame
     BATCH = 44  # a loop turn's run of Publish / Deliver frames in one frame
     FENCED = 45  # this node's etcd lease went unrenewed too long, or was renewed again
+    STREAM_ASK = 46  # a stream-protocol query about a replicated stream, to its leader
+    STREAM_ANSWER = 47
 
 
 class Outcome(enum.IntEnum):
@@ -299,6 +302,24 @@ class Fenced:
     fenced: bool
 
 
+@dataclass(slots=True)
+class StreamAsk:
+    """Asked of a replicated stream's leader by a node with no copy of it (the stream
+    protocol's QueryOffset, QueryPublisherSequence, StreamStats, ResolveOffsetSpec):
+    ``question`` is JSON (``cluster/quorum/stream_asks.py``)."""
+
+    request_id: int
+    vhost: str
+    stream: str
+    question: bytes
+
+
+@dataclass(slots=True)
+class StreamAnswer:
+    request_id: int
+    answer: bytes  # JSON: {"value": …} or {"code": "not_found" | "not_available"}
+
+
 Frame = (
     Hello
     | Heartbeat
@@ -322,4 +343,6 @@ Frame = (
     | Acked
     | Batch
     | Fenced
+    | StreamAsk
+    | StreamAnswer
 )

@@ -93,6 +93,17 @@ class StreamStandIn(QuorumStandIn):
             f.Publish(0, 0, self.vhost.name, [self.name], OFFSETS_EXCHANGE, self.name, raw, b"")
         )
 
+    def ask_leader(self, question: dict[str, Any], answered: Callable[[Any], None]) -> bool:
+        """No copy here: the leader answers the stream protocol's query (``stream_asks.py``).
+        False: this node's copy answers, or its own memory of an offset stored here."""
+        asks = getattr(self.plane.node, "stream_asks", None)
+        if asks is None or self.local_copy() is not None:
+            return False
+        if question.get("what") == "offset" and question.get("reference") in self.stored_here:
+            return False
+        asks.ask(self.home, self.vhost.name, self.name, question, answered)
+        return True
+
     def committed_range(self) -> tuple[int, int]:
         """(first offset, end of what this node knows is committed) of its copy."""
         copy = self._copy()

@@ -202,6 +202,13 @@ class AdapterPort(Protocol):
     def resolve_stream_offset(
         self, client: Client, stream: str, kind: str, value: int | None
     ) -> int: ...
+    # a cluster node with no copy of the stream: True, its leader is asked and
+    # ``answered({"value": …} | {"code": "not_found"} | None)`` runs later; False: the
+    # four calls above answer here
+    def ask_stream_leader(
+        self, client: Client, stream: str, question: dict[str, Any],
+        answered: Callable[[Any], None],
+    ) -> bool: ...  # fmt: skip
     def super_stream_partitions(self, client: Client, name: str) -> list[str]: ...
     def super_stream_route(self, client: Client, name: str, routing_key: str) -> list[str]: ...
     # an error answer given to a client (before or after authentication), by the name
