@@ -151,6 +151,7 @@ class StreamQueue(Queue):
             if producer and isinstance(raw_id, int) and not isinstance(raw_id, bool):
                 if self.log.is_duplicate(producer, raw_id):
                     self.stat_deduplicated += 1
+                    self._duplicate()
                     return True  # dropped, yet the publisher's confirm is positive
                 publishing_id = raw_id
             else:
@@ -198,7 +199,20 @@ class StreamQueue(Queue):
             return self._refuse(f"could not store the batch: {exc.strerror}")
         if written:
             self._stored(written)
+        elif producer:
+            self._duplicate()  # every message of the batch a duplicate
         return True
+
+    def _duplicate(self) -> None:
+        """A replicated stream's dropped duplicate is confirmed only once the record it
+        repeats is committed: the publisher retried it because that one had no confirm
+        yet (it may be inherited from an old leader, or still short of a majority), and
+        a confirm promises it survives. Waits for everything appended so far."""
+        replication = self.replication
+        committed = self.committed
+        if replication is not None and committed is not None:
+            if committed < self.log.next_offset:
+                replication.appended()
 
     def _stored(self, count: int) -> None:
         self.stat_published += count
