@@ -208,11 +208,9 @@ class StreamQueue(Queue):
         repeats is committed: the publisher retried it because that one had no confirm
         yet (it may be inherited from an old leader, or still short of a majority), and
         a confirm promises it survives. Waits for everything appended so far."""
-        replication = self.replication
-        committed = self.committed
-        if replication is not None and committed is not None:
-            if committed < self.log.next_offset:
-                replication.appended()
+        replication, committed = self.replication, self.committed
+        if replication is not None and committed is not None and committed < self.log.next_offset:
+            replication.appended()
 
     def _stored(self, count: int) -> None:
         self.stat_published += count
