@@ -55,15 +55,24 @@ async def _ask(node: RoostProcess, frame: Any) -> Any:
         await raw.close()
 
 
-async def _fill(leader: RoostProcess, stream: str) -> None:
+async def _fill(leader: RoostProcess, stream: str, member: RoostProcess | None = None) -> None:
     """RECORDS records from the producer "app" (publishing ids 1…), and the offset 4
-    stored for the consumer "reader", on the leader's node."""
+    stored for the consumer "reader", on the leader's node. ``member``: its copy's
+    figures reach the leader's commit while the stream is idle (the leader's heartbeat
+    carries its commit), before anything else is sent."""
     producer = _client(leader)
     try:
         for pid in range(1, RECORDS + 1):
             await producer.send_wait(
                 stream, RawMessage(f"m{pid}".encode(), publishing_id=pid), publisher_name="app"
             )
+        if member is not None:
+            for _ in range(100):
+                stats = await _ask(member, StreamStats(7, stream))
+                if stats.stats.get("committed_chunk_id") == RECORDS - 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert stats.stats == {"first_chunk_id": 0, "committed_chunk_id": RECORDS - 1}
         client = await producer.default_client
         await client.store_offset(stream, "reader", 4)
         assert await client.query_offset(stream, "reader") == 4
@@ -110,7 +119,7 @@ def test_a_node_without_a_copy_asks_the_leader(
 
         async def main() -> None:
             await _fill(n1, "one")
-            await _fill(n1, "two")
+            await _fill(n1, "two", member=n2)
             await _asked_where_no_copy(n2, "one")  # one replica: n2 and n3 have none
             await _asked_where_no_copy(n3, "one")
             await _asked_where_no_copy(n3, "two")  # two replicas: n3 has none
