@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from roost.core.errors import NotFound, PreconditionFailed
+from roost.core.errors import BrokerError, NotFound, PreconditionFailed
 from roost.core.queues.stream import StreamQueue
 
 if TYPE_CHECKING:
@@ -98,8 +98,12 @@ def ask_stream_leader(
     on any node): its leader answers ``question`` (``answer_stream_question``) over the
     node link; ``answered`` gets the answer later, never before this returns
     (``{"value": …}``, ``{"code": "not_found"}``, or None: the leader out of reach).
-    False: the calls above answer here (a stream here, or a member's copy)."""
-    ask = getattr(_any_stream(client, stream), "ask_leader", None)
+    False: the calls above answer here (a stream here, or a member's copy), an error
+    (no such stream, no right to read it) too."""
+    try:
+        ask = getattr(_any_stream(client, stream), "ask_leader", None)
+    except BrokerError:
+        return False
     return ask is not None and bool(ask(question, answered))
 
 

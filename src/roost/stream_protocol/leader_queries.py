@@ -5,14 +5,14 @@ reading nothing more meanwhile (as a durable change's reply waits). RabbitMQ ans
 these on any node of the cluster; Roost answered PRECONDITION_FAILED there before.
 The leader out of reach: STREAM_NOT_AVAILABLE, as RabbitMQ answers while no leader is
 known. Each ``ask_*`` returns False when this node answers itself (a stream here, a
-member's copy), and the handler goes on as before."""
+member's copy, or an error such as a missing stream or right), and the handler goes on as
+before. Sans-IO: the port's call and the codec's frames only."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from roost.core import BrokerError
 from roost.stream_protocol import constants as c
 from roost.stream_protocol.frames import (
     QueryOffset,
@@ -40,12 +40,8 @@ def _from_leader(cmds: CommandsBase, stream: str, question: dict[str, Any], repl
         if finish is not None:
             finish(None)
 
-    try:
-        asked = cmds.port.ask_stream_leader(cmds.client, stream, question, answered)
-    except BrokerError:
-        return False  # the handler's own call answers with this error
-    if not asked:
-        return False
+    if not cmds.port.ask_stream_leader(cmds.client, stream, question, answered):
+        return False  # answered here, an error too, by the handler's own call
     finish = cmds.s.hold_until(lambda: _reply(box[0] if box else None, reply))
     return True
 
