@@ -66,11 +66,17 @@ class LeaderFence:
         manager = self.manager
         membership = self.node.membership
         lease = membership.lease_id if membership is not None else 0
-        for key, rep in list(manager.leading.items()):
-            if rep.deposed:
-                continue
+        led = [(key, rep) for key, rep in manager.leading.items() if not rep.deposed]
+        if led:  # one line, not one per queue
+            names = ", ".join(f"'{key[1]}'" for key, _rep in led[:5])
+            more = f" and {len(led) - 5} more" if len(led) > 5 else ""
             if fenced:
-                log.warning("fenced: queue %s hands out and confirms nothing here", key)
+                log.warning("fenced: of its quorum queues (%s%s), this node hands out and "
+                            "confirms nothing here", names, more)  # fmt: skip
+            else:
+                log.info("fence lifted for quorum queue(s) %s%s", names, more)
+        for key, rep in led:
+            if fenced:
                 rep.fenced_together = partial(self.together, rep)
                 rep.fence(True)
                 continue
@@ -79,8 +85,7 @@ class LeaderFence:
                 rep.fenced = False
                 rep.step_down("this node's lease ran out while it was cut off from etcd")
             else:
-                log.info("queue %s: lease renewed in time, led here again", key)
-                rep.fence(False)
+                rep.fence(False)  # renewed in time: led here again
 
     def together(self, rep: Replicator) -> bool:
         """A majority of ``rep``'s members (this one counted) cannot reach etcd either."""
