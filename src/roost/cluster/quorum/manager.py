@@ -40,6 +40,7 @@ from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
+from roost.cluster.quorum.rejoining import Rejoining
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.cluster.quorum.stepdown import StepDown
 from roost.core.errors import BrokerError
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from roost.cluster.remote import DataPlane
     from roost.core.broker import Broker
     from roost.core.events import Event
-    from roost.core.message import Message
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
 
@@ -264,10 +264,7 @@ class QuorumManager(GroupBase):
                         return
                     rep.close("a newer leader was elected")  # we were deposed
                     del self.leading[key]
-                if follower is None:
-                    follower = self.following[key] = Follower(self.broker.message_store, *key)
-                    self._spawn(key, self._watch_leader(key, follower))
-                follower.receive(link, frame)
+                (follower or self._follow(key)).receive(link, frame)
             case f.ReplicateAck():
                 rep = self.leading.get((frame.vhost, frame.queue))
                 if rep is not None:
@@ -276,6 +273,23 @@ class QuorumManager(GroupBase):
                 pass
 
     # -- failover
+
+    def _follow(self, key: Key) -> Follower:
+        follower = self.following[key] = Follower(self.broker.message_store, *key)
+        self._spawn(key, self._watch_leader(key, follower))
+        return follower
+
+    def follow_added(self, key: Key) -> None:
+        """Just added to the group of a queue shown here as a stand-in: follows at once,
+        empty, so it writes its position if the leader dies before its snapshot arrives
+        (else the others may never hear from a majority, ``candidacy.py``). It acked
+        nothing in this group: empty is its true position, never ahead of a member's."""
+        vhost = self.broker.catalog.vhosts.get(key[0])
+        here = None if vhost is None else vhost.queues.get(key[1])
+        if key in self.following or key in self.leading or here is None or not here.remote:
+            return
+        log.info("queue %s: added here, following before the leader's first batch", key)
+        self._follow(key)
 
     async def _follow_leader(self, key: Key, follower: Follower) -> None:
         election = self._election(key)  # under this node's current lease
@@ -385,25 +399,3 @@ class QuorumManager(GroupBase):
 
     async def stop(self) -> None:
         await self._cancel([*self.tasks.values(), *self._free])
-
-
-class Rejoining:
-    """The replication of a recovered quorum queue until its group is known: publishes
-    are refused (nacked; a publisher retries, as on a leader's loss)."""
-
-    def __init__(self, queue: QuorumQueue) -> None:
-        self.queue = queue
-
-    def push(self, message: Message) -> bool:
-        q = self.queue
-        q.refusal = f"{q._where()}: rejoining its group after a restart"
-        return False
-
-    def delivered(self, entry: Entry) -> None:
-        pass
-
-    def forgotten(self, entry: Entry) -> None:
-        pass
-
-    def close(self, why: str = "queue deleted") -> None:
-        pass

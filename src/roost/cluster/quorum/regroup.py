@@ -61,12 +61,14 @@ class Regroup:
         coordinator = self.manager.node.coordinator
         rows, revision = await coordinator.get_prefix(self.prefix)
         for kv in rows:
-            self._seen(kv.key, kv.value)
+            self._seen(kv.key, kv.value, live=False)
         async for batch in coordinator.watch(self.prefix, revision + 1):
             for change in batch:
                 self._seen(change.key, change.value)
 
-    def _seen(self, raw_key: str, value: bytes | None) -> None:
+    def _seen(self, raw_key: str, value: bytes | None, *, live: bool = True) -> None:
+        """``live``: written while this node ran (not read at its start), so a record
+        that adds this node names a member with nothing to forget."""
         manager = self.manager
         if raw_key.startswith(self.prefix + "-drain/"):
             name = raw_key.rsplit("/", 1)[-1]
@@ -86,7 +88,11 @@ class Regroup:
             return
         before = self.records.get(key)
         record = self.records[key] = json.loads(value)
-        if manager.name in record["members"]:
+        mine = manager.name in record["members"]
+        joined = mine and (
+            key in self.left or (live and (before is None or manager.name not in before["members"]))
+        )
+        if mine:
             self.left.discard(key)
         elif before is not None and manager.name in before["members"]:
             self.left.add(key)
@@ -102,6 +108,8 @@ class Regroup:
                 task = manager.tasks.pop(key, None)
                 if task is not None:
                     task.cancel()
+        elif joined:
+            manager.follow_added(key)
 
     # -- the leader applying a change
 
