@@ -6,13 +6,16 @@ nodes, itself first), records them in etcd next to the definition
 (``PREFIX/quorum/VHOST/QUEUE``) and wins the queue's election (``cluster/election.py``,
 key ``PREFIX/leaders/VHOST/QUEUE`` under its node's lease; the term is the key's create
 revision). Other nodes reach it through a ``QuorumStandIn``; members also hold a
-``Follower`` copy, made when the leader's first records arrive.
+``Follower`` copy, made when the leader's first records arrive or, for a member
+added while this node runs, when the new group record is seen (``regroup.py``).
 
 Failover: a follower watches the election key. When the leader's lease expires the key
 goes; each surviving member writes its position (term, durable index) under
 ``PREFIX/quorum-pos/…``, and the one with the longest log campaigns once a majority's
 positions are in (``candidacy.py``: never over a longer member still running, so the
 winner holds everything confirmed; the others look again every ``LOOK_AGAIN`` seconds).
+A member restarted (its copy dropped) neither writes nor campaigns until it holds a
+whole snapshot again (``Regroup.forgot``).
 The winner turns its copy into the queue (its stand-in's bindings and local consumers
 move over), ships a snapshot to the other members under its new term, and moves the
 queue's home in etcd with a fenced transaction; every node's definitions watch then
@@ -264,7 +267,7 @@ class QuorumManager(GroupBase):
                         return
                     rep.close("a newer leader was elected")  # we were deposed
                     del self.leading[key]
-                (follower or self._follow(key)).receive(link, frame)
+                (follower or self.follow(key)).receive(link, frame)
             case f.ReplicateAck():
                 rep = self.leading.get((frame.vhost, frame.queue))
                 if rep is not None:
@@ -274,22 +277,11 @@ class QuorumManager(GroupBase):
 
     # -- failover
 
-    def _follow(self, key: Key) -> Follower:
+    def follow(self, key: Key) -> Follower:
+        """A copy of the queue here, watching its leader (a first frame, or added)."""
         follower = self.following[key] = Follower(self.broker.message_store, *key)
         self._spawn(key, self._watch_leader(key, follower))
         return follower
-
-    def follow_added(self, key: Key) -> None:
-        """Just added to the group of a queue shown here as a stand-in: follows at once,
-        empty, so it writes its position if the leader dies before its snapshot arrives
-        (else the others may never hear from a majority, ``candidacy.py``). It acked
-        nothing in this group: empty is its true position, never ahead of a member's."""
-        vhost = self.broker.catalog.vhosts.get(key[0])
-        here = None if vhost is None else vhost.queues.get(key[1])
-        if key in self.following or key in self.leading or here is None or not here.remote:
-            return
-        log.info("queue %s: added here, following before the leader's first batch", key)
-        self._follow(key)
 
     async def _follow_leader(self, key: Key, follower: Follower) -> None:
         election = self._election(key)  # under this node's current lease
@@ -312,6 +304,8 @@ class QuorumManager(GroupBase):
     async def _may_campaign(self, key: Key, follower: Follower) -> bool:
         """True when a majority's positions are in and no running member is ahead
         (``groupbase._positions_allow``, ``candidacy.py``)."""
+        if self.regroup.forgot(key, follower.marked):
+            return False  # restarted, not caught up: it neither runs nor counts
         mine = follower.position  # a snapshot under way: the copy it kept
         prefix = self._key("quorum-pos", key) + "/"
         group = self._key("quorum", key)
