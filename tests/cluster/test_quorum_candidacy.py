@@ -44,6 +44,14 @@ def test_without_a_majority_running_no_one_campaigns() -> None:
     assert not may_campaign("n3", (TERM, 95), {"n2": (TERM, 120)}, MEMBERS, ["n3"])
 
 
+def test_a_node_taken_out_of_the_group_never_campaigns() -> None:
+    # n2 was taken out (its copy is going); n3 and n4 hold less but are the group now
+    group = ["n1", "n3", "n4"]
+    written = {"n2": (TERM, 120), "n3": (TERM, 95), "n4": (TERM, 90)}
+    assert not may_campaign("n2", (TERM, 120), written, group, ["n2", "n3", "n4"])
+    assert may_campaign("n3", (TERM, 95), written, group, ["n2", "n3", "n4"])
+
+
 def test_a_newer_term_is_ahead_of_a_longer_old_one() -> None:
     written = {"n2": (TERM, 500), "n3": (TERM + 3, 10)}
     assert may_campaign("n3", (TERM + 3, 10), written, MEMBERS, MEMBERS)

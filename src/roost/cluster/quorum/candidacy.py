@@ -9,7 +9,8 @@ round) would win with a shorter log, and the others would then drop what it lack
 they follow it. So a member campaigns only once a majority's positions are in and none
 of the running ones is ahead (ties go to the smaller name); it never campaigns over a
 longer member that is still running. One that stops running (its lease expired) no
-longer counts, so the rest can go on without it if they are still a majority.
+longer counts, so the rest can go on without it if they are still a majority. A node
+that is not in the group's record (taken out, its copy going) never campaigns.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def may_campaign(
 ) -> bool:
     """``written``: the positions the members wrote since the leader's key went (``me``
     may be among them); ``running``: the nodes that hold their etcd lease."""
+    if me not in members:
+        return False  # taken out of the group (or not yet in it): its copy is not counted
     others = {m: p for m, p in written.items() if m != me and m in members and m in running}
     if 1 + len(others) < len(members) // 2 + 1:
         return False  # no majority heard from: one of the silent may hold more

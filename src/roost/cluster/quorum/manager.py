@@ -6,13 +6,16 @@ nodes, itself first), records them in etcd next to the definition
 (``PREFIX/quorum/VHOST/QUEUE``) and wins the queue's election (``cluster/election.py``,
 key ``PREFIX/leaders/VHOST/QUEUE`` under its node's lease; the term is the key's create
 revision). Other nodes reach it through a ``QuorumStandIn``; members also hold a
-``Follower`` copy, made when the leader's first records arrive.
+``Follower`` copy, made when the leader's first records arrive or, for a member
+added while this node runs, when the new group record is seen (``regroup.py``).
 
 Failover: a follower watches the election key. When the leader's lease expires the key
 goes; each surviving member writes its position (term, durable index) under
 ``PREFIX/quorum-pos/…``, and the one with the longest log campaigns once a majority's
 positions are in (``candidacy.py``: never over a longer member still running, so the
 winner holds everything confirmed; the others look again every ``LOOK_AGAIN`` seconds).
+A member restarted (its copy dropped) neither writes nor campaigns until it holds a
+whole snapshot again (``Regroup.forgot``).
 The winner turns its copy into the queue (its stand-in's bindings and local consumers
 move over), ships a snapshot to the other members under its new term, and moves the
 queue's home in etcd with a fenced transaction; every node's definitions watch then
@@ -40,6 +43,7 @@ from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
+from roost.cluster.quorum.rejoining import Rejoining
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.cluster.quorum.stepdown import StepDown
 from roost.core.errors import BrokerError
@@ -54,7 +58,6 @@ if TYPE_CHECKING:
     from roost.cluster.remote import DataPlane
     from roost.core.broker import Broker
     from roost.core.events import Event
-    from roost.core.message import Message
     from roost.core.queues.base import Queue
     from roost.core.vhost import VHost
 
@@ -264,10 +267,7 @@ class QuorumManager(GroupBase):
                         return
                     rep.close("a newer leader was elected")  # we were deposed
                     del self.leading[key]
-                if follower is None:
-                    follower = self.following[key] = Follower(self.broker.message_store, *key)
-                    self._spawn(key, self._watch_leader(key, follower))
-                follower.receive(link, frame)
+                (follower or self.follow(key)).receive(link, frame)
             case f.ReplicateAck():
                 rep = self.leading.get((frame.vhost, frame.queue))
                 if rep is not None:
@@ -276,6 +276,12 @@ class QuorumManager(GroupBase):
                 pass
 
     # -- failover
+
+    def follow(self, key: Key) -> Follower:
+        """A copy of the queue here, watching its leader (a first frame, or added)."""
+        follower = self.following[key] = Follower(self.broker.message_store, *key)
+        self._spawn(key, self._watch_leader(key, follower))
+        return follower
 
     async def _follow_leader(self, key: Key, follower: Follower) -> None:
         election = self._election(key)  # under this node's current lease
@@ -298,6 +304,8 @@ class QuorumManager(GroupBase):
     async def _may_campaign(self, key: Key, follower: Follower) -> bool:
         """True when a majority's positions are in and no running member is ahead
         (``groupbase._positions_allow``, ``candidacy.py``)."""
+        if self.regroup.forgot(key, follower.marked):
+            return False  # restarted, not caught up: it neither runs nor counts
         mine = follower.position  # a snapshot under way: the copy it kept
         prefix = self._key("quorum-pos", key) + "/"
         group = self._key("quorum", key)
@@ -385,25 +393,3 @@ class QuorumManager(GroupBase):
 
     async def stop(self) -> None:
         await self._cancel([*self.tasks.values(), *self._free])
-
-
-class Rejoining:
-    """The replication of a recovered quorum queue until its group is known: publishes
-    are refused (nacked; a publisher retries, as on a leader's loss)."""
-
-    def __init__(self, queue: QuorumQueue) -> None:
-        self.queue = queue
-
-    def push(self, message: Message) -> bool:
-        q = self.queue
-        q.refusal = f"{q._where()}: rejoining its group after a restart"
-        return False
-
-    def delivered(self, entry: Entry) -> None:
-        pass
-
-    def forgotten(self, entry: Entry) -> None:
-        pass
-
-    def close(self, why: str = "queue deleted") -> None:
-        pass

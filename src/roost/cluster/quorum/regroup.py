@@ -41,6 +41,9 @@ class Regroup:
         self.drained: set[str] = set()
         self._busy: set[Key] = set()  # a change is being applied
         self.left: set[Key] = set()  # groups this node was taken out of
+        # groups that listed this node when it started (None: not read yet); it dropped
+        # its copies then, which may hold records confirmed with its acks
+        self.at_start: set[Key] | None = None
 
     @property
     def prefix(self) -> str:
@@ -52,6 +55,14 @@ class Regroup:
         new group: that one is taken."""
         return key in self.left
 
+    def forgot(self, key: Key, marked: int) -> bool:
+        """This member may lack records confirmed with its acks: it was in the group
+        when its node started (a node recovers no copy it did not lead) and has not yet
+        taken a whole snapshot (``marked``: the term of its newest). Its position, even
+        empty, must not count: with it, a shorter member could win and the others drop
+        what it lacks."""
+        return not marked and (self.at_start is None or key in self.at_start)
+
     def target(self, key: Key, arguments: dict[str, Any]) -> int:
         return target_of(self.records.get(key), arguments)
 
@@ -60,13 +71,21 @@ class Regroup:
     async def follow(self) -> None:
         coordinator = self.manager.node.coordinator
         rows, revision = await coordinator.get_prefix(self.prefix)
-        for kv in rows:
-            self._seen(kv.key, kv.value)
+        self.read_at_start([(kv.key, kv.value) for kv in rows])
         async for batch in coordinator.watch(self.prefix, revision + 1):
             for change in batch:
                 self._seen(change.key, change.value)
 
-    def _seen(self, raw_key: str, value: bytes | None) -> None:
+    def read_at_start(self, rows: list[tuple[str, bytes]]) -> None:
+        """The keys as this node found them when it started."""
+        for raw_key, value in rows:
+            self._seen(raw_key, value, live=False)
+        name = self.manager.name
+        self.at_start = {key for key, rec in self.records.items() if name in rec["members"]}
+
+    def _seen(self, raw_key: str, value: bytes | None, *, live: bool = True) -> None:
+        """``live``: written while this node ran (not read at its start), so a record
+        that adds this node names a member with nothing to forget."""
         manager = self.manager
         if raw_key.startswith(self.prefix + "-drain/"):
             name = raw_key.rsplit("/", 1)[-1]
@@ -86,7 +105,11 @@ class Regroup:
             return
         before = self.records.get(key)
         record = self.records[key] = json.loads(value)
-        if manager.name in record["members"]:
+        mine = manager.name in record["members"]
+        joined = mine and (
+            key in self.left or (live and (before is None or manager.name not in before["members"]))
+        )
+        if mine:
             self.left.discard(key)
         elif before is not None and manager.name in before["members"]:
             self.left.add(key)
@@ -102,6 +125,24 @@ class Regroup:
                 task = manager.tasks.pop(key, None)
                 if task is not None:
                     task.cancel()
+        elif joined:
+            self._follow_added(key)
+
+    def _follow_added(self, key: Key) -> None:
+        """Just added to the group of a queue shown here as a stand-in: follows at once,
+        empty, so it writes its position if the leader dies before its snapshot arrives
+        (a frame that came before this record was dropped as stale); else the others
+        could never hear from a majority (``candidacy.py``). It acked nothing in this
+        group: empty is its true position, never ahead of a member holding records."""
+        manager = self.manager
+        if self.at_start is not None:
+            self.at_start.discard(key)
+        vhost = manager.broker.catalog.vhosts.get(key[0])
+        here = None if vhost is None else vhost.queues.get(key[1])
+        if key in manager.following or key in manager.leading or here is None or not here.remote:
+            return
+        log.info("queue %s: added here, following before the leader's first batch", key)
+        manager.follow(key)
 
     # -- the leader applying a change
 
