@@ -10,7 +10,11 @@ streams here, so RabbitMQ appears only in the client-read rows.
 Rows: ``--rows`` messages of ``--size`` bytes, published with rstream (a super stream
 made by CreateSuperStream, routed by hash over its partitions). Each Spark read sums the
 body lengths (every column is decoded and every body reaches Spark); medians of
-``--runs``.
+``--runs``. Beside each rows/s, the broker's CPU seconds per 100k rows read (every
+thread, /proc/PID/task/*/schedstat): rstream's super-stream producer puts application
+properties on every message, kept in the stream as the client sent them and mapped to
+AMQP 0-9-1 properties by the broker as the Spark source reads them, so the same rows
+as bare bodies in one stream (``one-bare``) show what that mapping costs.
 
     .venv/bin/python bench/spark_superstream.py [--rows 400000] [--size 100] [--runs 3]
         [--brokers roost,rabbitmq]
@@ -31,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 import _brokers
+from _measure import broker_pid
 from rstream import (
     AMQPMessage,
     Consumer,
@@ -43,7 +48,7 @@ from rstream import (
     SuperStreamProducer,
 )
 from stream_bench import spark_session
-from stream_protocol_bench import wait_for
+from stream_protocol_bench import cpu_ns, wait_for
 
 PARTITIONS = 4
 BATCH = 500
@@ -102,6 +107,10 @@ async def fill(port: int, rows: int, size: int, super_stream: bool) -> None:
             await plain.send_batch("bench-one", [
                 AMQPMessage(body=body, application_properties={"k": i})
                 for i in range(start, min(start + BATCH, rows))])
+        await plain.create_stream("bench-bare", exists_ok=True)
+        for start in range(0, rows, BATCH):  # bare bodies: nothing to map on reading
+            await plain.send_batch("bench-bare", [
+                AMQPMessage(body=body) for _ in range(min(BATCH, rows - start))])
     await asyncio.sleep(1)  # the last confirms: rstream's send does not wait for them
 
 
@@ -150,10 +159,12 @@ def main() -> None:
     parser.add_argument("--brokers", default="roost,rabbitmq")
     args = parser.parse_args()
     results: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}  # broker CPU s per 100k rows read
     parts: dict[str, int] = {}
     spark = None
     for name in args.brokers.split(","):
         with broker(name) as (url, port):
+            pid = broker_pid(url)
             asyncio.run(fill(port, args.rows, args.size, super_stream=name == "roost"))
             rows = args.rows if name == "roost" else args.rows // PARTITIONS * PARTITIONS
             if name == "roost":
@@ -163,23 +174,32 @@ def main() -> None:
                     for label, source in (("super", {"superStream": "bench-ss"}),
                                           ("one-2", {"stream": "bench-one"}),
                                           ("one-4", {"stream": "bench-one",
-                                                     "numPartitions": "4"})):
+                                                     "numPartitions": "4"}),
+                                          ("one-bare", {"stream": "bench-bare"})):
+                        before = cpu_ns(pid)
                         rate, parts[label] = spark_read(spark, url, port, args.rows, **source)
                         results.setdefault(f"spark {label}", []).append(rate)
+                        cpu.setdefault(f"spark {label}", []).append(
+                            (cpu_ns(pid) - before) / 1e9 / args.rows * 100_000)
             for _ in range(args.runs):
+                before = cpu_ns(pid)
                 results.setdefault(f"rstream {name}", []).append(
                     asyncio.run(client_read(port, rows)))
+                cpu.setdefault(f"rstream {name}", []).append(
+                    (cpu_ns(pid) - before) / 1e9 / rows * 100_000)
             for key, values in results.items():  # as they come: a later failure loses none
                 print(f"  {key}: {', '.join(f'{v:,.0f}' for v in values)} rows/s", flush=True)
     print(f"{args.rows:,} rows of {args.size} B, medians of {args.runs}, Spark local[2]")
     names = {"spark super": f"Spark, super stream ({parts.get('super', 0)} Spark partitions)",
              "spark one-2": f"Spark, one stream ({parts.get('one-2', 0)} Spark partitions)",
              "spark one-4": f"Spark, one stream ({parts.get('one-4', 0)} Spark partitions)",
+             "spark one-bare": f"Spark, bare bodies ({parts.get('one-bare', 0)} Spark partitions)",
              "rstream roost": "rstream, 4 partition streams at once, Roost",
              "rstream rabbitmq": "rstream, 4 streams at once, RabbitMQ 3.10"}
     for key, label in names.items():
         if key in results:
-            print(f"{label:48} {statistics.median(results[key]):12,.0f} rows/s")
+            print(f"{label:48} {statistics.median(results[key]):12,.0f} rows/s"
+                  f"  broker CPU {statistics.median(cpu[key]):.3f} s per 100k rows")
     if "rstream roost" in results and "rstream rabbitmq" in results:
         ratio = statistics.median(results["rstream roost"]) / statistics.median(
             results["rstream rabbitmq"])

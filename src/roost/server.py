@@ -297,7 +297,7 @@ class Server:
     async def _start_streams(self) -> None:
         """The RabbitMQ stream protocol (roost/stream_protocol) over TCP and TLS."""
         from roost.stream_protocol.protocol import StreamServerProtocol
-        from roost.stream_protocol.session import StreamSettings
+        from roost.stream_protocol.settings import StreamSettings
 
         cfg = self.config
 

@@ -31,7 +31,8 @@ UNCONFIRMED = "unconfirmed"
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Client
-    from roost.stream_protocol.session import StreamSession, Timer
+    from roost.stream_protocol.session import StreamSession
+    from roost.stream_protocol.settings import Timer
 
 log = logging.getLogger("roost.stream_protocol")
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from roost.core import AdapterPort
 from roost.plumbing import TcpPlumbing
-from roost.stream_protocol.session import StreamSession, StreamSettings
+from roost.stream_protocol.session import StreamSession
+from roost.stream_protocol.settings import StreamSettings
 
 
 class StreamServerProtocol(TcpPlumbing[StreamSession]):

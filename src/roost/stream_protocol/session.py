@@ -4,8 +4,8 @@ Fed bytes (``data_received``), it reads frames with the codec, checks each again
 state table (``STATES`` in states.py: what a client may send before and after it is
 authenticated, tuned and opened), calls the port, and writes frames through its
 transport; time and timers come from the ``Clock`` the plumbing hands in
-(``protocol.py``). Publishing and the commands on streams are in ``commands.py``;
-subscriptions in ``consumers.py``.
+(``protocol.py``; those types and the settings are in ``settings.py``). Publishing and
+the commands on streams are in ``commands.py``; subscriptions in ``consumers.py``.
 
 When the socket is read is the ``ReadGate``'s (roost/backpressure.py, as for AMQP and
 STOMP): a congested queue, a resource alarm after a publish, and a bounded turn of work
@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from roost.backpressure import ReadGate
 from roost.core import AccessRefused, AdapterPort, BrokerError, Traffic
@@ -54,6 +53,7 @@ from roost.stream_protocol.frames import (
     SaslHandshakeResponse,
     Tune,
 )
+from roost.stream_protocol.settings import Clock, StreamSettings, Timer, Transport
 from roost.stream_protocol.states import (
     CLOSED,
     ONLY_ONCE,
@@ -74,41 +74,6 @@ log = logging.getLogger("roost.stream_protocol")
 PROTOCOL = "RabbitMQ Stream"
 # a reason of the session's own for the gate to stay shut (commands.UNCONFIRMED another)
 COMPLETION = "completion"
-class Transport(Protocol):
-    peer: str
-    tls: bool
-    cert_user: str | None
-
-    def write(self, data: bytes | memoryview) -> None: ...
-    def close(self) -> None: ...
-    def pause_reading(self) -> None: ...
-    def resume_reading(self) -> None: ...
-
-
-class Timer(Protocol):
-    def cancel(self) -> None: ...
-
-
-class Clock(Protocol):
-    def time(self) -> float: ...
-    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer: ...
-    def call_soon(self, callback: Callable[..., object], *args: Any) -> object: ...
-
-
-@dataclass(frozen=True)
-class StreamSettings:
-    frame_max: int = c.DEFAULT_FRAME_MAX
-    heartbeat: int = c.DEFAULT_HEARTBEAT
-    advertised_host: str = "localhost"
-    advertised_port: int = 5552
-    # RabbitMQ's publishing credits (rabbitmq_stream initial_credits 50000, unblocked
-    # with credits_required_for_unblocking 12500 back): past ``max_unconfirmed``
-    # publishes awaiting confirms a connection is read no further, until no more than
-    # ``max_unconfirmed - unblock_credits`` await them. Confirms wait for the fsync: a
-    # smaller window (10,000 and 5,000 before) left rstream's producer waiting on it
-    # (bench/stream_protocol_bench.py: docs/stream-protocol.md)
-    max_unconfirmed: int = 50_000
-    unblock_credits: int = 12_500
 
 
 class StreamSession(ReadLoop):
