@@ -22,6 +22,10 @@ from setuptools.command.build_ext import build_ext
 # Kept in step with roost/_build.py's COMPILED_MODULES (tests/unit/test_build.py checks).
 COMPILED = [
     "src/roost/amqp/codec.py",
+    "src/roost/amqp/frames.py",
+    "src/roost/amqp/field_table.py",
+    "src/roost/amqp/content_properties.py",
+    "src/roost/amqp/frame_encoders.py",
     "src/roost/amqp/codec_methods.py",
     "src/roost/amqp/connection.py",
     "src/roost/stomp/frames.py",

@@ -22,6 +22,10 @@ from types import ModuleType
 # message touches whose compilation pays (bench/amqp_cpu.py, bench/stomp_cpu.py).
 COMPILED_MODULES: tuple[str, ...] = (
     "roost.amqp.codec",
+    "roost.amqp.frames",
+    "roost.amqp.field_table",
+    "roost.amqp.content_properties",
+    "roost.amqp.frame_encoders",
     "roost.amqp.codec_methods",
     "roost.amqp.connection",
     "roost.stomp.frames",
