@@ -31,6 +31,7 @@ COMPILED = [
     "src/roost/stomp/frames.py",
     "src/roost/amqp/session.py",
     "src/roost/amqp/handlers.py",
+    "src/roost/amqp/channel_context.py",
     "src/roost/amqp/definitions.py",
     "src/roost/amqp/properties.py",
     "src/roost/lifecycle.py",

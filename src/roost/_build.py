@@ -31,6 +31,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.stomp.frames",
     "roost.amqp.session",
     "roost.amqp.handlers",
+    "roost.amqp.channel_context",
     "roost.amqp.definitions",
     "roost.amqp.properties",
     "roost.lifecycle",
