@@ -43,6 +43,7 @@ COMPILED = [
     "src/roost/core/router.py",
     "src/roost/core/equivalence.py",
     "src/roost/stomp/handler.py",
+    "src/roost/stomp/error_names.py",
     "src/roost/stomp/output.py",
     "src/roost/stomp/sending.py",
     "src/roost/stomp/subscribing.py",

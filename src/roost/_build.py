@@ -43,6 +43,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.router",
     "roost.core.equivalence",
     "roost.stomp.handler",
+    "roost.stomp.error_names",
     "roost.stomp.output",
     "roost.stomp.sending",
     "roost.stomp.subscribing",
