@@ -18,10 +18,9 @@ from roost.store.definitions import DefinitionsFile
 from roost.store.hub import DiskStore
 from roost.store.memory import MemoryDefinitions, MemoryStore
 from roost.store.memory_streams import MemoryStreams
+from roost.store.stream_chunk import map_amqp10_with
 from roost.store.stream_store import StreamFiles
-
-# registers how chunk records map general AMQP 1.0 messages for AMQP/STOMP/Spark readers
-from roost.stream_protocol import publishers as _chunk_mapping  # noqa: F401
+from roost.stream_protocol.publishers import chunk_message_values
 
 NO_DATA_DIR = "none"  # --data-dir none: keep everything in memory (store/memory.py)
 
@@ -52,6 +51,7 @@ def open_storage(
     ``--data-dir none``: the in-memory twin of every store (store/memory.py) instead.
     ``ack_wake``: the server's timer of acknowledgement deadlines."""
     settings = broker_settings(config)
+    map_stream_messages()
     if config.data_dir == NO_DATA_DIR:
         memory = MemoryStore()
         broker = Broker(
@@ -90,6 +90,13 @@ def open_storage(
         first_start(broker, persistence)
     disk.quarantine_orphans()
     return disk, persistence, broker
+
+
+def map_stream_messages() -> None:
+    """Chunk records keep an AMQP 1.0 message as the stream client sent it; the store
+    knows no AMQP 1.0, so its AMQP 0-9-1, STOMP and Spark readers map such a message
+    with the stream adapter's mapping, the one it stores other messages with."""
+    map_amqp10_with(chunk_message_values)
 
 
 def first_start(broker: Broker, persistence: Persistence) -> None:

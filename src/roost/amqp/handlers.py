@@ -12,11 +12,12 @@ import base64
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from roost.amqp import codec_methods as m
 from roost.amqp import definitions
 from roost.amqp.channel import ConfirmTracker, Mode, TxBuffer
+from roost.amqp.channel_context import ConnectionContext
 from roost.amqp.codec import (
     encode_basic_deliver,
     encode_basic_get_ok,
@@ -36,34 +37,13 @@ from roost.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from roost.backpressure import ReadGate
-    from roost.core.ports.adapter import AdapterPort, Client, Completion
+    from roost.core.ports.adapter import Completion
 
 __all__ = ["AMQPChannel", "ConnectionContext", "to_amqp_error"]
 
 
 def new_consumer_tag() -> str:
     return "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
-
-
-class ConnectionContext(Protocol):
-    """What a channel needs from its connection (implemented by amqp/session.py)."""
-
-    broker: AdapterPort
-    client: Client
-    frame_max: int
-    cancel_notify: bool
-
-    def write(self, data: bytes) -> None: ...
-
-    def confirms_pending(self, channel: AMQPChannel) -> None: ...
-
-    # when the socket is read (roost/backpressure.py): a congested queue holds the
-    # channel's publisher, which may pause the connection
-    gate: ReadGate
-
-    def channel_failed(self, channel: AMQPChannel, error: ChannelError) -> None:
-        """Close the channel with an error the core raised outside any method."""
 
 
 class AMQPChannel:

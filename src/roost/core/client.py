@@ -45,25 +45,29 @@ def size_bucket(size: int) -> int:
     return bisect_left(SIZE_BOUNDS, size)
 
 
+# ClientCounts' integer fields, which ``add`` sums by name: a compiled class has no
+# __slots__ at run time (tests/core/test_stats.py checks the list is whole)
+_COUNTERS = (
+    "confirm_received",
+    "confirmed",
+    "consume_auto_ack",
+    "consume_manual_ack",
+    "get_auto_ack",
+    "get_empty",
+    "get_manual_ack",
+    "received",
+    "returned",
+    "size_sum",
+    "unroutable",
+)
+
+
 class ClientCounts:
     """One connection's message counters (RabbitMQ's global counters, per protocol, are
     the sums of these over open and closed connections: core/activity.py). The hot path
     adds to them; nothing else happens per message."""
 
-    __slots__ = (
-        "confirm_received",
-        "confirmed",
-        "consume_auto_ack",
-        "consume_manual_ack",
-        "get_auto_ack",
-        "get_empty",
-        "get_manual_ack",
-        "received",
-        "returned",
-        "size_sum",
-        "sizes",
-        "unroutable",
-    )
+    __slots__ = (*_COUNTERS, "sizes")
 
     def __init__(self) -> None:
         self.received = 0  # published by the client
@@ -83,22 +87,6 @@ class ClientCounts:
         for name in _COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.sizes = [a + b for a, b in zip(self.sizes, other.sizes, strict=True)]
-
-
-# ClientCounts' integer fields (tests/core/test_stats.py checks the list is whole)
-_COUNTERS = (
-    "confirm_received",
-    "confirmed",
-    "consume_auto_ack",
-    "consume_manual_ack",
-    "get_auto_ack",
-    "get_empty",
-    "get_manual_ack",
-    "received",
-    "returned",
-    "size_sum",
-    "unroutable",
-)
 
 
 _MQTT_LABELS = {"3.1": "mqtt310", "3.1.1": "mqtt311", "5.0": "mqtt50"}

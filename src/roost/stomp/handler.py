@@ -28,17 +28,11 @@ from typing import TYPE_CHECKING, Any, Final
 from roost import __version__, lifecycle
 from roost.backpressure import ReadGate
 from roost.core import AdapterPort, Traffic
-from roost.core.errors import (
-    AccessRefused,
-    BrokerError,
-    NotAllowed,
-    NotFound,
-    PreconditionFailed,
-    ResourceLocked,
-)
+from roost.core.errors import AccessRefused, BrokerError
 from roost.lifecycle import ReadLoop, open_client, release
 from roost.stomp.delivering import Delivering
 from roost.stomp.effects import ABORT, PAUSE, RESUME, Close, Effect, StartTimer, StopTimer
+from roost.stomp.error_names import ERROR_NAMES
 from roost.stomp.errors import StompError
 from roost.stomp.frames import (
     NEED_DATA,
@@ -64,14 +58,6 @@ if TYPE_CHECKING:
 __all__ = ["StompHandler", "StompSettings"]  # what stomp/protocol.py, ws.py, the server use
 log = logging.getLogger("roost.stomp")
 
-# core error -> ERROR frame message header (RabbitMQ's words)
-ERROR_NAMES: dict[type[BrokerError], str] = {
-    NotFound: "not_found",
-    AccessRefused: "access_refused",
-    ResourceLocked: "resource_locked",
-    PreconditionFailed: "precondition_failed",
-    NotAllowed: "not_allowed",
-}
 # frames that may change durable definitions: their receipt waits for the disk
 DEFINES = frozenset({"SUBSCRIBE", "UNSUBSCRIBE"})
 # frames whose handler sends the RECEIPT itself (COMMIT after the fsync, DISCONNECT

@@ -16,10 +16,11 @@ the entries). Each entry is ``u32 length | message``, the message exactly as the
 client sent it. Two shapes need no AMQP 1.0 decoder for an AMQP, STOMP or Spark reader:
 one AMQP 1.0 data section, and bytes that are not AMQP 1.0 (first byte not 0x00). Any
 other AMQP 1.0 message (properties, application properties, several sections) is kept
-as sent too, as RabbitMQ keeps it, and mapped when such a reader asks, by the mapping
-the stream adapter registers (``map_amqp10_with``): the store knows no AMQP 1.0. Those
-readers get the chunk expanded into one record per message (``expand``), with the
-properties the stream adapter gives the same messages when it stores them one by one.
+as sent too, as RabbitMQ keeps it, and mapped when such a reader asks, by the stream
+adapter's mapping, which the server registers (``map_amqp10_with``, server_storage.py):
+the store knows no AMQP 1.0. Those readers get the chunk expanded into one record per
+message (``expand``), with the properties the stream adapter gives the same messages
+when it stores them one by one.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def data_body(message: bytes | memoryview, start: int, end: int) -> int:
 
 Amqp10Mapping = Callable[[bytes], tuple[tuple[Any, ...], bytes]]
 # (message) -> (the fourteen properties, body) of an AMQP 1.0 message that is not one
-# data section; the stream adapter's (publishers.py), registered when it is imported
+# data section; the stream adapter's (publishers.py), registered by the server as it
+# builds the store (server_storage.py)
 _amqp10: list[Amqp10Mapping] = []
 
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from roost.core import Message, Properties
-from roost.store.stream_chunk import map_amqp10_with
 from roost.stream_protocol.amqp10 import Described, decode_message
 from roost.stream_protocol.consumers import FILTER_HEADER, RAW_HEADER
 
@@ -89,8 +88,3 @@ def chunk_message_values(data: bytes) -> tuple[tuple[Any, ...], bytes]:
     Spark: the same properties and body ``to_message`` stores it with otherwise."""
     message = to_message("", data, "", 0)
     return message.properties.as_tuple(), message.body
-
-
-# chunk records hold any AMQP 1.0 message as sent; the store maps them with this on
-# reading for the other protocols (it knows no AMQP 1.0 itself)
-map_amqp10_with(chunk_message_values)
