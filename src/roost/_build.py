@@ -24,6 +24,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.amqp.codec",
     "roost.amqp.codec_methods",
     "roost.amqp.connection",
+    "roost.amqp.connection_events",
     "roost.stomp.frames",
     "roost.amqp.session",
     "roost.amqp.handlers",
