@@ -43,7 +43,9 @@ def setup(queue_class: type[Queue]) -> tuple[Broker, object, Queue, Session, Sin
     CALLS.clear()
     broker = memory_broker()
     client = broker.connect(
-        broker.authenticate("guest", "guest", peer_host="127.0.0.1"), "/", protocol="test",
+        broker.authenticate("guest", "guest", peer_host="127.0.0.1"),
+        "/",
+        protocol="test",
         peer="127.0.0.1:1",
     )
     vhost = broker.catalog.vhosts["/"]
