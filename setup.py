@@ -28,6 +28,7 @@ COMPILED = [
     "src/roost/amqp/frame_encoders.py",
     "src/roost/amqp/codec_methods.py",
     "src/roost/amqp/connection.py",
+    "src/roost/amqp/connection_events.py",
     "src/roost/stomp/frames.py",
     "src/roost/amqp/session.py",
     "src/roost/amqp/handlers.py",

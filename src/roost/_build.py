@@ -28,6 +28,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.amqp.frame_encoders",
     "roost.amqp.codec_methods",
     "roost.amqp.connection",
+    "roost.amqp.connection_events",
     "roost.stomp.frames",
     "roost.amqp.session",
     "roost.amqp.handlers",

@@ -8,8 +8,7 @@ the reply code RabbitMQ uses. Outgoing bytes are built by the ``send_*`` helpers
 
 from __future__ import annotations
 
-import enum
-from typing import Any
+from typing import Any, Final
 
 from roost.amqp import codec_methods as m
 from roost.amqp.codec import (
@@ -21,132 +20,30 @@ from roost.amqp.codec import (
     ProtocolHeader,
     encode_method_frame,
 )
+from roost.amqp.codec_methods import BasicAck, BasicPublish
+from roost.amqp.connection_events import (
+    HEADER,
+    TRANSITIONS,
+    BadHeader,
+    ChannelFrames,
+    ChannelMethod,
+    ConnectionMethod,
+    ContentReceived,
+    Event,
+    HeaderReceived,
+    HeartbeatReceived,
+    State,
+)
 from roost.amqp.errors import ChannelError, ConnectionError, reply_text
 
 FRAME_MIN_SIZE = 4096
 
 
-class State(enum.Enum):
-    AWAIT_HEADER = "awaiting protocol header"
-    AWAIT_START_OK = "awaiting connection.start-ok"
-    AWAIT_TUNE_OK = "awaiting connection.tune-ok"
-    AWAIT_OPEN = "awaiting connection.open"
-    OPEN = "open"
-    CLOSING = "closing"  # we sent connection.close; waiting for close-ok
-    CLOSED = "closed"
-
-
-HEADER = "protocol-header"
-HEARTBEAT = "heartbeat"
-
-# (state, what arrived) -> next state. What arrived is a method INDEX, HEADER or HEARTBEAT.
-TRANSITIONS: dict[tuple[State, object], State] = {
-    (State.AWAIT_HEADER, HEADER): State.AWAIT_START_OK,
-    (State.AWAIT_START_OK, m.ConnectionStartOk.INDEX): State.AWAIT_TUNE_OK,
-    (State.AWAIT_TUNE_OK, m.ConnectionTuneOk.INDEX): State.AWAIT_OPEN,
-    (State.AWAIT_TUNE_OK, HEARTBEAT): State.AWAIT_TUNE_OK,
-    (State.AWAIT_OPEN, m.ConnectionOpen.INDEX): State.OPEN,
-    (State.AWAIT_OPEN, HEARTBEAT): State.AWAIT_OPEN,
-    (State.OPEN, HEARTBEAT): State.OPEN,
-    (State.OPEN, m.ConnectionClose.INDEX): State.CLOSED,
-    (State.OPEN, m.ConnectionCloseOk.INDEX): State.CLOSED,
-    (State.OPEN, m.ConnectionUpdateSecret.INDEX): State.OPEN,
-    (State.CLOSING, m.ConnectionClose.INDEX): State.CLOSED,
-    (State.CLOSING, m.ConnectionCloseOk.INDEX): State.CLOSED,
-    (State.CLOSING, HEARTBEAT): State.CLOSING,
-}
-
-
-# -- events returned to the adapter -------------------------------------------------------
-
-
-class HeaderReceived:
-    """The 8-byte protocol header arrived and was right."""
-
-
-class BadHeader:
-    """The first 8 bytes were not AMQP 0-9-1's header: answer with ours and hang up."""
-
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
-
-
-class ConnectionMethod:
-    """A connection-class method in the handshake or after it (start-ok, tune-ok, open,
-    close, close-ok, update-secret)."""
-
-    __slots__ = ("method",)
-
-    def __init__(self, method: m.Method) -> None:
-        self.method = method
-
-
-class ChannelMethod:
-    """A method on an open channel that carries no content."""
-
-    __slots__ = ("channel", "method")
-
-    def __init__(self, channel: int, method: m.Method) -> None:
-        self.channel = channel
-        self.method = method
-
-
-class ContentReceived:
-    """A complete basic.publish: method, raw properties and the whole body."""
-
-    __slots__ = ("body", "channel", "method", "properties")
-
-    def __init__(self, channel: int, method: m.Method, properties: bytes, body: bytes) -> None:
-        self.channel = channel
-        self.method = method
-        self.properties = properties
-        self.body = body
-
-
-class HeartbeatReceived:
-    pass
-
-
-_HEARTBEAT = HeartbeatReceived()
-_HEADER_OK = HeaderReceived()
-
-Event = (
-    HeaderReceived
-    | BadHeader
-    | ConnectionMethod
-    | ChannelMethod
-    | ContentReceived
-    | HeartbeatReceived
-)
-
-
-class ChannelFrames:
-    """Frame-level state of one channel: content assembly and the closing handshake."""
-
-    __slots__ = ("body_size", "closing", "method", "parts", "properties", "received")
-
-    def __init__(self) -> None:
-        self.closing = False  # we sent channel.close; drop all but close/close-ok
-        self.method: m.Method | None = None  # the content method being assembled
-        self.properties = b""
-        self.body_size = -1  # -1: waiting for the content header
-        self.parts: list[bytes] = []
-        self.received = 0
-
-    def reset(self) -> None:
-        self.method = None
-        self.properties = b""
-        self.body_size = -1
-        if self.parts:
-            self.parts = []
-        self.received = 0
-
-
-_OPEN = State.OPEN
-_PUBLISH = m.BasicPublish.INDEX
-_HOT_METHODS = frozenset((m.BasicPublish.INDEX, m.BasicAck.INDEX))
+# Final: compiled code reads these from C statics, not from the module's dict
+_OPEN: Final = State.OPEN
+_CLOSING: Final = State.CLOSING
+_HEARTBEAT: Final = HeartbeatReceived()
+_HEADER_OK: Final = HeaderReceived()
 
 
 def _name(method: m.Method) -> str:
@@ -227,11 +124,13 @@ class ServerConnection:
         # content in progress are most of the traffic; this gives the same answer as the
         # general checks below with fewer lookups (state machine cost per publish+ack in a
         # micro-benchmark: ~3.0 -> ~1.9 us).
-        index = method.INDEX
-        if index in _HOT_METHODS and self.state is _OPEN:
+        # type() against the native classes, not method.INDEX: a class attribute is a
+        # Python-level read in compiled code
+        cls = type(method)
+        if (cls is BasicPublish or cls is BasicAck) and self.state is _OPEN:
             chan = self.channels.get(ch)
             if chan is not None and chan.method is None and not chan.closing:
-                if index == _PUBLISH:
+                if cls is BasicPublish:
                     chan.method = method
                     return None
                 return ChannelMethod(ch, method)
@@ -331,7 +230,7 @@ class ServerConnection:
         return ChannelMethod(ch, method)
 
     def _header(self, frame: HeaderFrame) -> Event | None:
-        if self.state is State.CLOSING:
+        if self.state is _CLOSING:
             return None  # after connection.close only close/close-ok count (spec 4.2.2)
         chan = self.channels.get(frame.channel)
         if chan is None or chan.closing:
@@ -372,7 +271,7 @@ class ServerConnection:
         return None
 
     def _body(self, frame: BodyFrame) -> Event | None:
-        if self.state is State.CLOSING:
+        if self.state is _CLOSING:
             return None
         chan = self.channels.get(frame.channel)
         if chan is None or chan.closing:

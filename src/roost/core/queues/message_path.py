@@ -18,7 +18,7 @@ a subscription queue's ``_offer``) are called wherever these methods call them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -43,6 +43,27 @@ if TYPE_CHECKING:
 PAGE_WINDOW = 1024
 PAGE_KEEP_MESSAGES = 16_384
 PAGE_KEEP_BYTES = 16 * 1024 * 1024
+
+
+# Which steps a queue class overrides (bits), by class. Every queue is an interpreted
+# subclass of the compiled MessagePath, and a compiled method calling another on such an
+# object goes through mypyc's glue: a Python-level method lookup and call. Where the
+# class keeps MessagePath's step, it is called here as a native function instead.
+_OFFER: Final = 1
+_DELIVERED: Final = 2
+_STEPS: Final = (("_offer", _OFFER), ("_delivered", _DELIVERED))
+_OVERRIDES: Final[dict[type, int]] = {}
+
+
+def _overrides(cls: type) -> int:
+    found = _OVERRIDES.get(cls)
+    if found is None:
+        found = 0
+        for name, bit in _STEPS:
+            if getattr(cls, name) is not getattr(MessagePath, name):
+                found |= bit
+        _OVERRIDES[cls] = found
+    return found
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -127,8 +148,16 @@ class MessagePath:
                 transient=True,
             )
             pager.paged += 1
-        if self.ready or not self._offer(entry):
-            ready = q._own_ready()
+        if self.ready:
+            offered = False
+        elif _overrides(type(self)) & _OFFER:
+            offered = self._offer(entry)
+        else:
+            offered = _offer(self, entry)
+        if not offered:
+            ready = self.ready
+            if not ready:  # maybe the shared empty one: Queue._own_ready makes its own
+                ready = q._own_ready()
             if entry.slot and self._pages_out(len(ready)):
                 entry.message = None  # paged out: see Queue._page_in
             ready.append(entry)
@@ -148,30 +177,12 @@ class MessagePath:
 
     def _offer(self, entry: Entry) -> bool:
         """Hand the entry to the next consumer with credit, round robin."""
-        chooser = self.chooser
-        if chooser is not None:
-            chosen = chooser.pick()
-            if chosen is None:
-                return False
-            self._delivered(entry)
-            chosen.session.deliver(chosen, cast("Queue", self), entry)
-            return True
-        q = cast("Queue", self)
-        consumers = q.consumers
-        n = len(consumers)
-        for _ in range(n):
-            turn = q._rr
-            consumer = consumers[turn % n]
-            q._rr = turn + 1
-            if consumer.has_credit():
-                self._delivered(entry)
-                consumer.session.deliver(consumer, q, entry)
-                return True
-        return False
+        return _offer(self, entry)
 
     def dispatch(self) -> None:
         """Deliver ready entries while some consumer has credit."""
         q = cast("Queue", self)
+        own_offer = not _overrides(type(self)) & _OFFER
         ready = self.ready
         while ready and q.consumers:
             entry = ready.popleft()
@@ -179,16 +190,11 @@ class MessagePath:
                 continue
             if entry.message is None:
                 q._page_in(entry)
-            if not self._offer(entry):
+            if not (_offer(self, entry) if own_offer else self._offer(entry)):
                 ready.appendleft(entry)
                 break
             self.ready_bytes -= entry.size
-        features = q.features
-        if features is not None:
-            features.drop_expired()
-        flow = q.flow
-        if flow.congested:
-            flow.after_drain()
+        _after_dispatch(q)
 
     def dispatch_to(self, consumer: Consumer) -> None:
         """Credit came back to one consumer (it acked): feed it from the backlog.
@@ -208,6 +214,7 @@ class MessagePath:
         session = consumer.session
         if session.consumers.get(consumer.tag) is not consumer:
             return  # cancelled meanwhile
+        own_delivered = not _overrides(type(self)) & _DELIVERED
         while consumer.has_credit() and ready:  # credit first: it usually ends the loop
             entry = ready.popleft()
             if entry.expires and q._expired(entry):
@@ -215,30 +222,15 @@ class MessagePath:
             if entry.message is None:
                 q._page_in(entry)
             self.ready_bytes -= entry.size
-            self._delivered(entry)
+            if own_delivered:
+                _delivered(self, entry)
+            else:
+                self._delivered(entry)
             session.deliver(consumer, q, entry)
-        features = q.features
-        if features is not None:
-            features.drop_expired()
-        flow = q.flow
-        if flow.congested:
-            flow.after_drain()
+        _after_dispatch(q)
 
     def _delivered(self, entry: Entry) -> None:
-        q = cast("Queue", self)
-        deliveries = entry.deliveries + 1
-        entry.deliveries = deliveries
-        if entry.slot and deliveries == 1:
-            store = q.store
-            if store is not None:
-                store.mark_delivered(entry.slot)
-        features = q.features
-        if features is not None:
-            features.delivered(entry)
-        self.unacked += 1
-        self.stat_delivered += 1
-        if entry.redelivered:
-            q.stat_redelivered += 1
+        _delivered(self, entry)
 
     # -- settlement ---------------------------------------------------------------------
 
@@ -248,3 +240,63 @@ class MessagePath:
         self.stat_acked += 1
         if entry.slot:
             cast("Queue", self)._forget(entry)
+
+
+def _offer(mp: MessagePath, entry: Entry) -> bool:
+    """MessagePath._offer's body: hand the entry to the next consumer with credit, round
+    robin."""
+    chooser = mp.chooser
+    if chooser is not None:
+        chosen = chooser.pick()
+        if chosen is None:
+            return False
+        _deliver_step(mp, entry)
+        chosen.session.deliver(chosen, cast("Queue", mp), entry)
+        return True
+    q = cast("Queue", mp)
+    consumers = q.consumers
+    n = len(consumers)
+    for _ in range(n):
+        turn = q._rr
+        consumer = consumers[turn % n]
+        q._rr = turn + 1
+        if consumer.has_credit():
+            _deliver_step(mp, entry)
+            consumer.session.deliver(consumer, q, entry)
+            return True
+    return False
+
+
+def _deliver_step(mp: MessagePath, entry: Entry) -> None:
+    if _overrides(type(mp)) & _DELIVERED:
+        mp._delivered(entry)
+    else:
+        _delivered(mp, entry)
+
+
+def _delivered(mp: MessagePath, entry: Entry) -> None:
+    """MessagePath._delivered's body."""
+    q = cast("Queue", mp)
+    deliveries = entry.deliveries + 1
+    entry.deliveries = deliveries
+    if entry.slot and deliveries == 1:
+        store = q.store
+        if store is not None:
+            store.mark_delivered(entry.slot)
+    features = q.features
+    if features is not None:
+        features.delivered(entry)
+    mp.unacked += 1
+    mp.stat_delivered += 1
+    if entry.redelivered:
+        q.stat_redelivered += 1
+
+
+def _after_dispatch(q: Queue) -> None:
+    """What a dispatch ends with: expired heads dropped, a congested flow told."""
+    features = q.features
+    if features is not None:
+        features.drop_expired()
+    flow = q.flow
+    if flow.congested:
+        flow.after_drain()
