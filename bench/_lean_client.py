@@ -62,6 +62,7 @@ class Link:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.buf = b""
+        self.frame_max = 131072  # until tune
 
     def send(self, value: Any, channel: int = CHANNEL) -> None:
         self.writer.write(frame.marshal(value, channel))
