@@ -232,7 +232,7 @@ async def consume(link: Link, queue: str, args: argparse.Namespace, start: float
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     cpu0, wall0 = time.process_time(), time.monotonic()
     consumer = await Link.open(args.url, args.queue)
-    producer = await Link.open(args.url, args.queue)
+    producer = await Link.open(args.publish_url or args.url, args.queue)
     start = time.monotonic() + args.warmup
     stop = start + args.duration
     counter = Counter()
@@ -261,6 +261,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="amqp://guest:guest@127.0.0.1:5672/%2F")
+    parser.add_argument("--publish-url", help="the producer's broker (default: --url)")
     parser.add_argument("--queue", required=True)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--prefetch", type=int, default=100)
