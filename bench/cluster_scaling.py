@@ -27,7 +27,15 @@ their sum against the machine's cores; ``--pin`` puts broker node ``k`` on core
 When brokers and clients together use every core, the box is saturated and the measured
 2-node / 1-node ratio is bounded by the clients' share, not by the brokers.
 
+``--client lean`` drives the queues with ``bench/_lean_client.py`` instead of ``roost
+perf`` (a producer writing batches of pre-encoded publishes, a consumer reading frame
+headers only: ~2 µs of client CPU per message against ~10), so the brokers get the
+cores; ``--spread reuseport`` starts Roost's nodes on one shared AMQP port with
+SO_REUSEPORT, as ``roost cluster up`` does, and the kernel picks each connection's node
+(RabbitMQ keeps a port per node).
+
     .venv/bin/python bench/cluster_scaling.py --queues 4 --nodes 2 --duration 10 --repeat 3
+    .venv/bin/python bench/cluster_scaling.py --client lean --spread reuseport --queues 8
     .venv/bin/python bench/cluster_scaling.py --only hop --brokers roost --repeat 2
 """
 
