@@ -161,7 +161,7 @@ async def produce(link: Link, queue: str, args: argparse.Namespace, stop: float)
     sent = 0
     write, drain = link.writer.write, link.writer.drain
     try:
-        while time.monotonic() < stop and not failed:
+        while (time.monotonic() < stop or not sent) and not failed:  # one batch at least
             if not blocked.is_set():
                 await blocked.wait()
                 continue
@@ -238,7 +238,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     counter = Counter()
     consuming = asyncio.ensure_future(consume(consumer, args.queue, args, start, stop, counter))
     published = await produce(producer, args.queue, args, stop)
-    await asyncio.wait_for(consuming, timeout=30)
+    # a consumer that has drained the queue waits for bytes that will not come: its
+    # counts are kept as they stand
+    done, _ = await asyncio.wait([consuming], timeout=2 + max(0.0, stop - time.monotonic()))
+    if consuming in done:
+        consuming.result()  # its error, if any
+    else:
+        consuming.cancel()
     producer.close()
     consumer.close()
     cpu = time.process_time() - cpu0
