@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,18 +28,43 @@ from _brokers import (
 from roost.cluster.etcd_server import EtcdServer
 
 
+class NodeUrls(list[str]):
+    """One AMQP URL per node, and the nodes' process ids (with a shared port the URL
+    cannot tell which process answers)."""
+
+    pids: list[int]
+
+
+def _wait_for_ready(proc: subprocess.Popen[bytes], timeout: float, log: Path) -> None:
+    """A node sharing its port is ready once it logs so (the port answers earlier: the
+    nodes before it listen on it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}:\n{_tail(log)}")
+        if b"Roost ready" in log.read_bytes():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"node not ready after {timeout:g} s:\n{_tail(log)}")
+
+
 @contextlib.contextmanager
-def roost_cluster(nodes: int, *extra: str, timeout: float = 30.0) -> Iterator[list[str]]:
+def roost_cluster(
+    nodes: int, *extra: str, timeout: float = 30.0, shared_port: bool = False
+) -> Iterator[NodeUrls]:
     """A local etcd and ``nodes`` Roost nodes, each on its own AMQP port (so a client can
-    choose its node); ``nodes`` 1 is a single node without etcd, today's default."""
+    choose its node); ``nodes`` 1 is a single node without etcd, today's default.
+    ``shared_port``: every node listens on one AMQP port with SO_REUSEPORT, as
+    ``roost cluster up`` does, and the kernel spreads the connections over them."""
     with tempfile.TemporaryDirectory(prefix="bench-roost-cluster-") as tmp:
         base = Path(tmp)
         etcd = EtcdServer(base / "etcd").start() if nodes > 1 else None
         procs: list[subprocess.Popen[bytes]] = []
-        urls = []
+        urls = NodeUrls()
+        shared = free_port()
         try:
             for k in range(1, nodes + 1):
-                port = free_port()
+                port = shared if shared_port else free_port()
                 log = base / f"node{k}.log"
                 cluster = (
                     ["--cluster", etcd.url(), "--node-name", f"bench{k}",
@@ -49,14 +75,19 @@ def roost_cluster(nodes: int, *extra: str, timeout: float = 30.0) -> Iterator[li
                        "--stomp-port", "0", "--ws-port", "0",
                        "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
                        "--prometheus-port", "0",
-                       "--log-level", "warning",
+                       "--log-level", "info" if shared_port else "warning",
+                       *(["--reuse-port"] if shared_port else []),
                        "--data-dir", str(base / f"node{k}"), *cluster, *extra]  # fmt: skip
                 with open(log, "wb") as out:
                     procs.append(
                         subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
                     )
-                _wait_for_port(port, procs[-1], timeout, log)
+                if shared_port:
+                    _wait_for_ready(procs[-1], timeout, log)
+                else:
+                    _wait_for_port(port, procs[-1], timeout, log)
                 urls.append(f"amqp://guest:guest@127.0.0.1:{port}/%2F")
+            urls.pids = [p.pid for p in procs]
             yield urls
         finally:
             for proc in procs:

@@ -27,7 +27,15 @@ their sum against the machine's cores; ``--pin`` puts broker node ``k`` on core
 When brokers and clients together use every core, the box is saturated and the measured
 2-node / 1-node ratio is bounded by the clients' share, not by the brokers.
 
+``--client lean`` drives the queues with ``bench/_lean_client.py`` instead of ``roost
+perf`` (a producer writing batches of pre-encoded publishes, a consumer reading frame
+headers only: ~2 µs of client CPU per message against ~10), so the brokers get the
+cores; ``--spread reuseport`` starts Roost's nodes on one shared AMQP port with
+SO_REUSEPORT, as ``roost cluster up`` does, and the kernel picks each connection's node
+(RabbitMQ keeps a port per node).
+
     .venv/bin/python bench/cluster_scaling.py --queues 4 --nodes 2 --duration 10 --repeat 3
+    .venv/bin/python bench/cluster_scaling.py --client lean --spread reuseport --queues 8
     .venv/bin/python bench/cluster_scaling.py --only hop --brokers roost --repeat 2
 """
 
@@ -60,17 +68,18 @@ SHAPES = ("single", "local", "hop")  # 1 node; N nodes client-local; N nodes, cl
 
 
 def configurations(
-    nodes: int, brokers: list[str], hop: bool, only: tuple[str, ...] = ()
+    nodes: int, brokers: list[str], hop: bool, only: tuple[str, ...] = (), shared: bool = False
 ) -> dict[str, Launcher]:
     """The runs to make; ``only`` keeps those of the shapes named (``--only hop``: the
-    cross-node runs alone, with no 1-node or client-local run)."""
+    cross-node runs alone, with no 1-node or client-local run). ``shared``: Roost's nodes
+    share one AMQP port (SO_REUSEPORT) and the kernel picks each connection's node."""
     shapes = set(only) if only else {"single", "local", *(("hop",) if hop else ())}
     out: dict[str, Launcher] = {}
     if "roost" in brokers:
         if "single" in shapes:
             out["Roost, 1 node"] = lambda: roost_cluster(1)
         if "local" in shapes:
-            out[f"Roost, {nodes} nodes"] = lambda: roost_cluster(nodes)
+            out[f"Roost, {nodes} nodes"] = lambda: roost_cluster(nodes, shared_port=shared)
         if "hop" in shapes:
             out[f"Roost, {nodes} nodes{REMOTE}"] = lambda: roost_cluster(nodes)
     if "rabbitmq" in brokers:
@@ -91,6 +100,11 @@ def declare_homes(urls: list[str], queues: int) -> None:
 
 
 def perf_command(url: str, queue: str, args: argparse.Namespace) -> list[str]:
+    if args.client == "lean":  # a producer that never waits, a header-walking consumer
+        return [sys.executable, str(Path(__file__).resolve().parent / "_lean_client.py"),
+                "--url", url, "--queue", queue, "--size", str(args.size),
+                "--prefetch", str(args.prefetch), "--duration", str(args.duration),
+                "--batch", str(args.batch), *(["--auto-ack"] if args.auto_ack else [])]  # fmt: skip
     return [sys.executable, "-m", "roost", "perf", "--url", url, "--queue", queue,
             "--producers", "1", "--consumers", "1", "--size", str(args.size),
             "--prefetch", str(args.prefetch), "--duration", str(args.duration),
@@ -108,7 +122,7 @@ def one_run(urls: list[str], args: argparse.Namespace, remote: bool) -> dict[str
     if remote and len(urls) > 1:
         declare_homes(urls, args.queues)
         shift = 1
-    pids = [broker_pid(u) for u in urls]
+    pids = getattr(urls, "pids", None) or [broker_pid(u) for u in urls]
     cores = sorted(os.sched_getaffinity(0))
     if args.pin:  # node k on core k-1 (a 1-node run: core 0), as taskset -p would
         for k, pid in enumerate(pids):
@@ -147,6 +161,8 @@ def one_run(urls: list[str], args: argparse.Namespace, remote: bool) -> dict[str
         # the load generators' cores (their whole lives, start-up included, over the
         # duration): with the brokers', what the box had left
         "client_cores": (children_cpu() - clients_before) / args.duration,
+        "client_us_per_msg": (children_cpu() - clients_before) / messages * 1e6
+        if messages else float("nan"),
         # a projection, not a measurement: the rate if the busiest node had a core of its
         # own and the load generators ran elsewhere (CPU-bound: messages per CPU second
         # of the busiest node)
@@ -156,7 +172,8 @@ def one_run(urls: list[str], args: argparse.Namespace, remote: bool) -> dict[str
 
 
 def run(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
-    configs = configurations(args.nodes, args.brokers, args.hop, args.only)
+    configs = configurations(args.nodes, args.brokers, args.hop, args.only,
+                             shared=args.spread == "reuseport")  # fmt: skip
     results: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
     for attempt in range(args.repeat):
         order = list(configs) if attempt % 2 == 0 else list(reversed(configs))
@@ -172,21 +189,28 @@ def table(results: dict[str, list[dict[str, float]]], args: argparse.Namespace) 
     def med(name: str, key: str) -> float:
         return statistics.median(r[key] for r in results[name])
 
-    yield (f"{args.queues} queues, 1 producer + 1 consumer each, {args.size} B, manual ack, "
+    ack = "auto-ack" if args.auto_ack else "manual ack"
+    client = ("lean client (bench/_lean_client.py: batches of "
+              f"{args.batch} publishes per write, multiple acks)"
+              if args.client == "lean" else "roost perf")  # fmt: skip
+    spread = ("Roost's nodes share one port (SO_REUSEPORT), the kernel spreads connections"
+              if args.spread == "reuseport" else "clients on their queue's node")  # fmt: skip
+    yield (f"{args.queues} queues, 1 producer + 1 consumer each, {args.size} B, {ack}, "
            f"prefetch {args.prefetch}, {args.headers} headers, {args.duration:g} s x {args.repeat} "
-           "(medians)")  # fmt: skip
+           f"(medians); {client}; {spread}")  # fmt: skip
     yield ""
     cores = len(os.sched_getaffinity(0))
     pinned = " (brokers pinned a core each)" if args.pin else ""
     yield ("| configuration | consumed msg/s | broker CPU (cores) | client CPU (cores) "
-           f"| of the box's {cores} cores | broker CPU µs / msg "
+           f"| of the box's {cores} cores | broker CPU µs / msg | client CPU µs / msg "
            "| projected msg/s, a core per node |")  # fmt: skip
-    yield "|---|---|---|---|---|---|---|"
+    yield "|---|---|---|---|---|---|---|---|"
     for name in results:
         used = med(name, "broker_cores") + med(name, "client_cores")
         yield (f"| {name}{pinned} | {med(name, 'consume_rate'):,.0f} "
                f"| {med(name, 'broker_cores'):.2f} | {med(name, 'client_cores'):.2f} "
                f"| {used / cores:.0%} | {med(name, 'cpu_us_per_msg'):.1f} "
+               f"| {med(name, 'client_us_per_msg'):.1f} "
                f"| {med(name, 'projected_rate'):,.0f} |")  # fmt: skip
     one, many = "Roost, 1 node", f"Roost, {args.nodes} nodes"
     rabbit = f"RabbitMQ, {args.nodes} nodes"
@@ -228,6 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--headers", type=int, default=0,
                         help="string headers on every message (0: none)")
     parser.add_argument("--pin", action="store_true", help="broker node k on core k-1")
+    parser.add_argument("--client", choices=("perf", "lean"), default="perf",
+                        help="load generator: roost perf, or bench/_lean_client.py (about a "
+                        "tenth of the CPU per message)")
+    parser.add_argument("--batch", type=int, default=32,
+                        help="lean client: publishes per write")
+    parser.add_argument("--auto-ack", action="store_true", help="lean client: no_ack consumers")
+    parser.add_argument("--spread", choices=("ports", "reuseport"), default="ports",
+                        help="ports: queue i's clients on node i mod N (each node its own "
+                        "port); reuseport: Roost's nodes share one port as `roost cluster up` "
+                        "does and the kernel picks each connection's node")
     parser.add_argument(
         "--client-cpus", type=lambda v: [int(c) for c in v.split(",")], default=[],
         help="cores for the load generators, comma-separated (default: every core)",

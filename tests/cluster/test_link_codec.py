@@ -363,3 +363,29 @@ def test_repeated_properties_are_decoded_once_per_sender() -> None:
     other = encode_properties(Properties(headers={"k": "w"}))
     e = message_cached(cache, "", "q", other, b"5")
     assert e.properties.headers == {"k": "w"} and d.properties.headers == {"k": "v"}
+
+
+def test_repeated_names_are_decoded_once_and_never_mixed_up() -> None:
+    """A sender's repeated vhost, queues, exchange and routing key are decoded once (the
+    same string objects come back) while different names, however close, stay apart."""
+    from roost.cluster.link import fast
+
+    def publish(rk: str, queues: list[str]) -> f.Publish:
+        raw = b"".join(fast.encode_publish(f.Publish(1, 0, "/v", queues, "ex", rk, b"", b"x")))
+        return fast.decode_publish(raw, 5, len(raw))[0]
+
+    a, b = publish("ké-1", ["q1"]), publish("ké-1", ["q1"])
+    assert (b.vhost, b.queues, b.exchange, b.routing_key) == ("/v", ["q1"], "ex", "ké-1")
+    assert a.routing_key is b.routing_key and a.queues[0] is b.queues[0]
+    assert a.queues is not b.queues  # each frame its own list
+    c = publish("ké-2", ["q1", "q2"])
+    assert (c.queues, c.routing_key) == (["q1", "q2"], "ké-2")
+    assert publish("ké-1", ["q2"]).queues == ["q2"]
+
+    def deliver(rk: str) -> f.Deliver:
+        raw = b"".join(fast.encode_deliver(f.Deliver(1, 2, 0, 0, "ex", rk, b"", b"y")))
+        return fast.decode_deliver(raw, 5, len(raw))[0]
+
+    d, e = deliver("r"), deliver("r")
+    assert d.routing_key is e.routing_key and d.exchange is e.exchange == "ex"
+    assert deliver("s").routing_key == "s"
