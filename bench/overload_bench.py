@@ -6,6 +6,7 @@ rate and broker peak RSS, Roost next to RabbitMQ (its STOMP, Web-STOMP and MQTT 
     .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp --ack auto --producers 2
     .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp --receipt-every 100
     .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp --topic
+    .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp,amqp --consumers 10
 
 Scenarios (1 KiB bodies unless ``--size``):
 
@@ -32,6 +33,11 @@ process listening on its port; ``beam.smp`` for RabbitMQ) every 0.1 s; afterward
 queue is deleted. The table shows medians; ``peak RSS`` is the median of the runs'
 peaks. A producer held by flow control shows as a producer rate close to the consumer
 rate; one that is not shows as a producer far ahead and a growing RSS.
+
+``--consumers N``: N consumer processes on the one queue (MQTT: N subscriptions of the
+topic); the consumed rate is their sum, and "slowest consumer's share" is the fewest
+messages one of them took over an even split (1.00: even; near 0: a starved consumer),
+the lowest over the runs.
 """
 
 from __future__ import annotations
