@@ -6,6 +6,7 @@ rate and broker peak RSS, Roost next to RabbitMQ (its STOMP, Web-STOMP and MQTT 
     .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp --ack auto --producers 2
     .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp --receipt-every 100
     .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp --topic
+    .venv/bin/python bench/overload_bench.py --scenarios stomp-tcp,amqp --consumers 10
 
 Scenarios (1 KiB bodies unless ``--size``):
 
@@ -32,6 +33,11 @@ process listening on its port; ``beam.smp`` for RabbitMQ) every 0.1 s; afterward
 queue is deleted. The table shows medians; ``peak RSS`` is the median of the runs'
 peaks. A producer held by flow control shows as a producer rate close to the consumer
 rate; one that is not shows as a producer far ahead and a growing RSS.
+
+``--consumers N``: N consumer processes on the one queue (MQTT: N subscriptions of the
+topic); the consumed rate is their sum, and "slowest consumer's share" is the fewest
+messages one of them took over an even split (1.00: even; near 0: a starved consumer),
+the lowest over the runs.
 """
 
 from __future__ import annotations
@@ -110,33 +116,42 @@ def _wait_listening(port: int) -> None:
 def run_once(broker: Broker, scenario: str, args: argparse.Namespace) -> dict[str, float]:
     """One measured run: produced/s, consumed/s, peak RSS MB."""
     queue = f"overload-{time.monotonic_ns()}"
-    produced, consumed = SPAWN.Value("q", 0, lock=False), SPAWN.Value("q", 0, lock=False)
-    ready, stop = SPAWN.Event(), SPAWN.Event()
+    produced = SPAWN.Value("q", 0, lock=False)
+    counts = [SPAWN.Value("q", 0, lock=False) for _ in range(args.consumers)]
+    readies, stop = [SPAWN.Event() for _ in counts], SPAWN.Event()
+    consumers: list[Any] = []
     if scenario == "amqp":
-        consumer = SPAWN.Process(target=clients.amqp_consumer,
-                                 args=(broker.url, queue, consumed, ready, stop))
+        consumers = [SPAWN.Process(target=clients.amqp_consumer,
+                                   args=(broker.url, queue, consumed, ready, stop))
+                     for consumed, ready in zip(counts, readies, strict=True)]
         producer_args: tuple[Any, ...] = (broker.url, queue, args.size, args.batch, produced,
                                           stop)
         produce: Callable[..., None] = clients.amqp_producer
     elif scenario == "mqtt":
         port, topic = broker.ports["mqtt"], f"overload/{queue}"
-        consumer = SPAWN.Process(target=clients.mqtt_consumer,
-                                 args=(port, topic, f"{queue}-sub", consumed, ready, stop))
+        consumers = [SPAWN.Process(target=clients.mqtt_consumer,
+                                   args=(port, topic, f"{queue}-sub{i or ''}", consumed, ready,
+                                         stop))
+                     for i, (consumed, ready) in enumerate(zip(counts, readies, strict=True))]
         producer_args = (port, topic, f"{queue}-pub", args.size, args.batch, produced, stop)
         produce = clients.mqtt_producer
     else:
         transport = scenario.removeprefix("stomp-")
         port = broker.ports[transport]
         dest = f"/topic/{queue}" if args.topic else f"/queue/{queue}"
-        consumer = SPAWN.Process(target=clients.stomp_consumer, args=(
+        consumers = [SPAWN.Process(target=clients.stomp_consumer, args=(
             transport, port, dest, args.ack, args.prefetch, consumed, ready, stop))
+            for consumed, ready in zip(counts, readies, strict=True)]
         producer_args = (transport, port, dest, args.size, args.batch, args.receipt_every,
                          produced, stop)
         produce = clients.stomp_producer
-    consumer.start()
-    if not ready.wait(60):
-        consumer.kill()
-        raise RuntimeError("the consumer did not subscribe")
+    for consumer in consumers:
+        consumer.start()
+    for ready in readies:
+        if not ready.wait(60):
+            for c in consumers:
+                c.kill()
+            raise RuntimeError("a consumer did not subscribe")
     producers = [SPAWN.Process(target=produce, args=producer_args)
                  for _ in range(args.producers)]
     for p in producers:
@@ -144,16 +159,18 @@ def run_once(broker: Broker, scenario: str, args: argparse.Namespace) -> dict[st
     peak = 0.0
     try:
         time.sleep(args.warmup)
-        p0, c0, t0 = produced.value, consumed.value, time.monotonic()
+        p0, t0 = produced.value, time.monotonic()
+        c0 = [c.value for c in counts]
         end = t0 + args.duration
         while (now := time.monotonic()) < end:
             peak = max(peak, rss_mb(broker.pid))
             time.sleep(min(0.1, end - now))
-        p1, c1, t1 = produced.value, consumed.value, time.monotonic()
+        p1, t1 = produced.value, time.monotonic()
+        c1 = [c.value for c in counts]
         peak = max(peak, rss_mb(broker.pid))
     finally:
         stop.set()
-        for p in [*producers, consumer]:
+        for p in [*producers, *consumers]:
             p.join(10)
             if p.is_alive():
                 p.kill()
@@ -162,8 +179,12 @@ def run_once(broker: Broker, scenario: str, args: argparse.Namespace) -> dict[st
         clients.delete_queue(broker.url, f"mqtt-subscription-{queue}-subqos1")
     elif not args.topic:
         clients.delete_queue(broker.url, queue)
-    return {"produced": (p1 - p0) / (t1 - t0), "consumed": (c1 - c0) / (t1 - t0),
-            "rss": peak}
+    got = [b - a for a, b in zip(c0, c1, strict=True)]
+    # fairness: the slowest consumer's share of an even split (1.0 = perfectly even, 0 = one
+    # consumer starved); a broker that round-robins keeps it near 1.
+    fair = min(got) * len(got) / sum(got) if sum(got) else 0.0
+    return {"produced": (p1 - p0) / (t1 - t0), "consumed": sum(got) / (t1 - t0),
+            "rss": peak, "fair": fair, "rss_end": rss_mb(broker.pid)}
 
 
 def _median(runs: list[dict[str, float]], key: str) -> float:
@@ -180,6 +201,8 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=32, help="frames per write")
     ap.add_argument("--producers", type=int, default=1)
+    ap.add_argument("--consumers", type=int, default=1,
+                    help="consumers of the one queue (MQTT: subscriptions of the topic)")
     ap.add_argument("--ack", default="client-individual",
                     choices=("client-individual", "client", "auto"))
     ap.add_argument("--prefetch", type=int, default=100)
@@ -201,10 +224,12 @@ def main() -> int:
                 for name in names if rep % 2 == 0 else names[::-1]:
                     got = run_once(brokers[name], scenario, args)
                     print(f"{scenario} {name}: {got['produced']:,.0f} produced/s, "
-                          f"{got['consumed']:,.0f} consumed/s, peak RSS {got['rss']:,.0f} MB",
+                          f"{got['consumed']:,.0f} consumed/s, peak RSS {got['rss']:,.0f} MB, "
+                          f"slowest consumer {got['fair']:.2f} of an even share",
                           file=sys.stderr, flush=True)
                     results.setdefault(scenario, {}).setdefault(name, []).append(got)
-    shape = (f"{args.producers} producer(s), {args.batch} frames a write, {args.size} B, "
+    shape = (f"{args.producers} producer(s), {args.consumers} consumer(s), "
+             f"{args.batch} frames a write, {args.size} B, "
              f"consumer ack {args.ack} prefetch {args.prefetch} (AMQP: auto-ack; "
              "MQTT: QoS 0 publishes, a QoS 1 subscription, in-flight bound = prefetch)"
              + (f", receipt every {args.receipt_every}" if args.receipt_every else "")
@@ -212,16 +237,16 @@ def main() -> int:
              + f"; {args.repeat} runs of {args.duration:g} s, medians")
     print(shape)
     heads = [f"{_brokers.TITLES[n]} consumed/s (produced/s) | {_brokers.TITLES[n]} peak RSS MB"
-             for n in names]
+             f" | {_brokers.TITLES[n]} slowest consumer's share" for n in names]
     print("| scenario | " + " | ".join(heads)
           + (" | consumed ratio |" if len(names) == 2 else " |"))
-    print("|---|" + "---|---|" * len(names) + ("---|" if len(names) == 2 else ""))
+    print("|---|" + "---|---|---|" * len(names) + ("---|" if len(names) == 2 else ""))
     for scenario, per in results.items():
         cells = []
         for name in names:
             runs = per[name]
             cells += [f"{_median(runs, 'consumed'):,.0f} ({_median(runs, 'produced'):,.0f})",
-                      f"{_median(runs, 'rss'):,.0f}"]
+                      f"{_median(runs, 'rss'):,.0f}", f"{min(r['fair'] for r in runs):.2f}"]
         ratio = []
         if len(names) == 2 and (theirs := _median(per[names[1]], "consumed")) > 0:
             ratio = [f"{_median(per[names[0]], 'consumed') / theirs:.2f}"]
