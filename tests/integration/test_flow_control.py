@@ -177,43 +177,6 @@ def test_consumer_that_stops_acking_does_not_hold_publishers_for_ever(
     assert f"queue '{qname}' in vhost '/' stalled" in fresh_roost.log
 
 
-def test_consumer_acking_100_a_second_does_not_pace_its_publisher(
-    fresh_roost: RoostProcess, qname: str
-) -> None:
-    """A slow consumer (prefetch 10, one ack every 10 ms) on a queue a publisher floods:
-    the queue grows, as in RabbitMQ, instead of the publisher being held to 100 msg/s
-    once the backlog reaches the high watermark (40,000 then took ~5 minutes)."""
-    total = 40_000
-    declare(fresh_roost, qname)
-
-    async def run() -> None:
-        consumer = await connect(fresh_roost)
-        pending: list[int] = []
-        consumer.on_deliver = pending.append
-        await consumer.consume(qname, prefetch=10)
-        publisher = await connect(fresh_roost)
-        publisher.publish_many(qname, total)
-        deadline = time.monotonic() + 30
-        next_look = 0.0
-        while True:
-            if pending:
-                consumer.ack(pending.pop(0))
-            await asyncio.sleep(0.01)
-            if time.monotonic() >= next_look:
-                ready = await asyncio.to_thread(ready_count, fresh_roost, qname)
-                taken = consumer.delivered + ready  # delivered (acked or not) + queued
-                if taken == total:
-                    break
-                assert time.monotonic() < deadline, f"publisher still paced: {taken} read"
-                next_look = time.monotonic() + 0.5
-        assert consumer.delivered < 5_000  # the consumer was slow all along
-        await publisher.close()
-        await consumer.close()
-
-    asyncio.run(run())
-    assert f"queue '{qname}' in vhost '/' stalled" in fresh_roost.log
-
-
 def test_graceful_shutdown_closes_a_held_publisher(fresh_roost: RoostProcess, qname: str) -> None:
     """A paused socket must still read the client's close-ok: shutdown does not hang."""
     declare(fresh_roost, qname)

@@ -287,36 +287,3 @@ def test_ack_feeds_the_acking_consumer_but_never_a_cancelled_one(broker: Broker,
     assert len(k1.tags) == 2  # cancelled: nothing more for it
     s2.ack(k2.tags[-1], False)
     assert len(k2.tags) == 2  # the last message went to the live consumer
-
-
-def slow_acker(broker: Broker, client, monkeypatch, acks_per_interval: int):
-    """A queue congested by a prefetch-1 consumer that acks ``acks_per_interval``
-    messages per watchdog interval; the watermarks scaled so that 4 or fewer deliveries
-    an interval are under STALL_DRAIN_S's floor (100 / 25 s) and 20 are above it."""
-    clock = FakeClock(monkeypatch)
-    queue = broker.declare_queue(client, "q")
-    queue.flow.high_messages, queue.flow.low_messages = 200, 100
-    session, sink = consumer(broker, client, "q", prefetch=1)
-    changes: list[bool] = []
-    publisher = broker.new_publisher(changes.append)
-    publish(broker, client, publisher, 500)
-    assert changes == [True]
-    for _ in range(3):
-        for _ in range(acks_per_interval):
-            session.ack(sink.tags[-1], False)
-        clock.pass_interval(publisher)
-    return queue, changes
-
-
-def test_consumer_slower_than_the_drain_floor_stalls(broker: Broker, client, monkeypatch):
-    """A consumer acking a few messages a second (prefetch full, waiting for its own
-    acks) is no reason to hold a publisher: the hold would pace it to the consumer for
-    ever (RabbitMQ lets the queue grow). The queue is stalled and lets it go."""
-    queue, changes = slow_acker(broker, client, monkeypatch, acks_per_interval=2)
-    assert changes == [True, False] and queue.flow.stalled
-
-
-def test_consumer_above_the_drain_floor_keeps_holding(broker: Broker, client, monkeypatch):
-    """One that takes enough for the backlog to drain in time keeps the hold."""
-    queue, changes = slow_acker(broker, client, monkeypatch, acks_per_interval=20)
-    assert changes == [True] and not queue.flow.stalled

@@ -14,9 +14,7 @@ flow between processes; here each queue has a congestion state with hysteresis:
   holds it and ``on_change(False)`` when the last one lets go. What "hold" means is the
   protocol's business (the AMQP adapter stops reading the socket);
 * a queue whose consumers make no progress (no delivery between two ``check_progress``
-  calls, e.g. a consumer that stopped acking), or too little for the hold to bound its
-  latency (``STALL_DRAIN_S``: a consumer acking 100 msg/s, whose publisher a hold
-  would pace to 100 msg/s), is *stalled*: it lets its publishers go
+  calls, e.g. a consumer that stopped acking) is *stalled*: it lets its publishers go
   and holds nobody until its backlog is back down to the low watermark. Publishers
   never wait on a consumer that may never come back, as in RabbitMQ, where a backlog
   alone never blocks a publisher;
@@ -62,11 +60,6 @@ HIGH_BYTES = 64 * 1024 * 1024
 LOW_BYTES = 32 * 1024 * 1024
 # A congested queue that delivered nothing for this long is stalled.
 STALL_AFTER = 1.0  # seconds
-# ... and so is one whose consumers take so few that its low watermark would last longer
-# than this (5,000 / 25 s: under 200 msg/s): they are slow on their own (prefetch full,
-# waiting for their acks), the broker is not what they wait for, and holding would only
-# pace the publisher to them. RabbitMQ lets such a queue grow; so does Roost.
-STALL_DRAIN_S = 25.0  # seconds
 # ... even while a consumer waits on its own socket, once it took nothing for this long
 SOCKET_WAIT_CAP = 60.0  # seconds; 0 = no cap
 
@@ -164,18 +157,13 @@ class QueueFlow:
         delivered = queue.stat_delivered
         if delivered != self._mark:
             self._moved = now
-        # Too slow for holding to serve its purpose (none at all, or a consumer acking
-        # 100 msg/s, which would pace the publisher to 100 msg/s for ever) ...
-        slow = (delivered - self._mark) * STALL_DRAIN_S < self.low_messages * (now - self._checked)
-        # ... and not merely paced by its own socket, or paced so for too long
-        if slow and (not any(waits_for_socket(c) for c in queue.consumers) or (
+        elif not any(waits_for_socket(c) for c in queue.consumers) or (
             socket_wait_cap and now - self._moved >= socket_wait_cap
-        )):
+        ):
             log.info(
-                "queue '%s' in vhost '%s' stalled (%d deliveries in %.1fs with %d ready):"
+                "queue '%s' in vhost '%s' stalled (no delivery for %.0fs with %d ready):"
                 " its publishers may go on",
-                queue.name, queue.vhost.name, delivered - self._mark, now - self._checked,
-                len(queue.ready),
+                queue.name, queue.vhost.name, now - self._moved, len(queue.ready),
             )
             self.congested = False
             self.stalled = True
