@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pika
 
 from roost.store.paths import stream_dir
 from roost.store.stream_codec import decode_stream_message
 from roost.store.stream_log import StreamLog
+from roost.stream_protocol.frames import ResolveOffsetSpecResponse, StreamStatsResponse
 from tests.cluster.test_quorum import queue_json
+from tests.stream_protocol.test_server import _raw_session
 from tests.support import RoostProcess
 
 STREAM = {"x-queue-type": "stream"}
@@ -92,3 +95,17 @@ def follower_reader(
 
 def leader_of(server: RoostProcess, queue: str) -> str:
     return str(queue_json(server, queue)["leader"])
+
+
+async def ask(node: RoostProcess, frame: Any) -> Any:
+    """Send one StreamStats or ResolveOffsetSpec over a raw stream-protocol session and
+    return its response."""
+    raw = await _raw_session(node.stream_port)
+    try:
+        await raw.send(frame)
+        while True:
+            answer = await raw.next()
+            if isinstance(answer, StreamStatsResponse | ResolveOffsetSpecResponse):
+                return answer
+    finally:
+        await raw.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pika
@@ -21,12 +20,10 @@ from roost.stream_protocol import constants as c
 from roost.stream_protocol.frames import (
     OffsetSpec,
     ResolveOffsetSpec,
-    ResolveOffsetSpecResponse,
     StreamStats,
-    StreamStatsResponse,
 )
+from tests.cluster.streams import ask
 from tests.cluster.test_quorum import queue_json, three_nodes
-from tests.stream_protocol.test_server import _raw_session
 from tests.support import RoostProcess, eventually
 
 RECORDS = 10
@@ -43,18 +40,6 @@ def _known(node: RoostProcess, name: str) -> bool:
     return shown.status_code == 200
 
 
-async def _ask(node: RoostProcess, frame: Any) -> Any:
-    raw = await _raw_session(node.stream_port)
-    try:
-        await raw.send(frame)
-        while True:
-            answer = await raw.next()
-            if isinstance(answer, StreamStatsResponse | ResolveOffsetSpecResponse):
-                return answer
-    finally:
-        await raw.close()
-
-
 async def _fill(leader: RoostProcess, stream: str, member: RoostProcess | None = None) -> None:
     """RECORDS records from the producer "app" (publishing ids 1…), and the offset 4
     stored for the consumer "reader", on the leader's node. ``member``: its copy's
@@ -68,7 +53,7 @@ async def _fill(leader: RoostProcess, stream: str, member: RoostProcess | None =
             )
         if member is not None:
             for _ in range(100):
-                stats = await _ask(member, StreamStats(7, stream))
+                stats = await ask(member, StreamStats(7, stream))
                 if stats.stats.get("committed_chunk_id") == RECORDS - 1:
                     break
                 await asyncio.sleep(0.05)
@@ -91,12 +76,12 @@ async def _asked_where_no_copy(node: RoostProcess, stream: str) -> None:
         assert await client.query_publisher_sequence(stream, "nobody") == 0
     finally:
         await producer.close()
-    stats = await _ask(node, StreamStats(7, stream))
+    stats = await ask(node, StreamStats(7, stream))
     assert stats.response_code == c.OK, stats
     assert stats.stats == {"first_chunk_id": 0, "committed_chunk_id": RECORDS - 1}, stats
     for spec, offset in ((OffsetSpec(c.OFFSET_FIRST), 0), (OffsetSpec(c.OFFSET_NEXT), RECORDS),
                          (OffsetSpec(c.OFFSET_OFFSET, 3), 3)):  # fmt: skip
-        resolved = await _ask(node, ResolveOffsetSpec(8, stream, spec))
+        resolved = await ask(node, ResolveOffsetSpec(8, stream, spec))
         assert (resolved.response_code, resolved.offset) == (c.OK, offset), (spec, resolved)
 
 

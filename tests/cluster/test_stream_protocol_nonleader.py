@@ -14,7 +14,6 @@ import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pika
 from rstream import OffsetNotFound, OffsetType, Producer, schema
@@ -29,11 +28,10 @@ from roost.stream_protocol.frames import (
     QueryOffset,
     QueryOffsetResponse,
     ResolveOffsetSpec,
-    ResolveOffsetSpecResponse,
     StoreOffset,
     StreamStats,
-    StreamStatsResponse,
 )
+from tests.cluster.streams import ask
 from tests.cluster.test_quorum import queue_json, three_nodes
 from tests.stream_protocol.test_server import _raw_session
 from tests.support import RoostProcess, eventually
@@ -76,18 +74,6 @@ async def _query_until(node: RoostProcess, reference: str, wanted: int, what: st
         await asyncio.sleep(0.1)
 
 
-async def _ask(node: RoostProcess, frame: Any) -> Any:
-    raw = await _raw_session(node.stream_port)
-    try:
-        await raw.send(frame)
-        while True:
-            answer = await raw.next()
-            if isinstance(answer, StreamStatsResponse | ResolveOffsetSpecResponse):
-                return answer
-    finally:
-        await raw.close()
-
-
 async def _offsets(nodes: list[RoostProcess]) -> None:
     n1, n2, n3 = nodes
     # StoreOffset on n2 (n1 leads), then QueryOffset on n2 at once: the offset it stored
@@ -128,12 +114,12 @@ async def _offsets(nodes: list[RoostProcess]) -> None:
     await _query_until(n2, "rewound", 12, "the member n2 after a rewind")
 
     # StreamStats and ResolveOffsetSpec on n2: its copy's committed records
-    stats = await _ask(n2, StreamStats(7, STREAM))
+    stats = await ask(n2, StreamStats(7, STREAM))
     assert stats.response_code == c.OK, stats
     assert stats.stats == {"first_chunk_id": 0, "committed_chunk_id": RECORDS - 1}, stats
     for spec, offset in ((OffsetSpec(c.OFFSET_FIRST), 0), (OffsetSpec(c.OFFSET_NEXT), RECORDS),
                          (OffsetSpec(c.OFFSET_OFFSET, 30), 30)):  # fmt: skip
-        resolved = await _ask(n3, ResolveOffsetSpec(8, STREAM, spec))
+        resolved = await ask(n3, ResolveOffsetSpec(8, STREAM, spec))
         assert (resolved.response_code, resolved.offset) == (c.OK, offset), (spec, resolved)
 
     # two rstream clients connected to n2 itself (n1 leads), each subscribed to the
