@@ -31,6 +31,7 @@ from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.catchup import SnapshotStream
 from roost.cluster.quorum.role import LeaderRole
+from roost.cluster.quorum.safechange import held_by
 from roost.cluster.wire import properties_of
 from roost.core.errors import BrokerError
 from roost.core.queues.entry import Entry
@@ -78,6 +79,8 @@ class Replicator(LeaderRole):
         self.term = 0  # 0 until the election is won
         self.deposed = False
         self.refusing = False  # leaving its group (regroup.py): publishes are refused
+        # a new group being written (safechange.py): a majority of it must hold a commit too
+        self.joining: list[str] | None = None
         self.on_deposed = on_deposed
         self.index = 0  # the last log index written
         self.own_durable = 0
@@ -341,6 +344,10 @@ class Replicator(LeaderRole):
             self._progress[member] = asyncio.get_running_loop().time()
         self.acked[member] = max(self.acked.get(member, 0), ack.durable_index)
         self._commit()
+
+    def _majority_holds(self) -> int:
+        held = super()._majority_holds()
+        return held if self.joining is None else min(held, held_by(self, self.joining))
 
     def _commit(self) -> None:
         if not self.term or not self.serving():  # fenced: confirms wait, as deliveries do

@@ -1,0 +1,112 @@
+"""When a quorum queue's leader may write a new group (``cluster/quorum/safechange.py``),
+sans-IO: the real ``Replicator`` over the memory broker, links that record the frames.
+
+The loss these guard against: n2 taken out of {n1, n2, n3} while n3 lags records n1 and
+n2 committed, a node added at once, n1 killed before n3 caught up: n3 and the empty
+newcomer are a majority of {n1, n3, n4} and elect n3, which lacks confirmed messages."""
+
+from __future__ import annotations
+
+import asyncio
+
+from roost.cluster.link import frames as f
+from roost.cluster.quorum.candidacy import may_campaign
+from roost.cluster.quorum.leader import Replicator
+from roost.cluster.quorum.safechange import held_by, may_regroup
+from roost.core.message import Message, Properties
+from roost.core.queues.quorum import QuorumQueue
+from tests.brokers import memory_broker
+
+
+class Wire:
+    up = True
+    writable = True
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+
+    def send(self, frame: f.Frame) -> bool:
+        return True
+
+
+class Links:
+    def link(self, member: str) -> Wire | None:
+        return Wire(member)
+
+
+async def leading(published: int) -> Replicator:
+    """n1 leads {n1, n2, n3} (term 5); ``published`` messages are on its disk, n2 holds
+    them all (committed), n3 nothing."""
+    broker = memory_broker()
+    queue = QuorumQueue(broker.catalog.vhosts["/"], "q", durable=True)
+    rep = Replicator(broker, Links(), queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
+    queue.replication = rep
+    rep.started(5)
+    for n in range(published):
+        assert queue.push(Message("", "q", Properties(), b"m%d" % n))
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+        if rep.own_durable == rep.index:
+            break
+    rep.acknowledged("n2", f.ReplicateAck("/", "q", 5, rep.index, True))
+    assert rep.commit_index == rep.index == published
+    return rep
+
+
+def test_taking_out_a_member_waits_until_the_new_group_holds_the_commit_index() -> None:
+    async def main() -> None:
+        rep = await leading(3)
+        assert held_by(rep, ["n1", "n2", "n3"]) == 3  # n1 and n2
+        assert not may_regroup(rep, ["n1", "n3"])  # n3 lags: {n1, n3} holds only 0
+        rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 2, True))
+        assert not may_regroup(rep, ["n1", "n3"])
+        rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 3, True))
+        assert may_regroup(rep, ["n1", "n3"])
+
+    asyncio.run(main())
+
+
+def test_the_loss_the_rule_prevents() -> None:
+    """What went wrong when the record was written at once: n3 and the newcomer n4 make a
+    majority of {n1, n3, n4} with n1 dead, and n3 (position 0) may campaign."""
+    assert may_campaign("n3", (5, 0), {"n4": (0, 0)}, ["n1", "n3", "n4"], ["n3", "n4"])
+
+    async def main() -> None:
+        rep = await leading(3)
+        assert not may_regroup(rep, ["n1", "n3"])  # so {n1, n3} is never written here
+        assert not may_regroup(rep, ["n1", "n2", "n3", "n4"])  # nor n4 added: 3 of 4 needed
+        rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 3, True))
+        assert may_regroup(rep, ["n1", "n2", "n3", "n4"])  # n4 counts as holding nothing
+
+    asyncio.run(main())
+
+
+def test_a_hand_over_waits_for_the_whole_log_on_a_majority_of_the_rest() -> None:
+    async def main() -> None:
+        rep = await leading(3)
+        rest = ["n2", "n3"]
+        assert not may_regroup(rep, rest, rep.index)  # n3 behind: a 2-group needs both
+        rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 3, True))
+        assert may_regroup(rep, rest, rep.index)
+        assert not may_regroup(rep, rest, rep.index + 1)  # a record neither holds yet
+
+    asyncio.run(main())
+
+
+def test_while_the_new_group_is_written_a_commit_needs_both_majorities() -> None:
+    async def main() -> None:
+        rep = await leading(3)
+        rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 3, True))
+        rep.joining = ["n1", "n3"]  # n2 is being taken out
+        rep.queue.push(Message("", "q", Properties(), b"m3"))
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            if rep.own_durable == 4:
+                break
+        rep.acknowledged("n2", f.ReplicateAck("/", "q", 5, 4, True))
+        assert rep.commit_index == 3  # n1 and n2 are the old majority, not the new one
+        rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 4, True))
+        assert rep.commit_index == 4
+        rep.joining = None
+
+    asyncio.run(main())
