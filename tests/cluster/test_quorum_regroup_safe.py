@@ -111,27 +111,24 @@ class Leader:
         await self.coordinator.close()
 
 
-@pytest.fixture
-def short_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(safechange, "CHANGE_WAIT", 1.0)
-
-
-@pytest.mark.usefixtures("short_wait")
 def test_a_member_is_taken_out_only_once_the_rest_hold_the_commit_index(
-    shared_etcd: EtcdServer, etcd_prefix: str
+    shared_etcd: EtcdServer, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def main() -> None:
         leader = Leader()
         await leader.start(shared_etcd, etcd_prefix)
         try:
             # n3 never catches up: the change is refused, the asker gets the reason
+            monkeypatch.setattr(safechange, "CHANGE_WAIT", 1.0)
             with pytest.raises(BrokerError, match=r"timeout: members .* did not catch up"):
                 await leader.control.delete_member("/", "q", "n2")
             assert await leader.members() == ["n1", "n2", "n3"]
             assert leader.rep.members == ["n1", "n2", "n3"]
             req = leader.manager._key("quorum-req", KEY)
             assert await leader.coordinator.get(req) is None  # the asker took the answer
+            await leader.until(lambda: KEY not in leader.regroup._busy)  # the leader is done
             # asked again, n3 catches up while the change waits: n2 goes then
+            monkeypatch.setattr(safechange, "CHANGE_WAIT", 3 * TERM_WAIT)  # never runs out
             asked = asyncio.get_running_loop().create_task(
                 leader.control.delete_member("/", "q", "n2")
             )
@@ -146,9 +143,8 @@ def test_a_member_is_taken_out_only_once_the_rest_hold_the_commit_index(
     asyncio.run(main())
 
 
-@pytest.mark.usefixtures("short_wait")
 def test_a_leader_hands_over_only_once_the_rest_hold_its_whole_log(
-    shared_etcd: EtcdServer, etcd_prefix: str
+    shared_etcd: EtcdServer, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def main() -> None:
         leader = Leader()
@@ -157,15 +153,19 @@ def test_a_leader_hands_over_only_once_the_rest_hold_its_whole_log(
         try:
             # {n2, n3} needs both: n3 holds nothing, so the leader stays and takes
             # publishes again
+            monkeypatch.setattr(safechange, "CHANGE_WAIT", 1.0)
             with pytest.raises(BrokerError, match=r"timeout: members .* did not catch up"):
                 await leader.control.delete_member("/", "q", "n1")
             assert await leader.members() == ["n1", "n2", "n3"]
+            await leader.until(lambda: KEY not in leader.regroup._busy)  # the leader is done
             assert not rep.refusing and not rep.deposed
             assert await leader.election.leader() is not None
+            monkeypatch.setattr(safechange, "CHANGE_WAIT", 3 * TERM_WAIT)  # never runs out
             asked = asyncio.get_running_loop().create_task(
                 leader.control.delete_member("/", "q", "n1")
             )
             await leader.until(lambda: rep.refusing)
+            assert await leader.members() == ["n1", "n2", "n3"]
             leader.ack("n3", 3)
             assert await asyncio.wait_for(asked, TERM_WAIT) == ["n2", "n3"]
             assert rep.deposed and KEY not in leader.manager.leading

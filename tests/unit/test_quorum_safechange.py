@@ -56,7 +56,8 @@ async def leading(published: int) -> Replicator:
 def test_taking_out_a_member_waits_until_the_new_group_holds_the_commit_index() -> None:
     async def main() -> None:
         rep = await leading(3)
-        assert held_by(rep, ["n1", "n2", "n3"]) == 3  # n1 and n2
+        assert held_by(rep, ["n1", "n2", "n3"], 2) == 3  # n1 and n2
+        assert held_by(rep, ["n1", "n2", "n3"], 3) == 0  # n3 nothing
         assert not may_regroup(rep, ["n1", "n3"])  # n3 lags: {n1, n3} holds only 0
         rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 2, True))
         assert not may_regroup(rep, ["n1", "n3"])
@@ -74,9 +75,20 @@ def test_the_loss_the_rule_prevents() -> None:
     async def main() -> None:
         rep = await leading(3)
         assert not may_regroup(rep, ["n1", "n3"])  # so {n1, n3} is never written here
-        assert not may_regroup(rep, ["n1", "n2", "n3", "n4"])  # nor n4 added: 3 of 4 needed
+        # had it been written: n4 is not added until n3 holds it too
+        assert not may_regroup(rep, ["n1", "n3", "n4"], adding=True)
         rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 3, True))
-        assert may_regroup(rep, ["n1", "n2", "n3", "n4"])  # n4 counts as holding nothing
+        assert may_regroup(rep, ["n1", "n3", "n4"], adding=True)  # n4 counts as none
+
+
+def test_an_empty_member_is_added_when_every_majority_of_the_new_group_meets_a_holder() -> None:
+    async def main() -> None:
+        rep = await leading(3)
+        assert may_regroup(rep, ["n1", "n2", "n3", "n4"], adding=True)  # n1 or n2 in each 3
+        assert not may_regroup(rep, ["n1", "n2", "n3", "n4"])  # not a majority holding it
+        rep.members = ["n1"]  # a one-member queue grows: {n1, n2} always meets n1
+        assert may_regroup(rep, ["n1", "n4"], adding=True)
+        assert not may_regroup(rep, ["n3", "n4"], adding=True)
 
     asyncio.run(main())
 
@@ -93,18 +105,18 @@ def test_a_hand_over_waits_for_the_whole_log_on_a_majority_of_the_rest() -> None
     asyncio.run(main())
 
 
-def test_while_the_new_group_is_written_a_commit_needs_both_majorities() -> None:
+def test_while_the_new_group_is_written_a_commit_needs_both_groups() -> None:
     async def main() -> None:
         rep = await leading(3)
         rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 3, True))
-        rep.joining = ["n1", "n3"]  # n2 is being taken out
+        rep.joining = ["n1", "n3", "n4"]  # every majority of it must meet a holder
         rep.queue.push(Message("", "q", Properties(), b"m3"))
         for _ in range(20):
             await asyncio.sleep(0.01)
             if rep.own_durable == 4:
                 break
         rep.acknowledged("n2", f.ReplicateAck("/", "q", 5, 4, True))
-        assert rep.commit_index == 3  # n1 and n2 are the old majority, not the new one
+        assert rep.commit_index == 3  # n1 and n2 are the old majority; {n3, n4} has none
         rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 4, True))
         assert rep.commit_index == 4
         rep.joining = None

@@ -31,7 +31,7 @@ from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.catchup import SnapshotStream
 from roost.cluster.quorum.role import LeaderRole
-from roost.cluster.quorum.safechange import held_by
+from roost.cluster.quorum.safechange import held_by, in_every_majority
 from roost.cluster.wire import properties_of
 from roost.core.errors import BrokerError
 from roost.core.queues.entry import Entry
@@ -347,7 +347,9 @@ class Replicator(LeaderRole):
 
     def _majority_holds(self) -> int:
         held = super()._majority_holds()
-        return held if self.joining is None else min(held, held_by(self, self.joining))
+        if self.joining is None:
+            return held
+        return min(held, held_by(self, self.joining, in_every_majority(self.joining)))
 
     def _commit(self) -> None:
         if not self.term or not self.serving():  # fenced: confirms wait, as deliveries do

@@ -170,7 +170,7 @@ class Regroup:
             if op == "add" and node not in members:
                 members.append(node)
                 target = max(target, len(members))
-                if await self._regroup(key, rep, election, members, target, request):
+                if await self._regroup(key, rep, election, members, target, request, adding=True):
                     rep.resync(node)
             elif op in ("delete", "move") and node in members and len(members) > 1:
                 members.remove(node)
@@ -189,11 +189,11 @@ class Regroup:
 
     async def _regroup(
         self, key: Key, rep: Replicator, election: Election, members: list[str], target: int,
-        request: dict[str, Any] | None, upto: int = 0,
+        request: dict[str, Any] | None, upto: int = 0, *, adding: bool = False,
     ) -> bool:  # fmt: skip
         """Writes the group ``members`` once a majority of them holds the commit index
         (``safechange.py``); until then the old group stays. True when written."""
-        if not await safechange.until_held(rep, members, upto):
+        if not await safechange.until_held(rep, members, upto, adding=adding):
             await self._refuse(key, rep, members, request)
             return False
         rep.joining = members  # from here a commit needs both groups' majorities
