@@ -14,6 +14,7 @@ from roost.cluster.quorum.candidacy import may_campaign
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.safechange import held_by, may_regroup
 from roost.core.message import Message, Properties
+from roost.core.queues.entry import Entry
 from roost.core.queues.quorum import QuorumQueue
 from tests.brokers import memory_broker
 
@@ -120,5 +121,25 @@ def test_while_the_new_group_is_written_a_commit_needs_both_groups() -> None:
         rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 4, True))
         assert rep.commit_index == 4
         rep.joining = None
+
+    asyncio.run(main())
+
+
+def test_a_promoted_leader_waits_until_the_new_group_holds_its_terms_first_snapshot() -> None:
+    """Its commit index starts at 0, but what it inherited was committed by the old
+    term: taking a member out at once could leave a group that lacks it."""
+
+    async def main() -> None:
+        broker = memory_broker()
+        queue = QuorumQueue(broker.catalog.vhosts["/"], "q", durable=True)
+        rep = Replicator(broker, Links(), queue, "n2", ["n1", "n2", "n3"])  # type: ignore[arg-type]
+        queue.replication = rep
+        copy = [Entry(seq, Message("", "q", Properties(), b"m")) for seq in (1, 2)]
+        rep.inherit(copy, sure_seq=2)  # committed by the old leader n1 (with n2)
+        rep.started(7)
+        assert rep.commit_index == 0
+        assert not may_regroup(rep, ["n2", "n3"])  # n1 taken out: n3 may lack them
+        rep.acknowledged("n3", f.ReplicateAck("/", "q", 7, 1, True))  # its snapshot
+        assert may_regroup(rep, ["n2", "n3"])
 
     asyncio.run(main())

@@ -81,6 +81,9 @@ class Replicator(LeaderRole):
         self.refusing = False  # leaving its group (regroup.py): publishes are refused
         # a new group being written (safechange.py): a majority of it must hold a commit too
         self.joining: list[str] | None = None
+        # promoted: the index of its term's first record (``inherit``); a member holds
+        # what the old term committed once it holds this (the term's first snapshot)
+        self.term_start = 0
         self.on_deposed = on_deposed
         self.index = 0  # the last log index written
         self.own_durable = 0
@@ -195,7 +198,7 @@ class Replicator(LeaderRole):
         this term's first snapshot, which carries it. That snapshot stands for the
         ``TERM`` record written here, so its commit is the term's first. No publisher
         waits on these (the Pending number 0 is never issued)."""
-        index = self._record(r.mark(r.TERM, 0))
+        index = self.term_start = self._record(r.mark(r.TERM, 0))
         q = self.queue
         for entry in entries:
             self.live[entry.seq] = entry

@@ -59,7 +59,9 @@ def may_regroup(
     one-member queue can grow to two (its newcomer is not needed to hold anything yet).
     The next change asks for a majority again."""
     holders = in_every_majority(members) if adding else len(members) // 2 + 1
-    return held_by(rep, members, holders) >= max(rep.commit_index, upto)
+    # a promoted leader's commit index starts at 0, yet the old term committed what it
+    # inherited: that is held once its term's first record (and snapshot) is
+    return held_by(rep, members, holders) >= max(rep.commit_index, rep.term_start, upto)
 
 
 async def until_held(
