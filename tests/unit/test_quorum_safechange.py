@@ -143,3 +143,21 @@ def test_a_promoted_leader_waits_until_the_new_group_holds_its_terms_first_snaps
         assert may_regroup(rep, ["n2", "n3"])
 
     asyncio.run(main())
+
+
+def test_the_leaders_own_acks_and_deliveries_do_not_hold_a_change_up() -> None:
+    """Its own fsync is awaited for publishes only: records of acks committed by the
+    followers leave its durable index behind, and a change must not wait for it."""
+
+    async def main() -> None:
+        rep = await leading(3)
+        entry = next(iter(rep.live.values()))
+        rep.queue.consumers.clear()
+        rep.forgotten(entry)  # an ack: a DEL record, index 4
+        await asyncio.sleep(0.05)
+        for member in ("n2", "n3"):
+            rep.acknowledged(member, f.ReplicateAck("/", "q", 5, 4, True))
+        assert rep.commit_index == 4 and rep.own_durable == 3
+        assert may_regroup(rep, ["n1", "n3"])
+
+    asyncio.run(main())

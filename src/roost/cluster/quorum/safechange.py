@@ -33,11 +33,12 @@ POLL = 0.05  # seconds between looks at the members' acks
 
 
 def held_by(rep: Replicator, members: Collection[str], holders: int) -> int:
-    """The log index at least ``holders`` of ``members`` hold on disk, as the leader
-    knows it: its own durable index, each follower's last ack, 0 for a node not yet a
-    member."""
+    """The log index at least ``holders`` of ``members`` hold, as the leader knows it:
+    each follower's last ack (on disk), 0 for a node not yet a member, and for the leader
+    everything it wrote (its own fsync is awaited for publishes only; a delivery or
+    ack record it counts as committed without it is on a majority of the followers)."""
     held = sorted(
-        (rep.own_durable if m == rep.node else rep.acked.get(m, 0) for m in members),
+        (rep.index if m == rep.node else rep.acked.get(m, 0) for m in members),
         reverse=True,
     )
     return held[holders - 1] if 0 < holders <= len(held) else 0
