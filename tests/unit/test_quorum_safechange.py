@@ -161,3 +161,23 @@ def test_the_leaders_own_acks_and_deliveries_do_not_hold_a_change_up() -> None:
         assert may_regroup(rep, ["n1", "n3"])
 
     asyncio.run(main())
+
+
+def test_a_leader_of_a_recovered_copy_waits_until_the_new_group_holds_that_copy() -> None:
+    """Re-elected with the copy it recovered from disk (``manager._rejoin``): no record
+    of its term named those messages, so a member's ack could not tell who held them."""
+
+    async def main() -> None:
+        broker = memory_broker()
+        queue = QuorumQueue(broker.catalog.vhosts["/"], "q", durable=True)
+        rep = Replicator(broker, Links(), queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
+        queue.replication = rep
+        for seq in (1, 2):
+            rep.live[seq] = Entry(seq, Message("", "q", Properties(), b"m"))
+        rep.started(8)
+        assert rep.term_start == rep.index == 1
+        assert not may_regroup(rep, ["n1", "n3"])
+        rep.acknowledged("n3", f.ReplicateAck("/", "q", 8, 1, True))  # its snapshot
+        assert may_regroup(rep, ["n1", "n3"])
+
+    asyncio.run(main())

@@ -232,8 +232,14 @@ class Replicator(LeaderRole):
         return self.index
 
     def started(self, term: int) -> None:
-        """The election is won: ship what waited for it."""
+        """The election is won: ship what waited for it. Leading a copy no record of
+        this term names (recovered from disk, kept after stepping down, a one-member
+        queue growing), its first record is a ``TERM`` too, so the members' acks tell
+        who holds that copy (``safechange.py``)."""
         self.term = term
+        if self.live and not self.index:
+            self.term_start = self._record(r.mark(r.TERM, 0))
+            self.broker.message_store.when_durable(lambda ok: self._own(1, ok))
         self.need_snapshot = set(self.followers)
         self._last_check = asyncio.get_running_loop().time()
         self.heard = dict.fromkeys(self.followers, self._last_check)
