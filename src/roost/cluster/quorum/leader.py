@@ -31,6 +31,7 @@ from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.catchup import SnapshotStream
 from roost.cluster.quorum.role import LeaderRole
+from roost.cluster.quorum.safechange import held_by, in_every_majority
 from roost.cluster.wire import properties_of
 from roost.core.errors import BrokerError
 from roost.core.queues.entry import Entry
@@ -78,6 +79,11 @@ class Replicator(LeaderRole):
         self.term = 0  # 0 until the election is won
         self.deposed = False
         self.refusing = False  # leaving its group (regroup.py): publishes are refused
+        # a new group being written (safechange.py): a majority of it must hold a commit too
+        self.joining: list[str] | None = None
+        # promoted: the index of its term's first record (``inherit``); a member holds
+        # what the old term committed once it holds this (the term's first snapshot)
+        self.term_start = 0
         self.on_deposed = on_deposed
         self.index = 0  # the last log index written
         self.own_durable = 0
@@ -192,7 +198,7 @@ class Replicator(LeaderRole):
         this term's first snapshot, which carries it. That snapshot stands for the
         ``TERM`` record written here, so its commit is the term's first. No publisher
         waits on these (the Pending number 0 is never issued)."""
-        index = self._record(r.mark(r.TERM, 0))
+        index = self.term_start = self._record(r.mark(r.TERM, 0))
         q = self.queue
         for entry in entries:
             self.live[entry.seq] = entry
@@ -226,8 +232,14 @@ class Replicator(LeaderRole):
         return self.index
 
     def started(self, term: int) -> None:
-        """The election is won: ship what waited for it."""
+        """The election is won: ship what waited for it. Leading a copy no record of
+        this term names (recovered from disk, kept after stepping down, a one-member
+        queue growing), its first record is a ``TERM`` too, so the members' acks tell
+        who holds that copy (``safechange.py``)."""
         self.term = term
+        if self.live and not self.index:
+            self.term_start = self._record(r.mark(r.TERM, 0))
+            self.broker.message_store.when_durable(lambda ok: self._own(1, ok))
         self.need_snapshot = set(self.followers)
         self._last_check = asyncio.get_running_loop().time()
         self.heard = dict.fromkeys(self.followers, self._last_check)
@@ -341,6 +353,12 @@ class Replicator(LeaderRole):
             self._progress[member] = asyncio.get_running_loop().time()
         self.acked[member] = max(self.acked.get(member, 0), ack.durable_index)
         self._commit()
+
+    def _majority_holds(self) -> int:
+        held = super()._majority_holds()
+        if self.joining is None:
+            return held
+        return min(held, held_by(self, self.joining, in_every_majority(self.joining)))
 
     def _commit(self) -> None:
         if not self.term or not self.serving():  # fenced: confirms wait, as deliveries do

@@ -3,9 +3,11 @@
 
 A request is written to etcd (``PREFIX/quorum-req/VHOST/QUEUE``); the queue's leader,
 which watches the ``quorum`` keys, applies it and deletes the key, and the node that
-asked waits for that. Applying is the leader's fenced write of the group record with
-the new members; every node follows that record (its management view, and a member
-taken out drops its copy). A new member catches up from the leader's snapshot.
+asked waits for that, or for the leader's error in its place (a new group that did not
+catch up in time, ``safechange.py``), which it removes. Applying is the leader's fenced
+write of the group record with the new members; every node follows that record (its
+management view, and a member taken out drops its copy). A new member catches up from
+the leader's snapshot.
 
 Growing back: each group has a **target** size (``x-quorum-initial-group-size``,
 default 3; ``add-member`` raises it, ``delete-member`` lowers it). A leader whose group
@@ -24,6 +26,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from roost.cluster.coordinator import Compare, Delete
 from roost.core.errors import BrokerError, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -113,10 +116,21 @@ class MemberControl:
         deadline = loop.time() + REQUEST_WAIT
         while loop.time() < deadline:
             kv = await self.coordinator.get(req_key)
-            if kv is None or json.loads(kv.value).get("id") != request["id"]:
+            if kv is None:
                 return
+            answer = json.loads(kv.value)
+            if answer.get("id") != request["id"]:
+                return
+            if "error" in answer:  # refused by the leader (``Regroup._refuse``)
+                await self._withdraw(req_key, kv.value)
+                raise BrokerError(f"timeout: {answer['error']}")
             await asyncio.sleep(0.1)
-        raise BrokerError(f"the leader of '{key[1]}' did not apply the change in time")
+        await self._withdraw(req_key, json.dumps(request).encode())
+        raise BrokerError(f"timeout: the leader of '{key[1]}' did not apply the change in time")
+
+    async def _withdraw(self, req_key: str, value: bytes) -> None:
+        """The request (or the leader's answer to it) goes, unless replaced since."""
+        await self.coordinator.txn([Compare(req_key, "value", value)], [Delete(req_key)])
 
     async def _groups(self, vhost_pattern: str, queue_pattern: str) -> list[tuple[Key, list[str]]]:
         """Every quorum queue and replicated stream matching the patterns (regular

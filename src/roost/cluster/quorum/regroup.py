@@ -6,10 +6,12 @@ every node's view of the groups: one watch of etcd's ``quorum`` keys.
 - ``quorum-req/VHOST/QUEUE`` (a request): applied here if this node leads the queue.
 - ``quorum-drain/NODE``: NODE is drained (``shrink``); growing back skips it.
 
-A leader taken out of its own group hands over: it takes no more publishes, waits until
-the remaining members hold its whole log, writes the new group and resigns; the
-failover path (``manager._watch_leader``) elects one of the others, with no lease to
-wait for.
+Every new group is written only once a majority of it holds the leader's commit index
+(``safechange.py``); else the change is refused after ``CHANGE_WAIT`` seconds. A leader
+taken out of its own group hands over: it takes no more publishes, waits until a
+majority of the remaining members hold its whole log, writes the new group and
+resigns; the failover path (``manager._watch_leader``) elects one of the others, with
+no lease to wait for.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from roost.cluster.coordinator import Delete, Put
+from roost.cluster.coordinator import Compare, Delete, Put
+from roost.cluster.quorum import safechange
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.members import RECONCILE, Key, split_key, target_of
 from roost.core.queues.quorum import QuorumQueue
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("roost.cluster.quorum")
 
-HANDOVER_WAIT = 5.0  # seconds a leader leaving its group waits for the others to catch up
+HANDOVER_WAIT = 5.0  # seconds a stream's leader leaving its group waits (stream_members.py)
 
 
 class Regroup:
@@ -149,7 +152,7 @@ class Regroup:
     async def apply(self, key: Key, request: dict[str, Any]) -> None:
         manager = self.manager
         rep = manager.leading.get(key)
-        if key in self._busy:
+        if key in self._busy or "error" in request:  # an answer (``_refuse``), not a request
             return
         node, op = request.get("node", ""), request.get("op")
         self._busy.add(key)
@@ -166,24 +169,59 @@ class Regroup:
             target = self.target(key, rep.queue.arguments)
             if op == "add" and node not in members:
                 members.append(node)
-                await self._write(key, rep, election, members, max(target, len(members)), request)
-                rep.members = members
-                rep.resync(node)
+                target = max(target, len(members))
+                if await self._regroup(key, rep, election, members, target, request, adding=True):
+                    rep.resync(node)
             elif op in ("delete", "move") and node in members and len(members) > 1:
                 members.remove(node)
                 target = min(target, len(members)) if op == "delete" else target
                 if node == manager.name:
                     await self._hand_over(key, rep, election, members, target, request)
                     return
-                rep.members = members  # nothing more is shipped to it
-                rep.acked.pop(node, None)
-                rep.need_snapshot.discard(node)
-                await self._write(key, rep, election, members, target, request)
-                rep._commit()  # a smaller majority may commit more now
+                if await self._regroup(key, rep, election, members, target, request):
+                    rep.acked.pop(node, None)  # nothing more is shipped to it
+                    rep.need_snapshot.discard(node)
+                    rep._commit()  # a smaller majority may commit more now
             else:  # done already (asked twice)
                 await manager.node.coordinator.delete(manager._key("quorum-req", key))
         finally:
             self._busy.discard(key)
+
+    async def _regroup(
+        self, key: Key, rep: Replicator, election: Election, members: list[str], target: int,
+        request: dict[str, Any] | None, upto: int = 0, *, adding: bool = False,
+    ) -> bool:  # fmt: skip
+        """Writes the group ``members`` once a majority of them holds the commit index
+        (``safechange.py``); until then the old group stays. True when written."""
+        if not await safechange.until_held(rep, members, upto, adding=adding):
+            await self._refuse(key, rep, members, request)
+            return False
+        rep.joining = members  # from here a commit needs both groups' majorities
+        try:
+            written = await self._write(key, rep, election, members, target, request)
+        finally:
+            rep.joining = None
+        if written:
+            rep.members = members
+        return written
+
+    async def _refuse(
+        self, key: Key, rep: Replicator, members: list[str], request: dict[str, Any] | None
+    ) -> None:
+        """The new group did not catch up in time: the asker is told (the request is
+        replaced by the error, only if it is still the one applied)."""
+        why = (
+            f"members {members} of '{key[1]}' did not catch up with the leader's commit index "
+            f"{rep.commit_index} within {safechange.CHANGE_WAIT:.0f} s; the group is unchanged"
+        )
+        log.warning("queue %s: %s", key, why)
+        if request is None or "id" not in request or rep.deposed:
+            return
+        req_key = self.manager._key("quorum-req", key)
+        answer = json.dumps({"id": request["id"], "error": why}).encode()
+        await self.manager.node.coordinator.txn(
+            [Compare(req_key, "value", json.dumps(request).encode())], [Put(req_key, answer)]
+        )
 
     async def _write(
         self, key: Key, rep: Replicator, election: Election, members: list[str], target: int,
@@ -212,14 +250,12 @@ class Regroup:
         self, key: Key, rep: Replicator, election: Election, members: list[str], target: int,
         request: dict[str, Any],
     ) -> None:  # fmt: skip
+        """Taken out of its own group: publishes are refused, and the new group is
+        written once a majority of the remaining members holds this leader's whole log
+        (so the one they elect is caught up); then it resigns."""
         manager = self.manager
         rep.refusing = True  # publishes are refused (nacked): the client republishes
-        upto = rep.index
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + HANDOVER_WAIT
-        while loop.time() < deadline and any(rep.acked.get(m, 0) < upto for m in members):
-            await asyncio.sleep(0.05)
-        if not await self._write(key, rep, election, members, target, request):
+        if not await self._regroup(key, rep, election, members, target, request, rep.index):
             rep.refusing = False
             return
         manager.leading.pop(key, None)
