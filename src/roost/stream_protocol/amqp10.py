@@ -207,7 +207,9 @@ def decode_message(data: bytes) -> AmqpMessage | None:
                 body.append(value.encode() if isinstance(value, str) else value)
             elif kind not in (HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, FOOTER):
                 return None  # a sequence, or a value that is not bytes: kept as sent
-    except (NotAMessage, struct.error, IndexError, RecursionError):
+    except (ValueError, OverflowError, struct.error, IndexError, RecursionError):
+        # NotAMessage, and values no Python object holds (a char past U+10FFFF, a
+        # timestamp past year 9999): kept as sent, as bytes, not a reader's crash
         return None
     out.body = b"".join(body)
     return out
