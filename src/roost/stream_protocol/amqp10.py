@@ -198,7 +198,7 @@ def decode_message(data: bytes) -> AmqpMessage | None:
                     return None
                 kind, value = section.descriptor, section.value
             if kind == PROPERTIES and isinstance(value, list):
-                out.properties = _properties(value)
+                out.properties = properties_of(value)
             elif kind == APPLICATION_PROPERTIES and isinstance(value, dict):
                 out.application_properties = {str(k): v for k, v in value.items()}
             elif kind == DATA and isinstance(value, bytes):
@@ -234,7 +234,8 @@ _PROPERTY_NAMES = (
 )
 
 
-def _properties(values: list[Any]) -> dict[str, Any]:
+def properties_of(values: list[Any]) -> dict[str, Any]:
+    """The properties section's fields (a list) by name, those set."""
     return {
         name: value for name, value in zip(_PROPERTY_NAMES, values, strict=False)
         if value is not None
