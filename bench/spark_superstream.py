@@ -5,7 +5,9 @@ by a stream-protocol client (4 rstream consumers on one event loop) from Roost a
 RabbitMQ 3.10 (rabbitmq_stream), in the same run. RabbitMQ 3.10 has no super-stream
 commands (CreateSuperStream and Partitions came in 3.11 and 3.13), so there its 4
 streams are made and filled one by one; and no Spark data source reads RabbitMQ's
-streams here, so RabbitMQ appears only in the client-read rows.
+streams here, so RabbitMQ appears only in the client-read rows. Both brokers also get
+the stream ``bench-one`` (a header each) and ``bench-bare`` (bare bodies), read over
+AMQP 0-9-1 by one pika consumer: what an AMQP or STOMP reader of rstream's messages gets.
 
 Rows: ``--rows`` messages of ``--size`` bytes, published with rstream (a super stream
 made by CreateSuperStream, routed by hash over its partitions). Each Spark read sums the
@@ -35,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 import _brokers
+import pika
 from _measure import broker_pid
 from rstream import (
     AMQPMessage,
@@ -78,9 +81,10 @@ STREAMS = [f"bench-ss-{i}" for i in range(PARTITIONS)]
 
 
 async def fill(port: int, rows: int, size: int, super_stream: bool) -> None:
-    """The super stream ``bench-ss`` (4 partitions, by hash) and the stream ``bench-one``,
-    ``rows`` messages each; without ``super_stream`` (RabbitMQ 3.10), 4 plain streams
-    named as the partitions, ``rows / 4`` each."""
+    """The super stream ``bench-ss`` (4 partitions, by hash), or without ``super_stream``
+    (RabbitMQ 3.10) 4 plain streams named as the partitions, ``rows / 4`` each; and the
+    streams ``bench-one`` (a header "k" on each message) and ``bench-bare``, ``rows``
+    messages each."""
     body = b"x" * size
     if not super_stream:
         async with Producer(**auth(port)) as plain:
@@ -89,18 +93,17 @@ async def fill(port: int, rows: int, size: int, super_stream: bool) -> None:
                 share = rows // PARTITIONS
                 for start in range(0, share, BATCH):
                     await plain.send_batch(stream, [RawMessage(body)] * min(BATCH, share - start))
-        await asyncio.sleep(1)
-        return
+    else:
+        async def key(message: AMQPMessage) -> str:
+            return str(message.application_properties["k"])
 
-    async def key(message: AMQPMessage) -> str:
-        return str(message.application_properties["k"])
-
-    async with SuperStreamProducer(
-        **auth(port), super_stream="bench-ss", routing=RouteType.Hash, routing_extractor=key,
-        super_stream_creation_option=SuperStreamCreationOption(n_partitions=PARTITIONS),
-    ) as producer:
-        for i in range(rows):
-            await producer.send(AMQPMessage(body=body, application_properties={"k": i}))
+        async with SuperStreamProducer(
+            **auth(port), super_stream="bench-ss", routing=RouteType.Hash,
+            routing_extractor=key,
+            super_stream_creation_option=SuperStreamCreationOption(n_partitions=PARTITIONS),
+        ) as producer:
+            for i in range(rows):
+                await producer.send(AMQPMessage(body=body, application_properties={"k": i}))
     async with Producer(**auth(port)) as plain:
         await plain.create_stream("bench-one", exists_ok=True)
         for start in range(0, rows, BATCH):  # the same messages: a header "k" each
@@ -136,6 +139,30 @@ async def client_read(port: int, rows: int) -> float:
     rate = rows / (time.perf_counter() - began)
     for consumer in consumers:
         await consumer.close()
+    return rate
+
+
+def amqp_read(url: str, stream: str, rows: int) -> float:
+    """``rows`` messages of ``stream`` from its first offset by one AMQP 0-9-1 consumer
+    (pika, prefetch 2000, acks every 500): rows/s."""
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    channel = connection.channel()
+    channel.basic_qos(prefetch_count=2000)
+    got = 0
+    began = time.perf_counter()
+
+    def on_message(ch: Any, method: Any, _props: Any, _body: bytes) -> None:
+        nonlocal got
+        got += 1
+        if got % 500 == 0 or got >= rows:
+            ch.basic_ack(method.delivery_tag, multiple=True)
+        if got >= rows:
+            ch.stop_consuming()
+
+    channel.basic_consume(stream, on_message, arguments={"x-stream-offset": "first"})
+    channel.start_consuming()
+    rate = rows / (time.perf_counter() - began)
+    connection.close()
     return rate
 
 
@@ -182,6 +209,13 @@ def main() -> None:
                         cpu.setdefault(f"spark {label}", []).append(
                             (cpu_ns(pid) - before) / 1e9 / args.rows * 100_000)
             for _ in range(args.runs):
+                for stream, label in (("bench-one", "one"), ("bench-bare", "bare")):
+                    before = cpu_ns(pid)
+                    results.setdefault(f"amqp {label} {name}", []).append(
+                        amqp_read(url, stream, args.rows))
+                    cpu.setdefault(f"amqp {label} {name}", []).append(
+                        (cpu_ns(pid) - before) / 1e9 / args.rows * 100_000)
+            for _ in range(args.runs):
                 before = cpu_ns(pid)
                 results.setdefault(f"rstream {name}", []).append(
                     asyncio.run(client_read(port, rows)))
@@ -194,12 +228,21 @@ def main() -> None:
              "spark one-2": f"Spark, one stream ({parts.get('one-2', 0)} Spark partitions)",
              "spark one-4": f"Spark, one stream ({parts.get('one-4', 0)} Spark partitions)",
              "spark one-bare": f"Spark, bare bodies ({parts.get('one-bare', 0)} Spark partitions)",
+             "amqp one roost": "AMQP 0-9-1 consume, a header each, Roost",
+             "amqp one rabbitmq": "AMQP 0-9-1 consume, a header each, RabbitMQ 3.10",
+             "amqp bare roost": "AMQP 0-9-1 consume, bare bodies, Roost",
+             "amqp bare rabbitmq": "AMQP 0-9-1 consume, bare bodies, RabbitMQ 3.10",
              "rstream roost": "rstream, 4 partition streams at once, Roost",
              "rstream rabbitmq": "rstream, 4 streams at once, RabbitMQ 3.10"}
     for key, label in names.items():
         if key in results:
             print(f"{label:48} {statistics.median(results[key]):12,.0f} rows/s"
                   f"  broker CPU {statistics.median(cpu[key]):.3f} s per 100k rows")
+    for what in ("amqp one", "amqp bare"):
+        if f"{what} roost" in results and f"{what} rabbitmq" in results:
+            ratio = statistics.median(results[f"{what} roost"]) / statistics.median(
+                results[f"{what} rabbitmq"])
+            print(f"{what + ' ratio Roost/RabbitMQ':48} {ratio:12.2f}x")
     if "rstream roost" in results and "rstream rabbitmq" in results:
         ratio = statistics.median(results["rstream roost"]) / statistics.median(
             results["rstream rabbitmq"])

@@ -20,6 +20,7 @@ from roost.store.memory import MemoryDefinitions, MemoryStore
 from roost.store.memory_streams import MemoryStreams
 from roost.store.stream_chunk import map_amqp10_with
 from roost.store.stream_store import StreamFiles
+from roost.stream_protocol.chunk_mapping import chunk_message_record
 from roost.stream_protocol.publishers import chunk_message_values
 
 NO_DATA_DIR = "none"  # --data-dir none: keep everything in memory (store/memory.py)
@@ -96,7 +97,7 @@ def map_stream_messages() -> None:
     """Chunk records keep an AMQP 1.0 message as the stream client sent it; the store
     knows no AMQP 1.0, so its AMQP 0-9-1, STOMP and Spark readers map such a message
     with the stream adapter's mapping, the one it stores other messages with."""
-    map_amqp10_with(chunk_message_values)
+    map_amqp10_with(chunk_message_values, chunk_message_record)
 
 
 def first_start(broker: Broker, persistence: Persistence) -> None:

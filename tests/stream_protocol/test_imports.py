@@ -12,11 +12,12 @@ import pytest
 import roost.stream_protocol
 
 # the codec's modules; the adapter (session.py, commands*.py, consumers.py, publishers.py,
-# publish_batch.py, deliver_chunks.py, on the core's port and the store's record format)
+# publish_batch.py, deliver_chunks.py, chunk_mapping.py, on the core's port and the
+# store's record format)
 # and its asyncio plumbing (protocol.py) are not sans-IO in this sense
 ADAPTER = {"session", "protocol", "commands", "commands_base", "commands_consume",
            "commands_publish", "consumers", "publishers", "single_active", "publish_batch",
-           "deliver_chunks"}
+           "deliver_chunks", "chunk_mapping"}
 MODULES = [
     f"roost.stream_protocol.{m.name}"
     for m in pkgutil.iter_modules(roost.stream_protocol.__path__)

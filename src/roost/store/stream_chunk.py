@@ -73,12 +73,23 @@ Amqp10Mapping = Callable[[bytes], tuple[tuple[Any, ...], bytes]]
 # data section; the stream adapter's (publishers.py), registered by the server as it
 # builds the store (server_storage.py)
 _amqp10: list[Amqp10Mapping] = []
+Amqp10Encoding = Callable[[bytes], tuple[bytes, bytes]]
+# (message) -> (the same properties in the store's encoding, body): what a read of a
+# chunk record asks for every such message (stream_protocol/chunk_mapping.py)
+_amqp10_encoded: list[Amqp10Encoding] = []
 
 
-def map_amqp10_with(mapping: Amqp10Mapping) -> None:
+def map_amqp10_with(mapping: Amqp10Mapping, encoded: Amqp10Encoding | None = None) -> None:
     """Register how a general AMQP 1.0 message of a chunk record maps onto properties
-    and a body (the stream adapter's mapping, the one it stores other messages with)."""
+    and a body (the stream adapter's mapping, the one it stores other messages with),
+    and ``encoded``: the same mapping straight to the store's encoding of properties."""
     _amqp10[:] = [mapping]
+    _amqp10_encoded[:] = [encoded or (lambda m: _encode_mapped(mapping, m))]
+
+
+def _encode_mapped(mapping: Amqp10Mapping, message: bytes) -> tuple[bytes, bytes]:
+    properties, body = mapping(message)
+    return encode_properties(properties), body
 
 
 def storable(message: bytes) -> bool:
@@ -175,9 +186,8 @@ def messages(data: bytes, payload: int, end: int) -> list[tuple[bytes, bytes]]:
         body = data_body(data, start, stop) if data[start] == 0 else -1
         if body >= 0:
             out.append((PLAIN_PROPERTIES, data[body:stop]))
-        elif data[start] == 0 and _amqp10:
-            properties, value = _amqp10[0](data[start:stop])
-            out.append((encode_properties(properties), value))
+        elif data[start] == 0 and _amqp10_encoded:
+            out.append(_amqp10_encoded[0](data[start:stop]))
         else:
             out.append((RAW_PROPERTIES, data[start:stop]))
         pos = stop

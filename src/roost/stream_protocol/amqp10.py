@@ -198,7 +198,7 @@ def decode_message(data: bytes) -> AmqpMessage | None:
                     return None
                 kind, value = section.descriptor, section.value
             if kind == PROPERTIES and isinstance(value, list):
-                out.properties = _properties(value)
+                out.properties = properties_of(value)
             elif kind == APPLICATION_PROPERTIES and isinstance(value, dict):
                 out.application_properties = {str(k): v for k, v in value.items()}
             elif kind == DATA and isinstance(value, bytes):
@@ -207,7 +207,9 @@ def decode_message(data: bytes) -> AmqpMessage | None:
                 body.append(value.encode() if isinstance(value, str) else value)
             elif kind not in (HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, FOOTER):
                 return None  # a sequence, or a value that is not bytes: kept as sent
-    except (NotAMessage, struct.error, IndexError, RecursionError):
+    except (ValueError, OverflowError, struct.error, IndexError, RecursionError):
+        # NotAMessage, and values no Python object holds (a char past U+10FFFF, a
+        # timestamp past year 9999): kept as sent, as bytes, not a reader's crash
         return None
     out.body = b"".join(body)
     return out
@@ -232,7 +234,8 @@ _PROPERTY_NAMES = (
 )
 
 
-def _properties(values: list[Any]) -> dict[str, Any]:
+def properties_of(values: list[Any]) -> dict[str, Any]:
+    """The properties section's fields (a list) by name, those set."""
     return {
         name: value for name, value in zip(_PROPERTY_NAMES, values, strict=False)
         if value is not None

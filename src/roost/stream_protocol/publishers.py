@@ -48,6 +48,19 @@ def _header_value(value: Any) -> Any:
     return value
 
 
+def mapped_properties(p: dict[str, Any]) -> tuple[Any, ...]:
+    """The AMQP 0-9-1 properties an AMQP 1.0 properties section (``p``, by field name)
+    maps onto: content type, content encoding, correlation id, reply to, message id,
+    timestamp (creation time, in seconds) and type (subject)."""
+    created = p.get("creation_time")
+    return (
+        _text(p.get("content_type")), _text(p.get("content_encoding")),
+        _text(p.get("correlation_id")), _text(p.get("reply_to")), _text(p.get("message_id")),
+        int(created.timestamp()) if isinstance(created, datetime.datetime) else None,
+        _text(p.get("subject")),
+    )
+
+
 def to_message(
     stream: str, data: bytes, reference: str, publishing_id: int, filter_value: str | None = None
 ) -> Message:
@@ -58,19 +71,11 @@ def to_message(
         props = Properties(delivery_mode=2, headers=headers)
         body = data
     else:
-        p = decoded.properties
         headers = {k: _header_value(v) for k, v in decoded.application_properties.items()}
-        created = p.get("creation_time")
+        ct, ce, corr, reply, mid, ts, kind = mapped_properties(decoded.properties)
         props = Properties(
-            content_type=_text(p.get("content_type")),
-            content_encoding=_text(p.get("content_encoding")),
-            headers=headers,
-            delivery_mode=2,
-            correlation_id=_text(p.get("correlation_id")),
-            reply_to=_text(p.get("reply_to")),
-            message_id=_text(p.get("message_id")),
-            timestamp=int(created.timestamp()) if isinstance(created, datetime.datetime) else None,
-            type=_text(p.get("subject")),
+            content_type=ct, content_encoding=ce, headers=headers, delivery_mode=2,
+            correlation_id=corr, reply_to=reply, message_id=mid, timestamp=ts, type=kind,
         )
         body = decoded.body
     if filter_value is not None:  # Publish version 2: what filtering subscriptions match
