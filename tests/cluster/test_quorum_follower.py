@@ -8,19 +8,7 @@ from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.follower import Follower
 from roost.store.memory import MemoryStore
-
-
-class Wire:
-    """The link's sending side: what the follower answered."""
-
-    peer = "leader"
-
-    def __init__(self) -> None:
-        self.sent: list[f.Frame] = []
-
-    def send(self, frame: f.Frame) -> bool:
-        self.sent.append(frame)
-        return True
+from tests.quorum_links import Wire
 
 
 def enq(seq: int) -> bytes:

@@ -31,25 +31,10 @@ from roost.core.errors import BrokerError
 from roost.core.message import Message, Properties
 from roost.core.queues.quorum import QuorumQueue
 from tests.brokers import memory_broker
+from tests.quorum_links import Links
 
 KEY = ("/", "q")
 TERM_WAIT = 10.0  # seconds any one step may take on a loaded box
-
-
-class Wire:
-    up = True
-    writable = True
-
-    def __init__(self, peer: str) -> None:
-        self.peer = peer
-
-    def send(self, frame: f.Frame) -> bool:
-        return True
-
-
-class Links:
-    def link(self, member: str) -> Wire | None:
-        return Wire(member)
 
 
 class Leader:

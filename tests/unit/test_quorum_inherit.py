@@ -15,27 +15,7 @@ from roost.core.message import Message, Properties
 from roost.core.queues.entry import Entry
 from roost.core.queues.quorum import QuorumQueue
 from tests.brokers import memory_broker
-
-
-class Wire:
-    up = True
-    writable = True
-
-    def __init__(self, peer: str) -> None:
-        self.peer = peer
-        self.sent: list[f.Replicate] = []
-
-    def send(self, frame: f.Replicate) -> bool:
-        self.sent.append(frame)
-        return True
-
-
-class Links:
-    def __init__(self) -> None:
-        self.wires = {m: Wire(m) for m in ("n2", "n3")}
-
-    def link(self, member: str) -> Wire | None:
-        return self.wires.get(member)
+from tests.quorum_links import Links
 
 
 def message(body: bytes) -> Message:
@@ -45,7 +25,7 @@ def message(body: bytes) -> Message:
 async def promoted() -> None:
     broker = memory_broker()
     queue = QuorumQueue(broker.catalog.vhosts["/"], "work", durable=True)
-    links = Links()
+    links = Links(("n2", "n3"))
     rep = Replicator(broker, links, queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
     queue._seq = 5
     queue.replication = rep

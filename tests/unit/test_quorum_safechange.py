@@ -17,22 +17,7 @@ from roost.core.message import Message, Properties
 from roost.core.queues.entry import Entry
 from roost.core.queues.quorum import QuorumQueue
 from tests.brokers import memory_broker
-
-
-class Wire:
-    up = True
-    writable = True
-
-    def __init__(self, peer: str) -> None:
-        self.peer = peer
-
-    def send(self, frame: f.Frame) -> bool:
-        return True
-
-
-class Links:
-    def link(self, member: str) -> Wire | None:
-        return Wire(member)
+from tests.quorum_links import Links
 
 
 async def leading(published: int) -> Replicator:
