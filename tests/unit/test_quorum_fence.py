@@ -16,7 +16,8 @@ from roost.cluster.quorum.fence import LeaderFence
 from roost.cluster.quorum.leader import Replicator
 from roost.core.errors import BrokerError
 from roost.core.queues.quorum import QuorumQueue
-from tests.unit.test_quorum_inherit import Links, message
+from tests.quorum_links import Links
+from tests.unit.test_quorum_inherit import message
 
 
 async def leading() -> tuple[Any, QuorumQueue, Replicator, list[BrokerError | None]]:
@@ -24,7 +25,7 @@ async def leading() -> tuple[Any, QuorumQueue, Replicator, list[BrokerError | No
 
     broker = memory_broker()
     queue = QuorumQueue(broker.catalog.vhosts["/"], "work", durable=True)
-    rep = Replicator(broker, Links(), queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
+    rep = Replicator(broker, Links(("n2", "n3")), queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
     queue.replication = rep
     rep.started(9)
     for _ in range(5):  # the (empty) snapshots go out

@@ -17,7 +17,7 @@ from roost.core.message import Message, Properties
 from roost.core.queues.stream import PRODUCER_HEADER, PUBLISHING_ID_HEADER
 from roost.store.stream_store import StreamFiles
 from tests.brokers import memory_broker
-from tests.unit.test_quorum_inherit import Links
+from tests.quorum_links import Links
 
 
 def record(publishing_id: int) -> Message:
@@ -30,7 +30,7 @@ async def retried(data: Path) -> None:
     vhost = broker.vhosts["/"]
     vhost.declare_queue("s", durable=True, arguments={"x-queue-type": "stream"})
     queue = vhost.queues["s"]
-    rep = StreamReplicator(broker, Links(), queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
+    rep = StreamReplicator(broker, Links(("n2", "n3")), queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
     queue.replication = rep
     rep.started(5)
     for _ in range(5):
