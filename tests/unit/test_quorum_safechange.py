@@ -66,6 +66,8 @@ def test_the_loss_the_rule_prevents() -> None:
         rep.acknowledged("n3", f.ReplicateAck("/", "q", 5, 3, True))
         assert may_regroup(rep, ["n1", "n3", "n4"], adding=True)  # n4 counts as none
 
+    asyncio.run(main())
+
 
 def test_an_empty_member_is_added_when_every_majority_of_the_new_group_meets_a_holder() -> None:
     async def main() -> None:

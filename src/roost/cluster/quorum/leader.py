@@ -31,7 +31,6 @@ from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.catchup import SnapshotStream
 from roost.cluster.quorum.role import LeaderRole
-from roost.cluster.quorum.safechange import held_by, in_every_majority
 from roost.cluster.wire import properties_of
 from roost.core.errors import BrokerError
 from roost.core.queues.entry import Entry
@@ -79,8 +78,6 @@ class Replicator(LeaderRole):
         self.term = 0  # 0 until the election is won
         self.deposed = False
         self.refusing = False  # leaving its group (regroup.py): publishes are refused
-        # a new group being written (safechange.py): a majority of it must hold a commit too
-        self.joining: list[str] | None = None
         # promoted: the index of its term's first record (``inherit``); a member holds
         # what the old term committed once it holds this (the term's first snapshot)
         self.term_start = 0
@@ -354,11 +351,15 @@ class Replicator(LeaderRole):
         self.acked[member] = max(self.acked.get(member, 0), ack.durable_index)
         self._commit()
 
-    def _majority_holds(self) -> int:
-        held = super()._majority_holds()
-        if self.joining is None:
-            return held
-        return min(held, held_by(self, self.joining, in_every_majority(self.joining)))
+    @property
+    def held_here(self) -> int:
+        """Everything it wrote (its own fsync is awaited for publishes only; a delivery or
+        ack record it counts as committed without it is on a majority of the followers)."""
+        return self.index
+
+    @property
+    def committed(self) -> int:
+        return self.commit_index
 
     def _commit(self) -> None:
         if not self.term or not self.serving():  # fenced: confirms wait, as deliveries do

@@ -26,10 +26,11 @@ import secrets
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from roost.cluster.coordinator import Compare, Delete
+from roost.cluster.coordinator import Compare, Delete, Put
 from roost.core.errors import BrokerError, NotFound, PreconditionFailed
 
 if TYPE_CHECKING:
+    from roost.cluster.coordinator import Coordinator
     from roost.cluster.quorum.manager import QuorumManager
 
 REQUEST_WAIT = 15.0  # seconds a request may wait for the leader to apply it
@@ -197,6 +198,20 @@ class MemberControl:
         except BrokerError as exc:
             return {"vhost": key[0], "name": key[1], "result": "error", "error": str(exc)}
         return {"vhost": key[0], "name": key[1], "result": "ok", "members": members}
+
+
+async def answer_refused(
+    coordinator: Coordinator, req_key: str, request: dict[str, Any] | None, why: str
+) -> None:
+    """The leader's answer to a change it did not make: the request is replaced by the
+    error (``MemberControl._ask`` reads it), only if it is still the one applied. A
+    change nobody asked for (growing back) has no one to tell."""
+    if request is None or "id" not in request:
+        return
+    answer = json.dumps({"id": request["id"], "error": why}).encode()
+    await coordinator.txn(
+        [Compare(req_key, "value", json.dumps(request).encode())], [Put(req_key, answer)]
+    )
 
 
 def split_key(prefix: str, key: str) -> tuple[str, Key] | None:

@@ -22,10 +22,10 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from roost.cluster.coordinator import Compare, Delete, Put
+from roost.cluster.coordinator import Delete, Put
 from roost.cluster.quorum import safechange
 from roost.cluster.quorum.leader import Replicator
-from roost.cluster.quorum.members import RECONCILE, Key, split_key, target_of
+from roost.cluster.quorum.members import RECONCILE, Key, answer_refused, split_key, target_of
 from roost.core.queues.quorum import QuorumQueue
 
 if TYPE_CHECKING:
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from roost.cluster.quorum.manager import QuorumManager
 
 log = logging.getLogger("roost.cluster.quorum")
-
-HANDOVER_WAIT = 5.0  # seconds a stream's leader leaving its group waits (stream_members.py)
 
 
 class Regroup:
@@ -208,20 +206,12 @@ class Regroup:
     async def _refuse(
         self, key: Key, rep: Replicator, members: list[str], request: dict[str, Any] | None
     ) -> None:
-        """The new group did not catch up in time: the asker is told (the request is
-        replaced by the error, only if it is still the one applied)."""
-        why = (
-            f"members {members} of '{key[1]}' did not catch up with the leader's commit index "
-            f"{rep.commit_index} within {safechange.CHANGE_WAIT:.0f} s; the group is unchanged"
-        )
+        """The new group did not catch up in time: the asker is told."""
+        why = safechange.refusal(rep, key[1], members)
         log.warning("queue %s: %s", key, why)
-        if request is None or "id" not in request or rep.deposed:
-            return
-        req_key = self.manager._key("quorum-req", key)
-        answer = json.dumps({"id": request["id"], "error": why}).encode()
-        await self.manager.node.coordinator.txn(
-            [Compare(req_key, "value", json.dumps(request).encode())], [Put(req_key, answer)]
-        )
+        if not rep.deposed:
+            req_key = self.manager._key("quorum-req", key)
+            await answer_refused(self.manager.node.coordinator, req_key, request, why)
 
     async def _write(
         self, key: Key, rep: Replicator, election: Election, members: list[str], target: int,

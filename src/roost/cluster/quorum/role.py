@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
+from roost.cluster.quorum.safechange import held_by, in_every_majority
+
 # A leader that heard no acknowledgement from a majority of its members (itself counted)
 # for this many lease TTLs resigns its election. A leader that dies is replaced once its
 # lease expires (one TTL); a leader cut off from its members but not from etcd keeps its
@@ -27,6 +29,9 @@ class LeaderRole:
     stepdown_after = 0.0  # seconds without a majority before resigning; 0: never
     on_lost_majority: Callable[[], None] | None = None
     running: Callable[[], list[str]] = list  # the nodes that hold their etcd lease
+    # a new group being written (safechange.py): every majority of it must meet a holder
+    # of a record before it commits
+    joining: list[str] | None = None
     _last_check = 0.0
 
     @property
@@ -53,8 +58,10 @@ class LeaderRole:
         """The position a majority (this leader counted) holds on disk."""
         held = sorted(
             [self.own_durable, *(self.acked.get(m, 0) for m in self.followers)], reverse=True
-        )
-        return held[self.majority - 1]
+        )[self.majority - 1]
+        if self.joining is None:
+            return held
+        return min(held, held_by(self, self.joining, in_every_majority(self.joining)))  # type: ignore[arg-type]
 
     def lost_majority(self, now: float, also_heard: Collection[str] = ()) -> bool:
         """True when fewer than a majority (this leader counted) answered within

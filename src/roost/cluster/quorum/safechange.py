@@ -1,5 +1,7 @@
-"""When a quorum queue's leader may write a new group record (a member added or taken
-out, a leader handing over), sans-IO but for the wait.
+"""When a quorum queue's or a replicated stream's leader may write a new group record (a
+member added or taken out, a leader handing over), sans-IO but for the wait. Both
+leaders (``leader.Replicator``, ``stream_leader.StreamReplicator``) answer ``Changing``:
+a stream's log index is its offset.
 
 Every confirmed record is held by a majority of the group named in etcd, and the
 members elect from that record (``candidacy.py``). A new record takes effect at once, so
@@ -23,22 +25,39 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from roost.cluster.quorum.leader import Replicator
+from typing import Protocol
 
 CHANGE_WAIT = 10.0  # seconds a change waits for its new group (the asker waits 15)
 POLL = 0.05  # seconds between looks at the members' acks
 
 
-def held_by(rep: Replicator, members: Collection[str], holders: int) -> int:
+class Changing(Protocol):
+    """A leader whose group may change."""
+
+    node: str
+    acked: dict[str, int]  # follower -> the log index it holds on disk
+    deposed: bool
+    # the end of the log it was elected with: what the old term committed is held by a
+    # member once it holds this (its commit index may start below)
+    term_start: int
+
+    @property
+    def held_here(self) -> int:
+        """The log index this leader counts as holding itself."""
+        ...
+
+    @property
+    def committed(self) -> int:
+        """Its commit index."""
+        ...
+
+
+def held_by(rep: Changing, members: Collection[str], holders: int) -> int:
     """The log index at least ``holders`` of ``members`` hold, as the leader knows it:
     each follower's last ack (on disk), 0 for a node not yet a member, and for the leader
-    everything it wrote (its own fsync is awaited for publishes only; a delivery or
-    ack record it counts as committed without it is on a majority of the followers)."""
+    ``held_here``."""
     held = sorted(
-        (rep.index if m == rep.node else rep.acked.get(m, 0) for m in members),
+        (rep.held_here if m == rep.node else rep.acked.get(m, 0) for m in members),
         reverse=True,
     )
     return held[holders - 1] if 0 < holders <= len(held) else 0
@@ -50,8 +69,15 @@ def in_every_majority(members: Collection[str]) -> int:
     return (len(members) + 1) // 2
 
 
+def needed(rep: Changing, upto: int = 0) -> int:
+    """The log index a new group must hold: the commit index (and ``upto``)."""
+    # a promoted leader's commit index starts low, yet the old term committed what it
+    # inherited: that is held once its term's first record (or SYNC) is
+    return max(rep.committed, rep.term_start, upto)
+
+
 def may_regroup(
-    rep: Replicator, members: Collection[str], upto: int = 0, *, adding: bool = False
+    rep: Changing, members: Collection[str], upto: int = 0, *, adding: bool = False
 ) -> bool:
     """May ``rep`` write a record naming ``members``: a majority of them holds its commit
     index (and ``upto``, a hand-over's whole log as it stopped taking publishes).
@@ -60,13 +86,11 @@ def may_regroup(
     one-member queue can grow to two (its newcomer is not needed to hold anything yet).
     The next change asks for a majority again."""
     holders = in_every_majority(members) if adding else len(members) // 2 + 1
-    # a promoted leader's commit index starts at 0, yet the old term committed what it
-    # inherited: that is held once its term's first record (and snapshot) is
-    return held_by(rep, members, holders) >= max(rep.commit_index, rep.term_start, upto)
+    return held_by(rep, members, holders) >= needed(rep, upto)
 
 
 async def until_held(
-    rep: Replicator, members: Collection[str], upto: int = 0, *, adding: bool = False
+    rep: Changing, members: Collection[str], upto: int = 0, *, adding: bool = False
 ) -> bool:
     """Waits (at most ``CHANGE_WAIT`` seconds) until ``may_regroup``; False if it never
     came or ``rep`` stopped leading."""
@@ -79,3 +103,11 @@ async def until_held(
             return False
         await asyncio.sleep(POLL)
     return False
+
+
+def refusal(rep: Changing, name: str, members: Collection[str], upto: int = 0) -> str:
+    """Why a change was not made, as the asker is told it."""
+    return (
+        f"members {list(members)} of '{name}' did not catch up with the leader's commit "
+        f"index {needed(rep, upto)} within {CHANGE_WAIT:.0f} s; the group is unchanged"
+    )

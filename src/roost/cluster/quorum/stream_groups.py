@@ -28,7 +28,6 @@ takes a stream's and hands the rest on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -42,7 +41,7 @@ from roost.cluster.quorum.stream_follower import StreamFollower, open_log
 from roost.cluster.quorum.stream_leader import OFS, SYNC, StreamReplicator
 from roost.cluster.quorum.stream_members import StreamMembers
 from roost.cluster.quorum.stream_standin import Rejoining, StreamStandIn
-from roost.core.errors import BrokerError
+from roost.cluster.quorum.stream_swap import swap_in_copy
 from roost.core.events import QueueDeclared, QueueDeleted
 from roost.core.queues.stream import StreamQueue
 
@@ -83,7 +82,7 @@ class StreamGroups(GroupBase):
         self.elections: dict[Key, Election] = {}  # of the streams led here
         self.kept: set[Key] = set()  # copies found on disk at start, kept for a stand-in
         self.members = StreamMembers(self)
-        self._promoting = False
+        self.promoting = False
         self._hold_recovered()
         # link frames: a stream's come here, the rest go on to the quorum manager
         handlers = node.frame_handlers
@@ -128,10 +127,10 @@ class StreamGroups(GroupBase):
 
     def _changed(self, event: Event) -> None:
         match event:
-            case QueueDeclared(queue=StreamQueue() as queue) if not self._promoting:
+            case QueueDeclared(queue=StreamQueue() as queue) if not self.promoting:
                 if queue.replication is None:
                     self._lead_new(queue)
-            case QueueDeleted(queue=queue) if not self._promoting:
+            case QueueDeleted(queue=queue) if not self.promoting:
                 key = (queue.vhost.name, queue.name)
                 follower = self.following.pop(key, None)
                 if follower is not None:  # deleted everywhere: our copy goes too
@@ -351,7 +350,7 @@ class StreamGroups(GroupBase):
             return
         del self.following[key]
         follower.close()
-        queue = self._swap(vhost, stand_in)
+        queue = swap_in_copy(self, vhost, stand_in)
         rep = StreamReplicator(self.broker, self.node.links, queue, self.name, members)
         rep.stored.update(follower.stored)
         queue.replication = rep
@@ -378,41 +377,6 @@ class StreamGroups(GroupBase):
             election.term,
             queue.log.next_offset,
         )
-
-    def _swap(self, vhost: VHost, stand_in: StreamStandIn) -> StreamQueue:
-        """The member's copy of the log becomes the stream here, in the stand-in's place
-        (its bindings and consumers move over)."""
-        bindings = [
-            (b.source.name, b.routing_key, dict(b.arguments))
-            for ex in vhost.exchanges.values()
-            for b in ex.bindings_to(stand_in)
-        ]
-        consumers = stand_in.moving()  # read through the old leader: moved over
-        self._promoting = True
-        try:
-            queue = StreamQueue(
-                vhost, stand_in.name, durable=True, arguments=dict(stand_in.arguments)
-            )
-            queue.committed = 0
-            with self.defs._apply():
-                vhost.delete_queue(stand_in)
-                vhost.adopt_queue(queue)
-                for source, routing_key, arguments in bindings:
-                    with contextlib.suppress(BrokerError):
-                        vhost.bind(source, queue, routing_key, arguments)
-        finally:
-            self._promoting = False
-        for consumer, resume in consumers:  # from the offset after the last one given
-            consumer.queue = queue
-            try:
-                if resume:
-                    consumer.arguments = dict(resume)
-                queue.add_consumer(consumer)
-            except (AttributeError, BrokerError):
-                consumer.session.consumer_gone(consumer)
-        queue.dispatch()
-        vhost.streams.moved(vhost.name, queue.name)  # publishers here ask Metadata again
-        return queue
 
     async def stop(self) -> None:
         await self._cancel(self.tasks.values())

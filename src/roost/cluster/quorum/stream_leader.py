@@ -156,6 +156,15 @@ class StreamReplicator(LeaderRole):
         self.heard: dict[str, float] = {}  # member -> when its last ack arrived
         queue.committed = 0
 
+    @property
+    def held_here(self) -> int:
+        """What is on its own disk (every record's fsync is awaited)."""
+        return self.own_durable
+
+    @property
+    def committed(self) -> int:
+        return self.commit
+
     def online(self) -> list[str]:
         """This leader and the members whose link is up and that hold what is committed."""
         return [self.node] + [

@@ -7,10 +7,12 @@ stream), the streams' counterpart of ``regroup.py``: one watch of etcd's
 - ``stream-group/VHOST/NAME``: a stand-in's members follow it; a member taken out drops
   its copy and its watch of the election (it no longer campaigns).
 
-A new member gets the leader's ``SYNC`` and catches up through the usual incremental
-catch-up. A leader taken out of its group refuses publishes, waits until the others
-hold its whole log, writes the new group and resigns: the others' failover elects one
-of them; the old leader's stream is replaced by a stand-in and its files go.
+A new group is written only once it holds the leader's commit index, else the change
+is refused after ``CHANGE_WAIT`` seconds (``stream_change.py``). A new member gets the
+leader's ``SYNC`` and catches up through the usual incremental catch-up. A leader taken
+out of its group refuses publishes, waits until a majority of the others hold its whole
+log, writes the new group and resigns: the others' failover elects one of them; the old
+leader's stream is replaced by a stand-in and its files go.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.cluster.coordinator import Delete, Put
 from roost.cluster.quorum.members import RECONCILE, split_key
-from roost.cluster.quorum.regroup import HANDOVER_WAIT
+from roost.cluster.quorum.stream_change import hand_over, regroup
 
 if TYPE_CHECKING:
     from roost.cluster.election import Election
@@ -108,20 +110,18 @@ class StreamMembers:
             if op == "add" and node not in members:
                 members.append(node)
                 target = max(target, len(members))
-                if await self._write(key, rep, election, members, target, request):
-                    rep.members = members
+                if await regroup(self, key, rep, election, members, target, request, adding=True):
                     rep.resync(node)  # its copy is made on this SYNC, then caught up
             elif op in ("delete", "move") and node in members and len(members) > 1:
                 members.remove(node)
                 if op == "delete":  # a move (``shrink``) keeps the size: it grows back
                     target = min(target, len(members))
                 if node == groups.name:
-                    await self._hand_over(key, rep, election, members, target, request)
+                    await hand_over(self, key, rep, election, members, target, request)
                     return
-                rep.members = members  # nothing more is shipped to it
-                rep.acked.pop(node, None)
-                rep.sent.pop(node, None)
-                if await self._write(key, rep, election, members, target, request):
+                if await regroup(self, key, rep, election, members, target, request):
+                    rep.acked.pop(node, None)  # nothing more is shipped to it
+                    rep.sent.pop(node, None)
                     rep._commit()  # a smaller majority may commit more now
             else:  # done already (asked twice)
                 await groups.node.coordinator.delete(groups._key("stream-req", key))
@@ -147,32 +147,6 @@ class StreamMembers:
             self.records[key] = record
             log.info("stream %s: members now %s (target %d)", key, members, target)
         return bool(result.succeeded)
-
-    async def _hand_over(
-        self,
-        key: Key,
-        rep: StreamReplicator,
-        election: Election,
-        members: list[str],
-        target: int,
-        request: dict[str, Any],
-    ) -> None:
-        rep.refusal = f"{rep.queue._where()}: leaving its group"  # publishes refused
-        upto = rep.queue.log.next_offset
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + HANDOVER_WAIT
-        while loop.time() < deadline and any(rep.acked.get(m, 0) < upto for m in members):
-            await asyncio.sleep(0.05)
-        self.left.add(key)
-        if not await self._write(key, rep, election, members, target, request):
-            self.left.discard(key)
-            rep.refusal = ""
-            return
-        self.groups.elections.pop(key, None)
-        self.groups.leading.pop(key, None)
-        rep.close("leadership handed over")
-        await election.resign()
-        log.warning("stream %s: left its group, leadership handed to %s", key, members)
 
     # -- growing back
 
