@@ -79,9 +79,10 @@ def connect(roost: RoostProcess) -> Iterator[Connect]:
     yield _connect
     for conn in opened:
         if conn.is_connected():
-            # After an ERROR frame the server closes the socket; stomp.py may not
-            # have noticed yet, so a DISCONNECT can meet a closed descriptor.
-            with contextlib.suppress(OSError):
+            # After an ERROR frame the server closes the socket; stomp.py may notice
+            # it between the check and the DISCONNECT (no socket any more) or not at
+            # all (a closed descriptor).
+            with contextlib.suppress(OSError, stomp.exception.NotConnectedException):
                 conn.disconnect()
 
 
