@@ -17,7 +17,9 @@ from tests.support import RoostProcess, eventually
 
 
 def test_a_declare_on_one_node_is_seen_by_the_other_when_declare_ok_arrives(
-    pair: tuple[RoostProcess, RoostProcess], shared_etcd: EtcdServer, etcd_prefix: str  # noqa: F811
+    pair: tuple[RoostProcess, RoostProcess],  # noqa: F811
+    shared_etcd: EtcdServer,
+    etcd_prefix: str,
 ) -> None:
     n1, n2 = pair
     c1, ch1 = channel(n1)
