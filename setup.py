@@ -30,6 +30,7 @@ COMPILED = [
     "src/roost/amqp/connection.py",
     "src/roost/amqp/connection_events.py",
     "src/roost/stomp/frames.py",
+    "src/roost/stomp/frame_encoding.py",
     "src/roost/amqp/session.py",
     "src/roost/amqp/handlers.py",
     "src/roost/amqp/channel_context.py",

@@ -34,7 +34,8 @@ from roost.client import Connection, connect
 from roost.client.aio import new_event_loop
 from roost.mqtt.codec import encode
 from roost.mqtt.packets import PubAck, Publish
-from roost.stomp.frames import NEED_DATA, Frame, FrameParser, serialize
+from roost.stomp.frame_encoding import serialize
+from roost.stomp.frames import NEED_DATA, Frame, FrameParser
 
 
 def _run(coro: Any) -> None:

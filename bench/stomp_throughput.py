@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 import _brokers  # a sibling module, not a package
 from _measure import cpu_seconds, listener_pid
 
-from roost.stomp.frames import NEED_DATA, Frame, FrameParser, serialize
+from roost.stomp.frame_encoding import serialize
+from roost.stomp.frames import NEED_DATA, Frame, FrameParser
 
 CONNECT = serialize(
     "CONNECT", {"accept-version": "1.2", "login": "guest", "passcode": "guest", "host": "/"}

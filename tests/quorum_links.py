@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from roost.cluster.link import frames as f
+from roost.cluster.quorum import records as r
+
 
 class Wire:
     up = True
@@ -31,3 +34,11 @@ class Links:
         if self.open_to_all and member not in self.wires:
             self.wires[member] = Wire(member)
         return self.wires.get(member)
+
+
+def enq(seq: int) -> bytes:
+    return r.enq(seq, False, "", "q", b"\x00\x00", f"m{seq}".encode())
+
+
+def batch(term: int, first: int, *entries: bytes) -> f.Replicate:
+    return f.Replicate("/", "q", term, first, 0, list(entries))

@@ -30,6 +30,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.amqp.connection",
     "roost.amqp.connection_events",
     "roost.stomp.frames",
+    "roost.stomp.frame_encoding",
     "roost.amqp.session",
     "roost.amqp.handlers",
     "roost.amqp.channel_context",

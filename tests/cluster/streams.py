@@ -13,8 +13,9 @@ from roost.store.paths import stream_dir
 from roost.store.stream_codec import decode_stream_message
 from roost.store.stream_log import StreamLog
 from roost.stream_protocol.frames import ResolveOffsetSpecResponse, StreamStatsResponse
-from tests.cluster.test_quorum import queue_json
-from tests.stream_protocol.test_server import _raw_session
+from tests.cluster.nodes import queue_json
+from tests.confirming import publish_confirmed
+from tests.stream_protocol.clients import _raw_session
 from tests.support import RoostProcess
 
 STREAM = {"x-queue-type": "stream"}
@@ -109,3 +110,29 @@ async def ask(node: RoostProcess, frame: Any) -> Any:
                 return answer
     finally:
         await raw.close()
+
+
+def publisher(
+    server: RoostProcess, queue: str, confirmed: list[bytes], stop: threading.Event
+) -> None:
+    """Publishes persistent messages with confirms, one at a time; a nacked or unanswered
+    one is given up (its body never counts as confirmed) and the next gets a new body."""
+
+    def settled(n: int, ok: bool, _began: float) -> None:
+        if ok:
+            confirmed.append(message(n))
+
+    publish_confirmed(server.url, queue, stop, message, settled, persistent=True)
+
+
+def message(n: int) -> bytes:
+    return f"m{n:06d}".encode()
+
+
+def check(log: dict[int, bytes], confirmed: list[bytes]) -> None:
+    """Offsets from 0 without a gap, no body twice, every confirmed body there."""
+    assert sorted(log) == list(range(len(log))), "a gap in the offsets"
+    bodies = list(log.values())
+    assert len(set(bodies)) == len(bodies), "a message stored twice"
+    missing = set(confirmed) - set(bodies)
+    assert not missing, f"{len(missing)} confirmed messages lost: {sorted(missing)[:5]}"

@@ -25,8 +25,8 @@ import aio_pika
 from roost.cluster.etcd_server import EtcdServer
 from roost.core.flow import HIGH_MESSAGES
 from tests.cluster.conftest import node
-from tests.cluster.test_definitions import channel
-from tests.cluster.test_hop_flow import FLOOD_SCRIPT, slow_consumer
+from tests.cluster.flood import FLOOD_SCRIPT, slow_consumer
+from tests.cluster.nodes import channel
 from tests.support import eventually
 
 HELD = 50  # publishes to the congested queue: far below the hop's window (2,000)

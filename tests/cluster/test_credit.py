@@ -11,7 +11,7 @@ import httpx
 from roost.cluster.etcd_server import EtcdServer
 from roost.cluster.home import CREDIT, CREDIT_PER_PREFETCH
 from tests.cluster.conftest import node
-from tests.cluster.test_definitions import channel
+from tests.cluster.nodes import channel
 from tests.support import eventually
 
 MESSAGES = 3000

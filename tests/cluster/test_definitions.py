@@ -5,52 +5,21 @@ queue (or exchange) with different arguments give exactly one 406."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pika
-import pytest
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
-from tests.cluster.test_nodes import etcd_keys
+from tests.cluster.nodes import channel, etcd_keys, pair, refused  # noqa: F401  (pair: the fixture)
 from tests.support import RoostProcess, eventually
 
 
-@pytest.fixture
-def pair(
-    shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
-) -> Iterator[tuple[RoostProcess, RoostProcess]]:
-    n1 = node(shared_etcd, tmp_path / "n1", "n1", prefix=etcd_prefix).start()
-    n2 = node(shared_etcd, tmp_path / "n2", "n2", prefix=etcd_prefix).start()
-    try:
-        yield n1, n2
-    finally:
-        n1.kill()
-        n2.kill()
-    for n in (n1, n2):
-        assert "Traceback" not in n.log, n.log
-
-
-def channel(
-    server: RoostProcess, user: str = "guest", password: str = "guest"
-) -> tuple[pika.BlockingConnection, pika.adapters.blocking_connection.BlockingChannel]:
-    params = pika.URLParameters(f"amqp://{user}:{password}@127.0.0.1:{server.amqp_port}/%2F")
-    conn = pika.BlockingConnection(params)
-    return conn, conn.channel()
-
-
-def refused(call: object, *args: object, **kwargs: object) -> int:
-    try:
-        call(*args, **kwargs)  # type: ignore[operator]
-    except pika.exceptions.ChannelClosedByBroker as exc:
-        return int(exc.reply_code)
-    return 0
-
-
 def test_a_declare_on_one_node_is_seen_by_the_other_when_declare_ok_arrives(
-    pair: tuple[RoostProcess, RoostProcess], shared_etcd: EtcdServer, etcd_prefix: str
+    pair: tuple[RoostProcess, RoostProcess],  # noqa: F811
+    shared_etcd: EtcdServer,
+    etcd_prefix: str,
 ) -> None:
     n1, n2 = pair
     c1, ch1 = channel(n1)
@@ -99,7 +68,7 @@ def test_a_declare_on_one_node_is_seen_by_the_other_when_declare_ok_arrives(
         )
 
 
-def test_http_definitions_reach_every_node(pair: tuple[RoostProcess, RoostProcess]) -> None:
+def test_http_definitions_reach_every_node(pair: tuple[RoostProcess, RoostProcess]) -> None:  # noqa: F811
     n1, n2 = pair
     auth = ("guest", "guest")
     with httpx.Client(auth=auth, timeout=10) as http:
@@ -133,7 +102,7 @@ def test_http_definitions_reach_every_node(pair: tuple[RoostProcess, RoostProces
 
 
 def test_two_nodes_racing_to_declare_a_queue_differently_get_one_406(
-    pair: tuple[RoostProcess, RoostProcess],
+    pair: tuple[RoostProcess, RoostProcess],  # noqa: F811
 ) -> None:
     n1, n2 = pair
     rounds = 15

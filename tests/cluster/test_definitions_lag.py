@@ -20,7 +20,8 @@ import pika
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
 from tests.cluster.history import History, body
-from tests.cluster.test_quorum import QUORUM, TTL
+from tests.cluster.nodes import TTL
+from tests.cluster.quorum_queues import QUORUM
 
 
 def test_a_node_behind_on_definitions_nacks_what_it_cannot_route(

@@ -13,7 +13,7 @@ import pika
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
 from tests.cluster.history import History
-from tests.cluster.test_nodes import etcd_keys
+from tests.cluster.nodes import etcd_keys
 from tests.confirming import publish_recorded
 from tests.support import RoostProcess, eventually
 

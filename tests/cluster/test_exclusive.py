@@ -9,7 +9,7 @@ from pathlib import Path
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
-from tests.cluster.test_definitions import channel, refused
+from tests.cluster.nodes import channel, refused
 from tests.support import eventually
 
 

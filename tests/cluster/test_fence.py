@@ -23,8 +23,8 @@ import pika
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
+from tests.cluster.management_api import put, shovel_rows
 from tests.cluster.tcp_proxy import Proxy
-from tests.cluster.test_parameters import put, shovel_rows
 from tests.support import RoostProcess, eventually, free_port
 
 TTL = ("--cluster-lease-ttl", "2")

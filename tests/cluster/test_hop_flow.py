@@ -9,47 +9,22 @@ test_confirm_order.py's.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from roost.cluster.etcd_server import EtcdServer
 from roost.core.flow import HIGH_MESSAGES
 from tests.cluster.conftest import node
-from tests.cluster.test_definitions import channel
-from tests.support import RoostProcess, eventually
+from tests.cluster.flood import FLOOD_SCRIPT, slow_consumer
+from tests.cluster.nodes import channel
+from tests.support import eventually
 
 FLOOD = 4 * HIGH_MESSAGES
 
 
-# a producer that never waits (no confirms), held only by flow control; in a process of
-# its own, since a held publisher blocks in its socket write until the test ends
-FLOOD_SCRIPT = """
-import sys, pika
-conn = pika.BlockingConnection(pika.URLParameters(sys.argv[1]))
-ch = conn.channel()
-for i in range(int(sys.argv[3])):
-    ch.basic_publish("", sys.argv[2], b"m%d" % i)
-conn.close()
-"""
 FAST = 5_000  # more than one socket read: a held publisher would stop part way
-
-
-def slow_consumer(server: RoostProcess, stop: threading.Event) -> None:
-    """Acks one message every 50 ms: its queue drains, too slowly for its producer."""
-    with contextlib.suppress(Exception):
-        conn, ch = channel(server)
-        ch.basic_qos(prefetch_count=1)
-        for method, _props, _body in ch.consume("slow", inactivity_timeout=0.05):
-            if stop.is_set():
-                break
-            if method is not None:
-                time.sleep(0.05)  # the slowness is the point
-                ch.basic_ack(method.delivery_tag)
-        conn.close()
 
 
 def test_a_congested_queue_holds_its_publisher_on_another_node_and_no_other(

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -19,15 +18,10 @@ import pytest
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
+from tests.cluster.management_api import api
 from tests.support import RoostProcess, eventually
 
 TTL = ("--cluster-lease-ttl", "4")  # short, with room for a loaded box
-
-
-def api(server: RoostProcess, path: str) -> Any:
-    reply = httpx.get(server.http_url + path, auth=("guest", "guest"), timeout=10)
-    assert reply.status_code == 200, (path, reply.status_code, reply.text)
-    return reply.json()
 
 
 def ctl(server: RoostProcess, *args: str) -> str:

@@ -4,7 +4,6 @@ once, clear refusals when etcd is out of reach or the name is taken."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -14,18 +13,8 @@ import pika
 
 from roost.cluster.etcd_server import EtcdServer, free_port
 from tests.cluster.conftest import node
+from tests.cluster.nodes import etcd_keys
 from tests.support import RoostProcess
-
-
-def etcd_keys(etcd: EtcdServer, prefix: str) -> dict[str, dict[str, object]]:
-    out = subprocess.run(
-        ["etcdctl", "--endpoints", etcd.endpoint, "get", "--prefix", prefix],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"},
-    ).stdout.splitlines()
-    return {out[i]: json.loads(out[i + 1]) for i in range(0, len(out), 2)}
 
 
 def test_three_nodes_join_and_a_killed_one_is_seen_down(etcd: EtcdServer, tmp_path: Path) -> None:

@@ -6,29 +6,17 @@ A dynamic shovel, whose parameter is on every node, runs on one node of the clus
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from tests.cluster.test_definitions import channel, pair  # noqa: F401  (pair: the fixture)
+from tests.cluster.management_api import AUTH, put, shovel_rows, status
+from tests.cluster.nodes import channel, pair  # noqa: F401  (pair: the fixture)
 from tests.support import RoostProcess, eventually
-
-AUTH = ("guest", "guest")
-
-
-def put(server: RoostProcess, path: str, body: Any) -> None:
-    reply = httpx.put(server.http_url + path, json=body, auth=AUTH, timeout=10)
-    assert reply.status_code in (201, 204), (path, reply.status_code, reply.text)
 
 
 def delete(server: RoostProcess, path: str) -> None:
     reply = httpx.delete(server.http_url + path, auth=AUTH, timeout=10)
     assert reply.status_code == 204, (path, reply.status_code, reply.text)
-
-
-def status(server: RoostProcess, path: str) -> tuple[int, Any]:
-    reply = httpx.get(server.http_url + path, auth=AUTH, timeout=10)
-    return reply.status_code, reply.json() if reply.status_code == 200 else None
 
 
 def test_parameters_set_and_deleted_on_one_node_are_so_on_the_other(
@@ -65,10 +53,6 @@ def test_parameters_set_and_deleted_on_one_node_are_so_on_the_other(
     n2.start()
     eventually(lambda: status(n2, "/api/parameters/federation-upstream/%2F/up2")[0] == 200)
     assert status(n2, upstream)[0] == 404
-
-
-def shovel_rows(server: RoostProcess) -> list[str]:
-    return [r["name"] for r in status(server, "/api/shovels/%2F")[1] if r["state"] == "running"]
 
 
 def test_a_dynamic_shovel_runs_on_one_node_of_the_cluster(

@@ -13,9 +13,8 @@ import pytest
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
-from tests.cluster.test_definitions import channel, refused
-from tests.cluster.test_management import api
-from tests.cluster.test_nodes import etcd_keys
+from tests.cluster.management_api import api
+from tests.cluster.nodes import channel, etcd_keys, refused
 from tests.support import eventually
 
 

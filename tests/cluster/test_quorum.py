@@ -12,125 +12,16 @@ import httpx
 import pika
 
 from roost.cluster.etcd_server import EtcdServer
-from tests.cluster.conftest import node
-from tests.cluster.history import History, body
-from tests.confirming import publish_confirmed
-from tests.support import RoostProcess, eventually
-
-TTL = ("--cluster-lease-ttl", "2")
-QUORUM = {"x-queue-type": "quorum"}
-
-
-def three_nodes(etcd: EtcdServer, prefix: str, tmp_path: Path) -> list[RoostProcess]:
-    nodes = [node(etcd, tmp_path / f"n{i}", f"n{i}", *TTL, prefix=prefix) for i in (1, 2, 3)]
-    for n in nodes:
-        n.start()
-    # n1 declares the queues: it must see the others running (the group is chosen from
-    # the nodes running at the declaration) and have its links to them
-    for other in ("n2", "n3"):
-        nodes[0].wait_for_log(f"node '{other}' is up")
-        nodes[0].wait_for_log(f"link with {other} up")
-    nodes[1].wait_for_log("link with n3 up")
-    return nodes
-
-
-def queue_json(server: RoostProcess, name: str) -> dict[str, object]:
-    shown = httpx.get(f"{server.http_url}/api/queues/%2F/{name}", auth=("guest", "guest"))
-    assert shown.status_code == 200, shown.text
-    data: dict[str, object] = shown.json()
-    return data
-
-
-def publisher(
-    server: RoostProcess, name: str, queue: str, h: History, stop: threading.Event,
-    times: list[tuple[float, float]],
-) -> None:  # fmt: skip
-    """Publishes in order with confirms, persistent; a nacked or unanswered publish is
-    republished under the next id (a nacked message may still arrive: at least once, so
-    the checker must not take its republished copy for a redelivery). ``times``: (began,
-    confirmed)."""
-
-    def settled(n: int, ok: bool, began: float) -> None:
-        h.confirm((name, n), ok=ok)
-        if ok:
-            times.append((began, time.monotonic()))
-
-    publish_confirmed(
-        server.url, queue, stop, lambda n: body(name, n, 256), settled,
-        sending=lambda n: h.publish((name, n), queue), persistent=True,
-    )  # fmt: skip
-
-
-def consumer(
-    server: RoostProcess, queue: str, h: History, stop: threading.Event,
-    hold: threading.Event, killed: threading.Event, counts: list[int],
-    holding: threading.Event | None = None,
-) -> None:  # fmt: skip
-    """Acks each delivery, except while ``hold`` is set before the kill: those are
-    acked after the kill without being recorded (the dead leader never sees the ack, so
-    the new one rightly delivers them again). ``counts``: x-delivery-count of redeliveries.
-    ``holding`` is set once a delivery is held unacked."""
-    stale: list[int] = []
-    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-        ch = conn.channel()
-        ch.basic_qos(prefetch_count=50)
-        for method, props, raw in ch.consume(queue, inactivity_timeout=0.1):
-            if killed.is_set() and stale:
-                for tag in stale:
-                    ch.basic_ack(tag)
-                stale.clear()
-            if method is None:
-                if stop.is_set():
-                    break
-                continue
-            msg = h.deliver("c", raw, method.redelivered)
-            if method.redelivered:
-                counts.append(int((props.headers or {}).get("x-delivery-count", 0)))
-            if hold.is_set() and not killed.is_set():
-                stale.append(method.delivery_tag)
-                if holding is not None:
-                    holding.set()
-                continue
-            ch.basic_ack(method.delivery_tag)
-            h.ack(msg)
-
-
-def wind_down(
-    h: History,
-    publishers: list[threading.Thread],
-    consumer_thread: threading.Thread,
-    stop: threading.Event,
-    stop_publishing: threading.Event,
-) -> None:
-    """Stops the publishers, lets the consumer catch up with everything confirmed (the
-    checker says what it did not get) and stops it."""
-    stop_publishing.set()
-    for t in publishers:
-        t.join(20)
-    with contextlib.suppress(AssertionError):
-        eventually(lambda: h.confirmed <= {m for _q, m, _r in h.deliveries}, 20)
-    stop.set()
-    consumer_thread.join(20)
-
-
-def confirm_in_background(
-    server: RoostProcess, queue: str, message: bytes, wait: float
-) -> tuple[threading.Thread, list[str]]:
-    """Publishes ``message`` with a confirm from a thread, waits ``wait`` seconds and
-    returns the thread and its outcome (``["confirmed"]`` once confirmed)."""
-    outcome: list[str] = []
-
-    def publish_one() -> None:
-        with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-            ch = conn.channel()
-            ch.confirm_delivery()
-            ch.basic_publish("", queue, message)
-            outcome.append("confirmed")
-
-    t = threading.Thread(target=publish_one)
-    t.start()
-    t.join(wait)
-    return t, outcome
+from tests.cluster.history import History
+from tests.cluster.nodes import TTL, queue_json, three_nodes  # noqa: F401  (TTL too: tests on open branches import the three from here)
+from tests.cluster.quorum_queues import (
+    QUORUM,
+    confirm_in_background,
+    consumer,
+    publisher,
+    wind_down,
+)
+from tests.support import eventually
 
 
 def test_quorum_queue_is_replicated_and_shown_with_its_members(

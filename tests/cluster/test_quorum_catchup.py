@@ -12,7 +12,7 @@ from roost.cluster.quorum import records as r
 from roost.cluster.quorum.follower import Follower
 from roost.store.memory import MemoryStore
 from tests.cluster import catchup
-from tests.cluster.test_quorum_follower import Wire, batch, enq
+from tests.quorum_links import Wire, batch, enq
 
 
 def test_a_follower_20000_behind_catches_up_and_serves_everything_confirmed_after_the_leader_dies(

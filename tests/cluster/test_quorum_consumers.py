@@ -11,8 +11,8 @@ from pathlib import Path
 import pika
 
 from roost.cluster.etcd_server import EtcdServer
-from tests.cluster.test_quorum import QUORUM, queue_json, three_nodes
-from tests.cluster.test_quorum_members import ctl, publish
+from tests.cluster.nodes import queue_json, three_nodes
+from tests.cluster.quorum_queues import QUORUM, ctl, publish
 
 
 def test_a_consumer_on_the_old_leaders_node_stays_through_a_leader_change(

@@ -15,14 +15,8 @@ import pytest
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.history import History
-from tests.cluster.test_quorum import (
-    QUORUM,
-    consumer,
-    publisher,
-    queue_json,
-    three_nodes,
-    wind_down,
-)
+from tests.cluster.nodes import queue_json, three_nodes
+from tests.cluster.quorum_queues import QUORUM, consumer, publisher, wind_down
 from tests.support import eventually
 
 

@@ -23,10 +23,9 @@ import pika
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
 from tests.cluster.history import History, body
+from tests.cluster.nodes import queue_json
+from tests.cluster.quorum_queues import QUORUM, checked, own_leader, publisher, wind_down
 from tests.cluster.tcp_proxy import Proxy
-from tests.cluster.test_quorum import QUORUM, publisher, queue_json, wind_down
-from tests.cluster.test_quorum_partition import checked
-from tests.cluster.test_quorum_sync import own_leader
 from tests.support import RoostProcess, eventually, free_port
 
 TTL = ("--cluster-lease-ttl", "2")

@@ -8,15 +8,7 @@ from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.follower import Follower
 from roost.store.memory import MemoryStore
-from tests.quorum_links import Wire
-
-
-def enq(seq: int) -> bytes:
-    return r.enq(seq, False, "", "q", b"\x00\x00", f"m{seq}".encode())
-
-
-def batch(term: int, first: int, *entries: bytes) -> f.Replicate:
-    return f.Replicate("/", "q", term, first, 0, list(entries))
+from tests.quorum_links import Wire, batch, enq
 
 
 def synced(term: int) -> Follower:

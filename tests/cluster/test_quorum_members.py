@@ -7,8 +7,6 @@ confirmed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,39 +16,9 @@ import pika
 from roost.cluster.etcd_server import EtcdServer
 from roost.cluster.quorum.members import RECONCILE
 from tests.cluster.conftest import node
-from tests.cluster.test_quorum import TTL, queue_json, three_nodes
+from tests.cluster.nodes import TTL, queue_json, three_nodes
+from tests.cluster.quorum_queues import ctl, members, publish
 from tests.support import RoostProcess, eventually
-
-
-def ctl(server: RoostProcess, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "roost", "ctl", "--url", server.http_url, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert (done.returncode == 0) == ok, (args, done.stdout, done.stderr)
-    return done
-
-
-def members(server: RoostProcess, queue: str) -> list[str]:
-    return sorted(queue_json(server, queue)["members"])  # type: ignore[arg-type]
-
-
-def publish(server: RoostProcess, queue: str, bodies: list[bytes]) -> None:
-    """Each body confirmed (a nack during a leader change is republished)."""
-    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-        ch = conn.channel()
-        ch.confirm_delivery()
-        for raw in bodies:
-            for _ in range(100):
-                try:
-                    ch.basic_publish("", queue, raw, pika.BasicProperties(delivery_mode=2))
-                    break
-                except pika.exceptions.NackError:
-                    conn.sleep(0.1)
-            else:
-                raise AssertionError(f"{raw!r} never confirmed")
 
 
 def consume_all(server: RoostProcess, queue: str) -> list[bytes]:

@@ -21,10 +21,10 @@ import pytest
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.history import History
 from tests.cluster.netns_nodes import NetnsNode, Subnet
-from tests.cluster.test_quorum import QUORUM, consumer, publisher, queue_json, wind_down
-from tests.cluster.test_quorum_sync import own_leader
-from tests.cluster.test_stream_replicas import STREAM, check, leader_of, read_all
-from tests.cluster.test_stream_replicas import publisher as stream_publisher
+from tests.cluster.nodes import queue_json
+from tests.cluster.quorum_queues import QUORUM, checked, consumer, own_leader, publisher, wind_down
+from tests.cluster.streams import STREAM, check, leader_of, read_all
+from tests.cluster.streams import publisher as stream_publisher
 from tests.support import eventually
 
 
@@ -48,13 +48,6 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Subnet, list[NetnsNode]]]:
             for n in nodes:
                 n.kill()
             etcd.kill()
-
-
-def checked(h: History) -> None:
-    again = set(h.redelivered_after_ack)
-    flags = {m: [r for _q, d, r in h.deliveries if d == m][1:] for m in again}
-    assert [m for m, f in flags.items() if not all(f)] == [], "acked, delivered again unflagged"
-    assert [p for p in h.problems() if not p.startswith("delivered again after its ack")] == []
 
 
 @pytest.mark.parametrize("cut_from", ["etcd", "members"])

@@ -19,19 +19,18 @@ from roost.cluster.coordinator import Coordinator
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
 from tests.cluster.history import History
-from tests.cluster.test_quorum import (
+from tests.cluster.nodes import TTL, queue_json, three_nodes
+from tests.cluster.quorum_queues import (
+    LOCAL,
     QUORUM,
-    TTL,
     consumer,
+    own_leader,
+    publish,
     publisher,
-    queue_json,
-    three_nodes,
+    ui_replicas,
     wind_down,
 )
-from tests.cluster.test_quorum_members import publish
-from tests.support import RoostProcess, browser_page, eventually
-
-LOCAL = {"X-Roost-Node-Local": "1"}  # the asked node's own view (no asking the leader)
+from tests.support import RoostProcess, eventually
 
 
 def test_a_redelivery_after_failover_carries_its_delivery_count(
@@ -77,34 +76,6 @@ def online(server: RoostProcess, queue: str) -> list[str]:
     )
     assert shown.status_code == 200, shown.text
     return sorted(shown.json()["online"])
-
-
-def own_leader(server: RoostProcess, queue: str) -> object:
-    shown = httpx.get(
-        f"{server.http_url}/api/queues/%2F/{queue}", auth=("guest", "guest"), headers=LOCAL
-    )
-    return shown.json()["leader"]
-
-
-def ui_replicas(server: RoostProcess, queue: str) -> None:
-    """The web UI's queue page: leader, every member, which are in sync (n3 is not)."""
-    from playwright.sync_api import expect
-
-    with browser_page() as page:
-        page.goto(server.http_url + "/")
-        login = page.get_by_test_id("login")
-        login.locator("input[name=username]").fill("guest")
-        login.locator("input[name=password]").fill("guest")
-        login.get_by_role("button", name="Sign in").click()
-        expect(page.locator("#whoami")).to_contain_text("guest")
-        page.goto(f"{server.http_url}/#/queues/%2F/{queue}")
-        expect(page.get_by_test_id("queue-leader")).to_contain_text(
-            "Leader n1: 2 of 3 members online"
-        )
-        rows = page.get_by_test_id("queue-replicas-table").locator("tbody tr")
-        expect(rows).to_have_count(3)
-        texts = sorted(" ".join(r.inner_text().split()) for r in rows.all())
-        assert texts == ["n1 leader yes", "n2 follower yes", "n3 follower no"], texts
 
 
 def has_lease(etcd: EtcdServer, prefix: str, name: str) -> bool:

@@ -10,7 +10,7 @@ import pika
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.conftest import node
-from tests.cluster.test_definitions import channel
+from tests.cluster.nodes import channel
 
 
 def test_get_purge_and_counts_of_a_queue_homed_on_the_other_node(

@@ -16,8 +16,8 @@ from roost.cluster.coordinator import Coordinator
 from roost.cluster.etcd_server import EtcdServer
 from roost.cluster.urls import parse_cluster_url
 from tests.cluster.conftest import node
-from tests.cluster.test_definitions import channel
-from tests.cluster.test_parameters import put, shovel_rows, status
+from tests.cluster.management_api import put, shovel_rows, status
+from tests.cluster.nodes import channel
 from tests.support import RoostProcess, eventually
 
 KEY = "shovel///fan"  # the election's key for shovel 'fan' in vhost '/'

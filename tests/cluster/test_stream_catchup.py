@@ -14,9 +14,9 @@ import pika
 from roost.cluster.etcd_server import EtcdServer
 from roost.store.paths import stream_dir
 from roost.store.stream_truncate import read_mark
+from tests.cluster.nodes import three_nodes
+from tests.cluster.quorum_queues import ui_replicas
 from tests.cluster.streams import STREAM, leader_of, online, publish, replica
-from tests.cluster.test_quorum import three_nodes
-from tests.cluster.test_quorum_sync import ui_replicas
 from tests.support import RoostProcess, eventually
 
 SYNCED = re.compile(r"member (n\d) synced at offset (\d+), shipping (\d+) records")

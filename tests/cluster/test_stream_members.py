@@ -15,10 +15,10 @@ from roost.cluster.etcd_server import EtcdServer
 from roost.cluster.quorum.members import RECONCILE
 from roost.store.paths import stream_dir
 from tests.cluster.conftest import node
+from tests.cluster.nodes import TTL, three_nodes
+from tests.cluster.quorum_queues import ctl, members
+from tests.cluster.quorum_queues import publish as publish_each
 from tests.cluster.streams import leader_of, online, publish, replica
-from tests.cluster.test_quorum import TTL, three_nodes
-from tests.cluster.test_quorum_members import ctl, members
-from tests.cluster.test_quorum_members import publish as publish_each
 from tests.support import eventually
 
 

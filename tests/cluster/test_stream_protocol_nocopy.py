@@ -22,8 +22,8 @@ from roost.stream_protocol.frames import (
     ResolveOffsetSpec,
     StreamStats,
 )
+from tests.cluster.nodes import queue_json, three_nodes
 from tests.cluster.streams import ask
-from tests.cluster.test_quorum import queue_json, three_nodes
 from tests.support import RoostProcess, eventually
 
 RECORDS = 10

@@ -31,9 +31,9 @@ from roost.stream_protocol.frames import (
     StoreOffset,
     StreamStats,
 )
+from tests.cluster.nodes import queue_json, three_nodes
 from tests.cluster.streams import ask
-from tests.cluster.test_quorum import queue_json, three_nodes
-from tests.stream_protocol.test_server import _raw_session
+from tests.stream_protocol.clients import _raw_session
 from tests.support import RoostProcess, eventually
 
 STREAM = "s"

@@ -22,7 +22,7 @@ from rstream.exceptions import LeaderNotAvailable
 from rstream.recovery import BackOffRecoveryStrategy
 
 from roost.cluster.etcd_server import EtcdServer
-from tests.cluster.test_quorum import queue_json, three_nodes
+from tests.cluster.nodes import queue_json, three_nodes
 from tests.support import RoostProcess, eventually
 
 STREAM = "s"

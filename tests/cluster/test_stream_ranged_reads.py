@@ -11,8 +11,8 @@ from roost.cluster.etcd_server import EtcdServer
 from roost.pipeline.amqp import Client, properties
 from roost.pipeline.chunks import records
 from roost.pipeline.reading import RoostPartition, read_partition
+from tests.cluster.nodes import queue_json, three_nodes
 from tests.cluster.streams import online
-from tests.cluster.test_quorum import queue_json, three_nodes
 from tests.support import RoostProcess, eventually
 
 

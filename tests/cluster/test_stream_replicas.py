@@ -10,36 +10,18 @@ from pathlib import Path
 import pika
 
 from roost.cluster.etcd_server import EtcdServer
-from tests.cluster.streams import STREAM, follower_reader, leader_of, online, read_all
-from tests.cluster.test_quorum import confirm_in_background, queue_json, three_nodes
-from tests.confirming import publish_confirmed
-from tests.support import RoostProcess, eventually
-
-
-def publisher(
-    server: RoostProcess, queue: str, confirmed: list[bytes], stop: threading.Event
-) -> None:
-    """Publishes persistent messages with confirms, one at a time; a nacked or unanswered
-    one is given up (its body never counts as confirmed) and the next gets a new body."""
-
-    def settled(n: int, ok: bool, _began: float) -> None:
-        if ok:
-            confirmed.append(message(n))
-
-    publish_confirmed(server.url, queue, stop, message, settled, persistent=True)
-
-
-def message(n: int) -> bytes:
-    return f"m{n:06d}".encode()
-
-
-def check(log: dict[int, bytes], confirmed: list[bytes]) -> None:
-    """Offsets from 0 without a gap, no body twice, every confirmed body there."""
-    assert sorted(log) == list(range(len(log))), "a gap in the offsets"
-    bodies = list(log.values())
-    assert len(set(bodies)) == len(bodies), "a message stored twice"
-    missing = set(confirmed) - set(bodies)
-    assert not missing, f"{len(missing)} confirmed messages lost: {sorted(missing)[:5]}"
+from tests.cluster.nodes import queue_json, three_nodes
+from tests.cluster.quorum_queues import confirm_in_background
+from tests.cluster.streams import (
+    STREAM,
+    check,
+    follower_reader,
+    leader_of,
+    online,
+    publisher,
+    read_all,
+)
+from tests.support import eventually
 
 
 def test_a_replicated_stream_survives_kill_9_of_its_leader_at_the_same_offsets(

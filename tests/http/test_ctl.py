@@ -11,21 +11,8 @@ from typing import Any
 import httpx
 
 from tests.http.conftest import json_of
+from tests.http.ctl_runs import ctl
 from tests.support import RoostProcess
-
-
-def ctl(
-    server: RoostProcess, *args: str, ok: bool = True, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "roost", "ctl", "--url", server.http_url, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-    )
-    assert (done.returncode == 0) == ok, (args, done.stdout, done.stderr)
-    return done
 
 
 def js(server: RoostProcess, *args: str) -> Any:

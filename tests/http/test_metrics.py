@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import socket
 from collections.abc import Iterator
 
@@ -10,22 +9,8 @@ import httpx
 import pika
 import pytest
 
+from tests.http.exposition import parse
 from tests.support import RoostProcess, eventually
-
-# a sample value: a float in any notation Prometheus allows (5.78e-05 included)
-LINE = re.compile(r"^([a-z_]+)(\{[^}]*\})? ([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|Inf|NaN))$")
-
-
-def parse(text: str) -> dict[str, float]:
-    """``name{labels}`` -> value; also checks every line is valid exposition format."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("# HELP ") or line.startswith("# TYPE "):
-            continue
-        m = LINE.match(line)
-        assert m, f"not Prometheus text: {line!r}"
-        out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
 
 
 def test_aggregated(mgmt: RoostProcess, amqp: pika.BlockingConnection, name: str) -> None:

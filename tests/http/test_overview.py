@@ -6,7 +6,7 @@ import httpx
 import pika
 
 from tests.http.conftest import json_of
-from tests.http.test_ctl import ctl
+from tests.http.ctl_runs import ctl
 from tests.support import RoostProcess, eventually
 
 

@@ -6,7 +6,6 @@ to deliveries and to confirms."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import time
@@ -18,23 +17,11 @@ import pika
 import pytest
 import stomp
 
+from tests.http.exposition import series
 from tests.support import RoostProcess, eventually, prerequisite
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD_SERIES = ROOT / "docs" / "metrics" / "rabbitmq-dashboards.txt"
-SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
-
-
-def series(text: str) -> dict[str, float]:
-    """``name{labels}`` -> value, every sample line."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line:
-            continue
-        m = SAMPLE.match(line)
-        assert m, f"not a sample line: {line!r}"
-        out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
 
 
 def names(text: str) -> set[str]:

@@ -8,7 +8,7 @@ import uuid
 import httpx
 
 from roost.mqtt.packets import MQTT_3_1, MQTT_5, ConnAck, Connect, Publish
-from tests.http.test_metrics import parse
+from tests.http.exposition import parse
 from tests.mqtt.clients import Paho, Raw
 from tests.support import RoostProcess, eventually
 

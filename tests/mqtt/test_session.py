@@ -34,7 +34,7 @@ from roost.mqtt.retained import MQTTState
 from roost.mqtt.session import MQTTSession, MQTTSettings
 from roost.mqtt.states import State, advance
 from tests.brokers import memory_broker
-from tests.stomp.test_session import FakeClock
+from tests.fake_clock import FakeClock
 
 if TYPE_CHECKING:
     from roost.core.ports.adapter import Queue

@@ -7,40 +7,22 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pika
 import pytest
 
+from tests.perf.perf_runs import PERF, api, perf
 from tests.support import RoostProcess, drain, eventually, free_port
 
-PERF = [sys.executable, "-m", "roost", "perf"]
 LINE = re.compile(
     r"^id: (?P<id>[\w-]+), time: \d+\.\d{3}s, sent: [\d.]+ msg/s, received: [\d.]+ msg/s, "
     r"min/median/75th/95th/99th consumer latency: \d+/\d+/\d+/\d+/\d+ µs$"
 )
-
-
-def perf(server: RoostProcess, *args: str, timeout: float = 90) -> tuple[dict[str, Any], str]:
-    """Run ``roost perf`` to the end: its JSON report and its stdout."""
-    done = subprocess.run([*PERF, "--url", server.url, *args], capture_output=True,
-                          text=True, timeout=timeout, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    assert report.get("errors", []) == [], report
-    return report, done.stdout
-
-
-def api(server: RoostProcess, path: str) -> Any:
-    reply = httpx.get(f"{server.http_url}/api{path}", auth=("guest", "guest"), timeout=10)
-    reply.raise_for_status()
-    return reply.json()
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pika
 import pytest
 
 from roost.perf.options import mqtt_routing_key as routing_key
-from tests.perf.test_perf_flags import api, drain, perf
-from tests.support import RoostProcess
+from tests.perf.perf_runs import api, perf
+from tests.support import RoostProcess, drain
 
 SENT = re.compile(r"time: (\d+\.\d+)s, sent: (\d+) msg/s")
 

@@ -12,8 +12,8 @@ import pytest
 import trustme
 
 from tests.security.tls_support import PKI, TLSRoost
-from tests.shovel.test_shovels import depth, put_shovel, shovels, state, take, unique
-from tests.shovel.test_shovels import publish as publish_many
+from tests.shovel.shovel_ops import depth, put_shovel, shovels, state, take, unique
+from tests.shovel.shovel_ops import publish as publish_many
 from tests.support import RoostProcess, eventually
 
 

@@ -19,8 +19,8 @@ import pytest
 from roost.cluster.etcd_server import EtcdServer
 from roost.pipeline.amqp import Client
 from tests.cluster.conftest import started_etcd
+from tests.cluster.nodes import queue_json, three_nodes
 from tests.cluster.streams import online
-from tests.cluster.test_quorum import queue_json, three_nodes
 from tests.confirming import publish_confirmed
 from tests.support import RoostProcess, eventually
 

@@ -7,7 +7,7 @@ import asyncio
 
 from roost.stomp.handler import StompHandler, StompSettings
 from tests.brokers import memory_broker
-from tests.stomp.test_session import FakePlumbing
+from tests.stomp.sessions import FakePlumbing
 
 
 def run(coro_fn):  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ from roost.stomp.handler import StompSettings
 from roost.stomp.protocol import StompServerProtocol
 from roost.stomp.ws import create_app
 from tests.brokers import memory_broker
-from tests.stomp.test_session import CONNECT, parse
+from tests.stomp.sessions import CONNECT, parse
 
 SUBSCRIBE = b"SUBSCRIBE\nid:s\ndestination:/queue/q\nack:client-individual\n\n\x00"
 

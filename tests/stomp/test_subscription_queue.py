@@ -23,8 +23,9 @@ from roost.core.queues.subscription import IDLE_FLOW, SubscriptionQueue
 from roost.stomp.handler import StompHandler
 from roost.stomp.subscription import NONE_OUTSTANDING, SubscriptionWithOptions
 from tests.brokers import memory_broker
+from tests.fake_clock import FakeClock
 from tests.stomp.conftest import Connect, bindings_of, queue_info, subscription_queue
-from tests.stomp.test_session import CONNECT, FakeClock, connection, session
+from tests.stomp.sessions import CONNECT, connection, session
 
 
 def _queues(handler: StompHandler) -> dict[str, Any]:

@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 import pika
-import stomp
 from rstream import AMQPMessage, RawMessage
 from rstream import Producer as RProducer
 from rstream import Properties as AmqpProperties
@@ -22,59 +21,21 @@ from roost.stream_protocol.amqp10 import decode_message, encode_data, encode_mes
 from roost.stream_protocol.chunks import ChunkHeader, chunk_records
 from roost.stream_protocol.codec import encode
 from roost.stream_protocol.frames import (
-    Create,
     Credit,
     DeclarePublisher,
     Deliver,
     OffsetSpec,
-    Open,
-    PeerProperties,
     Publish,
     PublishConfirm,
     PublishedMessage,
     QueryPublisherSequence,
     QueryPublisherSequenceResponse,
-    SaslAuthenticate,
-    SaslHandshake,
     Subscribe,
-    Tune,
 )
-from roost.stream_protocol.session import StreamSession, StreamSettings
-from roost.stream_protocol.states import OPEN
-from tests.brokers import memory_broker
-from tests.stomp.test_session import FakeClock
-from tests.stream_protocol.test_session import FakeTransport
+from roost.stream_protocol.session import StreamSession
+from tests.fake_clock import FakeClock
+from tests.stream_protocol.sessions import _stomp_read, opened
 from tests.support import RoostProcess
-
-
-def opened(
-    frame_max: int = 1_048_576,
-) -> tuple[StreamSession, FakeTransport, FakeClock, list[Any]]:
-    """An open session on a new stream "s"; the list collects every core publish."""
-    port = memory_broker()
-    publishes: list[Any] = []
-    real = port.publish
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        publishes.append(args[2])
-        return real(*args, **kwargs)
-
-    port.publish = counted  # type: ignore[method-assign]
-    transport, clock = FakeTransport(), FakeClock()
-    session = StreamSession(port, StreamSettings(), transport, clock)
-    for frame in (
-        PeerProperties(1, {}),
-        SaslHandshake(2),
-        SaslAuthenticate(3, "PLAIN", b"\x00guest\x00guest"),
-        Tune(frame_max, 0, response=True),
-        Open(4, "/"),
-        Create(5, "s"),
-    ):
-        session.data_received(encode(frame))
-    clock.advance(0)
-    assert session.state == OPEN
-    transport.frames()
-    return session, transport, clock, publishes
 
 
 def publish(session: StreamSession, clock: FakeClock, ids: list[int], data: list[bytes]) -> None:
@@ -191,22 +152,3 @@ def test_amqp_and_stomp_consumers_read_each_message_of_a_batched_publish(
     assert stomp_bodies == ["plain", "detailed", "raw", "last"]
 
 
-def _stomp_read(roost: RoostProcess, stream: str, count: int) -> list[str]:
-    frames: list[Any] = []
-
-    class Collect(stomp.ConnectionListener):  # type: ignore[misc]
-        def on_message(self, frame: Any) -> None:
-            frames.append(frame)
-
-    conn = stomp.Connection12([("127.0.0.1", roost.stomp_port)], heartbeats=(0, 0))
-    conn.set_listener("collect", Collect())
-    conn.connect("guest", "guest", wait=True)
-    try:
-        conn.subscribe(f"/amq/queue/{stream}", id="s", ack="client-individual",
-                       headers={"prefetch-count": "10", "x-stream-offset": "first"})
-        deadline = time.monotonic() + 10
-        while len(frames) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        conn.disconnect()
-    return [frame.body for frame in frames]

@@ -24,8 +24,8 @@ from roost.stream_protocol.frames import (
     SaslHandshake,
     Subscribe,
 )
-from tests.http.test_prometheus import series
-from tests.stream_protocol.test_batched_paths import opened
+from tests.http.exposition import series
+from tests.stream_protocol.sessions import opened
 from tests.support import RoostProcess
 
 ERROR = 'rabbitmq_global_stream_error_{}_total{{protocol="stream"}}'

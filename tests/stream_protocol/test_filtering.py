@@ -11,7 +11,7 @@ from typing import Any
 from rstream import AMQPMessage, ConsumerOffsetSpecification, OffsetType, amqp_decoder
 from rstream.utils import FilterConfiguration
 
-from tests.stream_protocol.test_server import _producer, _read, _run
+from tests.stream_protocol.clients import _producer, _read, _run
 from tests.support import RoostProcess
 
 REGIONS = ["eu", "us", None, "eu", "ap", None, "us", "eu"]

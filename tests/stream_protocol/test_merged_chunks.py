@@ -22,8 +22,7 @@ from roost.stream_protocol.frames import (
     QueryPublisherSequenceResponse,
 )
 from tests.brokers import memory_broker
-from tests.stream_protocol.test_batched_paths import opened
-from tests.stream_protocol.test_wire_chunks import delivered, session_on
+from tests.stream_protocol.sessions import delivered, opened, session_on
 
 
 def frame(publisher: int, ids: range) -> bytes:

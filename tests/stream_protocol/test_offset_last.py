@@ -20,7 +20,7 @@ from roost.stream_protocol.frames import (
     ResolveOffsetSpecResponse,
 )
 from tests.brokers import memory_broker
-from tests.stream_protocol.test_wire_chunks import delivered, session_on
+from tests.stream_protocol.sessions import delivered, session_on
 
 
 def test_last_starts_at_the_first_message_of_the_last_chunk(tmp_path: Path) -> None:

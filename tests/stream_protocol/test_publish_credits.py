@@ -10,7 +10,7 @@ from typing import Any
 
 from roost.stream_protocol.codec import encode
 from roost.stream_protocol.frames import DeclarePublisher, Publish, PublishedMessage
-from tests.stream_protocol.test_batched_paths import opened
+from tests.stream_protocol.sessions import opened
 
 BATCH = 500
 

@@ -15,7 +15,7 @@ from roost.stream_protocol.frames import (
     ResolveOffsetSpecResponse,
 )
 from roost.stream_protocol.states import VERSIONS
-from tests.stream_protocol.test_batched_paths import opened
+from tests.stream_protocol.sessions import opened
 
 
 def test_each_offset_specification_resolves_to_where_a_subscription_starts() -> None:

@@ -26,7 +26,7 @@ from roost.stream_protocol.frames import (
     Subscribe,
 )
 from tests.brokers import memory_broker
-from tests.stream_protocol.test_wire_chunks import session_on
+from tests.stream_protocol.sessions import session_on
 
 SAC = {"single-active-consumer": "true", "name": "g", "super-stream": "ss"}
 

@@ -5,12 +5,10 @@ delivered as a chunk, and a pending Create holding the frames behind it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from roost.backpressure import FRAMES_PER_TURN
 from roost.stream_protocol import constants as c
 from roost.stream_protocol.chunks import chunk_records
-from roost.stream_protocol.codec import FrameReader, encode
+from roost.stream_protocol.codec import encode
 from roost.stream_protocol.frames import (
     Close,
     Create,
@@ -34,34 +32,8 @@ from roost.stream_protocol.frames import (
 from roost.stream_protocol.session import StreamSession, StreamSettings
 from roost.stream_protocol.states import OPEN, PEER, STATES
 from tests.brokers import memory_broker
-from tests.stomp.test_session import FakeClock
-
-
-class FakeTransport:
-    peer = "127.0.0.1:5000"
-    tls = False
-    cert_user: str | None = None
-
-    def __init__(self) -> None:
-        self.data = b""
-        self.closed = False
-        self.reading = True
-        self.reader = FrameReader(role="client")
-
-    def write(self, data: bytes) -> None:
-        self.reader.feed(data)
-
-    def frames(self) -> list[Any]:
-        return self.reader.frames()
-
-    def close(self) -> None:
-        self.closed = True
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
+from tests.fake_clock import FakeClock
+from tests.stream_protocol.sessions import FakeTransport
 
 
 def opened(heartbeat: int = 0) -> tuple[StreamSession, FakeTransport, FakeClock]:

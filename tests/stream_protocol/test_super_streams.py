@@ -200,7 +200,7 @@ def test_super_streams_made_and_deleted_with_roost_ctl_and_the_http_api(
     ``roost ctl delete super_stream`` removes the exchange and its streams."""
     import httpx
 
-    from tests.http.test_ctl import ctl
+    from tests.http.ctl_runs import ctl
 
     ctl(roost, "declare", "super_stream", qname, "--partitions", "3",
         "--argument", "x-max-length-bytes=1000000")

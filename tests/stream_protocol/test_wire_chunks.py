@@ -26,35 +26,25 @@ from roost.stream_protocol import constants as c
 from roost.stream_protocol.chunks import ChunkHeader, chunk_records
 from roost.stream_protocol.codec import encode
 from roost.stream_protocol.frames import (
-    Create,
     Credit,
     DeclarePublisher,
-    Deliver,
     OffsetSpec,
-    Open,
-    PeerProperties,
     Publish,
     PublishConfirm,
     PublishedMessage,
-    SaslAuthenticate,
-    SaslHandshake,
-    Subscribe,
-    Tune,
 )
-from roost.stream_protocol.session import StreamSession, StreamSettings
-from roost.stream_protocol.states import OPEN
 from tests.brokers import memory_broker
-from tests.stomp.test_session import FakeClock
-from tests.stream_protocol.test_batched_paths import _stomp_read
-from tests.stream_protocol.test_session import FakeTransport
+from tests.stream_protocol.sessions import (
+    _SESSIONS,
+    _stomp_read,
+    delivered,
+    session_on,
+)
 from tests.support import RoostProcess
 
 # a data section written with a 32-bit length although short: a chunk rebuilt from the
 # message would use the 8-bit form, so only the stored bytes give this back
 LONG_FORM = b"\x00Su\xb0" + struct.pack(">I", 3) + b"abc"
-
-
-_SESSIONS: list[StreamSession] = []
 
 
 @pytest.fixture(autouse=True)
@@ -63,36 +53,6 @@ def _close_sessions() -> Iterator[None]:
     yield
     while _SESSIONS:
         _SESSIONS.pop().connection_lost()
-
-
-def session_on(
-    port: Any, frame_max: int, create: bool
-) -> tuple[StreamSession, FakeTransport, FakeClock]:
-    transport, clock = FakeTransport(), FakeClock()
-    session = StreamSession(port, StreamSettings(), transport, clock)
-    _SESSIONS.append(session)
-    frames: list[Any] = [
-        PeerProperties(1, {}),
-        SaslHandshake(2),
-        SaslAuthenticate(3, "PLAIN", b"\x00guest\x00guest"),
-        Tune(frame_max, 0, response=True),
-        Open(4, "/"),
-    ]
-    if create:
-        frames.append(Create(5, "s"))
-    for frame in frames:
-        session.data_received(encode(frame))
-    clock.advance(0)
-    assert session.state == OPEN
-    transport.frames()
-    return session, transport, clock
-
-
-def delivered(session: StreamSession, transport: FakeTransport, clock: FakeClock,
-              spec: OffsetSpec, **subscribe: Any) -> list[Deliver]:
-    session.data_received(encode(Subscribe(9, 1, "s", spec, 100, **subscribe)))
-    clock.advance(0)
-    return [f for f in transport.frames() if isinstance(f, Deliver)]
 
 
 def published(tmp_path: Path, messages: list[bytes]) -> Any:

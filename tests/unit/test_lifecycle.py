@@ -11,7 +11,7 @@ from roost.backpressure import FRAMES_PER_TURN, TURN_BYTES, ReadGate
 from roost.core import Traffic
 from roost.core.errors import AccessRefused
 from tests.brokers import memory_broker
-from tests.stomp.test_session import FakeClock
+from tests.fake_clock import FakeClock
 
 
 class Session(lifecycle.ReadLoop):

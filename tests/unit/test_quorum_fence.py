@@ -17,7 +17,7 @@ from roost.cluster.quorum.leader import Replicator
 from roost.core.errors import BrokerError
 from roost.core.queues.quorum import QuorumQueue
 from tests.quorum_links import Links
-from tests.unit.test_quorum_inherit import message
+from tests.unit.quorum_messages import message
 
 
 async def leading() -> tuple[Any, QuorumQueue, Replicator, list[BrokerError | None]]:

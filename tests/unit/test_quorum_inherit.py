@@ -11,15 +11,11 @@ import asyncio
 from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.leader import Replicator
-from roost.core.message import Message, Properties
 from roost.core.queues.entry import Entry
 from roost.core.queues.quorum import QuorumQueue
 from tests.brokers import memory_broker
 from tests.quorum_links import Links
-
-
-def message(body: bytes) -> Message:
-    return Message("", "work", Properties(), body)
+from tests.unit.quorum_messages import message
 
 
 async def promoted() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -20,17 +19,9 @@ from roost.store.stream_codec import decode_stream_message, message_prefix
 from roost.store.stream_log import StreamLog
 from roost.store.stream_segment import HEADER
 from roost.store.stream_store import DiskStream
+from tests.unit.stream_logs import _U32, data_section, entries
 
-_U32 = struct.Struct(">I")
 PREFIX = message_prefix("", "s")
-
-
-def data_section(body: bytes) -> bytes:
-    return b"\x00Su\xa0" + bytes([len(body)]) + body
-
-
-def entries(messages: list[bytes]) -> bytes:
-    return b"".join(_U32.pack(len(m)) + m for m in messages)
 
 
 def bodies(log: StreamLog, start: int = 0) -> list[tuple[int, bytes]]:

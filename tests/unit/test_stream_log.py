@@ -13,20 +13,9 @@ from roost.store import files, stream_log
 from roost.store.stream_log import StreamLog
 from roost.store.stream_offsets import OffsetStore
 from roost.store.stream_segment import HEADER, INDEX_ENTRY, INDEX_EVERY
-
-
-def fill(log: StreamLog, n: int, ts0: int = 1000, size: int = 100) -> None:
-    for i in range(n):
-        log.append(
-            b"%05d" % i + b"x" * size, timestamp_ms=ts0 + i, producer="p", publishing_id=i + 1
-        )
-
+from tests.unit.stream_logs import fill, offsets
 
 RECORD_BYTES = HEADER.size + 105  # the refused record below: 105 bytes, no producer
-
-
-def offsets(log: StreamLog, start: int = 0) -> list[int]:
-    return [r.offset for r in log.reader(start).drain()]
 
 
 def test_append_read_from_any_offset_across_segments(tmp_path: Path) -> None:

@@ -10,8 +10,7 @@ from roost.store import stream_truncate
 from roost.store.stream_codec import message_prefix
 from roost.store.stream_log import StreamLog
 from roost.store.stream_store import DiskStream
-from tests.unit.test_stream_chunks import data_section, entries
-from tests.unit.test_stream_log import fill, offsets
+from tests.unit.stream_logs import data_section, entries, fill, offsets
 
 
 def test_truncate_across_segments_then_append_goes_on_at_the_cut(tmp_path: Path) -> None:

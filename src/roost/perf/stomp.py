@@ -24,7 +24,8 @@ from roost.client.confirms import ConfirmTracker
 from roost.perf.link_base import LinkBase, opened, subscribed
 from roost.perf.options import TIMESTAMP_BYTES, Options
 from roost.perf.stats import Tally
-from roost.stomp.frames import NEED_DATA, Frame, FrameParser, serialize
+from roost.stomp.frame_encoding import serialize
+from roost.stomp.frames import NEED_DATA, Frame, FrameParser
 
 DEFAULT_PORTS = {"stomp": 61613, "stomps": 61614, "ws": 15674, "wss": 15673}
 WS_QUEUE_HIGH = 1000  # frames waiting for the WebSocket writer before producers hold

@@ -11,7 +11,8 @@ from roost.core import Message
 from roost.core.errors import BrokerError
 from roost.stomp import destinations
 from roost.stomp.errors import StompError
-from roost.stomp.frames import Frame, header_lines
+from roost.stomp.frame_encoding import header_lines
+from roost.stomp.frames import Frame
 from roost.stomp.mapping import property_lines
 from roost.stomp.session_state import CACHE_SIZE, SessionState
 from roost.stomp.subscription import (

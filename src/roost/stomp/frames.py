@@ -1,5 +1,5 @@
 """Sans-IO STOMP 1.0/1.1/1.2 frames: ``FrameParser.feed()`` then ``next_frame()``, and
-``serialize()``.
+``serialize()`` (written in ``frame_encoding``, importable from here as before).
 
 Bytes in, ``Frame`` objects out (or ``NEED_DATA``); only malformed input raises, always
 ``StompParseError``, whose text becomes the ERROR frame's ``message`` header.
@@ -16,9 +16,15 @@ Wire rules handled here (STOMP 1.2 spec, "Augmented BNF"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
+
+# the encoding half lives in its own module; its names stay importable from here
+from roost.stomp.frame_encoding import HEARTBEAT as HEARTBEAT
+from roost.stomp.frame_encoding import UNESCAPED_COMMANDS as UNESCAPED_COMMANDS
+from roost.stomp.frame_encoding import escape as escape
+from roost.stomp.frame_encoding import header_lines as header_lines
+from roost.stomp.frame_encoding import serialize as serialize
 
 
 class _NeedData:
@@ -47,7 +53,6 @@ CLIENT_COMMANDS: Final = frozenset(
     }
 )
 SERVER_COMMANDS: Final = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
-UNESCAPED_COMMANDS: Final = frozenset({"CONNECT", "STOMP", "CONNECTED"})
 _COMMANDS: Final = CLIENT_COMMANDS | SERVER_COMMANDS  # valid without a closer look
 
 
@@ -124,18 +129,6 @@ def unescape(text: str, version: str) -> str:
             out.append(ch)
             i += 1
     return "".join(out)
-
-
-def escape(text: str, version: str) -> str:
-    if version == "1.0":
-        return text
-    # most values need nothing: four C-level scans are cheaper than four replace() calls
-    if "\\" not in text and "\n" not in text and ":" not in text and "\r" not in text:
-        return text
-    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\c")
-    if version == "1.2":
-        text = text.replace("\r", "\\r")
-    return text
 
 
 class FrameParser:
@@ -365,41 +358,3 @@ class FrameParser:
             raise StompParseError(
                 "too many headers", f"frames may carry at most {limits.max_headers} headers"
             )
-
-
-def serialize(
-    command: str,
-    headers: Mapping[str, str] | Iterable[tuple[str, str]] = (),
-    body: bytes = b"",
-    *,
-    version: str = "1.2",
-    content_length: bool = True,
-) -> bytes:
-    """One frame as bytes. ``content_length`` adds the header when there is a body (so
-    bodies may hold NUL bytes) unless the caller gave one."""
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    esc_version = "1.0" if command in UNESCAPED_COMMANDS else version
-    parts = [command, "\n"]
-    has_length = False
-    for name, value in items:
-        if name == "content-length":
-            has_length = True
-        parts.append(escape(name, esc_version))
-        parts.append(":")
-        parts.append(escape(str(value), esc_version))
-        parts.append("\n")
-    if content_length and body and not has_length:
-        parts.append(f"content-length:{len(body)}\n")
-    parts.append("\n")
-    return "".join(parts).encode("utf-8") + body + b"\x00"
-
-
-def header_lines(headers: Iterable[tuple[str, str]], version: str = "1.2") -> bytes:
-    """Header lines, each ending in LF, escaped for ``version``: parts of a frame that an
-    adapter encodes once and reuses."""
-    return "".join(
-        f"{escape(name, version)}:{escape(value, version)}\n" for name, value in headers
-    ).encode("utf-8")
-
-
-HEARTBEAT: Final = b"\n"

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from roost.core import EMPTY_PROPERTIES, Properties
-from roost.stomp.frames import StompParseError, header_lines
+from roost.stomp.frame_encoding import header_lines
+from roost.stomp.frames import StompParseError
 
 # STOMP header -> property name, for string-valued properties
 STRING_HEADERS: dict[str, str] = {

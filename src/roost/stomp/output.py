@@ -7,7 +7,7 @@ from __future__ import annotations
 from mypy_extensions import trait
 
 from roost.stomp.effects import DRAIN_AT, Effect
-from roost.stomp.frames import serialize
+from roost.stomp.frame_encoding import serialize
 from roost.stomp.session_state import SessionState
 
 

@@ -14,7 +14,8 @@ from roost.stomp import arguments as stomp_arguments
 from roost.stomp import destinations
 from roost.stomp.destinations import PREFIX_ARGUMENT, Destination
 from roost.stomp.errors import StompError
-from roost.stomp.frames import Frame, header_lines
+from roost.stomp.frame_encoding import header_lines
+from roost.stomp.frames import Frame
 from roost.stomp.session_state import SessionState
 from roost.stomp.subscription import (
     Subscription,

@@ -1,0 +1,29 @@
+"""Stream logs in the unit tests: chunk entry bytes, a log filled with records, the offsets
+read back."""
+
+from __future__ import annotations
+
+import struct
+
+from roost.store.stream_log import StreamLog
+
+_U32 = struct.Struct(">I")
+
+
+def data_section(body: bytes) -> bytes:
+    return b"\x00Su\xa0" + bytes([len(body)]) + body
+
+
+def entries(messages: list[bytes]) -> bytes:
+    return b"".join(_U32.pack(len(m)) + m for m in messages)
+
+
+def fill(log: StreamLog, n: int, ts0: int = 1000, size: int = 100) -> None:
+    for i in range(n):
+        log.append(
+            b"%05d" % i + b"x" * size, timestamp_ms=ts0 + i, producer="p", publishing_id=i + 1
+        )
+
+
+def offsets(log: StreamLog, start: int = 0) -> list[int]:
+    return [r.offset for r in log.reader(start).drain()]
