@@ -44,70 +44,21 @@ def short_way_messages() -> list[bytes]:
     """Messages the short way reads: rstream's and hand-made ones of every simple type."""
     return [
         bytes(AMQPMessage(body=b"b" * 100, application_properties={"k": 7})),
-        bytes(
-            AMQPMessage(
-                body=b"b" * 300,
-                application_properties={
-                    "s": "abc\u00e9",
-                    "t": True,
-                    "f": False,
-                    "l": 2**40,
-                    "neg": -3,
-                    "d": 1.5,
-                    "none": None,
-                    "i": -(2**31),
-                    "long": "v" * 300,
-                },
-            )
-        ),
-        app_map(
-            [
-                str8("u"),
-                b"\x80" + struct.pack(">Q", 2**63 - 1),
-                str8("z0"),
-                b"\x43",
-                str8("z1"),
-                b"\x44",
-                str8("t"),
-                b"\x41",
-                str8("b7"),
-                b"\x56\x07",
-                str8("ui"),
-                b"\x70" + struct.pack(">I", 2**32 - 1),
-                str8("su"),
-                b"\x52\x05",
-                str8("sl"),
-                b"\x53\xff",
-                str8("sn"),
-                b"\x55\xfe",
-            ]
-        ),
+        bytes(AMQPMessage(body=b"b" * 300, application_properties={
+            "s": "abc\u00e9", "t": True, "f": False, "l": 2**40, "neg": -3, "d": 1.5,
+            "none": None, "i": -(2**31), "long": "v" * 300})),
+        app_map([str8("u"), b"\x80" + struct.pack(">Q", 2**63 - 1), str8("z0"), b"\x43",
+                 str8("z1"), b"\x44", str8("t"), b"\x41", str8("b7"), b"\x56\x07",
+                 str8("ui"), b"\x70" + struct.pack(">I", 2**32 - 1), str8("su"), b"\x52\x05",
+                 str8("sl"), b"\x53\xff", str8("sn"), b"\x55\xfe"]),
         app_map([str32("wide key"), str32("wide value")], wide=True, body=b"y" * 200),
-        bytes(
-            AMQPMessage(
-                body=b"p",
-                properties=Properties(
-                    message_id="m-1",
-                    content_type="text/plain",
-                    content_encoding="gzip",
-                    subject="kind",
-                    correlation_id=42,
-                    reply_to="r",
-                    user_id=b"guest",
-                    creation_time=1_764_300_000_123,
-                    group_id="g",
-                ),
-                application_properties={"k": 1, "s": "v"},
-            )
-        ),
-        bytes(
-            AMQPMessage(
-                body=b"q" * 300,
-                properties=Properties(
-                    message_id=uuid.UUID(int=7), correlation_id=b"c\xff", creation_time=-1500
-                ),
-            )
-        ),
+        bytes(AMQPMessage(body=b"p", properties=Properties(
+            message_id="m-1", content_type="text/plain", content_encoding="gzip",
+            subject="kind", correlation_id=42, reply_to="r", user_id=b"guest",
+            creation_time=1_764_300_000_123, group_id="g"),
+            application_properties={"k": 1, "s": "v"})),
+        bytes(AMQPMessage(body=b"q" * 300, properties=Properties(
+            message_id=uuid.UUID(int=7), correlation_id=b"c\xff", creation_time=-1500))),
     ]
 
 
@@ -155,6 +106,7 @@ def test_values_no_python_object_holds_keep_the_message_as_bytes() -> None:
     """A char past U+10FFFF or a timestamp past year 9999 raised out of the decoder, so
     every AMQP 0-9-1, STOMP and Spark read of such a stored message failed: now such a
     message reads as the bytes it was sent as, as any other that does not decode."""
-    for message in (b"\x00Sw\x73\xff\xff\xff\xff", b"\x00Sw\x83" + struct.pack(">q", 2**62)):
+    for message in (b"\x00Sw\x73\xff\xff\xff\xff",
+                    b"\x00Sw\x83" + struct.pack(">q", 2**62)):
         properties, body = chunk_message_values(message)
         assert body == message and properties[2] == {"x-roost-stream-raw": True}
