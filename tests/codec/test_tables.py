@@ -185,3 +185,28 @@ def test_malformed_array() -> None:
     with pytest.raises(FrameError) as info:
         decode_array(b"\x00\x00\x00\x02I\x00", 0)
     assert info.value.reply_code == 501
+
+
+@pytest.mark.parametrize(
+    ("value", "encoded"),
+    [
+        (0, b"I" + struct.pack(">i", 0)),
+        (-(2**31), b"I" + struct.pack(">i", -(2**31))),
+        (2**31 - 1, b"I" + struct.pack(">i", 2**31 - 1)),
+        (2**31, b"l" + struct.pack(">q", 2**31)),
+        (-(2**31) - 1, b"l" + struct.pack(">q", -(2**31) - 1)),
+        (2**63 - 1, b"l" + struct.pack(">q", 2**63 - 1)),
+        (-(2**63), b"l" + struct.pack(">q", -(2**63))),
+        (True, b"t\x01"),
+    ],
+)
+def test_int_header_values_take_the_narrowest_signed_type(value: Any, encoded: bytes) -> None:
+    """The inline int path (a stream delivery's x-stream-offset) writes what encode_value does."""
+    body = b"\x0fx-stream-offset" + encoded
+    assert encode_table({"x-stream-offset": value}) == struct.pack(">I", len(body)) + body
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1])
+def test_int_header_values_beyond_64_bits_are_refused(value: int) -> None:
+    with pytest.raises(ValueError, match="64-bit"):
+        encode_table({"k": value})

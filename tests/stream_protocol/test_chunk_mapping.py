@@ -11,7 +11,7 @@ import uuid
 
 from rstream import AMQPMessage, Properties
 
-from roost.store.codec import decode_properties, encode_properties
+from roost.codecs.properties import decode_properties, encode_properties
 from roost.stream_protocol.chunk_mapping import _short_way, chunk_message_record
 from roost.stream_protocol.publishers import chunk_message_values
 

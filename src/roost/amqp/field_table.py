@@ -299,15 +299,32 @@ def encode_table(table: Mapping[str, Any]) -> bytes:
     """Encode a field table, 4-byte length prefix included; keys in insertion order."""
     parts: list[bytes] = []
     encoders = _ENCODERS
+    cache = _SHORTSTR_CACHE
     for key, value in table.items():
-        try:
-            parts.append(encode_shortstr(key))
-        except UnicodeEncodeError:  # a key decoded from invalid UTF-8: give back its bytes
-            raw = key.encode("utf-8", "surrogateescape")
-            if len(raw) > 255:
-                raise ValueError(f"field table key longer than 255 bytes: {key[:40]!r}") from None
-            parts.append(_UINT8.pack(len(raw)) + raw)
-        encoder = encoders.get(type(value))  # encode_value's exact-type fast path, inlined
+        # the key and an int value inline: a stream delivery's headers (x-stream-offset,
+        # x-stream-timestamp, the producer's ints) are encoded once per row read
+        cached = cache.get(key)
+        if cached is not None:
+            parts.append(cached)
+        else:
+            try:
+                parts.append(encode_shortstr(key))
+            except UnicodeEncodeError:  # a key decoded from invalid UTF-8: its bytes
+                raw = key.encode("utf-8", "surrogateescape")
+                if len(raw) > 255:
+                    raise ValueError(
+                        f"field table key longer than 255 bytes: {key[:40]!r}"
+                    ) from None
+                parts.append(_UINT8.pack(len(raw)) + raw)
+        kind = type(value)
+        if kind is int and _INT32_MIN <= value <= _INT64_MAX:
+            parts.append(
+                _TAGGED_INT32.pack(0x49, value)
+                if value <= _INT32_MAX
+                else _TAGGED_INT64.pack(0x6C, value)
+            )
+            continue
+        encoder = encoders.get(kind)  # encode_value's exact-type fast path, inlined
         parts.append(encoder(value) if encoder is not None else encode_value(value))
     body = b"".join(parts)
     return _UINT32.pack(len(body)) + body

@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any, Final
 
-from roost.store.codec import CodecError, encode_properties
+from roost.codecs.properties import CodecError, encode_properties
 
 CHUNK_FLAG: Final = 0x8000
 NAME_MASK: Final = 0x7FFF

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from roost.store.codec import (
+from roost.codecs.properties import (
     CodecError,
     decode_properties,
     encode_properties,

@@ -1,5 +1,5 @@
 """How a message kept as sent in a chunk record (store/stream_chunk.py) reads for AMQP
-0-9-1, STOMP and Spark: its properties in the store's encoding (store/codec.py) and body.
+0-9-1, STOMP and Spark: its properties in the store's encoding (codecs/properties.py) and body.
 
 Every such read maps every message again, so the shapes stream clients send most
 (rstream's ``AMQPMessage(body=..., properties=..., application_properties={...})``: a
@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from roost.store.codec import encode_properties, encode_str
+from roost.codecs.properties import encode_properties, encode_str
 from roost.stream_protocol.amqp10 import decode_value, properties_of
 from roost.stream_protocol.publishers import chunk_message_values, mapped_properties
 

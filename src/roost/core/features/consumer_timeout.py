@@ -138,7 +138,8 @@ class AckTimeouts:
         """Called by the session for each delivery to be acked that may have a deadline."""
         own = 0.0
         headers = message.properties.headers
-        if headers:
+        # every stream delivery has headers (x-stream-offset): a deadline header is rare
+        if headers and (ACK_TIMEOUT in headers or OCAMLMQ_ACK_TIMEOUT in headers):
             value = headers.get(ACK_TIMEOUT)
             own = seconds(value if value is not None else headers.get(OCAMLMQ_ACK_TIMEOUT))
         own = own or default

@@ -1,0 +1,1 @@
+"""Codecs shared by the store and the protocol adapters (stdlib only, no I/O)."""
