@@ -389,3 +389,33 @@ def test_repeated_names_are_decoded_once_and_never_mixed_up() -> None:
     d, e = deliver("r"), deliver("r")
     assert d.routing_key is e.routing_key and d.exchange is e.exchange == "ex"
     assert deliver("s").routing_key == "s"
+
+
+def test_a_run_of_publishes_with_changing_names_decodes_each_its_own() -> None:
+    """The decoder matches a Publish's name bytes against the last Publish's in place:
+    a run that changes names, or one whose names start like the last one's, still gives
+    each frame its own names (here against the generic decoder's)."""
+    from roost.cluster.link import codec, fast
+
+    shapes = [
+        ("/", ["q"], "", "q"),
+        ("/", ["q"], "", "q"),
+        ("/", ["q", "q2"], "", "q"),
+        ("/", ["q"], "", "qq"),
+        ("/v", ["q"], "", "q"),
+        ("/", ["q"], "", "q"),
+    ]
+    frames = [
+        f.Publish(i, 0, vhost, queues, ex, rk, b"", b"%d" % i)
+        for i, (vhost, queues, ex, rk) in enumerate(shapes)
+    ]
+    encoder = Encoder()
+    for frame in frames:
+        encoder.add(frame)
+    data = encoder.take()
+    (batch,) = frames_of(data)
+    assert isinstance(batch, f.Batch) and batch.frames == frames
+    for frame in frames:  # each alone, through the generic decoder
+        raw = b"".join(fast.encode_publish(frame))
+        with memoryview(raw) as view:
+            assert codec.decode_payload(f.Kind.PUBLISH, view[5:]) == frame
