@@ -419,3 +419,22 @@ def test_a_run_of_publishes_with_changing_names_decodes_each_its_own() -> None:
         raw = b"".join(fast.encode_publish(frame))
         with memoryview(raw) as view:
             assert codec.decode_payload(f.Kind.PUBLISH, view[5:]) == frame
+
+
+def test_a_forwarded_publish_encoded_without_its_frame_is_the_same_bytes() -> None:
+    """``fast.publish_parts`` (the forwarding path, no frame object) gives the bytes of
+    ``encode_publish`` and joins a run of Publish frames in one Batch as they do."""
+    from roost.cluster.link import fast
+
+    frame = f.Publish(9, f.PUBLISH_CONFIRM, "/v", ["q"], "ex", "ké", b"\x10\x00\x02", b"b")
+    fields = ("/v", "q", "ex", "ké", b"\x10\x00\x02", b"b")
+    parts, size = fast.publish_parts(9, f.PUBLISH_CONFIRM, *fields)
+    assert b"".join(parts) == b"".join(fast.encode_publish(frame))
+    assert size == len(b"".join(parts))
+    encoder = Encoder()
+    encoder.add(frame)
+    encoder.add_batched(*fast.publish_parts(10, 0, *fields))
+    encoder.add(f.Heartbeat())
+    batch, beat = frames_of(encoder.take())
+    assert isinstance(beat, f.Heartbeat) and isinstance(batch, f.Batch)
+    assert batch.frames == [frame, f.Publish(10, 0, "/v", ["q"], "ex", "ké", *fields[4:])]

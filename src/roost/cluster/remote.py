@@ -101,17 +101,15 @@ class DataPlane:
         queue.in_flight += 1
         if queue.in_flight >= WINDOW_HIGH and not queue.window.congested:
             queue.window.set_congested(True)
-        link.send(
-            f.Publish(
-                pid,
-                f.PUBLISH_CONFIRM,
-                queue.vhost.name,
-                [queue.name],
-                message.exchange,
-                message.routing_key,
-                properties_of(message),
-                message.body,
-            )
+        link.send_publish(
+            pid,
+            f.PUBLISH_CONFIRM,
+            queue.vhost.name,
+            queue.name,
+            message.exchange,
+            message.routing_key,
+            properties_of(message),
+            message.body,
         )
         queue.stat_published += 1
         return True

@@ -81,6 +81,32 @@ def encode_publish(fr: f.Publish) -> list[bytes]:
     return [head + _U32.pack(len(props)) + props + _U32.pack(len(body)), body]
 
 
+_encoded_one: dict[tuple[str, str, str, str], bytes] = {}  # (vhost, queue, exchange, key)
+
+
+def publish_parts(
+    publish_id: int,
+    flags: int,
+    vhost: str,
+    queue: str,
+    exchange: str,
+    routing_key: str,
+    props: bytes,
+    body: bytes,
+) -> tuple[list[bytes], int]:
+    """A Publish to one queue, encoded without its frame object (a forwarded publish's
+    path: ``Link.send_publish``), and its size in bytes; the same bytes as
+    ``encode_publish``."""
+    key = (vhost, queue, exchange, routing_key)
+    names = _encoded_one.get(key)
+    if names is None:
+        names = _name(vhost) + b"\x00\x01" + _name(queue) + _name(exchange) + _name(routing_key)
+        _remember(_encoded_one, key, names)
+    size = 1 + 9 + len(names) + 8 + len(props) + len(body)
+    head = _PUB.pack(size, PUBLISH, publish_id, flags) + names
+    return [head + _U32.pack(len(props)) + props + _U32.pack(len(body)), body], size + 4
+
+
 def encode_deliver(fr: f.Deliver) -> list[bytes]:
     pair = (fr.exchange, fr.routing_key)
     names = _encoded_pair.get(pair)
