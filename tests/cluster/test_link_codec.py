@@ -389,3 +389,52 @@ def test_repeated_names_are_decoded_once_and_never_mixed_up() -> None:
     d, e = deliver("r"), deliver("r")
     assert d.routing_key is e.routing_key and d.exchange is e.exchange == "ex"
     assert deliver("s").routing_key == "s"
+
+
+def test_a_run_of_publishes_with_changing_names_decodes_each_its_own() -> None:
+    """The decoder matches a Publish's name bytes against the last Publish's in place:
+    a run that changes names, or one whose names start like the last one's, still gives
+    each frame its own names (here against the generic decoder's)."""
+    from roost.cluster.link import codec, fast
+
+    shapes = [
+        ("/", ["q"], "", "q"),
+        ("/", ["q"], "", "q"),
+        ("/", ["q", "q2"], "", "q"),
+        ("/", ["q"], "", "qq"),
+        ("/v", ["q"], "", "q"),
+        ("/", ["q"], "", "q"),
+    ]
+    frames = [
+        f.Publish(i, 0, vhost, queues, ex, rk, b"", b"%d" % i)
+        for i, (vhost, queues, ex, rk) in enumerate(shapes)
+    ]
+    encoder = Encoder()
+    for frame in frames:
+        encoder.add(frame)
+    data = encoder.take()
+    (batch,) = frames_of(data)
+    assert isinstance(batch, f.Batch) and batch.frames == frames
+    for frame in frames:  # each alone, through the generic decoder
+        raw = b"".join(fast.encode_publish(frame))
+        with memoryview(raw) as view:
+            assert codec.decode_payload(f.Kind.PUBLISH, view[5:]) == frame
+
+
+def test_a_forwarded_publish_encoded_without_its_frame_is_the_same_bytes() -> None:
+    """``fast.publish_parts`` (the forwarding path, no frame object) gives the bytes of
+    ``encode_publish`` and joins a run of Publish frames in one Batch as they do."""
+    from roost.cluster.link import fast
+
+    frame = f.Publish(9, f.PUBLISH_CONFIRM, "/v", ["q"], "ex", "ké", b"\x10\x00\x02", b"b")
+    fields = ("/v", "q", "ex", "ké", b"\x10\x00\x02", b"b")
+    parts, size = fast.publish_parts(9, f.PUBLISH_CONFIRM, *fields)
+    assert b"".join(parts) == b"".join(fast.encode_publish(frame))
+    assert size == len(b"".join(parts))
+    encoder = Encoder()
+    encoder.add(frame)
+    encoder.add_batched(*fast.publish_parts(10, 0, *fields))
+    encoder.add(f.Heartbeat())
+    batch, beat = frames_of(encoder.take())
+    assert isinstance(beat, f.Heartbeat) and isinstance(batch, f.Batch)
+    assert batch.frames == [frame, f.Publish(10, 0, "/v", ["q"], "ex", "ké", *fields[4:])]

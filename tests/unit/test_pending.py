@@ -64,3 +64,19 @@ def test_overlapping_waiters_and_a_second_finish() -> None:
     empty: list[BrokerError | None] = []
     pending.when_done(b, b, empty.append)  # an empty range: at once
     assert empty == [None]
+
+
+def test_a_range_of_one_operation_finished_or_not() -> None:
+    """The one-operation range (every publish forwarded to one queue) takes a shorter
+    path: it still hears a failure that came before it waited, and shares the operation
+    with other waiters."""
+    pending = Pending()
+    failed, later = pending.issue(), pending.issue()
+    pending.finish(failed, InternalError("lost"))
+    heard: list[BrokerError | None] = []
+    pending.when_done(failed - 1, failed, heard.append)
+    assert len(heard) == 1 and str(heard[0]) == "lost"
+    pending.when_done(failed, later, heard.append)
+    pending.when_done(failed, later, heard.append)
+    pending.finish(later)
+    assert heard[1:] == [None, None]

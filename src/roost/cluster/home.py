@@ -18,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from roost.cluster.link import frames as f
+from roost.cluster.runs import publish_run
 from roost.cluster.wire import link_properties_cache, message_cached, properties_of
 from roost.core.auth import User
 from roost.core.client import Client
@@ -235,6 +236,10 @@ class Home:
             )
         ):
             answer(f.Outcome.CONFIRMED)
+
+    def publish_run(self, link: Link, frames: list[f.Publish]) -> None:
+        """A Batch's publishes, in order (``roost.cluster.runs``)."""
+        publish_run(self, link, frames)
 
     def _session(self, link: Link, vhost: VHost) -> tuple[Session, _Sink]:
         key = (link.peer, vhost.name)

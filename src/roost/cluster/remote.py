@@ -101,17 +101,15 @@ class DataPlane:
         queue.in_flight += 1
         if queue.in_flight >= WINDOW_HIGH and not queue.window.congested:
             queue.window.set_congested(True)
-        link.send(
-            f.Publish(
-                pid,
-                f.PUBLISH_CONFIRM,
-                queue.vhost.name,
-                [queue.name],
-                message.exchange,
-                message.routing_key,
-                properties_of(message),
-                message.body,
-            )
+        link.send_publish(
+            pid,
+            f.PUBLISH_CONFIRM,
+            queue.vhost.name,
+            queue.name,
+            message.exchange,
+            message.routing_key,
+            properties_of(message),
+            message.body,
         )
         queue.stat_published += 1
         return True
@@ -223,12 +221,7 @@ class DataPlane:
     def frame(self, link: Link, frame: f.Frame) -> None:
         match frame:
             case f.Batch(frames=frames):  # a run of publishes and deliveries, in order
-                publish, deliver = self.home.publish, self._deliver
-                for inner in frames:
-                    if isinstance(inner, f.Deliver):
-                        deliver(link, inner)
-                    else:
-                        publish(link, inner)
+                self._batch(link, frames)
             case f.Deliver():
                 self._deliver(link, frame)
             case f.Publish():
@@ -275,6 +268,21 @@ class DataPlane:
                     self.home.cancel(link, frame)
             case _:
                 pass
+
+    def _batch(self, link: Link, frames: list[f.Publish | f.Deliver]) -> None:
+        """Each run of consecutive publishes goes to the home side whole (one durability
+        wait for its confirms), deliveries one by one between them."""
+        run: list[f.Publish] = []
+        for inner in frames:
+            if isinstance(inner, f.Deliver):
+                if run:
+                    self.home.publish_run(link, run)
+                    run = []
+                self._deliver(link, inner)
+            else:
+                run.append(inner)
+        if run:
+            self.home.publish_run(link, run)
 
     def _deliver(self, link: Link, frame: f.Deliver) -> None:
         queue = self._subscriptions.get(frame.consumer_id)

@@ -58,6 +58,17 @@ class Pending:
         the failure of the lowest-numbered one that failed, or None. At once (before
         this returns) when they all have."""
         unfinished = self._unfinished
+        if upto == after + 1:  # one operation (a publish forwarded to one queue)
+            if upto not in unfinished:
+                done(self._failed.get(upto))
+                return
+            waiter = _Waiter(done, 1, None)
+            listed = unfinished[upto]
+            if listed is None:
+                unfinished[upto] = [waiter]
+            else:
+                listed.append(waiter)
+            return
         if upto - after <= len(unfinished):
             waiting = [n for n in range(after + 1, upto + 1) if n in unfinished]
         else:  # a wide range (a caller that awaited between its marks): scan the few

@@ -177,8 +177,15 @@ class Encoder:
 
     def add(self, frame: f.Frame) -> None:
         parts = encode_parts(frame)
-        size = sum(map(len, parts))
-        if self.batching and isinstance(frame, f.BATCHED):
+        if isinstance(frame, f.BATCHED):
+            return self.add_batched(parts, sum(map(len, parts)))
+        self._close_run()
+        self.parts += parts
+        self.size += sum(map(len, parts))
+
+    def add_batched(self, parts: list[bytes], size: int) -> None:
+        """A Publish or Deliver frame already encoded (``size`` bytes in ``parts``)."""
+        if self.batching:
             if self._run < 0:
                 self._run = len(self.parts)
                 self.parts.append(b"")  # the Batch header, if the run gets a second frame
@@ -189,7 +196,6 @@ class Encoder:
             if self._run_size >= BATCH_BYTES:
                 self._close_run()
             return
-        self._close_run()
         self.parts += parts
         self.size += size
 

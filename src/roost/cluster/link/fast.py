@@ -21,6 +21,7 @@ _CREDIT = struct.Struct("!IBQI")
 _RESULT = struct.Struct("!IBQB")
 _U32 = struct.Struct("!I")
 _U16 = struct.Struct("!H")
+_QB = struct.Struct("!QB")
 
 PUBLISH = f.Kind.PUBLISH
 DELIVER = f.Kind.DELIVER
@@ -78,6 +79,32 @@ def encode_publish(fr: f.Publish) -> list[bytes]:
     size = 1 + 9 + len(names) + 8 + len(props) + len(body)
     head = _PUB.pack(size, PUBLISH, fr.publish_id, fr.flags) + names
     return [head + _U32.pack(len(props)) + props + _U32.pack(len(body)), body]
+
+
+_encoded_one: dict[tuple[str, str, str, str], bytes] = {}  # (vhost, queue, exchange, key)
+
+
+def publish_parts(
+    publish_id: int,
+    flags: int,
+    vhost: str,
+    queue: str,
+    exchange: str,
+    routing_key: str,
+    props: bytes,
+    body: bytes,
+) -> tuple[list[bytes], int]:
+    """A Publish to one queue, encoded without its frame object (a forwarded publish's
+    path: ``Link.send_publish``), and its size in bytes; the same bytes as
+    ``encode_publish``."""
+    key = (vhost, queue, exchange, routing_key)
+    names = _encoded_one.get(key)
+    if names is None:
+        names = _name(vhost) + b"\x00\x01" + _name(queue) + _name(exchange) + _name(routing_key)
+        _remember(_encoded_one, key, names)
+    size = 1 + 9 + len(names) + 8 + len(props) + len(body)
+    head = _PUB.pack(size, PUBLISH, publish_id, flags) + names
+    return [head + _U32.pack(len(props)) + props + _U32.pack(len(body)), body], size + 4
 
 
 def encode_deliver(fr: f.Deliver) -> list[bytes]:
@@ -180,17 +207,46 @@ def _read_bytes(data: Buffer, pos: int, end: int) -> tuple[int, bytes]:
     return stop, bytes(data[pos + 4 : stop])
 
 
+_last_publish: list[Any] = [b"", ()]  # (the names' bytes, the names) of the last Publish
+
+
 def decode_publish(data: Buffer, pos: int, end: int) -> tuple[f.Publish, int]:
     """``data[pos:end]`` is the payload after the kind byte; returns the frame and where
     its fields ended (the caller checks that is ``end``)."""
     if pos + 9 > end:
         raise Truncated("Publish frame truncated")
-    publish_id, flags = struct.unpack_from("!QB", data, pos)
-    pos, names = _read_names(data, pos + 9, end, 2, counted=True)
-    vhost, queues, exchange, routing_key = names[0], list(names[1:-2]), names[-2], names[-1]
-    pos, props = _read_bytes(data, pos, end)
-    pos, body = _read_bytes(data, pos, end)
-    return f.Publish(publish_id, flags, vhost, queues, exchange, routing_key, props, body), pos
+    publish_id, flags = _QB.unpack_from(data, pos)
+    pos += 9
+    # a run of publishes mostly repeats the last one's names: their bytes matched in
+    # place (names are length-prefixed, so equal bytes parse alike), else looked up
+    raw, names = _last_publish
+    if raw and type(data) is bytes and data.startswith(raw, pos, end):
+        pos += len(raw)
+    else:
+        start = pos
+        pos, names = _read_names(data, pos, end, 2, counted=True)
+        _last_publish[:] = bytes(data[start:pos]), names
+    # the properties' and the body's lengths read in line (two calls a message saved)
+    if pos + 4 > end:
+        raise Truncated("bytes run past the frame")
+    stop = pos + 4 + _U32.unpack_from(data, pos)[0]
+    if stop + 4 > end:
+        raise Truncated("bytes run past the frame")
+    props = bytes(data[pos + 4 : stop])
+    last = stop + 4 + _U32.unpack_from(data, stop)[0]
+    if last > end:
+        raise Truncated("bytes run past the frame")
+    frame = f.Publish(
+        publish_id,
+        flags,
+        names[0],
+        list(names[1:-2]),
+        names[-2],
+        names[-1],
+        props,
+        bytes(data[stop + 4 : last]),
+    )
+    return frame, last
 
 
 def decode_deliver(data: Buffer, pos: int, end: int) -> tuple[f.Deliver, int]:

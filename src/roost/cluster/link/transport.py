@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
+from roost.cluster.link import fast
 from roost.cluster.link import frames as f
 from roost.cluster.link.codec import NEED_DATA, Encoder, LinkError, LinkReader
 
@@ -66,6 +67,29 @@ class Link:
         self.frames_out += 1
         return True
 
+    def send_publish(
+        self,
+        publish_id: int,
+        flags: int,
+        vhost: str,
+        queue: str,
+        exchange: str,
+        routing_key: str,
+        props: bytes,
+        body: bytes,
+    ) -> bool:
+        """``send(Publish(...))`` to one queue, encoded without the frame object."""
+        protocol = self.protocol
+        if protocol is None or protocol.closed:
+            return False
+        parts, size = fast.publish_parts(
+            publish_id, flags, vhost, queue, exchange, routing_key, props, body
+        )
+        protocol.out.add_batched(parts, size)
+        protocol.plan_flush()
+        self.frames_out += 1
+        return True
+
     def close(self) -> None:
         if self.protocol is not None:
             self.protocol.close("closed by this node")
@@ -99,6 +123,9 @@ class LinkProtocol(asyncio.Protocol):
 
     def queue(self, frame: f.Frame) -> None:
         self.out.add(frame)
+        self.plan_flush()
+
+    def plan_flush(self) -> None:
         if not self._flush_planned:
             self._flush_planned = True
             self.loop.call_soon(self._flush)
