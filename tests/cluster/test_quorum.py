@@ -13,7 +13,7 @@ import pika
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.history import History
-from tests.cluster.nodes import TTL, queue_json, three_nodes  # noqa: F401  (TTL too: tests on open branches import the three from here)
+from tests.cluster.nodes import queue_json, three_nodes
 from tests.cluster.quorum_queues import (
     QUORUM,
     confirm_in_background,

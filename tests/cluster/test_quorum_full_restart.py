@@ -27,7 +27,8 @@ import pytest
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.history import History
-from tests.cluster.test_quorum import QUORUM, queue_json, three_nodes
+from tests.cluster.nodes import queue_json, three_nodes
+from tests.cluster.quorum_queues import QUORUM
 from tests.confirming import publish_recorded
 from tests.support import RoostProcess, eventually
 
