@@ -123,7 +123,7 @@ class RoostProcess:
             if self.proc.poll() is None:
                 self.kill()
                 raise RuntimeError(f"roost server did not become ready:\n{self.log}")
-            if "Address already in use" not in self.log:
+            if "address already in use" not in self.log.lower():  # asyncio says it in lower case
                 break
         raise RuntimeError(f"roost server exited with {self.proc.returncode}:\n{self.log}")
 

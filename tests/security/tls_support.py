@@ -98,7 +98,7 @@ class TLSRoost(RoostProcess):
                 super().start(timeout)
                 return self
             except RuntimeError:
-                if attempt == 2 or "Address already in use" not in self.log:
+                if attempt == 2 or "address already in use" not in self.log.lower():
                     raise
                 self.log_lines.clear()
         raise AssertionError("unreachable")
