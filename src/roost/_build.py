@@ -90,10 +90,14 @@ class _SourceFirst:
         return None
 
 
-def stale_extensions() -> list[str]:
+def stale_extensions(root: Path | None = None) -> list[str]:
     """The compiled modules whose extension is older than its ``.py`` (an editable
-    install whose source was edited since it was built)."""
-    root = Path(__file__).resolve().parent.parent  # the directory holding roost/
+    install whose source was edited since it was built). ``root`` holds ``roost/``."""
+    root = root or Path(__file__).resolve().parent.parent
+    if root.name in ("site-packages", "dist-packages"):
+        # installed from a wheel: pip gives each file its unpacking time, so a source
+        # unpacked after its extension looks newer although both came from one build
+        return []
     stale = []
     for name in COMPILED_MODULES:
         source = root.joinpath(*name.split(".")).with_suffix(".py")

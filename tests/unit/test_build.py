@@ -186,3 +186,17 @@ def test_setup_installs_pure_python_when_it_cannot_compile(
     runpy.run_path(str(ROOT / "setup.py"))
     assert "ext_modules" not in given
     assert f"roost: building pure Python ({why}" in capsys.readouterr().err
+
+
+def test_an_installed_wheel_is_never_stale_but_an_edited_checkout_is(tmp_path: Path) -> None:
+    """pip stamps a wheel's files with their unpacking time, so a compiled module's
+    source can look newer than its extension; only a source tree is judged by times."""
+    name = _build.COMPILED_MODULES[0]
+    for top, expected in (("site-packages", []), ("src", [name])):
+        source = (tmp_path / top).joinpath(*name.split(".")).with_suffix(".py")
+        source.parent.mkdir(parents=True, exist_ok=True)
+        built = source.with_name(source.stem + importlib.machinery.EXTENSION_SUFFIXES[0])
+        built.write_bytes(b"")
+        source.write_text("")
+        os.utime(built, (1_000_000, 1_000_000))  # the extension older than its source
+        assert _build.stale_extensions(tmp_path / top) == expected
