@@ -6,9 +6,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
 
-from tests.support import SLOW_SYNC_MS, RoostProcess, running
+
+def _helper_modules() -> list[str]:
+    """The modules under tests/ that are neither tests nor conftests (pytest rewrites
+    only those two kinds' asserts on its own)."""
+    here = Path(__file__).parent
+    return [
+        ".".join(("tests", *path.relative_to(here).with_suffix("").parts))
+        for path in sorted(here.rglob("*.py"))
+        if not path.name.startswith("test_") and path.name not in ("conftest.py", "__init__.py")
+    ]
+
+
+# so that a helper's failing assert shows its operands, as a test's does: called before
+# any of them is imported (a module imported first keeps plain asserts), this file's too
+pytest.register_assert_rewrite(*_helper_modules())
+
+from hypothesis import settings  # noqa: E402
+
+from tests.support import SLOW_SYNC_MS, RoostProcess, running  # noqa: E402
 
 # Property tests check results, not speed: on a loaded 2-core CI box one example can take
 # longer than Hypothesis's 200 ms default deadline, which then fails a correct codec.

@@ -11,89 +11,35 @@ of its own group) wrote the new group after 5 s even if the others were behind."
 from __future__ import annotations
 
 import asyncio
-import json
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
-from roost.cluster.coordinator import Coordinator
-from roost.cluster.election import Election
 from roost.cluster.etcd_server import EtcdServer
-from roost.cluster.link import frames as f
 from roost.cluster.quorum import safechange
-from roost.cluster.quorum.groupbase import GroupBase
 from roost.cluster.quorum.leader import Replicator
-from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
-from roost.cluster.urls import parse_cluster_url
 from roost.core.errors import BrokerError
-from roost.core.message import Message, Properties
 from roost.core.queues.quorum import QuorumQueue
 from tests.brokers import memory_broker
+from tests.cluster.regroup_setup import TERM_WAIT, GroupLeader
 from tests.quorum_links import Links
 
 KEY = ("/", "q")
-TERM_WAIT = 10.0  # seconds any one step may take on a loaded box
 
 
-class Leader:
+class Leader(GroupLeader):
     """n1 leading {n1, n2, n3} with 3 messages that n1 and n2 hold (committed), n3
     none; its node's group watch running."""
 
     async def start(self, etcd: EtcdServer, prefix: str) -> None:
-        self.coordinator = Coordinator(parse_cluster_url(etcd.url())[0], timeout=5.0)
-        lease = await self.coordinator.grant_lease(30)
         broker = memory_broker()
         vhost = broker.catalog.vhosts["/"]
         queue = QuorumQueue(vhost, "q", durable=True, arguments={"x-queue-type": "quorum"})
         vhost.adopt_queue(queue)
-        self.rep = rep = Replicator(broker, Links(), queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
+        rep = Replicator(broker, Links(), queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
         queue.replication = rep
-        m: Any = SimpleNamespace(
-            prefix=prefix, name="n1", node=SimpleNamespace(coordinator=self.coordinator,
-            membership=None), broker=broker, leading={KEY: rep}, elections={}, following={},
-            groups={}, tasks={}, free=set(),
-        )  # fmt: skip
-        m._key = lambda kind, key: GroupBase._key(m, kind, key)
-        m._spawn_free = lambda work: m.free.add(asyncio.get_running_loop().create_task(work))
-        self.manager = m
-        self.election = Election(self.coordinator, m._key("leaders", KEY), "n1", lease)
-        await self.election.campaign_once()
-        m.elections[KEY] = self.election
-        self.regroup = Regroup(m)
-        assert await self.regroup._write(KEY, rep, self.election, list(rep.members), 3, None)
-        rep.started(self.election.term)
-        for n in range(3):
-            assert queue.push(Message("", "q", Properties(), b"m%d" % n))
-        await self.until(lambda: rep.own_durable == 3)
-        self.ack("n2", 3)
-        assert rep.commit_index == 3
-        self.watch = asyncio.get_running_loop().create_task(self.regroup.follow())
-        self.control = MemberControl(m)
-
-    def ack(self, member: str, index: int) -> None:
-        self.rep.acknowledged(member, f.ReplicateAck("/", "q", self.rep.term, index, True))
-
-    async def until(self, condition: Any) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + TERM_WAIT
-        while not condition():
-            assert loop.time() < deadline
-            await asyncio.sleep(0.01)
-
-    async def members(self) -> list[str]:
-        kv = await self.coordinator.get(self.manager._key("quorum", KEY))
-        assert kv is not None
-        return list(json.loads(kv.value)["members"])
-
-    async def stop(self) -> None:
-        self.watch.cancel()
-        self.rep.close()
-        for task in self.manager.free:
-            task.cancel()
-        await self.coordinator.revoke_lease(self.election.lease_id)
-        await self.coordinator.close()
+        await self.lead(etcd, prefix, broker, rep, Regroup, leaders="leaders", record="quorum",
+                        request=None, commit=lambda: rep.commit_index)  # fmt: skip
 
 
 def test_a_member_is_taken_out_only_once_the_rest_hold_the_commit_index(
@@ -109,15 +55,15 @@ def test_a_member_is_taken_out_only_once_the_rest_hold_the_commit_index(
                 await leader.control.delete_member("/", "q", "n2")
             assert await leader.members() == ["n1", "n2", "n3"]
             assert leader.rep.members == ["n1", "n2", "n3"]
-            req = leader.manager._key("quorum-req", KEY)
+            req = leader.owner._key("quorum-req", KEY)
             assert await leader.coordinator.get(req) is None  # the asker took the answer
-            await leader.until(lambda: KEY not in leader.regroup._busy)  # the leader is done
+            await leader.until(lambda: KEY not in leader.changes._busy)  # the leader is done
             # asked again, n3 catches up while the change waits: n2 goes then
             monkeypatch.setattr(safechange, "CHANGE_WAIT", 3 * TERM_WAIT)  # never runs out
             asked = asyncio.get_running_loop().create_task(
                 leader.control.delete_member("/", "q", "n2")
             )
-            await leader.until(lambda: KEY in leader.regroup._busy)
+            await leader.until(lambda: KEY in leader.changes._busy)
             assert await leader.members() == ["n1", "n2", "n3"]
             leader.ack("n3", 3)
             assert await asyncio.wait_for(asked, TERM_WAIT) == ["n1", "n3"]
@@ -142,7 +88,7 @@ def test_a_leader_hands_over_only_once_the_rest_hold_its_whole_log(
             with pytest.raises(BrokerError, match=r"timeout: members .* did not catch up"):
                 await leader.control.delete_member("/", "q", "n1")
             assert await leader.members() == ["n1", "n2", "n3"]
-            await leader.until(lambda: KEY not in leader.regroup._busy)  # the leader is done
+            await leader.until(lambda: KEY not in leader.changes._busy)  # the leader is done
             assert not rep.refusing and not rep.deposed
             assert await leader.election.leader() is not None
             monkeypatch.setattr(safechange, "CHANGE_WAIT", 3 * TERM_WAIT)  # never runs out
@@ -153,7 +99,7 @@ def test_a_leader_hands_over_only_once_the_rest_hold_its_whole_log(
             assert await leader.members() == ["n1", "n2", "n3"]
             leader.ack("n3", 3)
             assert await asyncio.wait_for(asked, TERM_WAIT) == ["n2", "n3"]
-            assert rep.deposed and KEY not in leader.manager.leading
+            assert rep.deposed and KEY not in leader.owner.leading
             assert await leader.election.leader() is None  # resigned: the others elect
         finally:
             await leader.stop()

@@ -6,14 +6,11 @@ and a node's death is handled as RabbitMQ handles a classic queue's node going d
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pika
-import pytest
 
-from roost.cluster.etcd_server import EtcdServer
-from tests.cluster.conftest import node
 from tests.cluster.history import History
+from tests.cluster.nodes import pair  # noqa: F401  (the fixture)
 from tests.confirming import publish_recorded
 from tests.support import RoostProcess, eventually
 
@@ -51,23 +48,10 @@ def consumer(
         ch.cancel()
 
 
-@pytest.fixture
-def two(shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path):  # type: ignore[no-untyped-def]
-    n1 = node(shared_etcd, tmp_path / "n1", "n1", prefix=etcd_prefix).start()
-    n2 = node(shared_etcd, tmp_path / "n2", "n2", prefix=etcd_prefix).start()
-    try:
-        yield n1, n2
-    finally:
-        n1.kill()
-        n2.kill()
-    for n in (n1, n2):
-        assert "Traceback" not in n.log, n.log
-
-
 def test_publish_on_either_node_consume_on_either_node(
-    two: tuple[RoostProcess, RoostProcess],
+    pair: tuple[RoostProcess, RoostProcess],  # noqa: F811
 ) -> None:
-    n1, n2 = two
+    n1, n2 = pair
     with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
         conn.channel().queue_declare("home-n1", durable=True)  # homed on n1
     h = History()
@@ -97,9 +81,9 @@ def test_publish_on_either_node_consume_on_either_node(
 
 
 def test_a_remote_consumer_acks_rejects_and_requeues_at_the_home_node(
-    two: tuple[RoostProcess, RoostProcess],
+    pair: tuple[RoostProcess, RoostProcess],  # noqa: F811
 ) -> None:
-    n1, n2 = two
+    n1, n2 = pair
     with pika.BlockingConnection(pika.URLParameters(n1.url)) as c1:
         ch1 = c1.channel()
         ch1.queue_declare("settle", durable=True)

@@ -85,11 +85,6 @@ class RemoteChanges:
             return
         # ours lost a race (or the cluster moved it): its bindings and the messages it
         # took meanwhile go to the winner; its consumers are cancelled (basic.cancel)
-        bindings = [
-            (b.source.name, b.routing_key, dict(b.arguments))
-            for ex in vhost.exchanges.values()
-            for b in ex.bindings_to(existing)
-        ]
         messages = [e.message for e in existing.ready if e.message is not None]
         consumers = []
         if existing.kind == "quorum":
@@ -97,11 +92,7 @@ class RemoteChanges:
             # and its consumers stay, fed by the new leader (as RabbitMQ keeps them)
             consumers = list(existing.consumers)
             existing.consumers.clear()
-        vhost.delete_queue(existing)
-        vhost.adopt_queue(remote)
-        for source, routing_key, arguments in bindings:
-            with contextlib.suppress(BrokerError):
-                vhost.bind(source, remote, routing_key, arguments)
+        take_place(vhost, existing, remote)
         for message in messages:
             remote.push(message)
         for consumer in consumers:
@@ -147,6 +138,22 @@ class RemoteChanges:
                 if dest is None or source not in vhost.exchanges:
                     raise NotFound("gone already")
                 vhost.unbind(source, dest, routing_key, json.loads(args))
+
+
+def take_place(vhost: VHost, old: Queue, new: Queue) -> None:
+    """``new`` replaces ``old`` under its name, bound as it was (a stand-in and the
+    queue it stands for, either way round). ``old``'s consumers are cancelled unless the
+    caller moved them first."""
+    bindings = [
+        (b.source.name, b.routing_key, dict(b.arguments))
+        for ex in vhost.exchanges.values()
+        for b in ex.bindings_to(old)
+    ]
+    vhost.delete_queue(old)
+    vhost.adopt_queue(new)
+    for source, routing_key, arguments in bindings:
+        with contextlib.suppress(BrokerError):
+            vhost.bind(source, new, routing_key, arguments)
 
 
 class _Applying:

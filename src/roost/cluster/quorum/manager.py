@@ -29,7 +29,6 @@ reach each other.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -46,7 +45,7 @@ from roost.cluster.quorum.regroup import Regroup
 from roost.cluster.quorum.rejoining import Rejoining
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.cluster.quorum.stepdown import StepDown
-from roost.core.errors import BrokerError
+from roost.cluster.remote_changes import take_place
 from roost.core.events import QueueDeclared, QueueDeleted
 from roost.core.queues.entry import Entry
 from roost.core.queues.quorum import QuorumQueue
@@ -366,11 +365,6 @@ class QuorumManager(GroupBase):
                 entry.redelivered = True
                 entry.deliveries = delivered
             inherited.append(entry)
-        bindings = [
-            (b.source.name, b.routing_key, dict(b.arguments))
-            for ex in vhost.exchanges.values()
-            for b in ex.bindings_to(stand_in)
-        ]
         consumers = list(stand_in.consumers)
         stand_in.consumers.clear()
         if isinstance(stand_in, QuorumStandIn):  # its clients' acks from now on settle here
@@ -379,11 +373,7 @@ class QuorumManager(GroupBase):
         self._promoting = True
         try:
             with self.defs._apply():
-                vhost.delete_queue(stand_in)
-                vhost.adopt_queue(queue)
-                for source, routing_key, arguments in bindings:
-                    with contextlib.suppress(BrokerError):
-                        vhost.bind(source, queue, routing_key, arguments)
+                take_place(vhost, stand_in, queue)
         finally:
             self._promoting = False
         for consumer in consumers:

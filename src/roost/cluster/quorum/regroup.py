@@ -191,17 +191,12 @@ class Regroup:
     ) -> bool:  # fmt: skip
         """Writes the group ``members`` once a majority of them holds the commit index
         (``safechange.py``); until then the old group stays. True when written."""
-        if not await safechange.until_held(rep, members, upto, adding=adding):
-            await self._refuse(key, rep, members, request)
-            return False
-        rep.joining = members  # from here a commit needs both groups' majorities
-        try:
-            written = await self._write(key, rep, election, members, target, request)
-        finally:
-            rep.joining = None
-        if written:
-            rep.members = members
-        return written
+        return await safechange.write_when_held(
+            rep, members,
+            lambda: self._write(key, rep, election, members, target, request),
+            lambda: self._refuse(key, rep, members, request),
+            upto, adding=adding,
+        )  # fmt: skip
 
     async def _refuse(
         self, key: Key, rep: Replicator, members: list[str], request: dict[str, Any] | None

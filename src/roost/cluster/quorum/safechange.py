@@ -24,7 +24,7 @@ request is answered with an error (as ``rabbitmq-queues`` reports a timeout).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Protocol
 
 CHANGE_WAIT = 10.0  # seconds a change waits for its new group (the asker waits 15)
@@ -103,6 +103,34 @@ async def until_held(
             return False
         await asyncio.sleep(POLL)
     return False
+
+
+class Regrouping(Changing, Protocol):
+    """A leader that writes its new group itself (``leader.Replicator``,
+    ``stream_leader.StreamReplicator``)."""
+
+    members: list[str]
+    joining: list[str] | None  # the group being written: a commit needs its majorities too
+
+
+async def write_when_held(
+    rep: Regrouping, members: list[str], write: Callable[[], Awaitable[bool]],
+    refuse: Callable[[], Awaitable[None]], upto: int = 0, *, adding: bool = False,
+) -> bool:  # fmt: skip
+    """Writes the group ``members`` (``write``: True once the record is in etcd) when
+    ``until_held``; else ``refuse`` tells the asker and the old group stays. While the
+    record is being written a commit needs both groups' majorities. True when written."""
+    if not await until_held(rep, members, upto, adding=adding):
+        await refuse()
+        return False
+    rep.joining = members
+    try:
+        written = await write()
+    finally:
+        rep.joining = None
+    if written:
+        rep.members = members
+    return written
 
 
 def refusal(rep: Changing, name: str, members: Collection[str], upto: int = 0) -> str:

@@ -34,26 +34,24 @@ async def regroup(
     hand-over's log end); until then the old group stays. True when written.
     ``leaving``: this node is not in ``members`` (its copy goes once the stream is
     replaced by a stand-in)."""
-    if not await safechange.until_held(rep, members, upto, adding=adding):
+
+    async def refuse() -> None:
         why = safechange.refusal(rep, key[1], members, upto)
         log.warning("stream %s: %s", key, why)
         if not rep.deposed:
             groups = control.groups
             req_key = groups._key("stream-req", key)
             await answer_refused(groups.node.coordinator, req_key, request, why)
-        return False
-    rep.joining = members  # from here a commit needs both groups' majorities
-    if leaving:
-        control.left.add(key)
-    try:
+
+    async def write() -> bool:
+        if leaving:  # out of the group: its copy goes, records still in flight are ignored
+            control.left.add(key)
         written = await control._write(key, rep, election, members, target, request)
-    finally:
-        rep.joining = None
-    if written:
-        rep.members = members
-    elif leaving:
-        control.left.discard(key)
-    return written
+        if leaving and not written:
+            control.left.discard(key)
+        return written
+
+    return await safechange.write_when_held(rep, members, write, refuse, upto, adding=adding)
 
 
 async def hand_over(

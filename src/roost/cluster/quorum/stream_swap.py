@@ -3,9 +3,9 @@ of its stand-in (``stream_groups.StreamGroups._promote``)."""
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
+from roost.cluster.remote_changes import take_place
 from roost.core.errors import BrokerError
 from roost.core.queues.stream import StreamQueue
 
@@ -18,22 +18,13 @@ if TYPE_CHECKING:
 def swap_in_copy(groups: StreamGroups, vhost: VHost, stand_in: StreamStandIn) -> StreamQueue:
     """The member's copy of the log becomes the stream here, in the stand-in's place
     (its bindings and consumers move over)."""
-    bindings = [
-        (b.source.name, b.routing_key, dict(b.arguments))
-        for ex in vhost.exchanges.values()
-        for b in ex.bindings_to(stand_in)
-    ]
     consumers = stand_in.moving()  # read through the old leader: moved over
     groups.promoting = True
     try:
         queue = StreamQueue(vhost, stand_in.name, durable=True, arguments=dict(stand_in.arguments))
         queue.committed = 0
         with groups.defs._apply():
-            vhost.delete_queue(stand_in)
-            vhost.adopt_queue(queue)
-            for source, routing_key, arguments in bindings:
-                with contextlib.suppress(BrokerError):
-                    vhost.bind(source, queue, routing_key, arguments)
+            take_place(vhost, stand_in, queue)
     finally:
         groups.promoting = False
     for consumer, resume in consumers:  # from the offset after the last one given
