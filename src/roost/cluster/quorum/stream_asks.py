@@ -8,7 +8,9 @@ The asking node sends ``StreamAsk`` (the question as JSON, ``core.stream_queries
 nothing more meanwhile). The asked node answers from the stream it leads, or from its
 copy if a failover moved the leadership meanwhile. The link going down answers
 ``None`` (STREAM_NOT_AVAILABLE to the client, as RabbitMQ answers while no leader is
-known); the client asks again.
+known); the client asks again. So does a question left unanswered for ``ASK_TIMEOUT``:
+the link's silence check closes a link to a paused node after 6 s, but a reply lost any
+other way must not hold the client's session for good.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ if TYPE_CHECKING:
 
 Answered = Callable[[Any], None]
 
+# Past the link's silence check (transport.DEAD_AFTER, 6 s), which answers first when the
+# leader's node hangs; well under RabbitMQ's 60 s stream request timeout, which clients
+# wait out before they give up themselves.
+ASK_TIMEOUT = 15.0
+
 
 class StreamAsks:
     """Registers itself on the node's frames and link losses."""
@@ -37,18 +44,22 @@ class StreamAsks:
         self.node = node
         self.broker = broker
         self._next_id = 0
-        self._waiting: dict[int, tuple[str, Answered]] = {}  # request -> (peer, answered)
+        self.timeout = ASK_TIMEOUT
+        # request -> (peer, answered, its timer)
+        self._waiting: dict[int, tuple[str, Answered, asyncio.TimerHandle]] = {}
         node.frame_handlers.append(self.frame)
         node.link_down.append(self._link_down)
 
     def ask(self, home: str, vhost: str, stream: str, question: Any, answered: Answered) -> None:
         """``answered`` gets the leader's answer, or None; always later, not in this call."""
         link = self.node.links.link(home)
+        loop = asyncio.get_running_loop()
         if link is None:
-            asyncio.get_running_loop().call_soon(answered, None)
+            loop.call_soon(answered, None)
             return
         self._next_id += 1
-        self._waiting[self._next_id] = (home, answered)
+        timer = loop.call_later(self.timeout, self._expire, self._next_id)
+        self._waiting[self._next_id] = (home, answered, timer)
         link.send(f.StreamAsk(self._next_id, vhost, stream, json.dumps(question).encode()))
 
     def frame(self, link: Link, frame: f.Frame) -> None:
@@ -58,6 +69,7 @@ class StreamAsks:
             case f.StreamAnswer():
                 found = self._waiting.pop(frame.request_id, None)
                 if found is not None:
+                    found[2].cancel()
                     found[1](json.loads(frame.answer))
             case _:
                 pass
@@ -76,8 +88,14 @@ class StreamAsks:
                 answer = {"code": "not_available"}
         return json.dumps(answer).encode()
 
+    def _expire(self, request_id: int) -> None:
+        found = self._waiting.pop(request_id, None)
+        if found is not None:
+            found[1](None)
+
     def _link_down(self, link: Link, _why: str) -> None:
-        for rid, (peer, answered) in list(self._waiting.items()):
+        for rid, (peer, answered, timer) in list(self._waiting.items()):
             if peer == link.peer:
                 del self._waiting[rid]
+                timer.cancel()
                 answered(None)
