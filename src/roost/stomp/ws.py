@@ -66,6 +66,10 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
         await transport.serve(handler)
     finally:
         effects.timers.cancel_all()
+        # the handler holds effects.wake, whose effects hold the handler: a cycle that
+        # kept every closed connection (session, client, aiohttp request) until a full
+        # collection, which the server's GC tuning makes rare (issue 19's churn)
+        effects.handler = None
     return ws
 
 
