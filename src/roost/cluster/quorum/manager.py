@@ -14,8 +14,8 @@ goes; each surviving member writes its position (term, durable index) under
 ``PREFIX/quorum-pos/…``, and the one with the longest log campaigns once a majority's
 positions are in (``candidacy.py``: never over a longer member still running, so the
 winner holds everything confirmed; the others look again every ``LOOK_AGAIN`` seconds).
-A member restarted (its copy dropped) neither writes nor campaigns until it holds a
-whole snapshot again (``Regroup.forgot``).
+A restarted member keeps its copy and position (``rejoining.adopt_copies``); one whose
+record is lost neither writes nor campaigns until it has a whole snapshot (``forgot``).
 The winner turns its copy into the queue (its stand-in's bindings and local consumers
 move over), ships a snapshot to the other members under its new term, and moves the
 queue's home in etcd with a fenced transaction; every node's definitions watch then
@@ -43,7 +43,7 @@ from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
-from roost.cluster.quorum.rejoining import Rejoining
+from roost.cluster.quorum.rejoining import Rejoining, adopt_copies
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.cluster.quorum.stepdown import StepDown
 from roost.core.errors import BrokerError
@@ -153,6 +153,7 @@ class QuorumManager(GroupBase):
             for queue in list(vhost.queues.values()):
                 if isinstance(queue, QuorumQueue) and isinstance(queue.replication, Rejoining):
                     self._spawn((vhost.name, queue.name), self._rejoin(queue))
+        adopt_copies(self)
         self._spawn_free(self._started())
 
     async def _started(self) -> None:
@@ -306,6 +307,7 @@ class QuorumManager(GroupBase):
         (``groupbase._positions_allow``, ``candidacy.py``)."""
         if self.regroup.forgot(key, follower.marked):
             return False  # restarted, not caught up: it neither runs nor counts
+        await follower.persist()  # the fence it saw, before its position counts
         mine = follower.position  # a snapshot under way: the copy it kept
         prefix = self._key("quorum-pos", key) + "/"
         group = self._key("quorum", key)
@@ -347,6 +349,8 @@ class QuorumManager(GroupBase):
         """The follower's copy becomes the queue here; its messages go to ``inherit``."""
         queue = QuorumQueue(vhost, stand_in.name, durable=True, arguments=dict(stand_in.arguments))
         queue.attach_store(follower.store)  # so persistence opens no second store
+        if follower.member is not None:
+            follower.member.drop()  # a queue now, recovered from its definition
         # acks this node's clients sent to the old leader that it never replicated
         acked = stand_in.acked if isinstance(stand_in, QuorumStandIn) else set()
         queue._seq = follower.max_seq  # numbers are never given twice (acks name them)
