@@ -88,6 +88,9 @@ class Follower:
         self.unsure: deque[tuple[int, int]] = deque()  # (index, number) of ENQs past it
         self.snapshot_top = 0  # the highest message number of the snapshot under way
         self.noted_fence = 0  # the fence the member record holds
+        # an old leader that lost its copy: a position at least its true one, written
+        # for elections (never campaigned on) until a snapshot makes its copy whole
+        self.bound: tuple[int, int] | None = None
         if copy is not None:
             self._restore(copy[2], copy[3])
 
@@ -138,6 +141,8 @@ class Follower:
     @property
     def position(self) -> tuple[int, int]:
         """(term, durable index) of the copy this member would serve if elected."""
+        if self.bound is not None:
+            return self.bound
         return self.kept_position if self.kept is not None else (self.marked, self.durable_index)
 
     def restore_kept(self) -> None:
@@ -265,6 +270,7 @@ class Follower:
                 self._remove(slot)
             self.kept = None
             self.marked = term
+            self.bound = None
             self._note(self.durable_index)  # a whole copy: recovered from the next commit
         self._answer(link, ok=True)
 

@@ -15,7 +15,8 @@ goes; each surviving member writes its position (term, durable index) under
 positions are in (``candidacy.py``: never over a longer member still running, so the
 winner holds everything confirmed; the others look again every ``LOOK_AGAIN`` seconds).
 A restarted member keeps its copy and position (``rejoining.adopt_copies``); one whose
-record is lost neither writes nor campaigns until it has a whole snapshot (``forgot``).
+record is lost neither writes nor campaigns until it has a whole snapshot (``forgot``);
+an old leader succeeded while down votes with a bound (``rejoining.vote_bounded``).
 The winner turns its copy into the queue (its stand-in's bindings and local consumers
 move over), ships a snapshot to the other members under its new term, and moves the
 queue's home in etcd with a fenced transaction; every node's definitions watch then
@@ -43,7 +44,7 @@ from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
-from roost.cluster.quorum.rejoining import Rejoining, adopt_copies
+from roost.cluster.quorum.rejoining import Rejoining, adopt_copies, hold_recovered
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.cluster.quorum.stepdown import StepDown
 from roost.core.errors import BrokerError
@@ -85,7 +86,8 @@ class QuorumManager(GroupBase):
         self.control = MemberControl(self)  # what the management API calls
         self._free: set[asyncio.Task[None]] = set()
         self._promoting = False
-        self._hold_recovered()  # before the data plane's first await: links are up
+        self.recovered = hold_recovered(self)  # before the data plane's first await
+        self.member_dirs = set(broker.message_store.member_copies())  # copies kept here
         node.frame_handlers.append(self.frame)
         node.link_up.append(self._link_up)
         broker.catalog.on_change.append(self._broker_changed)
@@ -133,16 +135,6 @@ class QuorumManager(GroupBase):
                         self._spawn(key, self._forget_queue(key, rep.term), replace=False)
             case _:
                 pass
-
-    def _hold_recovered(self) -> None:
-        """A quorum queue this node recovered from its own disk refuses publishes until
-        ``_rejoin`` knows its group: the links are up before the definitions are read,
-        and a publish forwarded here meanwhile was taken by the unreplicated queue and
-        confirmed; lost when another member won the election (a restarted leader)."""
-        for vhost in self.broker.catalog.vhosts.values():
-            for queue in vhost.queues.values():
-                if isinstance(queue, QuorumQueue) and queue.replication is None:
-                    queue.replication = Rejoining(queue)
 
     def start(self) -> None:
         """After the definitions: a quorum queue this node recovered from its own disk
@@ -305,13 +297,14 @@ class QuorumManager(GroupBase):
     async def _may_campaign(self, key: Key, follower: Follower) -> bool:
         """True when a majority's positions are in and no running member is ahead
         (``groupbase._positions_allow``, ``candidacy.py``)."""
-        if self.regroup.forgot(key, follower.marked):
+        bounded = follower.bound is not None  # an old leader without its copy: votes only
+        if not bounded and self.regroup.forgot(key, follower.marked):
             return False  # restarted, not caught up: it neither runs nor counts
         await follower.persist()  # the fence it saw, before its position counts
         mine = follower.position  # a snapshot under way: the copy it kept
         prefix = self._key("quorum-pos", key) + "/"
         group = self._key("quorum", key)
-        return await self._positions_allow(prefix, group, mine, follower.fence)
+        return await self._positions_allow(prefix, group, mine, follower.fence) and not bounded
 
     async def _promote(self, key: Key, follower: Follower, election: Election) -> None:
         kv = await self.node.coordinator.get(self._key("quorum", key))
