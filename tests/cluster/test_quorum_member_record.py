@@ -9,9 +9,12 @@ from pathlib import Path
 
 from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
+from roost.cluster.quorum.candidacy import may_campaign
 from roost.cluster.quorum.follower import Follower
+from roost.cluster.quorum.rejoining import UNBOUNDED
 from roost.store.hub import DiskStore
 from roost.store.member_log import MEMBER_FILE, read_member
+from roost.store.memory import MemoryStore
 from roost.store.orphans import quarantine_orphans
 from tests.quorum_links import Wire, batch, enq
 
@@ -88,3 +91,15 @@ def test_a_message_the_record_covers_but_the_store_lost_is_no_copy(tmp_path: Pat
     for segment in directory.glob("*.seg"):
         segment.unlink()  # the segments lost, the record kept
     assert DiskStore(tmp_path).recover_member("/", "q") is None
+
+
+def test_an_old_leader_without_its_copy_votes_with_a_bound_until_made_whole() -> None:
+    """Succeeded while down (``rejoining.vote_bounded``): its position bounds the log it
+    had, so only a member with a newer term may win over it; a snapshot ends the bound."""
+    old = Follower(MemoryStore(), "/", "q")
+    old.bound = (16, UNBOUNDED)
+    members, running = ["n1", "n2", "n3"], ["n1", "n3"]
+    assert may_campaign("n3", (17, 5), {"n1": old.position}, members, running)
+    assert not may_campaign("n3", (16, 9), {"n1": old.position}, members, running)
+    old.receive(Wire(), batch(20, 0, r.mark(r.RESET, 3), enq(1)))  # type: ignore[arg-type]
+    assert old.bound is None and old.position == (20, 3)

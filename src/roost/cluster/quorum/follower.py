@@ -45,6 +45,7 @@ import asyncio
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.wire import message_of
@@ -87,7 +88,6 @@ class Follower:
         self.leader_commit = 0  # the commit index this term's leader last named
         self.unsure: deque[tuple[int, int]] = deque()  # (index, number) of ENQs past it
         self.snapshot_top = 0  # the highest message number of the snapshot under way
-        self.noted_fence = 0  # the fence the member record holds
         # an old leader that lost its copy: a position at least its true one, written
         # for elections (never campaigned on) until a snapshot makes its copy whole
         self.bound: tuple[int, int] | None = None
@@ -102,14 +102,12 @@ class Follower:
         self.marked, self.durable_index = int(state["marked"]), int(state["durable"])
         self.sure_seq = int(state["sure_seq"])
         self.max_seq = max(int(state["max_seq"]), max(held, default=0))
-        self.noted_fence = self.fence
 
     def _note(self, durable: int) -> None:
         """The state into the member record, in the commit of what it covers: an ack
         leaves after that commit, so the record never claims less than was acked."""
         if self.member is None:
             return
-        self.noted_fence = self.fence
         self.member.note(
             {
                 "term": self.term,
@@ -125,7 +123,7 @@ class Follower:
     async def persist(self) -> None:
         """The fence on disk before this member writes its position for an election:
         restarted, it must still refuse the leader it saw go (Raft's current term)."""
-        if self.member is None or self.noted_fence == self.fence:
+        if self.member is None:
             return
         self._note(self.durable_index)
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -136,7 +134,7 @@ class Follower:
 
         self.message_store.when_durable(settle)
         if not await done:
-            raise OSError("the member record could not be written")
+            raise ClusterError("the member record could not be written")  # tried again
 
     @property
     def position(self) -> tuple[int, int]:
