@@ -12,9 +12,10 @@ again, first deliveries in publish order):
   started again: it and the survivor are a majority and must elect a leader that
   serves everything (the survivor's copy).
 
-The last two fail today (xfail, strict): a restarted member drops its copy and neither
-writes its position nor campaigns until a leader's snapshot reached it, and no leader is
-left to send one, so the queue stays leaderless (issue 22)."""
+The last two failed before issue 22 was fixed (no leader): a restarted member dropped
+its copy and wrote no position, so the survivor never saw a majority's. Now a restarted
+follower keeps its copy and position (its member record), and an old leader that
+another member succeeded writes a position bounding its log (and never campaigns)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ import time
 from pathlib import Path
 
 import pika
-import pytest
 
 from roost.cluster.etcd_server import EtcdServer
 from tests.cluster.history import History
@@ -162,12 +162,6 @@ def test_leader_and_follower_restarted_then_the_third_killed_lose_nothing_confir
         assert "Traceback" not in n.log, n.log
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 22: a restarted quorum member drops its copy and may neither write its "
-    "position nor campaign until a leader's snapshot reaches it; with the leader down "
-    "the queue stays without a leader although a majority of members runs",
-)
 def test_a_restarted_follower_and_a_survivor_elect_a_leader_without_the_old_one(
     shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
 ) -> None:
@@ -189,6 +183,7 @@ def test_a_restarted_follower_and_a_survivor_elect_a_leader_without_the_old_one(
         )
         consume_rest(n3, "qq", h)
         assert h.problems() == [], h.problems()
+        assert "member copy kept" in n2.log, n2.log  # its copy, not a snapshot, counted
     finally:
         stop.set()
         for n in nodes:
@@ -197,12 +192,6 @@ def test_a_restarted_follower_and_a_survivor_elect_a_leader_without_the_old_one(
         assert "Traceback" not in n.log, n.log
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 22: the old leader, restarted after its successor confirmed more and "
-    "died, comes back as a member that dropped its copy: it writes no position, so the "
-    "survivor that holds everything never sees a majority's positions and no one leads",
-)
 def test_the_old_leader_restarted_after_its_successor_died_loses_nothing_confirmed(
     shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
 ) -> None:
@@ -235,6 +224,7 @@ def test_the_old_leader_restarted_after_its_successor_died_loses_nothing_confirm
         )
         consume_rest(survivor, "qq", h)
         assert h.problems() == [], h.problems()
+        assert "a member again" in n1.log, n1.log  # it voted, bounded, and never ran
     finally:
         stop.set()
         for n in nodes:

@@ -84,6 +84,24 @@ class FsyncHistogram(Protocol):
     count: int
 
 
+class MemberRecord(Protocol):
+    """What a quorum queue member's copy adds to its store (``store/member_log.py``):
+    written in the group commit with the records it names."""
+
+    def enqueued(self, slot: int, seq: int) -> None: ...
+
+    def removed(self, slot: int) -> None: ...
+
+    def note(self, state: dict[str, Any]) -> None: ...
+
+    def drop(self) -> None: ...
+
+
+# A member copy recovered: its store, its record, its state and the leader's
+# seq -> (slot, body size, times delivered), in the copy's order.
+MemberCopy = tuple[QueueStore, MemberRecord, dict[str, Any], dict[int, tuple[int, int, int]]]
+
+
 class MessageStore(Protocol):
     appends: int  # grows with every buffered change: compared around a publish
     bytes_on_disk: int
@@ -99,6 +117,16 @@ class MessageStore(Protocol):
         """A scratch store for paging a queue's transient messages out (not recovered)."""
 
     def open_delayed(self, vhost: str, exchange: str) -> DelayedStore: ...
+
+    def open_member(self, vhost: str, name: str) -> tuple[QueueStore, MemberRecord | None]:
+        """A quorum queue member's fresh copy: its store and the record of its
+        replication state (None where nothing survives a restart)."""
+
+    def member_copies(self) -> list[tuple[str, str]]:
+        """(vhost, queue) of the member copies found on disk at start."""
+
+    def recover_member(self, vhost: str, name: str) -> MemberCopy | None:
+        """A member copy kept across a restart, or None (no usable record: it goes)."""
 
     def when_durable(self, waiter: Callable[[bool], None]) -> None: ...
 

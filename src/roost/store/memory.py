@@ -122,6 +122,15 @@ class MemoryStore:
     def open_queue(self, vhost: str, name: str) -> MemoryQueueStore:
         return MemoryQueueStore()
 
+    def open_member(self, vhost: str, name: str) -> tuple[MemoryQueueStore, None]:
+        return MemoryQueueStore(), None  # nothing survives a restart
+
+    def member_copies(self) -> list[tuple[str, str]]:
+        return []
+
+    def recover_member(self, vhost: str, name: str) -> None:
+        return None
+
     def open_spill(self, vhost: str, name: str) -> MemoryQueueStore:
         return MemoryQueueStore()
 

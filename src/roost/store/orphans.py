@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from roost.store.files import fsync_path
+from roost.store.member_log import MEMBER_FILE
 from roost.store.queue_store import OWNER_FILE
 
 log = logging.getLogger("roost.store")
@@ -29,6 +30,8 @@ def quarantine_orphans(data_dir: Path, opened: set[Path]) -> list[Path]:
         for directory in sorted(data_dir.glob(pattern)):
             if not directory.is_dir() or directory in opened:
                 continue
+            if (directory / MEMBER_FILE).exists() and (directory / OWNER_FILE).exists():
+                continue  # a quorum member's copy: its cluster node claims it at start
             dest = target / directory.relative_to(data_dir)
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(directory, dest)

@@ -40,6 +40,7 @@ from roost.store.seq_index import Segment
 
 if TYPE_CHECKING:
     from roost.store.hub import DiskStore
+    from roost.store.member_log import MemberLog
 
 __all__ = ["ACK", "ACK_FILE", "OWNER_FILE", "QueueStore", "Recovered"]
 
@@ -91,6 +92,7 @@ class QueueStore:
         self.count = 0
         self.deleted = False
         self.dir_made = False
+        self.member: MemberLog | None = None  # a quorum member's copy: its record
 
     # -- paths ------------------------------------------------------------------------
 
@@ -220,7 +222,8 @@ class QueueStore:
         ``written``. An OSError (ENOSPC) propagates with every buffer that was not
         written whole still buffered, at its offset: the next call writes it again over
         whatever part reached the file, and reads keep being served from the buffer."""
-        if not self._out and not self._acks:
+        member = self.member
+        if not self._out and not self._acks and (member is None or not member.pending):
             return
         if not self.dir_made:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -251,6 +254,8 @@ class QueueStore:
             limit = max(self.hub.ack_compact_bytes, 2 * self._compacted)
             if self._ack_size > (limit if self.count else limit // 16):
                 self.compact_acks()
+        if member is not None:
+            member.write(written)  # after the records it names, in the same commit
 
     def compact_acks(self) -> None:
         """Rewrite the ack log from the bitmaps: a floor, each run of acked sequence

@@ -31,28 +31,41 @@ carries the leader's commit index, and within a term a message's number grows wi
 index of its ``ENQ`` (a snapshot's messages stand at its ``upto``). Promoted, the member
 serves those at once and holds back the rest until its own term commits them
 (``Replicator.inherit``).
+
+On a disk store the copy outlives a restart: a member record (``store/member_log.py``)
+names each message's number and the state above (term, fence, ``marked``, durable
+index), written in the commit of the records it covers, so nothing is acknowledged that
+the record lacks; the fence is on disk before the member writes its position
+(``persist``). Recovered, the member takes a snapshot again before any further batch.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.wire import message_of
 
 if TYPE_CHECKING:
     from roost.cluster.link.transport import Link
-    from roost.core.durability import MessageStore, QueueStore
+    from roost.core.durability import MemberCopy, MemberRecord, MessageStore, QueueStore
 
 
 class Follower:
-    def __init__(self, store: MessageStore, vhost: str, queue: str) -> None:
+    def __init__(
+        self, store: MessageStore, vhost: str, queue: str, copy: MemberCopy | None = None
+    ) -> None:
+        """``copy``: the one this node kept across a restart (``store/member_log.py``)."""
         self.message_store = store
         self.vhost = vhost
         self.queue = queue
-        self.store: QueueStore = store.open_queue(vhost, queue)
+        self.store: QueueStore
+        self.member: MemberRecord | None
+        self.store, self.member = store.open_member(vhost, queue) if copy is None else copy[:2]
         self.term = 0  # the newest term seen
         self.synced = 0  # the term of the last snapshot begun (its RESET applied)
         self.marked = 0  # the newest term whose snapshot this copy holds whole and durable
@@ -75,10 +88,59 @@ class Follower:
         self.leader_commit = 0  # the commit index this term's leader last named
         self.unsure: deque[tuple[int, int]] = deque()  # (index, number) of ENQs past it
         self.snapshot_top = 0  # the highest message number of the snapshot under way
+        # an old leader that lost its copy: a position at least its true one, written
+        # for elections (never campaigned on) until a snapshot makes its copy whole
+        self.bound: tuple[int, int] | None = None
+        if copy is not None:
+            self._restore(copy[2], copy[3])
+
+    def _restore(self, state: dict[str, Any], held: dict[int, tuple[int, int, int]]) -> None:
+        """Its copy and position as its record left them. Nothing is taken as synced:
+        a leader's next batch is refused as a gap and a snapshot (``RESET``) follows."""
+        self.held = held
+        self.term, self.fence = int(state["term"]), int(state["fence"])
+        self.marked, self.durable_index = int(state["marked"]), int(state["durable"])
+        self.sure_seq = int(state["sure_seq"])
+        self.max_seq = max(int(state["max_seq"]), max(held, default=0))
+
+    def _note(self, durable: int) -> None:
+        """The state into the member record, in the commit of what it covers: an ack
+        leaves after that commit, so the record never claims less than was acked."""
+        if self.member is None:
+            return
+        self.member.note(
+            {
+                "term": self.term,
+                "fence": self.fence,
+                "marked": self.marked,
+                "durable": durable,
+                "sure_seq": self.sure_seq,
+                "max_seq": self.max_seq,
+                "kept": self.kept is not None,  # a snapshot under way: not a whole copy
+            }
+        )
+
+    async def persist(self) -> None:
+        """The fence on disk before this member writes its position for an election:
+        restarted, it must still refuse the leader it saw go (Raft's current term)."""
+        if self.member is None:
+            return
+        self._note(self.durable_index)
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def settle(ok: bool) -> None:
+            if not done.done():
+                done.set_result(ok)
+
+        self.message_store.when_durable(settle)
+        if not await done:
+            raise ClusterError("the member record could not be written")  # tried again
 
     @property
     def position(self) -> tuple[int, int]:
         """(term, durable index) of the copy this member would serve if elected."""
+        if self.bound is not None:
+            return self.bound
         return self.kept_position if self.kept is not None else (self.marked, self.durable_index)
 
     def restore_kept(self) -> None:
@@ -152,7 +214,7 @@ class Follower:
             elif kind == r.DEL:
                 found = self.held.pop(seq, None)
                 if found is not None:
-                    self.store.remove(found[0])
+                    self._remove(found[0])
             elif kind == r.DLV:
                 found = self.held.get(seq)
                 if found is not None:
@@ -168,6 +230,7 @@ class Follower:
         if self.kept is not None and self.snapshot_end < 0:
             self.snapshot_end = upto  # the replacing copy is whole: it ends ``kept`` once durable
         term = self.term
+        self._note(upto)
         self.message_store.when_durable(lambda ok: self._durable(link, term, upto, ok))
 
     def _learn(self, commit: int) -> None:
@@ -183,10 +246,17 @@ class Follower:
         if e.delivered:
             self.store.mark_delivered(slot)
         self.held[e.seq] = (slot, len(e.body), e.delivered)
+        if self.member is not None:
+            self.member.enqueued(slot, e.seq)
+
+    def _remove(self, slot: int) -> None:
+        self.store.remove(slot)
+        if self.member is not None:
+            self.member.removed(slot)
 
     def _drop_all(self) -> None:
         for slot, _size, _delivered in self.held.values():
-            self.store.remove(slot)
+            self._remove(slot)
         self.held.clear()
 
     def _durable(self, link: Link, term: int, upto: int, ok: bool) -> None:
@@ -195,9 +265,11 @@ class Follower:
         self.durable_index = max(self.durable_index, upto)
         if self.kept is not None and 0 <= self.snapshot_end <= upto:
             for slot, _size, _delivered in self.kept.values():
-                self.store.remove(slot)
+                self._remove(slot)
             self.kept = None
             self.marked = term
+            self.bound = None
+            self._note(self.durable_index)  # a whole copy: recovered from the next commit
         self._answer(link, ok=True)
 
     def _answer(self, link: Link, *, ok: bool) -> None:

@@ -14,8 +14,9 @@ goes; each surviving member writes its position (term, durable index) under
 ``PREFIX/quorum-pos/…``, and the one with the longest log campaigns once a majority's
 positions are in (``candidacy.py``: never over a longer member still running, so the
 winner holds everything confirmed; the others look again every ``LOOK_AGAIN`` seconds).
-A member restarted (its copy dropped) neither writes nor campaigns until it holds a
-whole snapshot again (``Regroup.forgot``).
+A restarted member keeps its copy and position (``rejoining.adopt_copies``); one whose
+record is lost neither writes nor campaigns until it has a whole snapshot (``forgot``);
+an old leader succeeded while down votes with a bound (``rejoining.vote_bounded``).
 The winner turns its copy into the queue (its stand-in's bindings and local consumers
 move over), ships a snapshot to the other members under its new term, and moves the
 queue's home in etcd with a fenced transaction; every node's definitions watch then
@@ -42,7 +43,7 @@ from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.members import MemberControl
 from roost.cluster.quorum.regroup import Regroup
-from roost.cluster.quorum.rejoining import Rejoining
+from roost.cluster.quorum.rejoining import Rejoining, adopt_copies, hold_recovered
 from roost.cluster.quorum.standin import QuorumGroup, QuorumStandIn
 from roost.cluster.quorum.stepdown import StepDown
 from roost.cluster.remote_changes import take_place
@@ -84,7 +85,8 @@ class QuorumManager(GroupBase):
         self.control = MemberControl(self)  # what the management API calls
         self._free: set[asyncio.Task[None]] = set()
         self._promoting = False
-        self._hold_recovered()  # before the data plane's first await: links are up
+        self.recovered = hold_recovered(self)  # before the data plane's first await
+        self.member_dirs = set(broker.message_store.member_copies())  # copies kept here
         node.frame_handlers.append(self.frame)
         node.link_up.append(self._link_up)
         broker.catalog.on_change.append(self._broker_changed)
@@ -133,16 +135,6 @@ class QuorumManager(GroupBase):
             case _:
                 pass
 
-    def _hold_recovered(self) -> None:
-        """A quorum queue this node recovered from its own disk refuses publishes until
-        ``_rejoin`` knows its group: the links are up before the definitions are read,
-        and a publish forwarded here meanwhile was taken by the unreplicated queue and
-        confirmed; lost when another member won the election (a restarted leader)."""
-        for vhost in self.broker.catalog.vhosts.values():
-            for queue in vhost.queues.values():
-                if isinstance(queue, QuorumQueue) and queue.replication is None:
-                    queue.replication = Rejoining(queue)
-
     def start(self) -> None:
         """After the definitions: a quorum queue this node recovered from its own disk
         (it led it before a restart) is not served unreplicated. It campaigns again: won,
@@ -152,6 +144,7 @@ class QuorumManager(GroupBase):
             for queue in list(vhost.queues.values()):
                 if isinstance(queue, QuorumQueue) and isinstance(queue.replication, Rejoining):
                     self._spawn((vhost.name, queue.name), self._rejoin(queue))
+        adopt_copies(self)
         self._spawn_free(self._started())
 
     async def _started(self) -> None:
@@ -303,12 +296,14 @@ class QuorumManager(GroupBase):
     async def _may_campaign(self, key: Key, follower: Follower) -> bool:
         """True when a majority's positions are in and no running member is ahead
         (``groupbase._positions_allow``, ``candidacy.py``)."""
-        if self.regroup.forgot(key, follower.marked):
+        bounded = follower.bound is not None  # an old leader without its copy: votes only
+        if not bounded and self.regroup.forgot(key, follower.marked):
             return False  # restarted, not caught up: it neither runs nor counts
+        await follower.persist()  # the fence it saw, before its position counts
         mine = follower.position  # a snapshot under way: the copy it kept
         prefix = self._key("quorum-pos", key) + "/"
         group = self._key("quorum", key)
-        return await self._positions_allow(prefix, group, mine, follower.fence)
+        return await self._positions_allow(prefix, group, mine, follower.fence) and not bounded
 
     async def _promote(self, key: Key, follower: Follower, election: Election) -> None:
         kv = await self.node.coordinator.get(self._key("quorum", key))
@@ -346,6 +341,8 @@ class QuorumManager(GroupBase):
         """The follower's copy becomes the queue here; its messages go to ``inherit``."""
         queue = QuorumQueue(vhost, stand_in.name, durable=True, arguments=dict(stand_in.arguments))
         queue.attach_store(follower.store)  # so persistence opens no second store
+        if follower.member is not None:
+            follower.member.drop()  # a queue now, recovered from its definition
         # acks this node's clients sent to the old leader that it never replicated
         acked = stand_in.acked if isinstance(stand_in, QuorumStandIn) else set()
         queue._seq = follower.max_seq  # numbers are never given twice (acks name them)

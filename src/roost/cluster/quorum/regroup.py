@@ -58,8 +58,10 @@ class Regroup:
 
     def forgot(self, key: Key, marked: int) -> bool:
         """This member may lack records confirmed with its acks: it was in the group
-        when its node started (a node recovers no copy it did not lead) and has not yet
-        taken a whole snapshot (``marked``: the term of its newest). Its position, even
+        when its node started and has not yet taken a whole snapshot (``marked``: the
+        term of its newest). A copy kept with its member record (``store/member_log``)
+        comes back with its ``marked``; one without a usable record does not come back
+        at all, so this is "no member record recovered". Its position, even
         empty, must not count: with it, a shorter member could win and the others drop
         what it lacks."""
         return not marked and (self.at_start is None or key in self.at_start)
