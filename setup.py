@@ -13,6 +13,7 @@ import platform
 import shutil
 import sys
 import sysconfig
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,21 @@ COMPILED = [
 ]
 
 
+# pip runs this file three times for one install: for the build's requirements (egg_info),
+# for its metadata (dist_info), then to build it. Only the build needs the extensions, and
+# mypyc type-checks the modules and writes their C each time it is asked (docs/compiled.md,
+# "Build time"), so the first two runs skip it.
+_METADATA_ONLY = {"egg_info", "dist_info"}
+_BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop",
+           "sdist", "bdist_egg"}
+
+
+def _metadata_only(argv: list[str]) -> bool:
+    """Whether setuptools was asked only for metadata, which compiling does not change."""
+    given = set(argv[1:])
+    return bool(given & _METADATA_ONLY) and not given & _BUILDS
+
+
 def _why_pure() -> str | None:
     """Why this machine gets the pure build, or None when it can compile."""
     if os.environ.get("ROOST_PURE_PYTHON", "") == "1":
@@ -87,6 +103,12 @@ def _why_pure() -> str | None:
 class _OptionalBuildExt(build_ext):
     """Compile the extensions; when that fails, build none of them (the pure build)."""
 
+    def initialize_options(self) -> None:
+        super().initialize_options()
+        # every core: gcc builds the one large shared library while the others build the
+        # small per-module extensions (`-j N` on the command line still wins)
+        self.parallel = True
+
     def run(self) -> None:
         try:
             super().run()
@@ -102,6 +124,8 @@ class _OptionalBuildExt(build_ext):
 
 
 def _extensions() -> dict[str, Any]:
+    if _metadata_only(sys.argv):
+        return {}
     why = _why_pure()
     if why is not None:
         print(f"roost: building pure Python ({why})", file=sys.stderr)
@@ -109,6 +133,7 @@ def _extensions() -> dict[str, Any]:
     from mypyc.build import mypycify
 
     print(f"roost: compiling {len(COMPILED)} modules with mypyc", file=sys.stderr)
+    started = time.monotonic()
     try:
         # group_name: the one shared library of the compiled modules is roost__mypyc
         # the build environment holds mypy but not Roost's dependencies (pip installs them
@@ -121,6 +146,8 @@ def _extensions() -> dict[str, Any]:
         print(f"roost: mypyc refused the sources ({exc!r}); installing pure Python",
               file=sys.stderr)
         return {}
+    print(f"roost: mypyc wrote their C in {time.monotonic() - started:.0f} s; "
+          f"gcc builds it with {os.cpu_count()} jobs", file=sys.stderr)
     return {"ext_modules": modules, "cmdclass": {"build_ext": _OptionalBuildExt}}
 
 

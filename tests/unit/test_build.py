@@ -200,3 +200,23 @@ def test_an_installed_wheel_is_never_stale_but_an_edited_checkout_is(tmp_path: P
         source.write_text("")
         os.utime(built, (1_000_000, 1_000_000))  # the extension older than its source
         assert _build.stale_extensions(tmp_path / top) == expected
+
+
+def test_setup_skips_mypyc_when_pip_asks_only_for_metadata(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """pip runs setup.py for the build's requirements (egg_info) and its metadata (dist_info)
+    before building: those runs hand setuptools no extensions and say nothing, the build
+    says which build it makes, and its build_ext uses every core."""
+    given: dict[str, object] = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: given.update(kwargs))
+    monkeypatch.setenv(_build.PURE_ENV, "1")  # the build's line, without compiling here
+    for argv in (["setup.py", "egg_info"], ["setup.py", "dist_info", "--output-dir", "x"]):
+        monkeypatch.setattr(sys, "argv", argv)
+        namespace = runpy.run_path(str(ROOT / "setup.py"))
+        assert given == {} and capsys.readouterr().err == ""
+    monkeypatch.setattr(sys, "argv", ["setup.py", "editable_wheel", "--dist-info-dir", "x"])
+    runpy.run_path(str(ROOT / "setup.py"))
+    assert capsys.readouterr().err == "roost: building pure Python (ROOST_PURE_PYTHON=1)\n"
+    command = namespace["_OptionalBuildExt"](setuptools.Distribution())
+    assert command.parallel is True
