@@ -14,6 +14,7 @@ import shutil
 import sys
 import sysconfig
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,10 @@ class _OptionalBuildExt(build_ext):
         # small per-module extensions (`-j N` on the command line still wins)
         self.parallel = True
 
+    def build_extensions(self) -> None:
+        _compile_on_every_core(self.compiler)
+        super().build_extensions()
+
     def run(self) -> None:
         try:
             super().run()
@@ -121,6 +126,27 @@ class _OptionalBuildExt(build_ext):
 
     def get_outputs(self) -> list[str]:
         return super().get_outputs() if self.extensions else []
+
+
+def _compile_on_every_core(compiler: Any) -> None:
+    """distutils compiles one extension's C files one after the other: with one file per
+    module (MULTI_FILE), compile them on every core instead."""
+    serial = compiler.compile
+
+    def compile(sources: list[str], *args: Any, **kwargs: Any) -> list[str]:
+        if len(sources) < 2:
+            return serial(sources, *args, **kwargs)
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            parts = pool.map(lambda source: serial([source], *args, **kwargs), sources)
+            return [obj for part in parts for obj in part]
+
+    compiler.compile = compile
+
+
+# how mypyc writes and gcc compiles the C (docs/compiled.md, "Build time"); the environment
+# variables are for measuring the alternatives
+OPT_LEVEL = os.environ.get("ROOST_MYPYC_OPT_LEVEL", "3")
+MULTI_FILE = os.environ.get("ROOST_MYPYC_MULTI_FILE", "1") == "1"
 
 
 def _extensions() -> dict[str, Any]:
@@ -140,13 +166,14 @@ def _extensions() -> dict[str, Any]:
         # after building): what the compiled modules import from them is typed Any here;
         # strictness is mypy's job in the tests, not the compiler's
         options = ["--config-file", os.devnull, "--ignore-missing-imports"]
-        modules = mypycify([*options, *COMPILED], opt_level="3", debug_level="0",
-                           group_name="roost")
+        modules = mypycify([*options, *COMPILED], opt_level=OPT_LEVEL, debug_level="0",
+                           multi_file=MULTI_FILE, group_name="roost")
     except (Exception, SystemExit) as exc:  # mypyc exits on a type error it cannot compile
         print(f"roost: mypyc refused the sources ({exc!r}); installing pure Python",
               file=sys.stderr)
         return {}
-    print(f"roost: mypyc wrote their C in {time.monotonic() - started:.0f} s; "
+    print(f"roost: mypyc wrote their C in {time.monotonic() - started:.0f} s "
+          f"(-O{OPT_LEVEL}, {'one file per module' if MULTI_FILE else 'one file'}); "
           f"gcc builds it with {os.cpu_count()} jobs", file=sys.stderr)
     return {"ext_modules": modules, "cmdclass": {"build_ext": _OptionalBuildExt}}
 

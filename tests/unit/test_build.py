@@ -220,3 +220,24 @@ def test_setup_skips_mypyc_when_pip_asks_only_for_metadata(
     assert capsys.readouterr().err == "roost: building pure Python (ROOST_PURE_PYTHON=1)\n"
     command = namespace["_OptionalBuildExt"](setuptools.Distribution())
     assert command.parallel is True
+
+
+def test_one_extensions_c_files_compile_at_once_and_link_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With one C file per module, distutils would compile them one after the other: the
+    build spreads one extension's files over the cores, each file one compile call, and
+    hands the objects back in the order of the sources (the link order)."""
+    monkeypatch.setattr(sys, "argv", ["setup.py", "egg_info"])  # load setup.py, build nothing
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: None)
+    namespace = runpy.run_path(str(ROOT / "setup.py"))
+    calls: list[list[str]] = []
+    compiler = types.SimpleNamespace(
+        compile=lambda sources, **kwargs: calls.append(sources) or [
+            s.replace(".c", ".o") for s in sources
+        ]
+    )
+    namespace["_compile_on_every_core"](compiler)
+    sources = [f"m{i}.c" for i in range(7)]
+    assert compiler.compile(sources, output_dir="build") == [f"m{i}.o" for i in range(7)]
+    assert sorted(calls) == sorted([s] for s in sources)
