@@ -13,6 +13,8 @@ import platform
 import shutil
 import sys
 import sysconfig
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,21 @@ COMPILED = [
 ]
 
 
+# pip runs this file three times for one install: for the build's requirements (egg_info),
+# for its metadata (dist_info), then to build it. Only the build needs the extensions, and
+# mypyc type-checks the modules and writes their C each time it is asked (docs/compiled.md,
+# "Build time"), so the first two runs skip it.
+_METADATA_ONLY = {"egg_info", "dist_info"}
+_BUILDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop",
+           "sdist", "bdist_egg"}
+
+
+def _metadata_only(argv: list[str]) -> bool:
+    """Whether setuptools was asked only for metadata, which compiling does not change."""
+    given = set(argv[1:])
+    return bool(given & _METADATA_ONLY) and not given & _BUILDS
+
+
 def _why_pure() -> str | None:
     """Why this machine gets the pure build, or None when it can compile."""
     if os.environ.get("ROOST_PURE_PYTHON", "") == "1":
@@ -87,6 +104,16 @@ def _why_pure() -> str | None:
 class _OptionalBuildExt(build_ext):
     """Compile the extensions; when that fails, build none of them (the pure build)."""
 
+    def initialize_options(self) -> None:
+        super().initialize_options()
+        # every core: gcc builds the one large shared library while the others build the
+        # small per-module extensions (`-j N` on the command line still wins)
+        self.parallel = True
+
+    def build_extensions(self) -> None:
+        _compile_on_every_core(self.compiler)
+        super().build_extensions()
+
     def run(self) -> None:
         try:
             super().run()
@@ -101,7 +128,30 @@ class _OptionalBuildExt(build_ext):
         return super().get_outputs() if self.extensions else []
 
 
+def _compile_on_every_core(compiler: Any) -> None:
+    """distutils compiles one extension's C files one after the other: with one file per
+    module (MULTI_FILE), compile them on every core instead."""
+    serial = compiler.compile
+
+    def compile(sources: list[str], *args: Any, **kwargs: Any) -> list[str]:
+        if len(sources) < 2:
+            return serial(sources, *args, **kwargs)
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            parts = pool.map(lambda source: serial([source], *args, **kwargs), sources)
+            return [obj for part in parts for obj in part]
+
+    compiler.compile = compile
+
+
+# how mypyc writes and gcc compiles the C (docs/compiled.md, "Build time"); the environment
+# variables are for measuring the alternatives
+OPT_LEVEL = os.environ.get("ROOST_MYPYC_OPT_LEVEL", "3")
+MULTI_FILE = os.environ.get("ROOST_MYPYC_MULTI_FILE", "1") == "1"
+
+
 def _extensions() -> dict[str, Any]:
+    if _metadata_only(sys.argv):
+        return {}
     why = _why_pure()
     if why is not None:
         print(f"roost: building pure Python ({why})", file=sys.stderr)
@@ -109,18 +159,22 @@ def _extensions() -> dict[str, Any]:
     from mypyc.build import mypycify
 
     print(f"roost: compiling {len(COMPILED)} modules with mypyc", file=sys.stderr)
+    started = time.monotonic()
     try:
         # group_name: the one shared library of the compiled modules is roost__mypyc
         # the build environment holds mypy but not Roost's dependencies (pip installs them
         # after building): what the compiled modules import from them is typed Any here;
         # strictness is mypy's job in the tests, not the compiler's
         options = ["--config-file", os.devnull, "--ignore-missing-imports"]
-        modules = mypycify([*options, *COMPILED], opt_level="3", debug_level="0",
-                           group_name="roost")
+        modules = mypycify([*options, *COMPILED], opt_level=OPT_LEVEL, debug_level="0",
+                           multi_file=MULTI_FILE, group_name="roost")
     except (Exception, SystemExit) as exc:  # mypyc exits on a type error it cannot compile
         print(f"roost: mypyc refused the sources ({exc!r}); installing pure Python",
               file=sys.stderr)
         return {}
+    print(f"roost: mypyc wrote their C in {time.monotonic() - started:.0f} s "
+          f"(-O{OPT_LEVEL}, {'one file per module' if MULTI_FILE else 'one file'}); "
+          f"gcc builds it with {os.cpu_count()} jobs", file=sys.stderr)
     return {"ext_modules": modules, "cmdclass": {"build_ext": _OptionalBuildExt}}
 
 

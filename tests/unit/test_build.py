@@ -200,3 +200,44 @@ def test_an_installed_wheel_is_never_stale_but_an_edited_checkout_is(tmp_path: P
         source.write_text("")
         os.utime(built, (1_000_000, 1_000_000))  # the extension older than its source
         assert _build.stale_extensions(tmp_path / top) == expected
+
+
+def test_setup_skips_mypyc_when_pip_asks_only_for_metadata(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """pip runs setup.py for the build's requirements (egg_info) and its metadata (dist_info)
+    before building: those runs hand setuptools no extensions and say nothing, the build
+    says which build it makes, and its build_ext uses every core."""
+    given: dict[str, object] = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: given.update(kwargs))
+    monkeypatch.setenv(_build.PURE_ENV, "1")  # the build's line, without compiling here
+    for argv in (["setup.py", "egg_info"], ["setup.py", "dist_info", "--output-dir", "x"]):
+        monkeypatch.setattr(sys, "argv", argv)
+        namespace = runpy.run_path(str(ROOT / "setup.py"))
+        assert given == {} and capsys.readouterr().err == ""
+    monkeypatch.setattr(sys, "argv", ["setup.py", "editable_wheel", "--dist-info-dir", "x"])
+    runpy.run_path(str(ROOT / "setup.py"))
+    assert capsys.readouterr().err == "roost: building pure Python (ROOST_PURE_PYTHON=1)\n"
+    command = namespace["_OptionalBuildExt"](setuptools.Distribution())
+    assert command.parallel is True
+
+
+def test_one_extensions_c_files_compile_at_once_and_link_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With one C file per module, distutils would compile them one after the other: the
+    build spreads one extension's files over the cores, each file one compile call, and
+    hands the objects back in the order of the sources (the link order)."""
+    monkeypatch.setattr(sys, "argv", ["setup.py", "egg_info"])  # load setup.py, build nothing
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: None)
+    namespace = runpy.run_path(str(ROOT / "setup.py"))
+    calls: list[list[str]] = []
+    compiler = types.SimpleNamespace(
+        compile=lambda sources, **kwargs: calls.append(sources) or [
+            s.replace(".c", ".o") for s in sources
+        ]
+    )
+    namespace["_compile_on_every_core"](compiler)
+    sources = [f"m{i}.c" for i in range(7)]
+    assert compiler.compile(sources, output_dir="build") == [f"m{i}.o" for i in range(7)]
+    assert sorted(calls) == sorted([s] for s in sources)
