@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import shutil
@@ -28,10 +29,21 @@ MQTTJS = ROOT / ".cache" / "mqttjs" / "5.16.0" / "mqtt.min.js"
 T = TypeVar("T")
 
 
+# the last ports handed out (bounded: a whole run probes more ports than the range holds)
+_handed_out: collections.deque[int] = collections.deque(maxlen=512)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on, and none of the last ones this process handed out: the
+    kernel may offer a probed port again before its first taker binds it (three nodes'
+    cluster ports are probed before any node starts)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.append(port)
+            return port
 
 
 class RoostProcess:

@@ -21,14 +21,19 @@ TTL = ("--cluster-lease-ttl", "2")
 
 def three_nodes(etcd: EtcdServer, prefix: str, tmp_path: Path) -> list[RoostProcess]:
     nodes = [node(etcd, tmp_path / f"n{i}", f"n{i}", *TTL, prefix=prefix) for i in (1, 2, 3)]
-    for n in nodes:
-        n.start()
-    # n1 declares the queues: it must see the others running (the group is chosen from
-    # the nodes running at the declaration) and have its links to them
-    for other in ("n2", "n3"):
-        nodes[0].wait_for_log(f"node '{other}' is up")
-        nodes[0].wait_for_log(f"link with {other} up")
-    nodes[1].wait_for_log("link with n3 up")
+    try:
+        for n in nodes:
+            n.start()
+        # n1 declares the queues: it must see the others running (the group is chosen
+        # from the nodes running at the declaration) and have its links to them
+        for other in ("n2", "n3"):
+            nodes[0].wait_for_log(f"node '{other}' is up")
+            nodes[0].wait_for_log(f"link with {other} up")
+        nodes[1].wait_for_log("link with n3 up")
+    except BaseException:
+        for n in nodes:  # a failed start must not leave the others running
+            n.kill()
+        raise
     return nodes
 
 
