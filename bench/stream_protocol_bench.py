@@ -8,7 +8,8 @@ in 3.11), so the partitions are made as plain streams on both brokers and the cl
 routes. The shape ``super`` is a real super stream on Roost through rstream's
 SuperStreamProducer and SuperStreamConsumer (CreateSuperStream, Partitions, hash
 routing; that producer has only a per-message ``send``), and on RabbitMQ 3.10 the same
-client's per-message ``send`` to 4 plain streams in turn and one consumer of all four.
+SuperStreamProducer over 4 plain streams whose names the bench gives it (3.10 cannot
+answer Partitions), and one consumer of all four.
 The super rows' consume is timed from the first message to the last on both brokers
 (``super_consume``: the super-stream consumer's own setup is not the broker's speed).
 
@@ -54,6 +55,7 @@ from rstream import (
     SuperStreamCreationOption,
     SuperStreamProducer,
 )
+from rstream.superstream import Metadata
 
 BATCH = 500
 PARTITIONS = 4
@@ -169,17 +171,41 @@ async def super_publish(port: int, name: str, count: int, body: bytes) -> float:
         return count / (time.perf_counter() - start)
 
 
-async def publish_each(port: int, streams: list[str], count: int, body: bytes) -> float:
-    """RabbitMQ 3.10's stand-in for ``super_publish``: the same per-message ``send`` of
-    the same client, to the partition streams in turn (it has no Route/Partitions)."""
-    confirmed = Counter(count)
-    async with Producer(**auth(port)) as producer:  # type: ignore[arg-type]
+class _GivenPartitions(Metadata):
+    """RabbitMQ 3.10 has no Partitions command (3.11 added it): on its side of the super
+    rows the bench names the partition streams itself, so both brokers run the very same
+    SuperStreamProducer path per message (key extractor, murmur hash, producer lookup)."""
+
+    def __init__(self, streams: list[str]) -> None:
+        self._streams = streams
+
+    async def partitions(self) -> list[str]:
+        return self._streams
+
+    async def routes(self, routing_key: str) -> list[str]:
+        return self._streams
+
+
+async def super_publish_given(port: int, streams: list[str], count: int, body: bytes) -> float:
+    """RabbitMQ 3.10's side of ``super_publish``: the partition streams are created with a
+    plain Producer, then the same SuperStreamProducer sends to them."""
+    async with Producer(**auth(port)) as creator:  # type: ignore[arg-type]
         for stream in streams:
-            await producer.create_stream(stream, exists_ok=True)
+            await creator.create_stream(stream, exists_ok=True)
+    confirmed = Counter(count)
+
+    async def key(message: AMQPMessage) -> str:
+        return str(message.application_properties["k"])
+
+    async with SuperStreamProducer(
+        **auth(port), super_stream=streams[0].rsplit("-", 1)[0],  # type: ignore[arg-type]
+        routing=RouteType.Hash, routing_extractor=key, super_stream_creation_option=None,
+    ) as producer:
+        producer.super_stream_metadata = _GivenPartitions(streams)
         start = time.perf_counter()
         for i in range(count):
-            await producer.send(streams[i % len(streams)], AMQPMessage(
-                body=body, application_properties={"k": i}), on_publish_confirm=confirmed)
+            await producer.send(AMQPMessage(body=body, application_properties={"k": i}),
+                                on_publish_confirm=confirmed)
         await asyncio.wait_for(confirmed.done.wait(), 300)
         return count / (time.perf_counter() - start)
 
@@ -227,7 +253,7 @@ def one_run(
     if real_super:
         pub = asyncio.run(super_publish(port, name, count, body))
     elif shape == "super":
-        pub = asyncio.run(publish_each(port, streams, count, body))
+        pub = asyncio.run(super_publish_given(port, streams, count, body))
     else:
         pub = asyncio.run(publish(port, streams, count, bytes(AMQPMessage(body=body))))
     middle, client_middle = cpu_ns(pid), client_ns()
