@@ -304,7 +304,11 @@ class WebSocketPlumbing(Generic[W]):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer, 2.0)
             writer.cancel()
-            self.session = None  # (it refers back to the transport)
+            # the session refers back to the transport (it writes through it), and so do
+            # an adapter's helpers that reach the session only through ``session`` (Web
+            # STOMP's effects): dropping it here is what lets a closed connection be freed
+            # by refcount, with no full collection (tests/*/test_ws_release.py)
+            self.session = None
             _drop_tracebacks(ws.exception())  # a reset socket's: its frames refer back to ws
 
     async def _run_writer(self) -> None:

@@ -25,7 +25,11 @@ from roost.client import parse_uri as parse_url
 from roost.perf import churn
 from tests.support import RoostProcess
 
-TOLERANCE_MB = 8.0
+# Ten runs of this test (session 12, a 2-core box at load 5-12) grew the broker by 0.4 to
+# 2.5 MB over its 3,000 connections (pure 0.4-1.6, compiled 0.4-2.5): the allocator
+# settling. 4 MB stands clear of that and still fails a leak of 1.4 KB a connection or
+# more (the cycle of issue 19 left ~12 KB: +26 MB here); 8 MB let up to 2.7 KB through.
+TOLERANCE_MB = 4.0
 
 
 def rss_mb(pid: int) -> float:

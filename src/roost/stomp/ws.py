@@ -60,16 +60,12 @@ async def stomp_websocket(request: web.Request) -> web.StreamResponse:
         wake=effects.wake,
         protocol="Web STOMP",
     )
-    effects.handler = handler
+    transport.session = handler  # (serve sets it too; the deadline below reads it now)
     effects.apply()  # the CONNECT deadline the new session started
     try:
         await transport.serve(handler)
     finally:
         effects.timers.cancel_all()
-        # the handler holds effects.wake, whose effects hold the handler: a cycle that
-        # kept every closed connection (session, client, aiohttp request) until a full
-        # collection, which the server's GC tuning makes rare (issue 19's churn)
-        effects.handler = None
     return ws
 
 
@@ -77,13 +73,22 @@ class _Effects:
     """Carries the session's effects (stomp/effects.py) out on the WebSocket: bytes once
     per loop turn (the writer task sends what gathered as one message), a close, a pause,
     resume or timer at once, so ``serve`` sees it right after the message that caused
-    it."""
+    it.
+
+    The handler holds ``wake``, a method of this object, so this object reaches the
+    handler only through the plumbing's ``session``, which the plumbing drops once the
+    WebSocket is done: a reference of its own here made a cycle that kept every closed
+    connection (handler, core session, client, aiohttp request) until a full
+    collection, which the server's GC tuning makes rare (issue 19's churn)."""
 
     def __init__(self, transport: WebSocketPlumbing[StompHandler]) -> None:
         self.transport = transport
-        self.handler: StompHandler | None = None
         self.timers = Timers(transport.clock)  # the session's, by name
         self._scheduled = False
+
+    @property
+    def handler(self) -> StompHandler | None:
+        return self.transport.session
 
     def wake(self, now: bool) -> None:
         if now:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roost.store.atomic_file import write_new
 from roost.store.files import fsync_path, write_all
 from roost.store.segment import ScanResult, frame, scan
 
@@ -194,15 +195,7 @@ class DefinitionsFile:
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".json.tmp")
         raw = json.dumps(data, separators=(",", ":"), default=str).encode("utf-8")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            write_all(fd, raw, 0)
-            os.fsync(fd)
-        except OSError:  # a full disk: the old file stands, leave no half-written temp
-            os.close(fd)
-            tmp.unlink(missing_ok=True)
-            raise
-        os.close(fd)
+        write_new(tmp, raw, mode=0o600)  # a full disk: raises, the old file stands
         first = not self.path.exists()
         if not first:  # the last good snapshot becomes the backup
             self._link(self.path, self.backup)

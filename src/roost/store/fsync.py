@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-import os
+import contextlib
 import time
 from pathlib import Path
 
@@ -31,14 +31,9 @@ def sync_files(paths: set[Path], dirs: set[Path]) -> float:
     whatever descriptor wrote it, and the pool may close its descriptors meanwhile."""
     started = time.perf_counter()
     for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue  # deleted since (a consumed segment): nothing to make durable
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # deleted since (a consumed segment): nothing to make durable
+        with contextlib.suppress(FileNotFoundError):
+            fsync_path(path)
     for directory in dirs:
         if directory.is_dir():
             fsync_path(directory)

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import struct
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roost.store.files import fsync_path, write_all
+from roost.store.atomic_file import install, temp_path, write_new
+from roost.store.files import write_all
 
 if TYPE_CHECKING:
     from roost.store.queue_store import QueueStore
@@ -106,16 +106,10 @@ class MemberLog:
             data += _frame(_ENQ.pack(b"E", slot, seq))
         if self.state:
             data += _frame(self.state)
-        tmp = self.path.with_name(MEMBER_FILE + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            write_all(fd, data, 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        tmp = temp_path(self.path)
+        write_new(tmp, data)
         self.store.hub.files.close(self.path)
-        os.replace(tmp, self.path)
-        fsync_path(self.store.dir)
+        install(tmp, self.path)
         self._size = len(data)
         self._out.clear()
         self._rewrite = False

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from roost.store.ack_compaction import compacted_acks
 from roost.store.ack_log import ACK, ACK_DELIVERED, ACK_FILE, ack_entry
+from roost.store.atomic_file import install, temp_path, write_new
 from roost.store.codec import MIN_PAYLOAD, decode_message, encode_message, peek_seq
-from roost.store.files import fsync_path, write_all
+from roost.store.files import write_all
 from roost.store.queue_recovery import Recovery
 from roost.store.segment import HEADER, HEADER_SIZE, ScanResult, frame, read_record, scan
 from roost.store.seq_index import Segment
@@ -265,21 +266,14 @@ class QueueStore:
         of a busy queue makes this (or the file) large."""
         data = compacted_acks(self._segs, self._next_seq, bool(self._delivered))
         path = self.dir / ACK_FILE
-        tmp = self.dir / (ACK_FILE + ".tmp")
+        tmp = temp_path(path)
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                write_all(fd, data, 0)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_new(tmp, data)
         except OSError as exc:  # a full disk: the appended log stands, compact later
             log.warning("store %s: ack log not compacted: %s", self.label, exc)
-            tmp.unlink(missing_ok=True)
             return
         self.hub.files.close(path)
-        os.replace(tmp, path)
-        fsync_path(self.dir)
+        install(tmp, path)
         self.hub.bytes_changed(len(data) - self._ack_size)
         self.bytes_on_disk += len(data) - self._ack_size
         self._ack_size = self._compacted = len(data)

@@ -26,6 +26,7 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from roost.store.atomic_file import replace_file
 from roost.store.files import append_all, fsync_path, make_dirs, truncate_quietly
 from roost.store.stream_chunk import chunk_record
 from roost.store.stream_reader import StreamReader
@@ -115,10 +116,10 @@ class StreamLog:
         producers[producer] = publishing_id
 
     def _save_producers(self) -> None:
+        # not fsynced: loading rebuilds a lost or stale snapshot from the records
         path = self.directory / "producers.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"upto": self.next_offset, "producers": self.producers}))
-        os.replace(tmp, path)
+        raw = json.dumps({"upto": self.next_offset, "producers": self.producers}).encode()
+        replace_file(path, raw, tmp=path.with_suffix(".tmp"), durable=False)
 
     # -- segments -------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import struct
 import zlib
 from pathlib import Path
 
+from roost.store.atomic_file import replace_file
 from roost.store.files import append_all
 
 _RECORD = struct.Struct("<IHq")
@@ -64,13 +65,8 @@ class OffsetStore:
             self._compact()
 
     def _compact(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
         data = b"".join(self._encode(n, o) for n, o in self.offsets.items())
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        replace_file(self.path, data, tmp=self.path.with_suffix(".tmp"))
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         self._size = len(data)

@@ -8,11 +8,11 @@ counted, never hidden.
 
 from __future__ import annotations
 
-import os
 import zlib
 from pathlib import Path
 from typing import NamedTuple
 
+from roost.store.atomic_file import replace_file
 from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count, intact
 from roost.store.stream_segment import HEADER, INDEX_ENTRY, INDEX_EVERY, SEGMENT_SUFFIX, Segment
 
@@ -112,6 +112,4 @@ def rewrite_index(seg: Segment) -> None:
         INDEX_ENTRY.pack(o, p, t)
         for o, p, t in zip(seg.idx_offsets, seg.idx_positions, seg.idx_times, strict=True)
     )
-    tmp = seg.index_path.with_suffix(".idx.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, seg.index_path)
+    replace_file(seg.index_path, data, durable=False)  # rebuilt from the segment if lost

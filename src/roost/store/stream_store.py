@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roost.store.atomic_file import replace_file
 from roost.store.files import NO_SPACE
 from roost.store.paths import stream_dir
 from roost.store.stream_chunk import split_entries
@@ -107,9 +107,7 @@ class DiskStream:
         self.dropped_bytes = self.log.dropped_bytes
         self.producers = self.log.producers
         self.offsets = OffsetStore(directory / "offsets.log")
-        tmp = directory / (META + ".tmp")
-        tmp.write_text(json.dumps(meta, default=str))
-        os.replace(tmp, directory / META)
+        replace_file(directory / META, json.dumps(meta, default=str).encode(), durable=False)
 
     # -- positions ------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+from roost.store.atomic_file import replace_file
 from roost.store.files import fsync_path
 from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count
 from roost.store.stream_segment import HEADER, Segment
@@ -85,6 +86,4 @@ def read_mark(directory: Path) -> int:
 def write_mark(directory: Path, committed: int) -> None:
     """Atomically replaced, not fsynced: a mark lost in a crash is an older one, which
     only makes the next catch-up ship more."""
-    tmp = directory / (MARK + ".tmp")
-    tmp.write_text(json.dumps({"committed": committed}))
-    os.replace(tmp, directory / MARK)
+    replace_file(directory / MARK, json.dumps({"committed": committed}).encode(), durable=False)
