@@ -1,7 +1,7 @@
 """Message properties in Roost's compact encoding, shared by the store and the adapters.
 
 The store writes a message's fourteen properties this way in every record (store/codec.py,
-store/stream_codec.py), and the stream adapter transcodes rstream-written AMQP 1.0 messages
+codecs/stream_message.py), and the stream adapter transcodes rstream-written AMQP 1.0 messages
 straight into it (stream_protocol/chunk_mapping.py): one codec, in neither layer, so an
 adapter need not import the store. Stdlib only, no I/O.
 

@@ -9,14 +9,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, NamedTuple
 
-from roost.store.stream_chunk import (
-    CHUNK_FLAG,
-    NAME_MASK,
-    chunk_count,
-    messages,
-    osiris_start,
-    plain_run,
-)
+from roost.codecs.chunk_layout import CHUNK_FLAG, NAME_MASK, chunk_count, osiris_start
+from roost.store.stream_chunk import messages, plain_run
 
 if TYPE_CHECKING:
     from roost.store.stream_log import StreamLog

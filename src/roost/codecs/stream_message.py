@@ -1,4 +1,6 @@
-"""A message as a stream record's payload, in the store's own explicit encoding.
+"""A message as a stream record's payload, in the store's own explicit encoding (a codec
+shared by the store, which writes and reads it, and the adapters and Spark source that
+read or write it directly: chunked reads, batched publishes; stdlib only, no I/O).
 
 ``u16 exchange | u16 routing key | properties | body``: strings are a u16 length and
 UTF-8, the properties are ``codec.encode_properties`` (a u16 mask of the ones set, then
