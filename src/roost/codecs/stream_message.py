@@ -18,7 +18,7 @@ as a record without decoding or re-encoding its body.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Final
 
 from roost.codecs.properties import (
     CodecError,
@@ -27,8 +27,8 @@ from roost.codecs.properties import (
     encode_str,
 )
 
-BATCH_CONTENT_TYPE = "application/x-roost-stream-batch"
-BATCH_LENGTH = struct.Struct(">I")
+BATCH_CONTENT_TYPE: Final = "application/x-roost-stream-batch"
+BATCH_LENGTH: Final = struct.Struct(">I")
 
 # what decoding a malformed payload raises, turned into CodecError
 _MALFORMED = (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError)

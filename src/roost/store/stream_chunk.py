@@ -68,11 +68,11 @@ Amqp10Mapping = Callable[[bytes], tuple[tuple[Any, ...], bytes]]
 # (message) -> (the fourteen properties, body) of an AMQP 1.0 message that is not one
 # data section; the stream adapter's (publishers.py), registered by the server as it
 # builds the store (server_storage.py)
-_amqp10: list[Amqp10Mapping] = []
+_amqp10: Final[list[Amqp10Mapping]] = []
 Amqp10Encoding = Callable[[bytes], tuple[bytes, bytes]]
 # (message) -> (the same properties in the store's encoding, body): what a read of a
 # chunk record asks for every such message (stream_protocol/chunk_mapping.py)
-_amqp10_encoded: list[Amqp10Encoding] = []
+_amqp10_encoded: Final[list[Amqp10Encoding]] = []
 
 
 def map_amqp10_with(mapping: Amqp10Mapping, encoded: Amqp10Encoding | None = None) -> None:
