@@ -65,6 +65,12 @@ COMPILED = [
     "src/roost/core/exchanges/base.py",
     "src/roost/core/exchanges/default.py",
     "src/roost/core/client.py",
+    "src/roost/codecs/properties.py",
+    "src/roost/codecs/stream_message.py",
+    "src/roost/store/stream_reader.py",
+    "src/roost/store/stream_chunk.py",
+    "src/roost/stream_protocol/chunk_mapping.py",
+    "src/roost/core/queues/stream_delivery.py",
 ]
 
 

@@ -52,14 +52,21 @@ def _roost_command() -> list[str]:
 
 
 @contextlib.contextmanager
-def roost(*extra: str, timeout: float = 30.0, env: dict[str, str] | None = None) -> Iterator[str]:
-    """``roost server`` on a free port (``env`` added to its environment); yields its URL."""
+def roost(
+    *extra: str,
+    timeout: float = 30.0,
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
+) -> Iterator[str]:
+    """``roost server`` on a free port (``env`` added to its environment; ``command``: the
+    ``roost`` to run, this interpreter's by default); yields its URL."""
     with tempfile.TemporaryDirectory(prefix="bench-roost-") as tmp:
         port = free_port()
         log = Path(tmp) / "server.log"
         # --http-port 0 (and STOMP's ports): not measured here, and their default ports may
         # be taken (another broker, another bench run), which would stop the server at start.
-        cmd = [*_roost_command(), "server", "--amqp-port", str(port), "--http-port", "0",
+        cmd = [*(command or _roost_command()), "server", "--amqp-port", str(port),
+               "--http-port", "0",
                "--stomp-port", "0", "--ws-port", "0", "--prometheus-port", "0",
                "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
                "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning", *extra]

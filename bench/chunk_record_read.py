@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from rstream import AMQPMessage
 
+from roost.codecs.stream_message import message_prefix
 from roost.store.stream_chunk import map_amqp10_with
-from roost.store.stream_codec import message_prefix
 from roost.store.stream_log import StreamLog
 from roost.store.stream_reader import StreamReader
 from roost.stream_protocol.chunk_mapping import chunk_message_record

@@ -63,6 +63,12 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.exchanges.base",
     "roost.core.exchanges.default",
     "roost.core.client",
+    "roost.codecs.properties",
+    "roost.codecs.stream_message",
+    "roost.store.stream_reader",
+    "roost.store.stream_chunk",
+    "roost.stream_protocol.chunk_mapping",
+    "roost.core.queues.stream_delivery",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pika
 
+from roost.codecs.stream_message import decode_stream_message
 from roost.store.paths import stream_dir
-from roost.store.stream_codec import decode_stream_message
 from roost.store.stream_log import StreamLog
 from roost.stream_protocol.frames import ResolveOffsetSpecResponse, StreamStatsResponse
 from tests.cluster.nodes import queue_json

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from roost.codecs.stream_message import RunDecoder, decode_stream_message, encode_stream_message
 from roost.store.codec import CodecError, decode_message, encode_message, peek_expires
-from roost.store.stream_codec import RunDecoder, decode_stream_message, encode_stream_message
 
 scalars = st.one_of(
     st.none(),

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from roost.codecs.stream_message import batch_entry, decode_stream_message
 from roost.core.durability import DefinitionsStore, MessageStore, StreamStorage, StreamStore
 from roost.store.definitions import DefinitionsFile
 from roost.store.hub import DiskStore
 from roost.store.memory import MemoryDefinitions, MemoryStore
 from roost.store.memory_streams import MemoryStreams
-from roost.store.stream_codec import batch_entry, decode_stream_message
 from roost.store.stream_segment import HEADER
 from roost.store.stream_store import StreamFiles
 

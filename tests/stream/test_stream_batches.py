@@ -12,8 +12,8 @@ import pika
 import pika.exceptions
 import pytest
 
+from roost.codecs.stream_message import BATCH_CONTENT_TYPE, BATCH_LENGTH, batch_entry
 from roost.pipeline.amqp import Client
-from roost.store.stream_codec import BATCH_CONTENT_TYPE, BATCH_LENGTH, batch_entry
 from roost.store.stream_log import StreamLog
 from tests.stream.conftest import declare_stream, query
 from tests.support import RoostProcess, pump, restart

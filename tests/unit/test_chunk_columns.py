@@ -12,9 +12,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roost.codecs.stream_message import encode_stream_message
 from roost.pipeline.chunks import ChunkColumns, records
 from roost.pipeline.record_batches import record_batch
-from roost.store.stream_codec import encode_stream_message
 from roost.store.stream_log import StreamLog
 
 NONE14: tuple[Any, ...] = (None,) * 14

@@ -13,9 +13,10 @@ import time
 import zlib
 from pathlib import Path
 
+from roost.codecs.chunk_layout import CHUNK_FLAG
+from roost.codecs.stream_message import decode_stream_message, message_prefix
 from roost.pipeline.chunks import records
-from roost.store.stream_chunk import CHUNK_FLAG, OSIRIS_HEADER, RAW_HEADER
-from roost.store.stream_codec import decode_stream_message, message_prefix
+from roost.store.stream_chunk import OSIRIS_HEADER, RAW_HEADER
 from roost.store.stream_log import StreamLog
 from roost.store.stream_segment import HEADER
 from roost.store.stream_store import DiskStream
@@ -139,7 +140,7 @@ def test_a_torn_chunk_is_dropped_whole(tmp_path: Path) -> None:
 _WRITER = """
 import struct, sys
 from pathlib import Path
-from roost.store.stream_codec import message_prefix
+from roost.codecs.stream_message import message_prefix
 from roost.store.stream_log import StreamLog
 log = StreamLog(Path(sys.argv[1]))
 u32 = struct.Struct(">I")

@@ -115,3 +115,19 @@ def test_a_broker_without_a_data_directory_keeps_streams_in_memory() -> None:
     assert [m.body for m in got] == [b"x"]
     assert got[0].properties.headers is not None
     assert got[0].properties.headers["n"] == 1 and got[0].properties.headers["x-stream-offset"] == 0
+
+
+def test_reading_a_memory_stream_leaves_its_stored_headers_alone() -> None:
+    """A read adds x-stream-offset and x-stream-timestamp to its own copy of the
+    headers: the message kept (the publisher's dict) and later reads do not get them."""
+    broker = memory_broker()
+    broker.vhosts["/"].declare_queue("s", durable=True, arguments=STREAM)
+    sent = {"n": 1}
+    broker.vhosts["/"].publish("", Message("", "s", Properties(headers=sent), b"x"))
+    first = read_all(broker, "s")[0]
+    assert first.properties.headers is not None
+    assert first.properties.headers["x-stream-offset"] == 0
+    stream = broker.vhosts["/"].queues["s"].log
+    record = stream.reader(0).next()
+    assert record is not None and record[4][2] == {"n": 1}
+    assert sent == {"n": 1}

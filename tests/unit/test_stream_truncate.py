@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from roost.codecs.stream_message import message_prefix
 from roost.store import stream_truncate
-from roost.store.stream_codec import message_prefix
 from roost.store.stream_log import StreamLog
 from roost.store.stream_store import DiskStream
 from tests.unit.stream_logs import data_section, entries, fill, offsets

@@ -1,7 +1,7 @@
 """Message properties in Roost's compact encoding, shared by the store and the adapters.
 
 The store writes a message's fourteen properties this way in every record (store/codec.py,
-store/stream_codec.py), and the stream adapter transcodes rstream-written AMQP 1.0 messages
+codecs/stream_message.py), and the stream adapter transcodes rstream-written AMQP 1.0 messages
 straight into it (stream_protocol/chunk_mapping.py): one codec, in neither layer, so an
 adapter need not import the store. Stdlib only, no I/O.
 
@@ -15,19 +15,20 @@ from __future__ import annotations
 import datetime
 import decimal
 import struct
-from typing import Any
+from typing import Any, Final
 
-_U16 = struct.Struct(">H")
-_U32 = struct.Struct(">I")
-_I64 = struct.Struct(">q")
-_F64 = struct.Struct(">d")
+# Final: a compiled module (docs/compiled.md) reads these as statics, not dict lookups
+_U16: Final = struct.Struct(">H")
+_U32: Final = struct.Struct(">I")
+_I64: Final = struct.Struct(">q")
+_F64: Final = struct.Struct(">d")
 
 # The fourteen properties in the core's order; which ones are strings, bytes, ints, tables.
-PROPERTY_COUNT = 14
-_STRING = frozenset({0, 1, 5, 6, 7, 8, 10, 11, 12, 13})
-_OCTET = frozenset({3, 4})  # delivery_mode, priority
-_TIMESTAMP = 9
-_HEADERS = 2
+PROPERTY_COUNT: Final = 14
+_STRING: Final = frozenset({0, 1, 5, 6, 7, 8, 10, 11, 12, 13})
+_OCTET: Final = frozenset({3, 4})  # delivery_mode, priority
+_TIMESTAMP: Final = 9
+_HEADERS: Final = 2
 
 
 class CodecError(ValueError):
@@ -59,12 +60,12 @@ def encode_properties(properties: tuple[Any, ...]) -> bytes:
     return b"".join(parts)
 
 
-_NO_PROPERTIES = (None,) * PROPERTY_COUNT
+_NO_PROPERTIES: Final = (None,) * PROPERTY_COUNT
 
 # How to read each property present in a mask: (index, kind), kind 0 string, 1 octet,
 # 2 timestamp, 3 tagged value. Made once per mask (a stream has few distinct ones), so
 # decoding walks only the properties set, with no set lookups per property.
-_PLANS: dict[int, tuple[tuple[int, int], ...]] = {}
+_PLANS: Final[dict[int, tuple[tuple[int, int], ...]]] = {}
 
 
 def _plan(mask: int) -> tuple[tuple[int, int], ...]:
@@ -117,7 +118,7 @@ def read_str(data: bytes, pos: int) -> tuple[str, int]:
 
 # -- typed values (headers) -------------------------------------------------------------
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def encode_value(value: Any) -> bytes:
@@ -156,7 +157,11 @@ def encode_value(value: Any) -> bytes:
     return b"S" + _U32.pack(len(raw := str(value).encode("utf-8"))) + raw
 
 
-_TAG_S, _TAG_X, _TAG_L, _TAG_F = b"SxlF"  # the common tags, as ints, tested first
+# the common tags, as ints, tested first
+_TAG_S: Final = 0x53  # b"S"
+_TAG_X: Final = 0x78  # b"x"
+_TAG_L: Final = 0x6C  # b"l"
+_TAG_F: Final = 0x46  # b"F"
 
 
 def decode_value(data: bytes, pos: int) -> tuple[Any, int]:

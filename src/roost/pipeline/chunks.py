@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
-from roost.store.stream_codec import (
+from roost.codecs.stream_message import (
     BATCH_CONTENT_TYPE,
     BATCH_LENGTH,
     RunDecoder,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.store.stream_codec import (
+from roost.codecs.stream_message import (
     already_stored,
     encode_stream_message,
     message_prefix,
@@ -33,9 +33,9 @@ class MemoryCursor:
             return None
         self._offset = offset + 1
         ts, exchange, routing_key, properties, body, _producer, _id = stream.record(offset)
-        headers = properties[9] if len(properties) > 9 else None
-        if isinstance(headers, dict):  # the caller may change it: a copy, as a decode gives
-            properties = (*properties[:9], dict(headers), *properties[10:])
+        headers = properties[2]  # the headers (codecs/properties.py's order)
+        if isinstance(headers, dict):  # the caller adds x-stream-*: a copy, as a decode gives
+            properties = (*properties[:2], dict(headers), *properties[3:])
         return offset, ts, exchange, routing_key, properties, body
 
     def next_tagged(self) -> tuple[Record, str, int] | None:
@@ -146,7 +146,7 @@ class MemoryStream:
         producer: str = "",
         first_id: int = 0,
     ) -> int:
-        from roost.store.stream_codec import decode_stream_message
+        from roost.codecs.stream_message import decode_stream_message
 
         entries = split_batch(batch)  # ValueError before anything is kept
         prefix = message_prefix(exchange, routing_key)

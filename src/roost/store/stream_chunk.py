@@ -30,17 +30,13 @@ import zlib
 from collections.abc import Callable
 from typing import Any, Final
 
+from roost.codecs.chunk_layout import CHUNK_FLAG, NAME_MASK, osiris_start
 from roost.codecs.properties import CodecError, encode_properties
 
-CHUNK_FLAG: Final = 0x8000
-NAME_MASK: Final = 0x7FFF
-# Roost's publish form for a chunk record (docs/streams.md): the body is the entries
-ENTRIES_CONTENT_TYPE: Final = "application/x-roost-stream-entries"
 # the header marking a body kept exactly as a stream client sent it (not AMQP 1.0)
 RAW_HEADER: Final = "x-roost-stream-raw"
 OSIRIS_HEADER: Final = struct.Struct(">BBHIqQQIIIB3x")
 _MAGIC_VERSION: Final = 0x50
-_U16: Final = struct.Struct(">H")
 _U32: Final = struct.Struct(">I")
 # the records of a stream log: crc32, length after crc+length, offset, ts, pub id, name len
 _RECORD: Final = struct.Struct("<IIQqqH")
@@ -72,11 +68,11 @@ Amqp10Mapping = Callable[[bytes], tuple[tuple[Any, ...], bytes]]
 # (message) -> (the fourteen properties, body) of an AMQP 1.0 message that is not one
 # data section; the stream adapter's (publishers.py), registered by the server as it
 # builds the store (server_storage.py)
-_amqp10: list[Amqp10Mapping] = []
+_amqp10: Final[list[Amqp10Mapping]] = []
 Amqp10Encoding = Callable[[bytes], tuple[bytes, bytes]]
 # (message) -> (the same properties in the store's encoding, body): what a read of a
 # chunk record asks for every such message (stream_protocol/chunk_mapping.py)
-_amqp10_encoded: list[Amqp10Encoding] = []
+_amqp10_encoded: Final[list[Amqp10Encoding]] = []
 
 
 def map_amqp10_with(mapping: Amqp10Mapping, encoded: Amqp10Encoding | None = None) -> None:
@@ -90,12 +86,6 @@ def map_amqp10_with(mapping: Amqp10Mapping, encoded: Amqp10Encoding | None = Non
 def _encode_mapped(mapping: Amqp10Mapping, message: bytes) -> tuple[bytes, bytes]:
     properties, body = mapping(message)
     return encode_properties(properties), body
-
-
-def storable(message: bytes) -> bool:
-    """Whether a chunk record can hold ``message``: anything not empty (an AMQP 1.0
-    message that is not one data section is mapped on reading, ``message_values``)."""
-    return bool(message)
 
 
 def message_values(message: bytes) -> tuple[tuple[Any, ...], bytes]:
@@ -161,22 +151,9 @@ def intact(data: bytes | memoryview, pos: int, end: int, crc: int, payload: int)
     return zlib.crc32(memoryview(data)[at:end]) == stored
 
 
-def osiris_start(data: bytes | memoryview, payload: int) -> int:
-    """Where the osiris chunk header starts in a chunk record whose payload starts at
-    ``payload`` (after the exchange and routing key)."""
-    pos: int = payload + 2 + _U16.unpack_from(data, payload)[0]
-    end: int = pos + 2 + _U16.unpack_from(data, pos)[0]
-    return end
-
-
-def chunk_count(data: bytes | memoryview, payload: int) -> int:
-    """How many messages the chunk record whose payload starts at ``payload`` holds."""
-    return int(_U32.unpack_from(data, osiris_start(data, payload) + 4)[0])
-
-
 def messages(data: bytes, payload: int, end: int) -> list[tuple[bytes, bytes]]:
     """Each message of a chunk record as (properties, body) in the store's message
-    encoding (stream_codec.py); the exchange and routing key are the payload's first
+    encoding (codecs/stream_message.py); the exchange and routing key are the payload's first
     bytes, up to ``osiris_start``."""
     pos = osiris_start(data, payload) + OSIRIS_HEADER.size
     out: list[tuple[bytes, bytes]] = []

@@ -384,7 +384,12 @@ class StreamLog:
             return self.next_offset
         seg = self.segments[start]
         reader = StreamReader(self, seg.base, position=seg.seek_time(ts_ms))
-        for record in reader.drain():
-            if record.timestamp >= ts_ms:
-                return record.offset
+        # closed here, not by leaving ``drain`` early: the compiled StreamReader's
+        # generator does not run its ``finally`` when dropped unfinished
+        try:
+            while (record := reader.next()) is not None:
+                if record.timestamp >= ts_ms:
+                    return record.offset
+        finally:
+            reader.close()
         return self.next_offset

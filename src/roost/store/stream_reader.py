@@ -7,25 +7,19 @@ import os
 import struct
 from collections import deque
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, NamedTuple
+from typing import IO, TYPE_CHECKING, Final, NamedTuple
 
-from roost.store.stream_chunk import (
-    CHUNK_FLAG,
-    NAME_MASK,
-    chunk_count,
-    messages,
-    osiris_start,
-    plain_run,
-)
+from roost.codecs.chunk_layout import CHUNK_FLAG, NAME_MASK, chunk_count, osiris_start
+from roost.store.stream_chunk import messages, plain_run
 
 if TYPE_CHECKING:
     from roost.store.stream_log import StreamLog
 
 # a record on disk: crc32, length of what follows the first 8 bytes, offset, timestamp
 # (ms), publishing id, producer name length; then the name and the payload
-_HEADER = struct.Struct("<IIQqqH")
-_LENGTH_OFFSET = struct.Struct("<IQ")
-_NAME_LENGTH = struct.Struct("<H")  # at byte 32 of a record
+_HEADER: Final = struct.Struct("<IIQqqH")
+_LENGTH_OFFSET: Final = struct.Struct("<IQ")
+_NAME_LENGTH: Final = struct.Struct("<H")  # at byte 32 of a record
 
 
 class Record(NamedTuple):
@@ -36,7 +30,7 @@ class Record(NamedTuple):
     payload: bytes
 
 
-READ_AHEAD = 256 * 1024  # bytes read from the segment at a time
+READ_AHEAD: Final = 256 * 1024  # bytes read from the segment at a time
 
 
 class StreamReader:

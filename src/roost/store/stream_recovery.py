@@ -12,8 +12,9 @@ import zlib
 from pathlib import Path
 from typing import NamedTuple
 
+from roost.codecs.chunk_layout import CHUNK_FLAG, NAME_MASK, chunk_count
 from roost.store.atomic_file import replace_file
-from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count, intact
+from roost.store.stream_chunk import intact
 from roost.store.stream_segment import HEADER, INDEX_ENTRY, INDEX_EVERY, SEGMENT_SUFFIX, Segment
 
 

@@ -15,17 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roost.store.atomic_file import replace_file
-from roost.store.files import NO_SPACE
-from roost.store.paths import stream_dir
-from roost.store.stream_chunk import split_entries
-from roost.store.stream_codec import (
+from roost.codecs.stream_message import (
     already_stored,
     decode_stream_message,
     encode_stream_message,
     message_prefix,
     split_batch,
 )
+from roost.store.atomic_file import replace_file
+from roost.store.files import NO_SPACE
+from roost.store.paths import stream_dir
+from roost.store.stream_chunk import split_entries
 from roost.store.stream_log import StreamLog
 from roost.store.stream_offsets import OffsetStore
 from roost.store.stream_reader import StreamReader

@@ -15,9 +15,9 @@ import json
 import os
 from pathlib import Path
 
+from roost.codecs.chunk_layout import CHUNK_FLAG, NAME_MASK, chunk_count
 from roost.store.atomic_file import replace_file
 from roost.store.files import fsync_path
-from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, chunk_count
 from roost.store.stream_segment import HEADER, Segment
 
 MARK = "committed.json"  # {"committed": offset}: records below it are known committed

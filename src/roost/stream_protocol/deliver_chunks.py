@@ -17,9 +17,9 @@ import struct
 import zlib
 from typing import Any, Final
 
+from roost.codecs.chunk_layout import CHUNK_FLAG, NAME_MASK, osiris_start
+from roost.codecs.stream_message import RunDecoder
 from roost.core import Message, Properties
-from roost.store.stream_chunk import CHUNK_FLAG, NAME_MASK, osiris_start
-from roost.store.stream_codec import RunDecoder
 from roost.stream_protocol.constants import CHUNK_MAGIC_VERSION, CHUNK_USER, DELIVER
 
 # a stored record: crc32, length of what follows the first 8 bytes, offset, timestamp

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from roost.codecs.chunk_layout import ENTRIES_CONTENT_TYPE, storable
+from roost.codecs.stream_message import BATCH_CONTENT_TYPE, BATCH_LENGTH, batch_properties
 from roost.core import Message, Properties
-from roost.store.stream_chunk import ENTRIES_CONTENT_TYPE, storable
-from roost.store.stream_codec import BATCH_CONTENT_TYPE, BATCH_LENGTH, batch_properties
 from roost.stream_protocol.amqp10 import data_only
 from roost.stream_protocol.consumers import RAW_HEADER
 from roost.stream_protocol.frames import PublishedBatch, PublishedMessage

@@ -5,7 +5,7 @@ deliveries from the log, one per message or one per chunk of records (Roost's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from roost.core.durability import StreamCursor, StreamRecord
 from roost.core.message import Message, Properties
@@ -17,11 +17,11 @@ if TYPE_CHECKING:
     from roost.core.queues.stream import StreamQueue
 
 # Roost's extension: a consumer argument asking for chunked deliveries (docs/streams.md)
-CHUNK_ARGUMENT = "x-roost-chunk-bytes"
-CHUNK_CONTENT_TYPE = "application/x-roost-stream-chunk"
+CHUNK_ARGUMENT: Final = "x-roost-chunk-bytes"
+CHUNK_CONTENT_TYPE: Final = "application/x-roost-stream-chunk"
 # a chunked consumer taking chunk records as stored (the stream protocol's Deliver)
-CHUNK_WIRE_ARGUMENT = "x-roost-chunk-wire"
-MAX_CHUNK_BYTES = 4 * 1024 * 1024
+CHUNK_WIRE_ARGUMENT: Final = "x-roost-chunk-wire"
+MAX_CHUNK_BYTES: Final = 4 * 1024 * 1024
 
 
 class StreamEntry(Entry):

@@ -1,4 +1,6 @@
-"""A message as a stream record's payload, in the store's own explicit encoding.
+"""A message as a stream record's payload, in the store's own explicit encoding (a codec
+shared by the store, which writes and reads it, and the adapters and Spark source that
+read or write it directly: chunked reads, batched publishes; stdlib only, no I/O).
 
 ``u16 exchange | u16 routing key | properties | body``: strings are a u16 length and
 UTF-8, the properties are ``codec.encode_properties`` (a u16 mask of the ones set, then
@@ -16,7 +18,7 @@ as a record without decoding or re-encoding its body.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Final
 
 from roost.codecs.properties import (
     CodecError,
@@ -25,8 +27,8 @@ from roost.codecs.properties import (
     encode_str,
 )
 
-BATCH_CONTENT_TYPE = "application/x-roost-stream-batch"
-BATCH_LENGTH = struct.Struct(">I")
+BATCH_CONTENT_TYPE: Final = "application/x-roost-stream-batch"
+BATCH_LENGTH: Final = struct.Struct(">I")
 
 # what decoding a malformed payload raises, turned into CodecError
 _MALFORMED = (IndexError, KeyError, struct.error, ValueError, ArithmeticError, RecursionError)
