@@ -3,6 +3,7 @@
     .venv/bin/python bench/amqp_cpu.py [--duration 5] [--repeat 5]
     .venv/bin/python bench/amqp_cpu.py --against /tmp/base/src     # A/B against a checkout
     .venv/bin/python bench/amqp_cpu.py --profile FILE
+    .venv/bin/python bench/amqp_cpu.py --persistent   # persistent, confirms (window 1000)
 
 The AMQP twin of bench/stomp_cpu.py: ``roost perf`` runs 1 producer and 1 consumer over
 TCP (1 KiB, manual acks, prefetch 100, a producer that never waits) for ``--duration``
@@ -13,6 +14,10 @@ ack. Unlike messages per second it hardly depends on what else runs on the machi
 older commit, say) and alternates runs between the two, so both see the same load; the
 load generator is this checkout's ``roost perf`` for both. ``--profile FILE`` runs the
 server under cProfile (much slower; only the shares of the calls mean anything).
+``--persistent`` runs bench/amqp_throughput.py's scenario 5 instead: persistent messages,
+publisher confirms (window 1000); the store's append, group
+commit and ack paths are in what is measured only with ``--durable`` as well (the
+scenario's queue is not durable, so its persistent messages are never written).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ import _brokers  # a sibling module, not a package
 from _measure import cpu_times
 
 PERF_ARGS = ("--producers", "1", "--consumers", "1", "--size", "1024", "--prefetch", "100")
+PERSISTENT_ARGS = ("--persistent", "--confirm", "1000")
+EXTRA_ARGS: list[str] = []  # PERSISTENT_ARGS with --persistent, and --durable-queue
 
 
 @contextlib.contextmanager
@@ -67,7 +74,7 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
 def run_perf(port: int, duration: float, queue: str) -> int:
     """One ``roost perf`` run (this checkout's); the messages its consumer received."""
     cmd = [sys.executable, "-m", "roost", "perf", "--url", f"amqp://guest:guest@127.0.0.1:{port}/%2F",
-           "--duration", str(duration), "--queue", queue, *PERF_ARGS]
+           "--duration", str(duration), "--queue", queue, *PERF_ARGS, *EXTRA_ARGS]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                           timeout=duration + 120, check=False, env=env)
@@ -92,7 +99,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--against", metavar="SRC", help="also a server from this src directory")
     ap.add_argument("--profile", metavar="FILE", help="cProfile the server into FILE")
+    ap.add_argument("--persistent", action="store_true",
+                    help="persistent messages, confirms (window 1000): scenario 5")
+    ap.add_argument("--durable", action="store_true", help="declare the queue durable")
     args = ap.parse_args()
+    EXTRA_ARGS[:] = (PERSISTENT_ARGS if args.persistent else ()) + (
+        ("--durable-queue",) if args.durable else ())
     trees = {"this checkout": None} | ({args.against: args.against} if args.against else {})
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     with contextlib.ExitStack() as stack:
@@ -105,7 +117,9 @@ def main() -> int:
             order = list(servers.items()) if run % 2 == 0 else list(servers.items())[::-1]
             for name, (pid, port) in order:
                 results[name].append(measure(pid, port, args.duration, run))
-    print(f"server CPU per AMQP message, {args.duration:g} s of load a run, "
+    kind = ("persistent " if args.persistent else "") + ("durable " if args.durable else "")
+    print(f"server CPU per {kind}AMQP message, "
+          f"{args.duration:g} s of load a run, "
           f"{args.repeat} runs:")
     for name, got in results.items():
         runs = ", ".join(f"{total:.1f}" for total, _ in got)
