@@ -16,14 +16,29 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from roost.cluster.link import frames as f
 from roost.cluster.quorum.leader import Replicator
 from roost.core.queues.quorum import QuorumQueue
 
 if TYPE_CHECKING:
+    from roost.cluster.link.transport import Link
     from roost.cluster.quorum.standin import QuorumStandIn
     from roost.core.queues.base import Queue
 
 log = logging.getLogger("roost.cluster.quorum")
+
+
+def fenced_off(rep: Replicator, link: Link, frame: f.Replicate) -> bool:
+    """A batch of a term no newer than the one ``rep`` won (elected, its group record
+    still being written, ``started`` not yet run) is an older leader's: refused, and
+    that leader told of the newer term. Taken for a newer leader's, it deposed a member
+    being promoted (its promotion cancelled, its election key held: no leader), and
+    would now destroy the copy it promotes."""
+    won = max(rep.term, rep.elected)
+    if frame.term > won:
+        return False
+    link.send(f.ReplicateAck(frame.vhost, frame.queue, won, 0, False))
+    return True
 
 
 def stand_down(rep: Replicator) -> None:

@@ -37,7 +37,7 @@ from urllib.parse import quote
 from roost.cluster.coordinator import Compare, Delete, Put
 from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
-from roost.cluster.quorum.deposed import name_successor, replaced_by_stand_in, stand_down
+from roost.cluster.quorum import deposed
 from roost.cluster.quorum.follower import Follower
 from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.leader import Replicator
@@ -109,7 +109,7 @@ class QuorumManager(GroupBase):
             return self.plane.make_queue(vhost, item, home)
         queue = QuorumStandIn(self.plane, vhost, item, home)
         key = (vhost.name, queue.name)
-        name_successor(vhost.queues.get(queue.name), queue)
+        deposed.name_successor(vhost.queues.get(queue.name), queue)
         queue.group = self._group_at(key, home)
         return queue
 
@@ -119,7 +119,7 @@ class QuorumManager(GroupBase):
                 self._lead_new(queue)
             case QueueDeleted(queue=queue):
                 key = (queue.vhost.name, queue.name)
-                kept = self._promoting or replaced_by_stand_in(queue)  # not deleted
+                kept = self._promoting or deposed.replaced_by_stand_in(queue)  # not deleted
                 follower = None if kept else self.following.pop(key, None)
                 if follower is not None:  # deleted everywhere: our copy goes too
                     follower.store.destroy()
@@ -218,6 +218,7 @@ class QuorumManager(GroupBase):
             log.warning("queue %s: %s leads it already", key, leader.node)
             rep.close("another node leads this queue")
             return
+        rep.elected = election.term  # older leaders' batches are refused from now on
         ops = [Put(self._key("quorum", key), self._record(key, rep, election.term))]
         if write_home:  # the definition's node is the queue's home: here now
             await self._home_here(key, ops)
@@ -253,10 +254,9 @@ class QuorumManager(GroupBase):
                 follower = self.following.get(key)
                 rep = self.leading.get(key)
                 if rep is not None:
-                    if frame.term <= rep.term:  # an older leader: fenced off
-                        link.send(f.ReplicateAck(frame.vhost, frame.queue, rep.term, 0, False))
+                    if deposed.fenced_off(rep, link, frame):  # an older leader's batch
                         return
-                    stand_down(self.leading.pop(key))  # we were deposed
+                    deposed.stand_down(self.leading.pop(key))  # we were deposed
                 (follower or self.follow(key)).receive(link, frame)
             case f.ReplicateAck():
                 rep = self.leading.get((frame.vhost, frame.queue))
@@ -315,6 +315,7 @@ class QuorumManager(GroupBase):
         follower.restore_kept()  # elected on the kept copy's position: it serves that one
         queue, inherited = self._swap(vhost, stand_in, follower)
         rep = Replicator(self.broker, self.node.links, queue, self.name, members)
+        rep.elected = election.term  # the old leader's late batches depose it no more
         queue.replication = rep
         rep.inherit(inherited, follower.sure_seq)  # what it knows uncommitted waits
         queue.group = rep
