@@ -11,7 +11,7 @@ from typing import Any
 from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.candidacy import may_campaign
-from roost.cluster.quorum.deposed import name_successor, replaced_by_stand_in, stand_down
+from roost.cluster.quorum.deposed import name_successor, release, replaced_by_stand_in, stand_down
 from roost.cluster.quorum.follower import Follower
 from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.rejoining import UNBOUNDED
@@ -135,7 +135,8 @@ def test_a_deposed_leaders_copy_survives_its_queue_turning_into_a_stand_in(
     store.sync_now()
     rep = queue.replication = Replicator(broker, None, queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
     stand_down(rep)
-    follower = Follower(store, "/", "q")  # what manager.follow opens next
+    release(vhost, "q")  # manager.follow: the queue's store goes, then the member's opens
+    follower = Follower(store, "/", "q")
     wire = Wire()
     follower.receive(wire, batch(7, 0, r.mark(r.RESET, 0)))  # type: ignore[arg-type]
     store.sync_now()

@@ -1,6 +1,7 @@
-"""A leader deposed by a newer term's first batch, and the directory of its queue.
+"""A leader deposed by a newer term's first batch (or stepped down), and the directory
+of its queue.
 
-It becomes a member of the new term at once (``manager.frame``), with a fresh copy in
+It becomes a member of the new term at once (``manager.follow``), with a fresh copy in
 the directory its queue used (``store/member_log.py``: the copy is found there again
 after a restart), while the queue itself stays here until the definitions' watch
 replaces it with a stand-in for the new leader. One live store per directory: the
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from roost.cluster.link.transport import Link
     from roost.cluster.quorum.standin import QuorumStandIn
     from roost.core.queues.base import Queue
+    from roost.core.vhost import VHost
 
 log = logging.getLogger("roost.cluster.quorum")
 
@@ -42,13 +44,19 @@ def fenced_off(rep: Replicator, link: Link, frame: f.Replicate) -> bool:
 
 
 def stand_down(rep: Replicator) -> None:
-    """``rep`` heard from a newer leader: it closes, and its queue's store goes before
-    the member copy opens in the same directory."""
+    """``rep`` heard from a newer leader: it closes; the member copy follows."""
     rep.close("a newer leader was elected")
-    queue = rep.queue
-    if queue.store is not None:  # the queue (not serving: deposed) reads nothing more
-        queue.store.destroy()
-    log.warning("queue '%s': deposed, a member of the newer leader's term", queue.name)
+    log.warning("queue '%s': deposed, a member of the newer leader's term", rep.queue.name)
+
+
+def release(vhost: VHost | None, name: str) -> None:
+    """Before a member copy opens in the directory of queue ``name``: a queue this node
+    led there (deposed, or stepped down, until its stand-in replaces it) gives its store
+    up, destroyed now; a second store on the directory wrote over the member's files,
+    and was destroyed with the queue after the member had acknowledged records."""
+    queue = None if vhost is None else vhost.queues.get(name)
+    if isinstance(queue, QuorumQueue) and not queue.remote and queue.store is not None:
+        queue.store.destroy()  # the queue (not serving: deposed) reads nothing more
 
 
 def name_successor(led: Queue | None, stand_in: QuorumStandIn) -> None:

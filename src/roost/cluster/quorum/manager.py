@@ -269,6 +269,7 @@ class QuorumManager(GroupBase):
 
     def follow(self, key: Key) -> Follower:
         """A copy of the queue here, watching its leader (a first frame, or added)."""
+        deposed.release(self.broker.catalog.vhosts.get(key[0]), key[1])  # one store a dir
         follower = self.following[key] = Follower(self.broker.message_store, *key)
         self._spawn(key, self._watch_leader(key, follower))
         return follower
