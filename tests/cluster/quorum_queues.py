@@ -18,6 +18,7 @@ from tests.confirming import publish_confirmed
 from tests.support import RoostProcess, browser_page, eventually
 
 QUORUM = {"x-queue-type": "quorum"}
+PREFETCH = 50  # the consumer's
 
 
 def publisher(
@@ -47,12 +48,14 @@ def consumer(
 ) -> None:  # fmt: skip
     """Acks each delivery, except while ``hold`` is set before the kill: those are
     acked after the kill without being recorded (the dead leader never sees the ack, so
-    the new one rightly delivers them again). ``counts``: x-delivery-count of redeliveries.
-    ``holding`` is set once a delivery is held unacked."""
+    the new one rightly delivers them again, unless their acks reach this node's
+    stand-in first: it settles them there). ``counts``: x-delivery-count of
+    redeliveries. ``holding`` is set once a whole prefetch is held unacked: what the
+    leader hands out from then on waits in the stand-in, delivered and never acked."""
     stale: list[int] = []
     with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
         ch = conn.channel()
-        ch.basic_qos(prefetch_count=50)
+        ch.basic_qos(prefetch_count=PREFETCH)
         for method, props, raw in ch.consume(queue, inactivity_timeout=0.1):
             if killed.is_set() and stale:
                 for tag in stale:
@@ -67,7 +70,7 @@ def consumer(
                 counts.append(int((props.headers or {}).get("x-delivery-count", 0)))
             if hold.is_set() and not killed.is_set():
                 stale.append(method.delivery_tag)
-                if holding is not None:
+                if holding is not None and len(stale) >= PREFETCH:
                     holding.set()
                 continue
             ch.basic_ack(method.delivery_tag)

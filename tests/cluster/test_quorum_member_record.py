@@ -6,17 +6,27 @@ the copy after a restart, and a torn, absent or contradicted record is no copy a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from roost.cluster.link import frames as f
 from roost.cluster.quorum import records as r
 from roost.cluster.quorum.candidacy import may_campaign
+from roost.cluster.quorum.deposed import name_successor, release, replaced_by_stand_in, stand_down
 from roost.cluster.quorum.follower import Follower
+from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.rejoining import UNBOUNDED
+from roost.cluster.quorum.standin import QuorumStandIn
+from roost.core.events import Event, QueueDeleted
+from roost.core.message import Message, Properties
+from roost.core.persistence import Persistence
+from roost.core.queues.quorum import QuorumQueue
 from roost.store.hub import DiskStore
 from roost.store.member_log import MEMBER_FILE, read_member
-from roost.store.memory import MemoryStore
+from roost.store.memory import MemoryDefinitions, MemoryStore
 from roost.store.orphans import quarantine_orphans
+from tests.brokers import memory_broker
 from tests.quorum_links import Wire, batch, enq
+from tests.unit.test_quorum_handover import Changes, Plane
 
 
 def member_with_three(data: Path) -> tuple[DiskStore, Follower, Wire]:
@@ -103,3 +113,63 @@ def test_an_old_leader_without_its_copy_votes_with_a_bound_until_made_whole() ->
     assert not may_campaign("n3", (16, 9), {"n1": old.position}, members, running)
     old.receive(Wire(), batch(20, 0, r.mark(r.RESET, 3), enq(1)))  # type: ignore[arg-type]
     assert old.bound is None and old.position == (20, 3)
+
+
+def test_a_deposed_leaders_copy_survives_its_queue_turning_into_a_stand_in(
+    tmp_path: Path,
+) -> None:
+    """n1 led ``q`` (its messages in the queue's directory) and hears term 7's first
+    batch: deposed, it follows at once (``manager.frame``), its member copy in that
+    directory, and acknowledges records the new leader may commit with its ack alone.
+    The definitions' watch then replaces the queue with a stand-in for the new leader,
+    which deletes the queue here (its store is destroyed): the copy and its record
+    stay, and come back after a restart."""
+    store = DiskStore(tmp_path)
+    broker = memory_broker(store=store)
+    Persistence(broker, store, MemoryDefinitions()).install()
+    vhost = broker.catalog.vhosts["/"]
+    queue = vhost.declare_queue("q", durable=True, arguments={"x-queue-type": "quorum"})
+    assert isinstance(queue, QuorumQueue) and queue.store is not None
+    for n in range(3):
+        vhost.publish("", Message("", "q", Properties(delivery_mode=2), b"old%d" % n))
+    store.sync_now()
+    rep = queue.replication = Replicator(broker, None, queue, "n1", ["n1", "n2", "n3"])  # type: ignore[arg-type]
+    stand_down(rep)
+    release(vhost, "q")  # manager.follow: the queue's store goes, then the member's opens
+    follower = Follower(store, "/", "q")
+    wire = Wire()
+    follower.receive(wire, batch(7, 0, r.mark(r.RESET, 0)))  # type: ignore[arg-type]
+    store.sync_now()
+    follower.receive(wire, batch(7, 1, enq(1), enq(2), enq(3)))  # type: ignore[arg-type]
+    store.sync_now()
+    assert acks(wire)[-1] == (7, 3, True)
+    replaced: list[bool] = []
+
+    def deleted(event: Event) -> None:
+        if isinstance(event, QueueDeleted):  # the manager keeps its follower on this
+            replaced.append(replaced_by_stand_in(event.queue))
+
+    vhost.on_change.append(deleted)
+
+    def factory(vhost: Any, item: Any, home: str) -> QuorumStandIn:
+        stand_in = QuorumStandIn(Plane(), vhost, item, home)  # type: ignore[arg-type]
+        name_successor(vhost.queues.get(item["name"]), stand_in)  # as manager.make_queue
+        return stand_in
+
+    item = {"name": "q", "vhost": "/", "durable": True, "arguments": {"x-queue-type": "quorum"}}
+    Changes(broker, factory)._put_remote_queue(item, "n2")
+    assert isinstance(vhost.queues["q"], QuorumStandIn) and queue.deleted
+    assert replaced == [True]
+    store.sync_now()
+    state, named = read_member(follower.store.dir / MEMBER_FILE)
+    assert state is not None and (state["marked"], state["durable"]) == (7, 3)
+    assert sorted(seq for seq, covered in named.values() if covered) == [1, 2, 3]
+    follower.receive(wire, batch(7, 4, enq(4)))  # type: ignore[arg-type]
+    store.sync_now()
+    assert acks(wire)[-1] == (7, 4, True)
+    again = DiskStore(tmp_path)
+    copy = again.recover_member("/", "q")
+    assert copy is not None, "the member copy went with the queue n1 led"
+    after = Follower(again, "/", "q", copy)
+    assert after.position == (7, 4) and list(after.held) == [1, 2, 3, 4]
+    assert after.store.read(after.held[4][0])[5] == b"m4"

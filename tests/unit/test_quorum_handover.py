@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from roost.cluster.link import frames as f
+from roost.cluster.quorum.deposed import fenced_off
+from roost.cluster.quorum.leader import Replicator
 from roost.cluster.quorum.standin import QuorumStandIn
 from roost.cluster.remote_changes import RemoteChanges
 from roost.core.auth import User
@@ -21,6 +23,7 @@ from roost.core.client import Client
 from roost.core.message import Message, Properties
 from roost.core.queues.quorum import QuorumQueue
 from tests.brokers import memory_broker
+from tests.quorum_links import Wire, batch
 
 QUORUM = {"x-queue-type": "quorum"}
 
@@ -137,3 +140,20 @@ def test_an_old_leader_ends_a_peers_subscription_instead_of_relaying_it() -> Non
     assert [c.tag for c in stand_in.consumers] == ["ctag"]
     assert sinks["cluster-n3-1"].cancelled == ["cluster-n3-1"]
     assert sinks["ctag"].cancelled == []
+
+
+def test_a_member_being_promoted_refuses_the_old_leaders_late_batch() -> None:
+    """Elected with term 12, its group record still being written (``started`` not yet
+    run, so its term reads 0): a batch of the old leader's term 11 is refused and that
+    leader told of term 12; taken for a newer leader's, it deposed the member being
+    promoted (its promotion cancelled, its election key held: no leader at all)."""
+    vhost = memory_broker().catalog.vhosts["/"]
+    queue = QuorumQueue(vhost, "q", durable=True, arguments=dict(QUORUM))
+    rep = Replicator(None, None, queue, "n2", ["n1", "n2", "n3"])  # type: ignore[arg-type]
+    rep.elected = 12
+    wire = Wire("n1")
+    assert fenced_off(rep, wire, batch(11, 5))  # type: ignore[arg-type]
+    (ack,) = wire.sent
+    assert (ack.term, ack.ok) == (12, False)
+    assert not fenced_off(rep, wire, batch(13, 0))  # type: ignore[arg-type]
+    assert len(wire.sent) == 1

@@ -363,7 +363,11 @@ class QueueStore:
             self.remove(seq)
 
     def destroy(self) -> None:
-        """The queue was deleted: forget everything and remove its directory."""
+        """The queue was deleted: forget everything and remove its directory. Once only:
+        the directory may be another store's by a second call (a quorum member's copy,
+        opened there when the queue's leader here was deposed)."""
+        if self.deleted:
+            return
         self.deleted = True
         for seg in self._segs:
             self.hub.files.close(self._seg_path(seg.number))

@@ -76,6 +76,7 @@ class Replicator(LeaderRole):
         self.node = node
         self.members = members
         self.term = 0  # 0 until the election is won
+        self.elected = 0  # the term won, while its group record is written (``started``)
         self.deposed = False
         self.refusing = False  # leaving its group (regroup.py): publishes are refused
         # promoted: the index of its term's first record (``inherit``); a member holds

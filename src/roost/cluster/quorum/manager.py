@@ -23,9 +23,8 @@ queue's home in etcd with a fenced transaction; every node's definitions watch t
 points its stand-in at it.
 
 Step-down (``stepdown.py``): a leader that hears from no majority of its members
-resigns its election, which starts the failover above among the members that still
-reach each other.
-"""
+resigns, which starts the failover above among the members that still reach each other.
+A leader deposed follows at once, its copy in its queue's directory (``deposed.py``)."""
 
 from __future__ import annotations
 
@@ -38,6 +37,7 @@ from urllib.parse import quote
 from roost.cluster.coordinator import Compare, Delete, Put
 from roost.cluster.errors import ClusterError
 from roost.cluster.link import frames as f
+from roost.cluster.quorum import deposed
 from roost.cluster.quorum.follower import Follower
 from roost.cluster.quorum.groupbase import GroupBase, Key
 from roost.cluster.quorum.leader import Replicator
@@ -109,9 +109,7 @@ class QuorumManager(GroupBase):
             return self.plane.make_queue(vhost, item, home)
         queue = QuorumStandIn(self.plane, vhost, item, home)
         key = (vhost.name, queue.name)
-        led = vhost.queues.get(queue.name)  # led here before: its acks from now on count
-        if isinstance(led, QuorumQueue) and isinstance(led.replication, Replicator):
-            led.replication.successor = queue
+        deposed.name_successor(vhost.queues.get(queue.name), queue)
         queue.group = self._group_at(key, home)
         return queue
 
@@ -121,7 +119,8 @@ class QuorumManager(GroupBase):
                 self._lead_new(queue)
             case QueueDeleted(queue=queue):
                 key = (queue.vhost.name, queue.name)
-                follower = None if self._promoting else self.following.pop(key, None)
+                kept = self._promoting or deposed.replaced_by_stand_in(queue)  # not deleted
+                follower = None if kept else self.following.pop(key, None)
                 if follower is not None:  # deleted everywhere: our copy goes too
                     follower.store.destroy()
                     task = self.tasks.pop(key, None)
@@ -219,6 +218,7 @@ class QuorumManager(GroupBase):
             log.warning("queue %s: %s leads it already", key, leader.node)
             rep.close("another node leads this queue")
             return
+        rep.elected = election.term  # older leaders' batches are refused from now on
         ops = [Put(self._key("quorum", key), self._record(key, rep, election.term))]
         if write_home:  # the definition's node is the queue's home: here now
             await self._home_here(key, ops)
@@ -254,11 +254,9 @@ class QuorumManager(GroupBase):
                 follower = self.following.get(key)
                 rep = self.leading.get(key)
                 if rep is not None:
-                    if frame.term <= rep.term:  # an older leader: fenced off
-                        link.send(f.ReplicateAck(frame.vhost, frame.queue, rep.term, 0, False))
+                    if deposed.fenced_off(rep, link, frame):  # an older leader's batch
                         return
-                    rep.close("a newer leader was elected")  # we were deposed
-                    del self.leading[key]
+                    deposed.stand_down(self.leading.pop(key))  # we were deposed
                 (follower or self.follow(key)).receive(link, frame)
             case f.ReplicateAck():
                 rep = self.leading.get((frame.vhost, frame.queue))
@@ -271,6 +269,7 @@ class QuorumManager(GroupBase):
 
     def follow(self, key: Key) -> Follower:
         """A copy of the queue here, watching its leader (a first frame, or added)."""
+        deposed.release(self.broker.catalog.vhosts.get(key[0]), key[1])  # one store a dir
         follower = self.following[key] = Follower(self.broker.message_store, *key)
         self._spawn(key, self._watch_leader(key, follower))
         return follower
@@ -317,6 +316,7 @@ class QuorumManager(GroupBase):
         follower.restore_kept()  # elected on the kept copy's position: it serves that one
         queue, inherited = self._swap(vhost, stand_in, follower)
         rep = Replicator(self.broker, self.node.links, queue, self.name, members)
+        rep.elected = election.term  # the old leader's late batches depose it no more
         queue.replication = rep
         rep.inherit(inherited, follower.sure_seq)  # what it knows uncommitted waits
         queue.group = rep
