@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -402,3 +403,14 @@ def browser_page(**context: Any) -> Iterator[Any]:
             yield page
         finally:
             browser.close()
+
+
+def live_objects(kinds: dict[str, type]) -> dict[str, int]:
+    """How many objects of each exact type the collector tracks now: a release test's
+    count (mypyc's compiled classes take no weak references to watch them by)."""
+    counts = dict.fromkeys(kinds, 0)
+    for obj in gc.get_objects():
+        for name, kind in kinds.items():
+            if type(obj) is kind:
+                counts[name] += 1
+    return counts

@@ -26,6 +26,7 @@ from roost.mqtt.session import MQTTSession, MQTTSettings
 from roost.mqtt.ws import create_app, mqtt_websocket
 from tests.brokers import memory_broker
 from tests.mqtt.clients import Paho
+from tests.support import live_objects as live
 
 
 def _drop(client: Paho) -> None:
@@ -91,14 +92,6 @@ def test_a_closed_websocket_connection_is_freed_without_the_collector(way: str) 
         during = live(kinds)
         await asyncio.to_thread(_drop if way == "dropped" else Paho.close, client)
         return kinds, during
-
-    def live(kinds: dict[str, type]) -> dict[str, int]:
-        counts = dict.fromkeys(kinds, 0)
-        for obj in gc.get_objects():
-            for name, kind in kinds.items():
-                if type(obj) is kind:
-                    counts[name] += 1
-        return counts
 
     gc.collect()  # earlier tests' garbage is not this test's
     gc.disable()

@@ -21,6 +21,7 @@ from aiohttp import web
 from roost.stomp.handler import StompHandler, StompSettings
 from roost.stomp.ws import create_app, stomp_websocket
 from tests.brokers import memory_broker
+from tests.support import live_objects as live
 
 CONNECT = "CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nhost:/\n\n\x00"
 SUBSCRIBE = "SUBSCRIBE\nid:s\ndestination:/topic/t\nack:client\nreceipt:r\n\n\x00"
@@ -97,14 +98,6 @@ def test_a_closed_websocket_connection_is_freed_without_the_collector(way: str) 
             transport.abort()  # no close frame
             await ws.close()
         return kinds, during
-
-    def live(kinds: dict[str, type]) -> dict[str, int]:
-        counts = dict.fromkeys(kinds, 0)
-        for obj in gc.get_objects():
-            for name, kind in kinds.items():
-                if type(obj) is kind:
-                    counts[name] += 1
-        return counts
 
     gc.collect()  # earlier tests' garbage is not this test's
     gc.disable()
