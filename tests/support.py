@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import pika
 import pytest
+from aiohttp import web
 
 READY_LINE = "Roost ready"
 ROOT = Path(__file__).resolve().parents[1]
@@ -414,3 +415,13 @@ def live_objects(kinds: dict[str, type]) -> dict[str, int]:
             if type(obj) is kind:
                 counts[name] += 1
     return counts
+
+
+async def start_site(app: web.Application) -> tuple[web.AppRunner, int]:
+    """``app`` served on loopback at a port the kernel picks: its runner (to clean up)
+    and the port."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

@@ -27,6 +27,7 @@ from roost.mqtt.ws import create_app, mqtt_websocket
 from tests.brokers import memory_broker
 from tests.mqtt.clients import Paho
 from tests.support import live_objects as live
+from tests.support import start_site
 
 
 def _drop(client: Paho) -> None:
@@ -54,11 +55,7 @@ def test_a_closed_websocket_connection_is_freed_without_the_collector(way: str) 
                 returned.put_nowait(None)
 
         app.router.add_get("/tracked", tracked)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner, port = await start_site(app)
         try:
             for n in range(3):  # a few, as churn makes them
                 kinds, during = await one(port, registry, n)

@@ -9,13 +9,13 @@ import asyncio
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
 from roost.stomp.handler import StompSettings
 from roost.stomp.protocol import StompServerProtocol
 from roost.stomp.ws import create_app
 from tests.brokers import memory_broker
 from tests.stomp.sessions import CONNECT, parse
+from tests.support import start_site
 
 SUBSCRIBE = b"SUBSCRIBE\nid:s\ndestination:/queue/q\nack:client-individual\n\n\x00"
 
@@ -102,11 +102,7 @@ def test_the_connect_deadline_closes_a_silent_websocket() -> None:
     async def main() -> None:
         settings = StompSettings(connect_timeout=0.1)
         registry: set[Any] = set()
-        runner = web.AppRunner(create_app(memory_broker(), settings, registry))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner, port = await start_site(create_app(memory_broker(), settings, registry))
         try:
             async with aiohttp.ClientSession() as http:
                 ws = await http.ws_connect(f"http://127.0.0.1:{port}/ws", protocols=["v12.stomp"])

@@ -22,6 +22,7 @@ from roost.stomp.handler import StompHandler, StompSettings
 from roost.stomp.ws import create_app, stomp_websocket
 from tests.brokers import memory_broker
 from tests.support import live_objects as live
+from tests.support import start_site
 
 CONNECT = "CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nhost:/\n\n\x00"
 SUBSCRIBE = "SUBSCRIBE\nid:s\ndestination:/topic/t\nack:client\nreceipt:r\n\n\x00"
@@ -53,11 +54,7 @@ def test_a_closed_websocket_connection_is_freed_without_the_collector(way: str) 
                 returned.put_nowait(None)
 
         app.router.add_get("/tracked", tracked)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner, port = await start_site(app)
         try:
             async with aiohttp.ClientSession() as http:
                 for _ in range(3):  # a few, as churn makes them

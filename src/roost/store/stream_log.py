@@ -104,9 +104,10 @@ class StreamLog:
                 self.producers = {str(k): int(v) for k, v in saved["producers"].items()}
                 upto = max(int(saved["upto"]), upto)
         # records written after the snapshot still carry their producer: replay them
-        for record in self.reader(upto).drain():
-            if record.producer:
-                self._note_producer(record.producer, record.publishing_id)
+        with self.reader(upto) as reader:
+            while (record := reader.next()) is not None:
+                if record.producer:
+                    self._note_producer(record.producer, record.publishing_id)
 
     def _note_producer(self, producer: str, publishing_id: int) -> None:
         """Keep ``producers`` ordered by last activity (the offset query lists the most
@@ -383,13 +384,8 @@ class StreamLog:
         if not self.segments:
             return self.next_offset
         seg = self.segments[start]
-        reader = StreamReader(self, seg.base, position=seg.seek_time(ts_ms))
-        # closed here, not by leaving ``drain`` early: the compiled StreamReader's
-        # generator does not run its ``finally`` when dropped unfinished
-        try:
+        with StreamReader(self, seg.base, position=seg.seek_time(ts_ms)) as reader:
             while (record := reader.next()) is not None:
                 if record.timestamp >= ts_ms:
                     return record.offset
-        finally:
-            reader.close()
         return self.next_offset

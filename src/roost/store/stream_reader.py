@@ -6,7 +6,6 @@ import bisect
 import os
 import struct
 from collections import deque
-from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Final, NamedTuple
 
 from roost.codecs.chunk_layout import CHUNK_FLAG, NAME_MASK, chunk_count, osiris_start
@@ -260,13 +259,13 @@ class StreamReader:
         self.offset = stop_offset
         return offset, stop_offset - 1, stop_offset - offset, buf[pos : pos + need]
 
-    def drain(self) -> Iterator[Record]:
-        """Every record up to the current tail, then close."""
-        try:
-            while (record := self.next()) is not None:
-                yield record
-        finally:
-            self.close()
+    def __enter__(self) -> StreamReader:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        # a ``with`` block, not a generator's ``finally``: the compiled build does not run
+        # the ``finally`` of a generator dropped unfinished (docs/compiled.md)
+        self.close()
 
     def close(self) -> None:
         if self._file is not None:
