@@ -17,6 +17,7 @@ from tests.cluster.nodes import queue_json
 from tests.confirming import publish_confirmed
 from tests.stream_protocol.clients import _raw_session
 from tests.support import RoostProcess
+from tests.unit.stream_logs import every_record
 
 STREAM = {"x-queue-type": "stream"}
 
@@ -42,7 +43,7 @@ def replica(server: RoostProcess, queue: str) -> list[tuple[int, int, bytes]]:
     try:
         return [
             (r.offset, r.timestamp, decode_stream_message(r.payload)[3])
-            for r in log.reader(0).drain()
+            for r in every_record(log.reader(0))
         ]
     finally:
         log.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 
 from roost.store.stream_log import StreamLog
+from roost.store.stream_reader import Record, StreamReader
 
 _U32 = struct.Struct(">I")
 
@@ -25,5 +26,14 @@ def fill(log: StreamLog, n: int, ts0: int = 1000, size: int = 100) -> None:
         )
 
 
+def every_record(reader: StreamReader) -> list[Record]:
+    """Every record from the reader's start up to the tail, the reader closed after."""
+    with reader:
+        out = []
+        while (record := reader.next()) is not None:
+            out.append(record)
+        return out
+
+
 def offsets(log: StreamLog, start: int = 0) -> list[int]:
-    return [r.offset for r in log.reader(start).drain()]
+    return [r.offset for r in every_record(log.reader(start))]

@@ -20,14 +20,14 @@ from roost.store.stream_chunk import OSIRIS_HEADER, RAW_HEADER
 from roost.store.stream_log import StreamLog
 from roost.store.stream_segment import HEADER
 from roost.store.stream_store import DiskStream
-from tests.unit.stream_logs import _U32, data_section, entries
+from tests.unit.stream_logs import _U32, data_section, entries, every_record
 
 PREFIX = message_prefix("", "s")
 
 
 def bodies(log: StreamLog, start: int = 0) -> list[tuple[int, bytes]]:
     out = []
-    for record in log.reader(start).drain():
+    for record in every_record(log.reader(start)):
         _ex, _rk, _props, body = decode_stream_message(record.payload)
         out.append((record.offset, body))
     return out
@@ -49,7 +49,7 @@ def test_a_chunk_record_reads_back_per_message_beside_plain_records(tmp_path: Pa
     assert bodies(log) == [(0, b"plain-0"), (1, b"a"), (2, b"raw c"), (3, b"d"), (4, b"plain-4")]
     # a reader starting inside the chunk starts at its offset
     assert bodies(log, 2) == [(2, b"raw c"), (3, b"d"), (4, b"plain-4")]
-    got = list(log.reader(1).drain())[:3]
+    got = list(every_record(log.reader(1)))[:3]
     assert [(r.producer, r.publishing_id) for r in got] == [("p", 10), ("p", 11), ("p", 12)]
     raw = decode_stream_message(got[1].payload)[2]
     assert raw[2] == {RAW_HEADER: True} and raw[3] == 2  # marked raw, persistent
@@ -166,7 +166,7 @@ def test_kill_9_mid_writes_keeps_only_whole_chunks(tmp_path: Path) -> None:
     proc.stdout.close()
     log = StreamLog(tmp_path)
     assert log.next_offset >= 350 and log.next_offset % 7 == 0
-    got = list(log.reader(0).drain())
+    got = list(every_record(log.reader(0)))
     assert [r.offset for r in got] == list(range(log.next_offset))
     assert [r.publishing_id for r in got] == list(range(1, log.next_offset + 1))
     assert log.producers == {"p": log.next_offset}

@@ -13,7 +13,7 @@ from roost.store import files, stream_log
 from roost.store.stream_log import StreamLog
 from roost.store.stream_offsets import OffsetStore
 from roost.store.stream_segment import HEADER, INDEX_ENTRY, INDEX_EVERY
-from tests.unit.stream_logs import fill, offsets
+from tests.unit.stream_logs import every_record, fill, offsets
 
 RECORD_BYTES = HEADER.size + 105  # the refused record below: 105 bytes, no producer
 
@@ -145,7 +145,7 @@ def test_an_append_refused_by_a_full_disk_leaves_nothing_behind(
     reopened = StreamLog(tmp_path)
     assert reopened.dropped_bytes == 0
     assert offsets(reopened) == list(range(written + 5))
-    assert [r.payload[:5] for r in reopened.reader(written - 1).drain()] == [
+    assert [r.payload[:5] for r in every_record(reopened.reader(written - 1))] == [
         b"00000", b"00000", b"00001", b"00002", b"00003", b"00004"
     ]
 
@@ -177,7 +177,7 @@ def test_chunks_are_whole_records_in_order_within_their_limits(
     for i, size in enumerate(sizes):
         log.append(b"%05d" % i + b"y" * size, timestamp_ms=1000 + i)
     assert len(log.segments) > 5
-    stored = {r.offset: r.payload for r in log.reader(0).drain()}
+    stored = {r.offset: r.payload for r in every_record(log.reader(0))}
     reader = log.reader(start)
     got: list[tuple[int, bytes]] = []
     while (chunk := reader.next_chunk(max_bytes, end)) is not None:
