@@ -6,6 +6,10 @@ the end the history checker decides (every confirmed message delivered, nothing 
 delivered again, per-publisher order apart from redeliveries).
 
     .venv/bin/python bench/quorum_failover.py --rounds 10 [--lease-ttl 2] [--seed 1]
+        [--kill random|leader]
+
+``--kill leader`` kills the queue's leader every round (the issue's "median and max over
+10 kills"), ``random`` (the default) any node.
 
 Acks are held for half a second before each kill (an ack in flight when a node dies is
 lost with it, and its message is rightly delivered again; RabbitMQ's too).
@@ -123,6 +127,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--lease-ttl", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--kill",
+        choices=("random", "leader"),
+        default="random",
+        help="the node killed each round: any, or the queue's leader",
+    )
     parser.add_argument("--keep", help="a directory to run in and keep (node logs)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -149,6 +159,8 @@ def main() -> int:
                 time.sleep(2)
                 leader = c.leader()
                 victim = rng.randrange(3)
+                if args.kill == "leader" and leader in {f"n{i + 1}" for i in range(3)}:
+                    victim = int(leader[1:]) - 1
                 c.hold.set()
                 time.sleep(0.5)
                 nodes[victim].kill()

@@ -20,6 +20,7 @@ from roost.cluster.coordinator import Coordinator
 from roost.cluster.link import frames as f
 from roost.cluster.link.transport import Link, LinkManager, Peer
 from roost.cluster.membership import Membership, NodeRecord, NodeStatus
+from roost.cluster.obituary import Obituary
 from roost.cluster.owners import Owners
 from roost.cluster.urls import parse_cluster_url
 from roost.core.info import MemberInfo
@@ -71,6 +72,7 @@ class ClusterNode:
         self.streams: Any = None  # roost.cluster.quorum.stream_groups, once serving
         self._tasks: set[asyncio.Task[None]] = set()
         self.owners = Owners(self)  # which node runs each dynamic shovel
+        Obituary(self)  # a peer whose process died is down at once (obituary.py)
         # frames that came before ``serve`` installed the handlers (links come up while
         # joining): handled then, so a forwarded publish is answered, not dropped
         self._early: list[tuple[Link, object, f.Frame]] | None = []
