@@ -1,7 +1,8 @@
 """A quorum queue member far behind catches up: the scenario shared by the suite's short
 test (``test_quorum_catchup.py``) and the long benchmark (``bench/quorum_catchup.py``).
 
-Three nodes; kill -9 of a follower (n3); ``behind`` messages published with confirms
+Three nodes; ``held`` messages published with confirms and in sync on every member;
+kill -9 of a follower (n3); ``behind`` messages published with confirms
 (in windows, recorded by the history checker); n3 restarted, timed until the leader
 counts it in sync (``online``); then the leader (n1) killed with kill -9: the caught-up
 member and n2 elect one of them (a majority of the three, as Raft and RabbitMQ's quorum
@@ -33,6 +34,7 @@ QUORUM = {"x-queue-type": "quorum"}
 @dataclass
 class Figures:
     behind: int = 0
+    held: int = 0  # in the queue, and on n3, before its kill
     publish_s: float = 0.0
     catch_up_s: float = 0.0  # n3 restarted (process spawned) -> in the leader's online set
     start_s: float = 0.0  # of which: n3 spawned -> serving clients
@@ -43,6 +45,7 @@ class Figures:
     problems: list[str] = field(default_factory=list)
     delivered: int = 0
     live: int = 0  # confirmed while n3 caught up
+    how: str = ""  # the leader's log line naming what it sent n3
 
 
 def rss_mb(server: RoostProcess, field: str = "VmRSS") -> float:
@@ -63,7 +66,7 @@ def online(server: RoostProcess, queue: str) -> list[str]:
     return list(shown.json().get("online", [])) if shown.status_code == 200 else []
 
 
-async def _publish(url: str, queue: str, h: History, count: int, size: int) -> None:
+async def _publish(url: str, queue: str, h: History, count: int, size: int, tag: str = "p") -> None:
     """``count`` persistent messages with confirms, 500 in flight at a time."""
     conn = await aio_pika.connect(url)
     async with conn:
@@ -71,18 +74,18 @@ async def _publish(url: str, queue: str, h: History, count: int, size: int) -> N
         for start in range(0, count, 500):
             ids = range(start, min(start + 500, count))
             for i in ids:
-                h.publish(("p", i), queue)
+                h.publish((tag, i), queue)
             results = await asyncio.gather(
                 *(
                     ch.default_exchange.publish(
-                        aio_pika.Message(body("p", i, size), delivery_mode=2), queue
+                        aio_pika.Message(body(tag, i, size), delivery_mode=2), queue
                     )
                     for i in ids
                 ),
                 return_exceptions=True,
             )
             for i, res in zip(ids, results, strict=True):
-                h.confirm(("p", i), ok=not isinstance(res, BaseException))
+                h.confirm((tag, i), ok=not isinstance(res, BaseException))
 
 
 def _trickle(server: RoostProcess, h: History, stop: threading.Event, size: int) -> None:
@@ -105,12 +108,13 @@ def _sample(servers: list[RoostProcess], peaks: list[float], stop: threading.Eve
 
 def run(
     etcd: EtcdServer, prefix: str, tmp: Path, behind: int, size: int = 256,
-    catch_up_within: float = 60.0, lease_ttl: int = 2,
+    catch_up_within: float = 60.0, lease_ttl: int = 2, held: int = 10,
 ) -> Figures:  # fmt: skip
+    """``held``: messages in the queue (and on n3) before n3's kill."""
     ttl = ("--cluster-lease-ttl", str(lease_ttl))
     nodes = [node(etcd, tmp / f"n{i}", f"n{i}", *ttl, prefix=prefix) for i in (1, 2, 3)]
     n1, n2, n3 = nodes
-    fig = Figures(behind=behind)
+    fig = Figures(behind=behind, held=held)
     h = History()
     try:
         for n in nodes:
@@ -121,12 +125,9 @@ def run(
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             ch = conn.channel()
             ch.queue_declare("catch", durable=True, arguments=QUORUM)
-            ch.confirm_delivery()
-            for i in range(10):  # before the kill: n3 holds these
-                h.publish(("early", i), "catch")
-                ch.basic_publish("", "catch", body("early", i, size))
-                h.confirm(("early", i))
-        deadline = time.monotonic() + 10
+        asyncio.run(_publish(n1.url, "catch", h, held, size, "early"))  # n3 holds these
+        assert len(h.confirmed) == held, f"{len(h.nacked)} nacked"
+        deadline = time.monotonic() + 10 + held / 1000
         while sorted(online(n1, "catch")) != ["n1", "n2", "n3"]:
             assert time.monotonic() < deadline, online(n1, "catch")
             time.sleep(0.05)
@@ -135,7 +136,7 @@ def run(
         began = time.monotonic()
         asyncio.run(_publish(n1.url, "catch", h, behind, size))
         fig.publish_s = time.monotonic() - began
-        assert len(h.confirmed) == behind + 10, f"{len(h.nacked)} nacked"
+        assert len(h.confirmed) == behind + held, f"{len(h.nacked)} nacked"
         fig.leader_rss_before_mb = rss_mb(n1)
         peaks = [0.0, 0.0]
         stop = threading.Event()
@@ -154,6 +155,7 @@ def run(
                     raise AssertionError(f"n3 not in sync after {catch_up_within} s:\n{n3.log}")
                 time.sleep(0.05)
             fig.catch_up_s = time.monotonic() - began
+            fig.how = next((ln for ln in reversed(n1.log_lines) if "sent to n3" in ln), "")
         finally:
             stop.set()
             sampler.join()

@@ -11,6 +11,14 @@ the leader's store chunk by chunk. A message removed while the stream runs is sk
 and follow the last chunk as an ordinary batch from ``upto + 1``. The member
 acknowledges ``upto`` only once the last chunk is on its disk, so it counts towards
 the majority, and shows as ``online``, only then.
+
+Why a returning member with a kept copy (``rejoining.adopt_copies``) gets a whole
+snapshot too, not only what it lacks: a delta would be sound only if a message number
+its copy holds as committed named the same message on the leader, and a leader
+recovered from its own disk (``manager._rejoin``) numbers its messages afresh from 1
+(``QueueBase.restore``), so the same number may name another message there. A snapshot
+names the highest number given so far (``records.reset``), so a promoted member at
+least never gives a number twice.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ class SnapshotStream:
         self.link = link
         self.term = rep.term
         self.upto = rep.index
+        self.top = rep.queue._seq  # the highest number given, acked messages' too
         self.seqs = list(rep.live)  # the messages live at ``upto``, in the queue's order
         self.backlog: list[bytes] = []  # records after ``upto``, sent after the last chunk
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -61,7 +70,7 @@ class SnapshotStream:
 
     async def _run(self) -> None:
         rep, q = self.rep, self.rep.queue
-        chunk, size, sent = [r.mark(r.RESET, self.upto)], 0, 0
+        chunk, size, sent = [r.reset(self.upto, self.top)], 0, 0
         for seq in self.seqs:
             entry = rep.live.get(seq)
             if entry is None:

@@ -195,6 +195,7 @@ class Follower:
             if kind not in (r.RESET, r.SNAP, r.MORE) and seq > self.max_seq:  # theirs: upto
                 self.max_seq = seq
             if kind == r.RESET:
+                self.max_seq = max(self.max_seq, r.top_of(raw))  # promoted, numbers above
                 self._keep(self.position)
                 self.synced = self.term
                 self.snapshot = upto = seq

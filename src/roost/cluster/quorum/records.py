@@ -8,7 +8,10 @@ Each record names a message by its **seq**, the leader's entry number for it:
   carries its true ``x-delivery-count`` and is marked redelivered);
 - ``DEL`` it left for good (acked, dropped, dead-lettered);
 - ``RESET`` the follower drops what it holds: a snapshot of every live message follows,
-  and ``upto`` is the leader's log index the snapshot stands for;
+  and ``upto`` is the leader's log index the snapshot stands for; after it, ``top``: the
+  highest number the leader has given a message (one acked since too), so a member
+  promoted later numbers new messages above it (``manager._swap``), never reusing a
+  number a client's ack or a member's copy may still name;
 - ``TERM`` a new leader's first record, naming nothing: the new term's first snapshot
   stands for it, so its commit is the term's first (a promoted member's copy joins the
   queue only then, ``Replicator.inherit``);
@@ -30,6 +33,7 @@ ENQ, DLV, DEL, RESET, SNAP, MORE, TERM = b"E", b"V", b"D", b"R", b"C", b"M", b"T
 _HEAD = struct.Struct("!cQ")  # kind, seq (RESET: upto)
 _ENQ = struct.Struct("!BBBI")  # delivered, exchange len, routing key len, properties len
 _COUNT = struct.Struct("!I")  # a DLV's delivery count
+_TOP = struct.Struct("!Q")  # a RESET's highest message number given
 
 
 @dataclass(slots=True)
@@ -60,6 +64,15 @@ def enq(
 
 def mark(kind: bytes, seq: int) -> bytes:
     return _HEAD.pack(kind, seq)
+
+
+def reset(upto: int, top: int) -> bytes:
+    return _HEAD.pack(RESET, upto) + _TOP.pack(top)
+
+
+def top_of(raw: bytes) -> int:
+    """A RESET record's ``top`` (0 when it names none)."""
+    return _TOP.unpack_from(raw, _HEAD.size)[0] if len(raw) >= _HEAD.size + _TOP.size else 0
 
 
 def delivered(seq: int, count: int) -> bytes:
