@@ -10,7 +10,9 @@ which the new leader's snapshot replaces; a destroyed store never touches its di
 again), and that replacement, which deletes the queue, leaves the member copy alone.
 Once the member has acknowledged the new term's records, that copy is what the node
 holds of what they committed: removed with the queue, a node counted as holding them
-would have lost them, and its member record with them (``rejoining.adopt_copies``)."""
+would have lost them, and its member record with them (``rejoining.adopt_copies``).
+Killed before that replacement, it finds the copy again at its restart, the queue its
+definitions recreate there holding none of it (``store/member_copies.py``)."""
 
 from __future__ import annotations
 

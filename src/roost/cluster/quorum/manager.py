@@ -138,11 +138,14 @@ class QuorumManager(GroupBase):
         """After the definitions: a quorum queue this node recovered from its own disk
         (it led it before a restart) is not served unreplicated. It campaigns again: won,
         it leads with what it kept and resends it to the members; lost, it refuses
-        publishes until etcd turns it into a stand-in for the new leader."""
+        publishes until etcd turns it into a stand-in for the new leader. One whose
+        directory holds a member copy was deposed: it waits for that stand-in."""
         for vhost in self.broker.catalog.vhosts.values():
             for queue in list(vhost.queues.values()):
                 if isinstance(queue, QuorumQueue) and isinstance(queue.replication, Rejoining):
-                    self._spawn((vhost.name, queue.name), self._rejoin(queue))
+                    key = (vhost.name, queue.name)
+                    if key not in self.member_dirs:  # else its directory is a member copy's
+                        self._spawn(key, self._rejoin(queue))  # (store/member_copies.py)
         adopt_copies(self)
         self._spawn_free(self._started())
 
