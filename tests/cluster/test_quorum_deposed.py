@@ -50,6 +50,13 @@ def confirmed(server: RoostProcess, h: History, name: str, count: int) -> None:
     assert sum(1 for p, _s in h.confirmed if p == name) == count, h.nacked
 
 
+def online(server: RoostProcess, queue: str) -> list[str]:
+    """The members ``server`` (the leader) shows up and in sync."""
+    shown = queue_json(server, queue)["online"]
+    assert isinstance(shown, list)
+    return sorted(shown)
+
+
 @contextlib.contextmanager
 def n1_behind_a_proxy(
     etcd: EtcdServer, prefix: str, tmp_path: Path
@@ -98,7 +105,7 @@ def deposed_and_following(
     leader, paused = (n2, n3) if new == "n2" else (n3, n2)
     # both hold the new leader's snapshot: n1 a member of its term, still cut off
     eventually(
-        lambda: {"n1", "n2", "n3"} <= set(queue_json(leader, "work")["online"]),  # type: ignore[call-overload]
+        lambda: online(leader, "work") == ["n1", "n2", "n3"],
         30,
         "n1 never followed the new leader",
     )
