@@ -272,8 +272,10 @@ class QuorumManager(GroupBase):
 
     def follow(self, key: Key) -> Follower:
         """A copy of the queue here, watching its leader (a first frame, or added)."""
-        deposed.release(self.broker.catalog.vhosts.get(key[0]), key[1])  # one store a dir
+        vhost = self.broker.catalog.vhosts.get(key[0])
+        bound = deposed.release(vhost, key[1])  # one store a dir; the log it led here
         follower = self.following[key] = Follower(self.broker.message_store, *key)
+        follower.bound = bound  # voted for (never campaigned on) until made whole
         self._spawn(key, self._watch_leader(key, follower))
         return follower
 
