@@ -21,6 +21,7 @@ from roost.core.message import Message, Properties
 from roost.core.persistence import Persistence
 from roost.core.queues.quorum import QuorumQueue
 from roost.store.hub import DiskStore
+from roost.store.member_copies import GuestStore
 from roost.store.member_log import MEMBER_FILE, read_member
 from roost.store.memory import MemoryDefinitions, MemoryStore
 from roost.store.orphans import quarantine_orphans
@@ -115,18 +116,20 @@ def test_an_old_leader_without_its_copy_votes_with_a_bound_until_made_whole() ->
     assert old.bound is None and old.position == (20, 3)
 
 
-def test_a_deposed_leaders_copy_survives_its_queue_turning_into_a_stand_in(
-    tmp_path: Path,
-) -> None:
+QUORUM_ITEM = {"name": "q", "vhost": "/", "durable": True, "arguments": {"x-queue-type": "quorum"}}
+
+
+def deposed_member(
+    tmp_path: Path, definitions: MemoryDefinitions
+) -> tuple[DiskStore, Any, QuorumQueue, Follower, Wire]:
     """n1 led ``q`` (its messages in the queue's directory) and hears term 7's first
     batch: deposed, it follows at once (``manager.frame``), its member copy in that
-    directory, and acknowledges records the new leader may commit with its ack alone.
-    The definitions' watch then replaces the queue with a stand-in for the new leader,
-    which deletes the queue here (its store is destroyed): the copy and its record
-    stay, and come back after a restart."""
+    directory, and acknowledges records (1 to 3) the new leader may commit with its ack
+    alone; its definitions still hold the queue it led. (store, broker, the queue it
+    led, the member, its wire.)"""
     store = DiskStore(tmp_path)
     broker = memory_broker(store=store)
-    Persistence(broker, store, MemoryDefinitions()).install()
+    Persistence(broker, store, definitions).install()
     vhost = broker.catalog.vhosts["/"]
     queue = vhost.declare_queue("q", durable=True, arguments={"x-queue-type": "quorum"})
     assert isinstance(queue, QuorumQueue) and queue.store is not None
@@ -143,6 +146,23 @@ def test_a_deposed_leaders_copy_survives_its_queue_turning_into_a_stand_in(
     follower.receive(wire, batch(7, 1, enq(1), enq(2), enq(3)))  # type: ignore[arg-type]
     store.sync_now()
     assert acks(wire)[-1] == (7, 3, True)
+    return store, broker, queue, follower, wire
+
+
+def stand_in_factory(vhost: Any, item: Any, home: str) -> QuorumStandIn:
+    stand_in = QuorumStandIn(Plane(), vhost, item, home)  # type: ignore[arg-type]
+    name_successor(vhost.queues.get(item["name"]), stand_in)  # as manager.make_queue
+    return stand_in
+
+
+def test_a_deposed_leaders_copy_survives_its_queue_turning_into_a_stand_in(
+    tmp_path: Path,
+) -> None:
+    """The definitions' watch replaces the queue n1 led with a stand-in for the new
+    leader, which deletes the queue here (its store is destroyed): the copy and its
+    record stay, and come back after a restart."""
+    store, broker, queue, follower, wire = deposed_member(tmp_path, MemoryDefinitions())
+    vhost = broker.catalog.vhosts["/"]
     replaced: list[bool] = []
 
     def deleted(event: Event) -> None:
@@ -150,14 +170,7 @@ def test_a_deposed_leaders_copy_survives_its_queue_turning_into_a_stand_in(
             replaced.append(replaced_by_stand_in(event.queue))
 
     vhost.on_change.append(deleted)
-
-    def factory(vhost: Any, item: Any, home: str) -> QuorumStandIn:
-        stand_in = QuorumStandIn(Plane(), vhost, item, home)  # type: ignore[arg-type]
-        name_successor(vhost.queues.get(item["name"]), stand_in)  # as manager.make_queue
-        return stand_in
-
-    item = {"name": "q", "vhost": "/", "durable": True, "arguments": {"x-queue-type": "quorum"}}
-    Changes(broker, factory)._put_remote_queue(item, "n2")
+    Changes(broker, stand_in_factory)._put_remote_queue(QUORUM_ITEM, "n2")
     assert isinstance(vhost.queues["q"], QuorumStandIn) and queue.deleted
     assert replaced == [True]
     store.sync_now()
@@ -173,3 +186,49 @@ def test_a_deposed_leaders_copy_survives_its_queue_turning_into_a_stand_in(
     after = Follower(again, "/", "q", copy)
     assert after.position == (7, 4) and list(after.held) == [1, 2, 3, 4]
     assert after.store.read(after.held[4][0])[5] == b"m4"
+
+
+def test_a_deposed_leader_restarted_before_its_stand_in_keeps_its_copy(tmp_path: Path) -> None:
+    """n1 is killed before the definitions' watch replaced the queue it led: restarted,
+    its definitions recreate that queue over the member copy's directory. The queue's
+    store there is a guest (``store/member_copies.py``): it takes none of the copy's
+    records for the queue's, and the swap to the stand-in deletes nothing of them (it
+    deleted the directory before: n1 back as one that forgot). The copy is then
+    recovered as the member's (``rejoining.adopt_copies``)."""
+    definitions = MemoryDefinitions()
+    deposed_member(tmp_path, definitions)  # then killed: nothing more runs
+    again = DiskStore(tmp_path)
+    broker = memory_broker(store=again)
+    persistence = Persistence(broker, again, definitions)
+    persistence.install()
+    assert persistence.recover()
+    vhost = broker.catalog.vhosts["/"]
+    led = vhost.queues["q"]
+    assert isinstance(led, QuorumQueue) and not led.remote  # as its definitions say
+    taken = led.message_count
+    Changes(broker, stand_in_factory)._put_remote_queue(QUORUM_ITEM, "n2")
+    assert isinstance(vhost.queues["q"], QuorumStandIn) and led.deleted
+    assert again.member_copies() == [("/", "q")]
+    copy = again.recover_member("/", "q")
+    assert copy is not None, "the member copy went with the queue n1 led, at its restart"
+    after = Follower(again, "/", "q", copy)
+    assert after.position == (7, 3) and list(after.held) == [1, 2, 3]
+    assert after.store.read(after.held[3][0])[5] == b"m3"
+    assert taken == 0  # the copy's records were never the queue's
+    assert persistence.recovered_messages == 0
+
+
+def test_a_member_copy_whose_queue_went_is_dropped_through_the_member_store(
+    tmp_path: Path,
+) -> None:
+    """``drop_member`` (``adopt_copies``: deleted while this node was down) deletes the
+    copy; a guest store opened on it for the queue deletes nothing."""
+    member_with_three(tmp_path)
+    again = DiskStore(tmp_path)
+    guest = again.open_queue("/", "q")
+    assert isinstance(guest, GuestStore)
+    assert guest.recover(lambda *_: None) == 0
+    guest.destroy()
+    assert again.member_copies() == [("/", "q")]
+    again.drop_member("/", "q")
+    assert again.member_copies() == [] and not guest.dir.exists()

@@ -128,6 +128,9 @@ class MessageStore(Protocol):
     def recover_member(self, vhost: str, name: str) -> MemberCopy | None:
         """A member copy kept across a restart, or None (no usable record: it goes)."""
 
+    def drop_member(self, vhost: str, name: str) -> None:
+        """A member copy kept on disk whose queue is gone: deleted."""
+
     def when_durable(self, waiter: Callable[[bool], None]) -> None: ...
 
     def changed(self) -> None:

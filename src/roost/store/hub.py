@@ -20,22 +20,21 @@ waiting callbacks with ``False`` (publisher nacks).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from roost.store.delayed import DelayedLog
 from roost.store.files import NO_SPACE, FilePool, lock_directory
 from roost.store.fsync import FsyncStats, sync_files
-from roost.store.member_log import MEMBER_FILE, MemberLog, recover_member
+from roost.store.member_copies import GuestStore, MemberCopies
+from roost.store.member_log import MEMBER_FILE
 from roost.store.orphans import quarantine_orphans
 from roost.store.paths import delayed_dir, queue_dir
-from roost.store.queue_store import OWNER_FILE, QueueStore
+from roost.store.queue_store import QueueStore
 
 log = logging.getLogger("roost.store")
 
@@ -46,7 +45,7 @@ MAX_READERS = 32  # queue stores that keep a read-ahead buffer (queue_store.READ
 Waiter = Callable[[bool], None]
 
 
-class DiskStore:
+class DiskStore(MemberCopies):
     def __init__(
         self,
         data_dir: Path,
@@ -108,42 +107,16 @@ class DiskStore:
     # -- queues -----------------------------------------------------------------------
 
     def open_queue(self, vhost: str, name: str) -> QueueStore:
+        """A durable queue's store; a guest where its directory holds a quorum member's
+        copy (``member_copies.py``: it recovers and deletes nothing of the copy)."""
+        return self._open_dir(vhost, name, guest=True)
+
+    def _open_dir(self, vhost: str, name: str, *, guest: bool = False) -> QueueStore:
         directory = queue_dir(self.data_dir, vhost, name)
         self._opened.add(directory)
         owner = {"kind": "queue", "vhost": vhost, "name": name}
-        return QueueStore(self, directory, f"{vhost}/{name}", owner)
-
-    def open_member(self, vhost: str, name: str) -> tuple[QueueStore, MemberLog]:
-        """A quorum queue member's fresh copy and its record (``store/member_log.py``)."""
-        store = self.open_queue(vhost, name)
-        store.member = MemberLog(store)
-        return store, store.member
-
-    def member_copies(self) -> list[tuple[str, str]]:
-        """(vhost, queue) of each queue directory holding a member record."""
-        found = []
-        for path in sorted(self.data_dir.glob(f"vhosts/*/queues/*/{MEMBER_FILE}")):
-            try:
-                owner = json.loads((path.parent / OWNER_FILE).read_text("utf-8"))
-                found.append((str(owner["vhost"]), str(owner["name"])))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # no owner: quarantined at start like any unclaimed directory
-        return found
-
-    def recover_member(
-        self, vhost: str, name: str
-    ) -> tuple[QueueStore, MemberLog, dict[str, Any], dict[int, tuple[int, int, int]]] | None:
-        """A member copy kept across a restart; None (and the copy gone) when its
-        record is absent, torn before a state, or names a message the store lost."""
-        store = self.open_queue(vhost, name)
-        copy = recover_member(store)
-        if copy is None:
-            store.destroy()
-            return None
-        state, held = copy
-        store.member = MemberLog(store, {slot: seq for seq, (slot, _s, _d) in held.items()})
-        store.member.note(state)  # rewritten whole at the next commit
-        return store, store.member, state, held
+        kind = GuestStore if guest and (directory / MEMBER_FILE).exists() else QueueStore
+        return kind(self, directory, f"{vhost}/{name}", owner)
 
     def open_spill(self, vhost: str, name: str) -> QueueStore:
         """A store for a queue's transient messages paged out under memory pressure (a

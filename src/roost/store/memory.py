@@ -131,6 +131,9 @@ class MemoryStore:
     def recover_member(self, vhost: str, name: str) -> None:
         return None
 
+    def drop_member(self, vhost: str, name: str) -> None:
+        pass
+
     def open_spill(self, vhost: str, name: str) -> MemoryQueueStore:
         return MemoryQueueStore()
 

@@ -10,7 +10,10 @@ which the new leader's snapshot replaces; a destroyed store never touches its di
 again), and that replacement, which deletes the queue, leaves the member copy alone.
 Once the member has acknowledged the new term's records, that copy is what the node
 holds of what they committed: removed with the queue, a node counted as holding them
-would have lost them, and its member record with them (``rejoining.adopt_copies``)."""
+would have lost them, and its member record with them (``rejoining.adopt_copies``).
+Killed before that replacement, it finds the copy again at its restart, the queue its
+definitions recreate there holding none of it (``store/member_copies.py``). Until the
+new leader's snapshot is durable here, the member votes for the log it led (``release``)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from roost.cluster.link import frames as f
+from roost.cluster.quorum.candidacy import Position
 from roost.cluster.quorum.leader import Replicator
 from roost.core.queues.quorum import QuorumQueue
 
@@ -49,14 +53,25 @@ def stand_down(rep: Replicator) -> None:
     log.warning("queue '%s': deposed, a member of the newer leader's term", rep.queue.name)
 
 
-def release(vhost: VHost | None, name: str) -> None:
+def release(vhost: VHost | None, name: str) -> Position | None:
     """Before a member copy opens in the directory of queue ``name``: a queue this node
     led there (deposed, or stepped down, until its stand-in replaces it) gives its store
     up, destroyed now; a second store on the directory wrote over the member's files,
-    and was destroyed with the queue after the member had acknowledged records."""
+    and was destroyed with the queue after the member had acknowledged records.
+
+    Returned: the position of the log it led, (its term, the last index it wrote: what
+    it counted itself as holding, ``held_here``), for the member to vote with as a bound
+    (``Follower.bound``) until the new leader's snapshot is durable: its copy is empty
+    meanwhile, and with an empty position (or none) counted, a member lacking records
+    committed in that term with this node's acks could win once the new leader is lost
+    too. None when it led no term (a restarted leader that lost its election)."""
     queue = None if vhost is None else vhost.queues.get(name)
-    if isinstance(queue, QuorumQueue) and not queue.remote and queue.store is not None:
+    if not isinstance(queue, QuorumQueue) or queue.remote:
+        return None
+    if queue.store is not None:
         queue.store.destroy()  # the queue (not serving: deposed) reads nothing more
+    rep = queue.replication
+    return (rep.term, rep.held_here) if isinstance(rep, Replicator) and rep.term else None
 
 
 def name_successor(led: Queue | None, stand_in: QuorumStandIn) -> None:

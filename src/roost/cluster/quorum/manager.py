@@ -138,11 +138,14 @@ class QuorumManager(GroupBase):
         """After the definitions: a quorum queue this node recovered from its own disk
         (it led it before a restart) is not served unreplicated. It campaigns again: won,
         it leads with what it kept and resends it to the members; lost, it refuses
-        publishes until etcd turns it into a stand-in for the new leader."""
+        publishes until etcd turns it into a stand-in for the new leader. One whose
+        directory holds a member copy was deposed: it waits for that stand-in."""
         for vhost in self.broker.catalog.vhosts.values():
             for queue in list(vhost.queues.values()):
                 if isinstance(queue, QuorumQueue) and isinstance(queue.replication, Rejoining):
-                    self._spawn((vhost.name, queue.name), self._rejoin(queue))
+                    key = (vhost.name, queue.name)
+                    if key not in self.member_dirs:  # else its directory is a member copy's
+                        self._spawn(key, self._rejoin(queue))  # (store/member_copies.py)
         adopt_copies(self)
         self._spawn_free(self._started())
 
@@ -269,8 +272,10 @@ class QuorumManager(GroupBase):
 
     def follow(self, key: Key) -> Follower:
         """A copy of the queue here, watching its leader (a first frame, or added)."""
-        deposed.release(self.broker.catalog.vhosts.get(key[0]), key[1])  # one store a dir
+        vhost = self.broker.catalog.vhosts.get(key[0])
+        bound = deposed.release(vhost, key[1])  # one store a dir; the log it led here
         follower = self.following[key] = Follower(self.broker.message_store, *key)
+        follower.bound = bound  # voted for (never campaigned on) until made whole
         self._spawn(key, self._watch_leader(key, follower))
         return follower
 

@@ -79,7 +79,7 @@ def adopt_copies(manager: QuorumManager) -> None:
         if key in manager.following or key in manager.leading:
             continue
         if here is None:  # deleted while this node was down
-            store.open_queue(*key).destroy()
+            store.drop_member(*key)
             log.info("queue %s: deleted while down, its member copy goes", key)
             continue
         if not isinstance(here, QuorumStandIn):
