@@ -22,6 +22,13 @@ def cpu_seconds(pid: int) -> float:
     return sum(cpu_times(pid))
 
 
+def io_calls(pid: int) -> tuple[int, int]:
+    """(read, write) system calls a process made so far (``syscr``, ``syscw`` of
+    /proc/PID/io): socket reads and writes included, epoll waits not."""
+    fields = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return int(fields["syscr"]), int(fields["syscw"])
+
+
 def rss_mb(pid: int, field: str = "VmRSS") -> float:
     """Resident set size (VmRSS), or its peak so far with ``field="VmHWM"``, MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -18,6 +18,11 @@ server under cProfile (much slower; only the shares of the calls mean anything).
 publisher confirms (window 1000); the store's append, group
 commit and ack paths are in what is measured only with ``--durable`` as well (the
 scenario's queue is not durable, so its persistent messages are never written).
+``--size 16 --auto-ack`` is scenario 1 (``--size`` sets the body size, ``--auto-ack``
+consumes without acks or prefetch). Each run also reports the server's read and write
+system calls per message (``syscr``/``syscw`` of /proc/PID/io: how well its socket
+I/O is batched); with ``--against``, the paired ratio is the median of the runs'
+this/other CPU ratios.
 """
 
 from __future__ import annotations
@@ -35,14 +40,25 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _brokers  # a sibling module, not a package
-from _measure import cpu_times
+from _measure import cpu_times, io_calls
 
-PERF_ARGS = ("--producers", "1", "--consumers", "1", "--size", "1024", "--prefetch", "100")
+PERF_ARGS = ["--producers", "1", "--consumers", "1", "--size", "1024", "--prefetch", "100"]
 PERSISTENT_ARGS = ("--persistent", "--confirm", "1000")
 EXTRA_ARGS: list[str] = []  # PERSISTENT_ARGS with --persistent, and --durable-queue
+
+
+class Run(NamedTuple):
+    """One run's server cost per message consumed: CPU µs (and its user part), and
+    read and write system calls."""
+
+    cpu: float
+    user: float
+    reads: float
+    writes: float
 
 
 @contextlib.contextmanager
@@ -84,13 +100,16 @@ def run_perf(port: int, duration: float, queue: str) -> int:
     return int(json.loads(lines[-1])["consumed"])
 
 
-def measure(pid: int, port: int, duration: float, run: int) -> tuple[float, float]:
-    """One run: (CPU µs per message consumed, of which user µs)."""
+def measure(pid: int, port: int, duration: float, run: int) -> Run:
+    """One run: the server's cost per message consumed."""
     user0, sys0 = cpu_times(pid)
+    reads0, writes0 = io_calls(pid)
     consumed = run_perf(port, duration, f"cpu-{run}")
     time.sleep(0.2)  # the last acks reach the server
     user1, sys1 = cpu_times(pid)
-    return (user1 + sys1 - user0 - sys0) / consumed * 1e6, (user1 - user0) / consumed * 1e6
+    reads1, writes1 = io_calls(pid)
+    return Run((user1 + sys1 - user0 - sys0) / consumed * 1e6, (user1 - user0) / consumed * 1e6,
+               (reads1 - reads0) / consumed, (writes1 - writes0) / consumed)
 
 
 def main() -> int:
@@ -102,11 +121,18 @@ def main() -> int:
     ap.add_argument("--persistent", action="store_true",
                     help="persistent messages, confirms (window 1000): scenario 5")
     ap.add_argument("--durable", action="store_true", help="declare the queue durable")
+    ap.add_argument("--size", type=int, default=1024, help="message body size (1024)")
+    ap.add_argument("--auto-ack", action="store_true",
+                    help="consume with auto-ack, no prefetch (scenarios 1 and 2)")
     args = ap.parse_args()
+    PERF_ARGS[PERF_ARGS.index("--size") + 1] = str(args.size)
+    if args.auto_ack:
+        del PERF_ARGS[PERF_ARGS.index("--prefetch") :]
+        PERF_ARGS.append("--auto-ack")
     EXTRA_ARGS[:] = (PERSISTENT_ARGS if args.persistent else ()) + (
         ("--durable-queue",) if args.durable else ())
     trees = {"this checkout": None} | ({args.against: args.against} if args.against else {})
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    results: dict[str, list[Run]] = {name: [] for name in trees}
     with contextlib.ExitStack() as stack:
         servers = {
             name: stack.enter_context(server(src, None if src else args.profile))
@@ -118,13 +144,22 @@ def main() -> int:
             for name, (pid, port) in order:
                 results[name].append(measure(pid, port, args.duration, run))
     kind = ("persistent " if args.persistent else "") + ("durable " if args.durable else "")
-    print(f"server CPU per {kind}AMQP message, "
+    ack = "auto-ack" if args.auto_ack else "manual ack"
+    print(f"server CPU per {kind}AMQP message ({args.size} B, {ack}), "
           f"{args.duration:g} s of load a run, "
           f"{args.repeat} runs:")
     for name, got in results.items():
-        runs = ", ".join(f"{total:.1f}" for total, _ in got)
-        print(f"  {name}: median {statistics.median(t for t, _ in got):.1f} µs "
-              f"(user {statistics.median(u for _, u in got):.1f}; runs {runs})")
+        runs = ", ".join(f"{r.cpu:.1f}" for r in got)
+        print(f"  {name}: median {statistics.median(r.cpu for r in got):.1f} µs "
+              f"(user {statistics.median(r.user for r in got):.1f}; runs {runs}); "
+              f"reads/msg {statistics.median(r.reads for r in got):.3f}, "
+              f"writes/msg {statistics.median(r.writes for r in got):.3f}")
+    if args.against:
+        this, other = results.values()
+        ratios = [a.cpu / b.cpu for a, b in zip(this, other, strict=True)]
+        lower = sum(r < 1 for r in ratios)
+        print(f"  paired ratio this/other: median {statistics.median(ratios):.3f} "
+              f"(lower in {lower} of {len(ratios)})")
     if args.profile:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     return 0

@@ -12,7 +12,10 @@ on what else runs on the machine, though runs still scatter by a few µs on a bu
 ``--against SRC`` also starts a server from another source tree (``git archive`` of an
 older commit, say) and alternates runs between the two, so both see the same load.
 ``--profile FILE`` runs the server under cProfile (much slower; only the shares of the
-calls mean anything) and prints its top functions.
+calls mean anything) and prints its top functions. Each run also reports the server's
+read and write system calls per message (``syscr``/``syscw`` of /proc/PID/io: how well
+its socket I/O is batched); with ``--against``, the paired ratio is the median of the
+runs' this/other CPU ratios.
 """
 
 from __future__ import annotations
@@ -30,11 +33,22 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _brokers  # sibling modules, not a package
 import stomp_throughput
-from _measure import cpu_times
+from _measure import cpu_times, io_calls
+
+
+class Run(NamedTuple):
+    """One run's server cost per message: CPU µs (and its user part), and read and
+    write system calls."""
+
+    cpu: float
+    user: float
+    reads: float
+    writes: float
 
 
 @contextlib.contextmanager
@@ -61,13 +75,16 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
             proc.wait(60)
 
 
-def measure(pid: int, port: int, count: int) -> tuple[float, float]:
-    """One run: (CPU µs per message, of which user µs)."""
+def measure(pid: int, port: int, count: int) -> Run:
+    """One run: the server's cost per message."""
     user0, sys0 = cpu_times(pid)
+    reads0, writes0 = io_calls(pid)
     asyncio.run(stomp_throughput.run_once(port, count))
     time.sleep(0.2)  # the last ACKs reach the server
     user1, sys1 = cpu_times(pid)
-    return (user1 + sys1 - user0 - sys0) / count * 1e6, (user1 - user0) / count * 1e6
+    reads1, writes1 = io_calls(pid)
+    return Run((user1 + sys1 - user0 - sys0) / count * 1e6, (user1 - user0) / count * 1e6,
+               (reads1 - reads0) / count, (writes1 - writes0) / count)
 
 
 def main() -> int:
@@ -78,20 +95,30 @@ def main() -> int:
     ap.add_argument("--profile", metavar="FILE", help="cProfile the server into FILE")
     args = ap.parse_args()
     trees = {"this checkout": None} | ({args.against: args.against} if args.against else {})
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    results: dict[str, list[Run]] = {name: [] for name in trees}
     with contextlib.ExitStack() as stack:
         servers = {
             name: stack.enter_context(server(src, None if src else args.profile))
             for name, src in trees.items()
         }
-        for _ in range(args.repeat):
-            for name, (pid, port) in servers.items():
+        for run in range(args.repeat):
+            # alternate which tree goes first, so neither always runs on a warmer box
+            order = list(servers.items()) if run % 2 == 0 else list(servers.items())[::-1]
+            for name, (pid, port) in order:
                 results[name].append(measure(pid, port, args.count))
     print(f"server CPU per message, {args.count} messages a run, {args.repeat} runs:")
     for name, got in results.items():
-        runs = ", ".join(f"{total:.1f}" for total, _ in got)
-        print(f"  {name}: median {statistics.median(t for t, _ in got):.1f} µs "
-              f"(user {statistics.median(u for _, u in got):.1f}; runs {runs})")
+        runs = ", ".join(f"{r.cpu:.1f}" for r in got)
+        print(f"  {name}: median {statistics.median(r.cpu for r in got):.1f} µs "
+              f"(user {statistics.median(r.user for r in got):.1f}; runs {runs}); "
+              f"reads/msg {statistics.median(r.reads for r in got):.3f}, "
+              f"writes/msg {statistics.median(r.writes for r in got):.3f}")
+    if args.against:
+        this, other = results.values()
+        ratios = [a.cpu / b.cpu for a, b in zip(this, other, strict=True)]
+        lower = sum(r < 1 for r in ratios)
+        print(f"  paired ratio this/other: median {statistics.median(ratios):.3f} "
+              f"(lower in {lower} of {len(ratios)})")
     if args.profile:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     return 0

@@ -64,7 +64,7 @@ hot-path encoders).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from roost.amqp.content_properties import (
     PROPERTY_FIELDS,
@@ -157,7 +157,7 @@ __all__ = [
 
 # -- reading ----------------------------------------------------------------------------
 
-_COMPACT_AT = 65536  # bytes consumed before the buffer is compacted
+_COMPACT_AT: Final = 65536  # bytes consumed before the buffer is compacted
 
 
 class FrameReader:
@@ -255,6 +255,10 @@ class FrameReader:
             return self._protocol_header()
         if len(buf) - pos < 7:
             return NEED_DATA
+        # typed: the compiled code then compares and adds machine ints, not objects
+        kind: int
+        channel: int
+        size: int
         kind, channel, size = _FRAME_HEAD.unpack_from(buf, pos)
         if size > self.frame_max > 0:
             raise _frame_too_large(kind, size, self.frame_max)
@@ -318,8 +322,8 @@ class FrameReader:
         return ProtocolHeader(bytes(self._buf[pos : pos + 8]))
 
 
-_BASIC_PUBLISH_INDEX = 60 << 16 | 40
-_KNOWN_FRAME_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
+_BASIC_PUBLISH_INDEX: Final = 60 << 16 | 40
+_KNOWN_FRAME_TYPES: Final = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
 
 
 def _frame_too_large(kind: int, size: int, frame_max: int) -> FrameError:
@@ -365,4 +369,4 @@ def _heartbeat_frame(channel: int, size: int) -> HeartbeatFrame:
     return _HEARTBEAT
 
 
-_HEARTBEAT = HeartbeatFrame(0)
+_HEARTBEAT: Final = HeartbeatFrame(0)

@@ -23,9 +23,9 @@ FRAME_OVERHEAD: Final = 8  # type octet + channel short + size long + frame-end 
 
 # reply codes of the codec's errors (the generated module has them all; it imports
 # roost.amqp.codec)
-_FRAME_ERROR = 501
-_SYNTAX_ERROR = 502
-_UNEXPECTED_FRAME = 505
+_FRAME_ERROR: Final = 501
+_SYNTAX_ERROR: Final = 502
+_UNEXPECTED_FRAME: Final = 505
 
 
 class _NeedData:
@@ -41,15 +41,16 @@ NEED_DATA: Final = _NeedData()
 
 # -- struct formats of the frame layout -----------------------------------------------
 
-_FRAME_HEAD = struct.Struct(">BHI")
-_HEADER_FIELDS = struct.Struct(">HHQ")
+# (Final: compiled code reads them as statics, not from the module's dict per call)
+_FRAME_HEAD: Final = struct.Struct(">BHI")
+_HEADER_FIELDS: Final = struct.Struct(">HHQ")
 # frame-end of the previous frame + the next frame's head (+ header-frame fields)
-_END_HEADER_FRAME = struct.Struct(">BBHIHHQ")
-_END_BODY_HEAD = struct.Struct(">BBHI")
-_DELIVER_HEAD = struct.Struct(">BHIHH")  # method frame head + class and method ids
-_DELIVER_TAIL = struct.Struct(">QB")
-_GET_OK_COUNT = struct.Struct(">I")
-_END = b"\xce"
+_END_HEADER_FRAME: Final = struct.Struct(">BBHIHHQ")
+_END_BODY_HEAD: Final = struct.Struct(">BBHI")
+_DELIVER_HEAD: Final = struct.Struct(">BHIHH")  # method frame head + class and method ids
+_DELIVER_TAIL: Final = struct.Struct(">QB")
+_GET_OK_COUNT: Final = struct.Struct(">I")
+_END: Final = b"\xce"
 
 
 # -- frames -----------------------------------------------------------------------------
