@@ -75,8 +75,9 @@ class Probe:
             Producer._on_publish_confirm = confirm  # type: ignore[method-assign]
 
 
-async def publish(port: int, shape: str, name: str, count: int, size: int,
-                  roost: bool) -> tuple[float, float]:
+async def publish(
+    port: int, shape: str, name: str, count: int, size: int, roost: bool
+) -> tuple[float, float]:
     """(msg/s, tail s) of one run, as stream_protocol_bench.py publishes."""
     confirmed = spb.Counter(count)
     body = b"x" * size
@@ -92,16 +93,21 @@ async def publish(port: int, shape: str, name: str, count: int, size: int,
                     await creator.create_stream(stream, exists_ok=True)
         option = spb.SuperStreamCreationOption(n_partitions=spb.PARTITIONS) if roost else None
         async with SuperStreamProducer(
-            **spb.auth(port), super_stream=name, routing=RouteType.Hash,  # type: ignore[arg-type]
-            routing_extractor=key, super_stream_creation_option=option,
+            **spb.auth(port),
+            super_stream=name,
+            routing=RouteType.Hash,  # type: ignore[arg-type]
+            routing_extractor=key,
+            super_stream_creation_option=option,
         ) as producer:
             if not roost:
                 producer.super_stream_metadata = spb._GivenPartitions(streams)
             await producer.super_stream_metadata.partitions()  # as stream_protocol_bench
             start = time.perf_counter()
             for i in range(count):
-                await producer.send(AMQPMessage(body=body, application_properties={"k": i}),
-                                    on_publish_confirm=confirmed)
+                await producer.send(
+                    AMQPMessage(body=body, application_properties={"k": i}),
+                    on_publish_confirm=confirmed,
+                )
             last_send = time.perf_counter()
             await asyncio.wait_for(confirmed.done.wait(), 300)
             end = time.perf_counter()
@@ -115,9 +121,11 @@ async def publish(port: int, shape: str, name: str, count: int, size: int,
         sent = i = 0
         while sent < count:
             n = min(BATCH, count - sent)
-            await producer.send_batch(streams[i % len(streams)],
-                                      [RawMessage(payload) for _ in range(n)],
-                                      on_publish_confirm=confirmed)
+            await producer.send_batch(
+                streams[i % len(streams)],
+                [RawMessage(payload) for _ in range(n)],
+                on_publish_confirm=confirmed,
+            )
             sent, i = sent + n, i + 1
         last_send = time.perf_counter()
         await asyncio.wait_for(confirmed.done.wait(), 300)
@@ -145,8 +153,14 @@ def broker(name: str) -> Iterator[tuple[int, int, int]]:
             yield port, pid, 0
         return
     metrics = _brokers.free_port()
-    with _brokers.roost("--stream-port", str(port), "--stream-advertised-host", "127.0.0.1",
-                        "--prometheus-port", str(metrics)) as url:
+    with _brokers.roost(
+        "--stream-port",
+        str(port),
+        "--stream-advertised-host",
+        "127.0.0.1",
+        "--prometheus-port",
+        str(metrics),
+    ) as url:
         spb.wait_for(port)
         yield port, broker_pid(url), metrics
 
@@ -179,20 +193,34 @@ def main() -> None:
                         before = fsyncs(metrics) if metrics else (0.0, 0.0)
                         probe = Probe()
                         with probe.installed():
-                            rate, tail = asyncio.run(publish(
-                                port, shape, f"lat-{shape}-{size}-{r}", count, size, n == "roost"))
+                            rate, tail = asyncio.run(
+                                publish(
+                                    port,
+                                    shape,
+                                    f"lat-{shape}-{size}-{r}",
+                                    count,
+                                    size,
+                                    n == "roost",
+                                )
+                            )
                         after = fsyncs(metrics) if metrics else (0.0, 0.0)
                         passes = after[0] - before[0]
-                        sync = (f"  fsync passes {passes:.0f}, mean "
-                                f"{1000 * (after[1] - before[1]) / max(passes, 1):.1f} ms"
-                                if metrics else "")
+                        sync = (
+                            f"  fsync passes {passes:.0f}, mean "
+                            f"{1000 * (after[1] - before[1]) / max(passes, 1):.1f} ms"
+                            if metrics
+                            else ""
+                        )
                         frames = probe.frames
-                        print(f"{size:>5} B {shape:<10} {n:<8} {rate:>8,.0f} msg/s  latency ms "
-                              f"p50 {ms(probe.latencies, 0.5):6.1f} p99 "
-                              f"{ms(probe.latencies, 0.99):6.1f} max "
-                              f"{ms(probe.latencies, 1.0):6.1f}  confirms {len(frames):>4} "
-                              f"({statistics.mean(frames) if frames else 0:,.0f} msg each)  "
-                              f"tail {1000 * tail:6.1f} ms{sync}", flush=True)
+                        print(
+                            f"{size:>5} B {shape:<10} {n:<8} {rate:>8,.0f} msg/s  latency ms "
+                            f"p50 {ms(probe.latencies, 0.5):6.1f} p99 "
+                            f"{ms(probe.latencies, 0.99):6.1f} max "
+                            f"{ms(probe.latencies, 1.0):6.1f}  confirms {len(frames):>4} "
+                            f"({statistics.mean(frames) if frames else 0:,.0f} msg each)  "
+                            f"tail {1000 * tail:6.1f} ms{sync}",
+                            flush=True,
+                        )
 
 
 if __name__ == "__main__":
