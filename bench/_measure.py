@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import statistics
 from pathlib import Path
+from typing import Any
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -64,3 +66,25 @@ def listener_pid(port: int) -> int:
 def broker_pid(url: str) -> int:
     """The broker process behind an AMQP URL a launcher yielded (beam.smp for RabbitMQ)."""
     return listener_pid(int(url.rsplit(":", 1)[1].split("/")[0]))
+
+
+def print_runs(results: dict[str, list[Any]], *, paired: bool) -> None:
+    """Each tree's runs (``cpu``/``user`` µs a message, ``reads``/``writes`` system calls a
+    message): medians, and with ``paired`` the median of the per-run ratios of the first
+    tree to the second (runs alternate, so each pair shared the box's state)."""
+    for name, got in results.items():
+        runs = ", ".join(f"{r.cpu:.1f}" for r in got)
+        print(
+            f"  {name}: median {statistics.median(r.cpu for r in got):.1f} µs "
+            f"(user {statistics.median(r.user for r in got):.1f}; runs {runs}); "
+            f"reads/msg {statistics.median(r.reads for r in got):.3f}, "
+            f"writes/msg {statistics.median(r.writes for r in got):.3f}"
+        )
+    if paired:
+        this, other = results.values()
+        ratios = [a.cpu / b.cpu for a, b in zip(this, other, strict=True)]
+        lower = sum(r < 1 for r in ratios)
+        print(
+            f"  paired ratio this/other: median {statistics.median(ratios):.3f} "
+            f"(lower in {lower} of {len(ratios)})"
+        )

@@ -33,7 +33,6 @@ import json
 import os
 import pstats
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _brokers  # a sibling module, not a package
-from _measure import cpu_times, io_calls
+from _measure import cpu_times, io_calls, print_runs
 
 PERF_ARGS = ["--producers", "1", "--consumers", "1", "--size", "1024", "--prefetch", "100"]
 PERSISTENT_ARGS = ("--persistent", "--confirm", "1000")
@@ -148,18 +147,7 @@ def main() -> int:
     print(f"server CPU per {kind}AMQP message ({args.size} B, {ack}), "
           f"{args.duration:g} s of load a run, "
           f"{args.repeat} runs:")
-    for name, got in results.items():
-        runs = ", ".join(f"{r.cpu:.1f}" for r in got)
-        print(f"  {name}: median {statistics.median(r.cpu for r in got):.1f} µs "
-              f"(user {statistics.median(r.user for r in got):.1f}; runs {runs}); "
-              f"reads/msg {statistics.median(r.reads for r in got):.3f}, "
-              f"writes/msg {statistics.median(r.writes for r in got):.3f}")
-    if args.against:
-        this, other = results.values()
-        ratios = [a.cpu / b.cpu for a, b in zip(this, other, strict=True)]
-        lower = sum(r < 1 for r in ratios)
-        print(f"  paired ratio this/other: median {statistics.median(ratios):.3f} "
-              f"(lower in {lower} of {len(ratios)})")
+    print_runs(results, paired=bool(args.against))
     if args.profile:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     return 0

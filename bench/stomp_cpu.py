@@ -26,7 +26,6 @@ import contextlib
 import os
 import pstats
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _brokers  # sibling modules, not a package
 import stomp_throughput
-from _measure import cpu_times, io_calls
+from _measure import cpu_times, io_calls, print_runs
 
 
 class Run(NamedTuple):
@@ -107,18 +106,7 @@ def main() -> int:
             for name, (pid, port) in order:
                 results[name].append(measure(pid, port, args.count))
     print(f"server CPU per message, {args.count} messages a run, {args.repeat} runs:")
-    for name, got in results.items():
-        runs = ", ".join(f"{r.cpu:.1f}" for r in got)
-        print(f"  {name}: median {statistics.median(r.cpu for r in got):.1f} µs "
-              f"(user {statistics.median(r.user for r in got):.1f}; runs {runs}); "
-              f"reads/msg {statistics.median(r.reads for r in got):.3f}, "
-              f"writes/msg {statistics.median(r.writes for r in got):.3f}")
-    if args.against:
-        this, other = results.values()
-        ratios = [a.cpu / b.cpu for a, b in zip(this, other, strict=True)]
-        lower = sum(r < 1 for r in ratios)
-        print(f"  paired ratio this/other: median {statistics.median(ratios):.3f} "
-              f"(lower in {lower} of {len(ratios)})")
+    print_runs(results, paired=bool(args.against))
     if args.profile:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     return 0

@@ -19,8 +19,10 @@ from tests.support import RoostProcess
 TTL = ("--cluster-lease-ttl", "2")
 
 
-def three_nodes(etcd: EtcdServer, prefix: str, tmp_path: Path) -> list[RoostProcess]:
-    nodes = [node(etcd, tmp_path / f"n{i}", f"n{i}", *TTL, prefix=prefix) for i in (1, 2, 3)]
+def three_nodes(
+    etcd: EtcdServer, prefix: str, tmp_path: Path, ttl: tuple[str, str] = TTL
+) -> list[RoostProcess]:
+    nodes = [node(etcd, tmp_path / f"n{i}", f"n{i}", *ttl, prefix=prefix) for i in (1, 2, 3)]
     try:
         for n in nodes:
             n.start()

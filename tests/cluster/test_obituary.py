@@ -15,50 +15,28 @@ from pathlib import Path
 import pika
 
 from roost.cluster.etcd_server import EtcdServer
-from tests.cluster.conftest import node
 from tests.cluster.history import History
+from tests.cluster.nodes import three_nodes
 from tests.cluster.quorum_queues import QUORUM, checked, own_leader
+from tests.cluster.test_quorum_deposed import confirmed
 from tests.cluster.test_quorum_full_restart import consume_rest
 from tests.confirming import publish_recorded
-from tests.support import RoostProcess, eventually
+from tests.support import eventually
 
 LONG = ("--cluster-lease-ttl", "60")
-
-
-def started(etcd: EtcdServer, prefix: str, tmp_path: Path) -> list[RoostProcess]:
-    nodes = [node(etcd, tmp_path / f"n{i}", f"n{i}", *LONG, prefix=prefix) for i in (1, 2, 3)]
-    try:
-        for n in nodes:
-            n.start()
-        for a, b in (("n1", "n2"), ("n1", "n3"), ("n2", "n3")):
-            nodes[int(a[1]) - 1].wait_for_log(f"link with {b} up")
-    except BaseException:
-        for n in nodes:
-            n.kill()
-        raise
-    return nodes
-
-
-def publish_some(server: RoostProcess, h: History, name: str, count: int) -> None:
-    with pika.BlockingConnection(pika.URLParameters(server.url)) as conn:
-        ch = conn.channel()
-        ch.confirm_delivery()
-        for seq in range(count):
-            publish_recorded(ch, h, name, "work", seq, 256)
 
 
 def test_a_killed_leaders_node_is_down_at_once_and_its_queue_fails_over(
     shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
 ) -> None:
-    nodes = started(shared_etcd, etcd_prefix, tmp_path)
+    nodes = three_nodes(shared_etcd, etcd_prefix, tmp_path, LONG)
     n1, n2, n3 = nodes
     h = History()
     try:
         with pika.BlockingConnection(pika.URLParameters(n1.url)) as conn:
             conn.channel().queue_declare("work", durable=True, arguments=QUORUM)
         eventually(lambda: own_leader(n1, "work") == "n1", what="n1 leads")
-        publish_some(n1, h, "before", 100)
-        assert len(h.confirmed) == 100, h.nacked
+        confirmed(n1, h, "before", 100)
         n1.kill()  # kill -9
         killed = time.monotonic()
         n2.wait_for_log("node 'n1' is down", timeout=30)
@@ -86,7 +64,7 @@ def test_a_killed_leaders_node_is_down_at_once_and_its_queue_fails_over(
 def test_a_paused_node_stays_registered_until_its_lease_says(
     shared_etcd: EtcdServer, etcd_prefix: str, tmp_path: Path
 ) -> None:
-    nodes = started(shared_etcd, etcd_prefix, tmp_path)
+    nodes = three_nodes(shared_etcd, etcd_prefix, tmp_path, LONG)
     n1, n2, n3 = nodes
     assert n3.proc is not None
     try:
