@@ -274,7 +274,7 @@ class Home:
             link.send(f.Cancel(frame.consumer_id, 403, str(exc)))
             return
         sink.ids[tag] = frame.consumer_id
-        link.send(f.ConsumeOk(frame.consumer_id))
+        link.send(f.ConsumeOk(frame.consumer_id, getattr(queue, "numbering", 0)))
         session.start(consumer)
 
     def cancel(self, link: Link, frame: f.Cancel) -> None:

@@ -260,6 +260,10 @@ class DataPlane:
                 self._replied(frame)
             case f.Consume():
                 self.home.consume(link, frame)
+            case f.ConsumeOk(consumer_id=cid, numbering=numbering):
+                queue = self._subscriptions.get(cid)
+                if queue is not None:  # before any delivery of the subscription
+                    queue.subscribed(numbering)
             case f.Cancel(consumer_id=cid):
                 queue = self._subscriptions.pop(cid, None)
                 if queue is not None:  # the home node ended it (queue deleted there)

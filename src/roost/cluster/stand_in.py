@@ -95,6 +95,10 @@ class RemoteQueue(Queue):
 
     # -- deliveries from the home node
 
+    def subscribed(self, numbering: int) -> None:
+        """The home node took the subscription (``ConsumeOk``), before any delivery;
+        ``numbering``: a replicated queue's run of message numbers (``quorum.standin``)."""
+
     def arrived(
         self, delivery_id: int, redelivered: bool, message: Message, home_seq: int = 0
     ) -> None:

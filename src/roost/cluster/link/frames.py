@@ -136,6 +136,9 @@ class Consume:
 @dataclass(slots=True)
 class ConsumeOk:
     consumer_id: int
+    # a replicated queue's run of message numbers (``QuorumQueue.numbering``; 0: none):
+    # the subscriber's stand-in keeps acks by number only within one run
+    numbering: int = 0
 
 
 @dataclass(slots=True)

@@ -50,6 +50,7 @@ class SnapshotStream:
         self.term = rep.term
         self.upto = rep.index
         self.top = rep.queue._seq  # the highest number given, acked messages' too
+        self.numbering = rep.queue.numbering
         self.seqs = list(rep.live)  # the messages live at ``upto``, in the queue's order
         self.backlog: list[bytes] = []  # records after ``upto``, sent after the last chunk
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -70,7 +71,7 @@ class SnapshotStream:
 
     async def _run(self) -> None:
         rep, q = self.rep, self.rep.queue
-        chunk, size, sent = [r.reset(self.upto, self.top)], 0, 0
+        chunk, size, sent = [r.reset(self.upto, self.top, self.numbering)], 0, 0
         for seq in self.seqs:
             entry = rep.live.get(seq)
             if entry is None:

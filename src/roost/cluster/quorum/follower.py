@@ -72,6 +72,9 @@ class Follower:
         self.fence = 0  # terms up to here are refused: their leader's key is gone
         self.leader = ""
         self.max_seq = 0  # the highest message number any record named
+        # the leader's run of numbers the copy's numbers belong to (a RESET names it);
+        # promoted, this node keeps it (``manager._swap``); 0: not known
+        self.numbering = 0
         self.last_index = 0  # every record up to here applied (durable once acked)
         self.durable_index = 0
         # seq -> (slot in our store, body size, times delivered), in the leader's order
@@ -82,6 +85,7 @@ class Follower:
         # index): kept until the snapshot that replaces it is durable
         self.kept: dict[int, tuple[int, int, int]] | None = None
         self.kept_position = (0, 0)
+        self.kept_numbering = 0
         self.snapshot_end = -1  # the index whose durability ends ``kept``; -1: streaming
         self.sure_seq = 0  # every message numbered up to here is committed
         self.kept_sure = 0  # the kept copy's
@@ -102,6 +106,7 @@ class Follower:
         self.marked, self.durable_index = int(state["marked"]), int(state["durable"])
         self.sure_seq = int(state["sure_seq"])
         self.max_seq = max(int(state["max_seq"]), max(held, default=0))
+        self.numbering = int(state.get("numbering", 0))
 
     def _note(self, durable: int) -> None:
         """The state into the member record, in the commit of what it covers: an ack
@@ -116,6 +121,8 @@ class Follower:
                 "durable": durable,
                 "sure_seq": self.sure_seq,
                 "max_seq": self.max_seq,
+                # a copy half replaced by a snapshot holds numbers of two runs: none kept
+                "numbering": self.numbering if self.kept is None else 0,
                 "kept": self.kept is not None,  # a snapshot under way: not a whole copy
             }
         )
@@ -150,10 +157,12 @@ class Follower:
         self._drop_all()
         self.held, self.kept = self.kept, None
         self.sure_seq = self.kept_sure
+        self.numbering = self.kept_numbering
 
     def _keep(self, position: tuple[int, int]) -> None:
         if self.kept is None:
             self.kept, self.kept_position, self.kept_sure = self.held, position, self.sure_seq
+            self.kept_numbering = self.numbering
             self.held = {}
         else:
             self._drop_all()  # the partial copy of an earlier snapshot
@@ -197,6 +206,7 @@ class Follower:
             if kind == r.RESET:
                 self.max_seq = max(self.max_seq, r.top_of(raw))  # promoted, numbers above
                 self._keep(self.position)
+                self.numbering = r.numbering_of(raw)
                 self.synced = self.term
                 self.snapshot = upto = seq
                 self.snapshot_count = self.snapshot_top = 0

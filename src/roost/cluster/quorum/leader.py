@@ -183,7 +183,7 @@ class Replicator(LeaderRole):
 
     def forgotten(self, entry: Entry) -> None:
         if self.deposed and self.successor is not None:  # the new leader redelivers it
-            self.successor.remember(entry.seq & 0xFFFFFFFF)
+            self.successor.remember(entry.seq & 0xFFFFFFFF, self.queue.numbering)
         if self.live.pop(entry.seq, None) is not None:
             self._record(r.mark(r.DEL, entry.seq))
 

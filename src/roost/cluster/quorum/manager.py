@@ -348,8 +348,13 @@ class QuorumManager(GroupBase):
         queue.attach_store(follower.store)  # so persistence opens no second store
         if follower.member is not None:
             follower.member.drop()  # a queue now, recovered from its definition
-        # acks this node's clients sent to the old leader that it never replicated
-        acked = stand_in.acked if isinstance(stand_in, QuorumStandIn) else set()
+        if follower.numbering:  # the copy's numbers are its leader's: so is their run
+            queue.numbering = follower.numbering
+        # acks this node's clients sent to the old leader that it never replicated, if
+        # they name messages by the copy's run of numbers
+        acked: set[int] = set()
+        if isinstance(stand_in, QuorumStandIn) and stand_in.numbering == queue.numbering:
+            acked = stand_in.acked
         queue._seq = follower.max_seq  # numbers are never given twice (acks name them)
         inherited: list[Entry] = []
         for seq, (slot, _size, delivered) in list(follower.held.items()):

@@ -11,7 +11,9 @@ Each record names a message by its **seq**, the leader's entry number for it:
   and ``upto`` is the leader's log index the snapshot stands for; after it, ``top``: the
   highest number the leader has given a message (one acked since too), so a member
   promoted later numbers new messages above it (``manager._swap``), never reusing a
-  number a client's ack or a member's copy may still name;
+  number a client's ack or a member's copy may still name; then ``numbering``: the
+  leader's run of numbers (``QuorumQueue.numbering``), which a member promoted later
+  keeps, as it keeps the numbers;
 - ``TERM`` a new leader's first record, naming nothing: the new term's first snapshot
   stands for it, so its commit is the term's first (a promoted member's copy joins the
   queue only then, ``Replicator.inherit``);
@@ -34,6 +36,7 @@ _HEAD = struct.Struct("!cQ")  # kind, seq (RESET: upto)
 _ENQ = struct.Struct("!BBBI")  # delivered, exchange len, routing key len, properties len
 _COUNT = struct.Struct("!I")  # a DLV's delivery count
 _TOP = struct.Struct("!Q")  # a RESET's highest message number given
+_RUN = struct.Struct("!QQ")  # a RESET's top and the leader's numbering
 
 
 @dataclass(slots=True)
@@ -66,13 +69,18 @@ def mark(kind: bytes, seq: int) -> bytes:
     return _HEAD.pack(kind, seq)
 
 
-def reset(upto: int, top: int) -> bytes:
-    return _HEAD.pack(RESET, upto) + _TOP.pack(top)
+def reset(upto: int, top: int, numbering: int) -> bytes:
+    return _HEAD.pack(RESET, upto) + _RUN.pack(top, numbering)
 
 
 def top_of(raw: bytes) -> int:
     """A RESET record's ``top`` (0 when it names none)."""
     return _TOP.unpack_from(raw, _HEAD.size)[0] if len(raw) >= _HEAD.size + _TOP.size else 0
+
+
+def numbering_of(raw: bytes) -> int:
+    """A RESET record's ``numbering`` (0 when it names none)."""
+    return _RUN.unpack_from(raw, _HEAD.size)[1] if len(raw) >= _HEAD.size + _RUN.size else 0
 
 
 def delivered(seq: int, count: int) -> bytes:

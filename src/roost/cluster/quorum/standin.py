@@ -52,6 +52,11 @@ class QuorumStandIn(RemoteQueue):
         # the queue's numbers (mod 2**32) of messages this node's clients acked lately
         self.acked: set[int] = set()
         self._acked_order: deque[int] = deque()
+        # the leader's run of numbers ``acked`` names (``QuorumQueue.numbering``): a
+        # leader recovered from its own disk numbers its messages afresh from 1, so an
+        # old number may name a message no client saw; kept across a promoted member,
+        # which keeps its leader's numbers. 0: none known yet.
+        self.numbering = 0
         self.successor: QuorumQueue | None = None  # this node leads the queue now
         self.retired = False  # replaced by the queue this node leads now (``retire``)
 
@@ -65,20 +70,37 @@ class QuorumStandIn(RemoteQueue):
         home_seq = getattr(entry, "home_seq", 0)
         if home_seq:
             successor = self.successor
-            if successor is not None and take_acked(successor, home_seq):
+            if (
+                successor is not None
+                and successor.numbering == self.numbering
+                and take_acked(successor, home_seq)
+            ):
                 self.unacked -= 1
                 self.stat_acked += 1
                 return
-            self.remember(home_seq)
+            self.remember(home_seq, self.numbering)
         super().settle(entry)
 
-    def remember(self, home_seq: int) -> None:
+    def remember(self, home_seq: int, numbering: int) -> None:
+        """``numbering``: the run ``home_seq`` belongs to; the memory holds one run."""
+        if numbering != self.numbering:
+            self.subscribed(numbering)
         if home_seq in self.acked:
             return
         self.acked.add(home_seq)
         self._acked_order.append(home_seq)
         if len(self._acked_order) > ACKED_MEMORY:
             self.acked.discard(self._acked_order.popleft())
+
+    def subscribed(self, numbering: int) -> None:
+        """The leader's deliveries are numbered in ``numbering`` from now on. Another run
+        (a leader recovered from its own disk, or one not known) makes the memory void:
+        forgetting an ack can only cost a redelivery the client sees, marked redelivered;
+        keeping it could ack, unseen, a confirmed message that took a remembered number."""
+        if numbering != self.numbering or not numbering:
+            self.acked.clear()
+            self._acked_order.clear()
+            self.numbering = numbering
 
     def arrived(
         self, delivery_id: int, redelivered: bool, message: Message, home_seq: int = 0

@@ -12,6 +12,7 @@ queues, on a cluster, replace this class; everything quorum-specific is in this 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -80,6 +81,10 @@ class QuorumQueue(Queue):
         # from etcd past its lease's margin: another may lead already); None: always
         self.serving: Callable[[], bool] | None = None
         self._plain_dispatch = True  # dispatch below only adds that gate
+        # names this run of message numbers: a queue recovered from its own disk numbers
+        # its messages afresh from 1, so a number acked before may name another message
+        # now; a cluster member promoted from a copy keeps its leader's run (set then)
+        self.numbering = random.getrandbits(63) + 1
 
     def dispatch(self) -> None:
         serving = self.serving
