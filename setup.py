@@ -71,6 +71,8 @@ COMPILED = [
     "src/roost/store/stream_chunk.py",
     "src/roost/stream_protocol/chunk_mapping.py",
     "src/roost/core/queues/stream_delivery.py",
+    "src/roost/amqp/held.py",
+    "src/roost/backpressure.py",
 ]
 
 

@@ -69,6 +69,8 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.store.stream_chunk",
     "roost.stream_protocol.chunk_mapping",
     "roost.core.queues.stream_delivery",
+    "roost.amqp.held",
+    "roost.backpressure",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 

@@ -1,10 +1,14 @@
-"""Hot-path AMQP 0-9-1 encoders (sans-IO, stdlib only): method frames, heartbeats and a
+"""Hot-path AMQP 0-9-1 encoders (sans-IO; stdlib and librt): method frames, heartbeats and a
 message's frames (method, content header, body frames) for publish, deliver, get-ok
 and return. ``roost.amqp.codec`` re-exports every public name."""
 
 from __future__ import annotations
 
+from types import FunctionType
 from typing import TYPE_CHECKING, Final
+
+from librt.strings import BytesWriter, write_i16_be, write_i32_be, write_i64_be
+from mypy_extensions import i16, i32, i64
 
 from roost.amqp.field_table import (
     _UINT8,
@@ -105,30 +109,15 @@ def encode_basic_deliver(
     """basic.deliver method + header + body frames: the broker's hottest encoder."""
     size = len(body)
     if 0 < size <= frame_max - FRAME_OVERHEAD:
-        # Hand-tuned common case (one body frame): one join and three packs for all
-        # three frames, instead of building the method payload first (1.54 -> 1.16 us
-        # per delivery in a micro-benchmark; ~13% of the broker in bench scenario 1).
-        tag = encode_shortstr(consumer_tag)
-        ex = encode_shortstr(exchange)
-        rk = encode_shortstr(routing_key)
-        return b"".join(
-            (
-                _DELIVER_HEAD.pack(
-                    FRAME_METHOD, channel, 13 + len(tag) + len(ex) + len(rk), 60, 60
-                ),
-                tag,
-                _DELIVER_TAIL.pack(delivery_tag, 1 if redelivered else 0),
-                ex,
-                rk,
-                _END_HEADER_FRAME.pack(
-                    FRAME_END, FRAME_HEADER, channel, 12 + len(properties), BASIC_CLASS_ID, 0,
-                    size,
-                ),
-                properties,
-                _END_BODY_HEAD.pack(FRAME_END, FRAME_BODY, channel, size),
-                body,
-                _END,
+        # the common case, one body frame: all three frames in one bytes
+        if _WRITER_PAYS:
+            return _deliver_written(
+                channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
+                properties, body,
             )
+        return _deliver_packed(
+            channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
+            properties, body,
         )
     method = b"".join(
         (
@@ -140,6 +129,110 @@ def encode_basic_deliver(
         )
     )
     return _with_content(channel, method, properties, body, frame_max)
+
+
+def _deliver_packed(
+    channel: int,
+    consumer_tag: str,
+    delivery_tag: int,
+    redelivered: bool,
+    exchange: str,
+    routing_key: str,
+    properties: bytes,
+    body: bytes,
+) -> bytes:
+    """encode_basic_deliver's one-body-frame case with struct: one join and three packs
+    for the three frames (the pure build's way; 1.54 -> 1.16 us per delivery against
+    building the method payload first)."""
+    size = len(body)
+    tag = encode_shortstr(consumer_tag)
+    ex = encode_shortstr(exchange)
+    rk = encode_shortstr(routing_key)
+    return b"".join(
+        (
+            _DELIVER_HEAD.pack(FRAME_METHOD, channel, 13 + len(tag) + len(ex) + len(rk), 60, 60),
+            tag,
+            _DELIVER_TAIL.pack(delivery_tag, 1 if redelivered else 0),
+            ex,
+            rk,
+            _END_HEADER_FRAME.pack(
+                FRAME_END, FRAME_HEADER, channel, 12 + len(properties), BASIC_CLASS_ID, 0, size
+            ),
+            properties,
+            _END_BODY_HEAD.pack(FRAME_END, FRAME_BODY, channel, size),
+            body,
+            _END,
+        )
+    )
+
+
+def _deliver_written(
+    channel: int,
+    consumer_tag: str,
+    delivery_tag: int,
+    redelivered: bool,
+    exchange: str,
+    routing_key: str,
+    properties: bytes,
+    body: bytes,
+) -> bytes:
+    """The same bytes as ``_deliver_packed``, written with librt's BytesWriter: compiled,
+    each write is inline C, where a struct pack is a Python method call with its
+    arguments boxed in a tuple (135 against 530 ns per 16 B delivery in a micro-benchmark;
+    the deliver encoder was 13% of the broker in bench scenario 1)."""
+    size = len(body)
+    tag = encode_shortstr(consumer_tag)
+    ex = encode_shortstr(exchange)
+    rk = encode_shortstr(routing_key)
+    ch = _u16(channel)
+    w = BytesWriter()
+    w.append(FRAME_METHOD)
+    write_i16_be(w, ch)
+    write_i32_be(w, _u32(13 + len(tag) + len(ex) + len(rk)))
+    write_i32_be(w, _BASIC_DELIVER_IDS)
+    w.write(tag)
+    write_i64_be(w, _u64(delivery_tag))
+    w.append(1 if redelivered else 0)
+    w.write(ex)
+    w.write(rk)
+    w.append(FRAME_END)
+    w.append(FRAME_HEADER)
+    write_i16_be(w, ch)
+    write_i32_be(w, _u32(12 + len(properties)))
+    write_i32_be(w, _BASIC_CONTENT_IDS)
+    write_i64_be(w, i64(size))
+    w.write(properties)
+    w.append(FRAME_END)
+    w.append(FRAME_BODY)
+    write_i16_be(w, ch)
+    write_i32_be(w, _u32(size))
+    w.write(body)
+    w.append(FRAME_END)
+    return w.getvalue()
+
+
+# librt's writers take signed ints: the wire's unsigned fields go in as the signed value
+# with the same bits.
+_BASIC_DELIVER_IDS: Final = i32(BASIC_CLASS_ID << 16 | 60)  # class 60, method 60
+_BASIC_CONTENT_IDS: Final = i32(BASIC_CLASS_ID << 16)  # class 60, weight 0
+
+
+def _u16(n: int) -> i16:
+    return i16(n - 0x10000 if n > 0x7FFF else n)
+
+
+def _u32(n: int) -> i32:
+    return i32(n - 0x1_0000_0000 if n > 0x7FFF_FFFF else n)
+
+
+def _u64(n: int) -> i64:
+    return i64(n - 0x1_0000_0000_0000_0000 if n > 0x7FFF_FFFF_FFFF_FFFF else n)
+
+
+# Compiled, _deliver_written is the faster; interpreted, each of its writes is a Python
+# call and it is the slower (1.8 against 0.77 us in the same micro-benchmark), so each
+# build takes its own. A compiled function is a builtin, not a FunctionType.
+_WRITER_PAYS: Final = not isinstance(_u16, FunctionType)
 
 
 def encode_basic_publish(

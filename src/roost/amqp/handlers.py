@@ -12,7 +12,7 @@ import base64
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from roost.amqp import codec_methods as m
 from roost.amqp import definitions
@@ -37,6 +37,7 @@ from roost.core.errors import (
 )
 
 if TYPE_CHECKING:
+    from roost.amqp.session import AMQPSession
     from roost.core.ports.adapter import Completion
 
 __all__ = ["AMQPChannel", "ConnectionContext", "to_amqp_error"]
@@ -50,6 +51,9 @@ class AMQPChannel:
     def __init__(self, conn: ConnectionContext, channel_id: int) -> None:
         self.id = channel_id
         self.conn = conn
+        # the same connection typed as what it is, for the per-delivery reads: compiled,
+        # a field of a Protocol is a Python attribute lookup, of the class a native load
+        self.wire = cast("AMQPSession", conn)
         self.broker = conn.broker
         self.client = conn.client
         self.session = self.broker.open_session(conn.client, self, number=channel_id)
@@ -60,7 +64,7 @@ class AMQPChannel:
         self.publisher = conn.gate.publisher(self.broker)
         self.properties_cache = PropertiesCache()
         # frames wait here behind a reply that waits for the disk (amqp/held.py)
-        self.output = HeldOutput(conn.write)
+        self.output: HeldOutput = HeldOutput(conn.write)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -135,6 +139,7 @@ class AMQPChannel:
     def deliver(
         self, consumer_tag: str, delivery_tag: int, redelivered: bool, message: Message
     ) -> None:
+        conn = self.wire
         self.output.send(
             encode_basic_deliver(
                 self.id,
@@ -145,11 +150,12 @@ class AMQPChannel:
                 message.routing_key,
                 encoded_properties(message),
                 message.body,
-                self.conn.frame_max,
+                conn.frame_max,
             )
         )
-        if self.conn.gate.flow_held:  # a delivery to be acked: the socket must be read again
-            self.conn.gate.update_congestion()
+        gate = conn.gate
+        if gate.flow_held:  # a delivery to be acked: the socket must be read again
+            gate.update_congestion()
 
     def consumer_cancelled(self, consumer_tag: str) -> None:
         if self.conn.cancel_notify:
