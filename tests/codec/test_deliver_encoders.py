@@ -39,8 +39,16 @@ def test_both_encoders_write_the_same_bytes(
     properties: bytes,
     body: bytes,
 ) -> None:
-    args = (channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
-            properties, body)
+    args = (
+        channel,
+        consumer_tag,
+        delivery_tag,
+        redelivered,
+        exchange,
+        routing_key,
+        properties,
+        body,
+    )
     assert frame_encoders._deliver_written(*args) == frame_encoders._deliver_packed(*args)
 
 
@@ -48,15 +56,19 @@ def test_both_encoders_write_the_same_bytes(
 @pytest.mark.parametrize("delivery_tag", [1, 2**31, 2**32 + 5, 2**63 + 1])
 def test_a_delivery_reads_back_whole(channel: int, delivery_tag: int) -> None:
     body = b"x" * 1000 + b"end"
-    data = encode_basic_deliver(channel, "amq.ctag-1", delivery_tag, True, "ex", "rk.é",
-                                b"\x80\x00\x01\x02", body, 131072)
+    data = encode_basic_deliver(
+        channel, "amq.ctag-1", delivery_tag, True, "ex", "rk.é", b"\x80\x00\x01\x02", body, 131072
+    )
     reader = FrameReader(expect_protocol_header=False)
     reader.feed(data)
     method, header, content = reader.frames()
     assert isinstance(method, MethodFrame) and method.channel == channel
     deliver = method.method
     assert (deliver.consumer_tag, deliver.delivery_tag, deliver.redelivered) == (
-        "amq.ctag-1", delivery_tag, True)
+        "amq.ctag-1",
+        delivery_tag,
+        True,
+    )
     assert (deliver.exchange, deliver.routing_key) == ("ex", "rk.é")
     assert isinstance(header, HeaderFrame) and header.body_size == len(body)
     assert header.channel == channel
