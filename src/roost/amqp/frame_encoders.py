@@ -4,7 +4,6 @@ and return. ``roost.amqp.codec`` re-exports every public name."""
 
 from __future__ import annotations
 
-from types import FunctionType
 from typing import TYPE_CHECKING, Final
 
 from librt.strings import BytesWriter, write_i16_be, write_i32_be, write_i64_be
@@ -31,6 +30,7 @@ from roost.amqp.frames import (
     FRAME_HEARTBEAT,
     FRAME_METHOD,
     FRAME_OVERHEAD,
+    NATIVE,
 )
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def encode_basic_deliver(
     size = len(body)
     if 0 < size <= frame_max - FRAME_OVERHEAD:
         # the common case, one body frame: all three frames in one bytes
-        if _WRITER_PAYS:
+        if NATIVE:  # compiled, the writer is 4x faster; interpreted, 2x slower
             return _deliver_written(
                 channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
                 properties, body,
@@ -227,12 +227,6 @@ def _u32(n: int) -> i32:
 
 def _u64(n: int) -> i64:
     return i64(n - 0x1_0000_0000_0000_0000 if n > 0x7FFF_FFFF_FFFF_FFFF else n)
-
-
-# Compiled, _deliver_written is the faster; interpreted, each of its writes is a Python
-# call and it is the slower (1.8 against 0.77 us in the same micro-benchmark), so each
-# build takes its own. A compiled function is a builtin, not a FunctionType.
-_WRITER_PAYS: Final = not isinstance(_u16, FunctionType)
 
 
 def encode_basic_publish(

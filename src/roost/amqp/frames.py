@@ -5,6 +5,7 @@ returns. ``roost.amqp.codec`` re-exports every public name."""
 from __future__ import annotations
 
 import struct
+from types import FunctionType
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -51,6 +52,16 @@ _DELIVER_HEAD: Final = struct.Struct(">BHIHH")  # method frame head + class and 
 _DELIVER_TAIL: Final = struct.Struct(">QB")
 _GET_OK_COUNT: Final = struct.Struct(">I")
 _END: Final = b"\xce"
+
+
+def _probe() -> None:
+    """Compiled, a function is a builtin, not a ``FunctionType``: see ``NATIVE``."""
+
+
+# Whether this build is the compiled one (the hot-path modules are compiled together or
+# not at all: roost/_build.py). Where it is, librt's fixed-width reads and writes are
+# inline C and beat struct, which is one Python call each; interpreted, struct wins.
+NATIVE: Final = not isinstance(_probe, FunctionType)
 
 
 # -- frames -----------------------------------------------------------------------------
