@@ -73,6 +73,7 @@ COMPILED = [
     "src/roost/core/queues/stream_delivery.py",
     "src/roost/amqp/held.py",
     "src/roost/backpressure.py",
+    "src/roost/write_batch.py",
 ]
 
 

@@ -71,6 +71,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.core.queues.stream_delivery",
     "roost.amqp.held",
     "roost.backpressure",
+    "roost.write_batch",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 

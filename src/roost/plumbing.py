@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from roost.tls import certificate_user
+from roost.write_batch import FLUSH_AT, WriteBatch
 
-# as in the AMQP adapter: a big backlog goes out at once rather than at the end of the turn
-FLUSH_AT = 256 * 1024
+__all__ = ["FLUSH_AT", "SansIOSession", "TcpPlumbing", "WebSocketPlumbing"]
 
 
 class SansIOSession(Protocol):
@@ -55,11 +56,11 @@ class TcpPlumbing(asyncio.Protocol, Generic[S]):
         self.session: S | None = None
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_event_loop()
-        self._out: list[bytes | memoryview] = []
-        self._out_bytes = 0
-        self._views = False  # a view was written: the batch goes with writelines
-        self._in_receive = False
-        self._flush_scheduled = False
+        self._batch = WriteBatch(self._flush, self._loop.call_soon)
+        # Queue ``data`` for the socket; a memoryview (a stream-protocol chunk as read
+        # from its segment) is handed to the socket as it is, without being joined. The
+        # batch's own (compiled) method, so that a session's write is no Python call.
+        self.write: Callable[[bytes | memoryview], None] = self._batch.write
         self._reading = True
 
     # -- what an adapter says ----------------------------------------------------------
@@ -89,11 +90,12 @@ class TcpPlumbing(asyncio.Protocol, Generic[S]):
     def data_received(self, data: bytes) -> None:
         session = self.session
         assert session is not None
-        self._in_receive = True
+        batch = self._batch
+        batch.in_receive = True
         try:
             session.data_received(data)
         finally:
-            self._in_receive = False
+            batch.in_receive = False
             self._flush()
 
     def eof_received(self) -> bool:
@@ -115,25 +117,10 @@ class TcpPlumbing(asyncio.Protocol, Generic[S]):
 
     # -- the session's transport -------------------------------------------------------
 
-    def write(self, data: bytes | memoryview) -> None:
-        """Queue ``data``; a memoryview (a stream-protocol chunk as read from its segment)
-        is handed to the socket as it is, without being joined (one copy fewer)."""
-        self._out.append(data)
-        self._out_bytes += len(data)
-        if type(data) is memoryview:
-            self._views = True
-        if self._out_bytes >= FLUSH_AT:
-            self._flush()
-        elif not self._in_receive and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-
     def flush_soon(self) -> None:
         """Output is due that the session makes at flush time (AMQP's confirms): at the
         end of the read being handled, else at the next turn of the loop."""
-        if not self._in_receive and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        self._batch.flush_soon()
 
     def flush(self) -> None:
         """Send what is queued now (a session that worked outside a read)."""
@@ -141,14 +128,12 @@ class TcpPlumbing(asyncio.Protocol, Generic[S]):
 
     def _flush(self) -> int:
         """Write what is queued in one ``transport.write``; the bytes written."""
-        self._flush_scheduled = False
-        out = self._out
-        if not out:
+        batch = self._batch
+        if not batch.parts:
+            batch.flush_scheduled = False
             return 0
-        size, views = self._out_bytes, self._views
-        self._out = []
-        self._out_bytes = 0
-        self._views = False
+        size, views = batch.size, batch.views
+        out = batch.take()
         transport = self._transport
         if transport is None or transport.is_closing():
             return 0

@@ -48,15 +48,7 @@ class Consumer:
     ack_timeout: float = 0.0
 
     def has_credit(self) -> bool:
-        session = self.session
-        if not session.can_deliver:
-            return False
-        if self.no_ack:
-            return True
-        if self.prefetch and self.unacked >= self.prefetch:
-            return False
-        limit = session.global_prefetch
-        return not limit or session.unacked_count < limit
+        return self.session.credit_for(self)
 
     def is_exclusive(self) -> bool:
         """basic.consume's exclusive flag (read through this: a queue that is its own

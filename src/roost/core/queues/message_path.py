@@ -215,7 +215,7 @@ class MessagePath:
         if session.consumers.get(consumer.tag) is not consumer:
             return  # cancelled meanwhile
         own_delivered = not _overrides(type(self)) & _DELIVERED
-        while consumer.has_credit() and ready:  # credit first: it usually ends the loop
+        while session.credit_for(consumer) and ready:  # credit first: it usually ends it
             entry = ready.popleft()
             if entry.expires and q._expired(entry):
                 continue
@@ -260,7 +260,7 @@ def _offer(mp: MessagePath, entry: Entry) -> bool:
         turn = q._rr
         consumer = consumers[turn % n]
         q._rr = turn + 1
-        if consumer.has_credit():
+        if consumer.session.credit_for(consumer):
             _deliver_step(mp, entry)
             consumer.session.deliver(consumer, q, entry)
             return True
