@@ -172,8 +172,11 @@ def test_round_trip_whole_and_bytewise(frames: list[Frame], version: str) -> Non
         ]
     data = b"\n".join(serialize(f.command, f.headers, f.body, version=version) for f in frames)
     expected = [
-        Frame(f.command, {**f.headers, **({"content-length": str(len(f.body))} if f.body else {})},
-              f.body)
+        Frame(
+            f.command,
+            {**f.headers, **({"content-length": str(len(f.body))} if f.body else {})},
+            f.body,
+        )
         for f in frames
     ]
     assert parse_all(data, version=version) == expected
@@ -241,8 +244,9 @@ _frame_pieces = st.one_of(
     st.builds(
         lambda c, h, b: serialize(c, h, b),
         st.sampled_from(["SEND", "ACK", "MESSAGE", "BOGUS"]),
-        st.dictionaries(st.sampled_from(["a", "id", "x:y", "d\\n", "e\r"]),
-                        st.text(max_size=8), max_size=4),
+        st.dictionaries(
+            st.sampled_from(["a", "id", "x:y", "d\\n", "e\r"]), st.text(max_size=8), max_size=4
+        ),
         st.binary(max_size=40),
     ),
     st.sampled_from(_EDGES),
@@ -268,7 +272,9 @@ def test_plain_path_agrees_with_the_general_parser(pieces: list[bytes], chunk: i
 _STREAM = (
     serialize("SEND", [("destination", "/queue/a")], b"x" * 30)
     + b"\n"
-    + b"SEND\ndestination:/queue/b\n\n" + b"no-length body" + b"\x00"
+    + b"SEND\ndestination:/queue/b\n\n"
+    + b"no-length body"
+    + b"\x00"
     + b"ACK\nid:1\n\n\x00\r\n"
     + b"SEND\r\ndestination:/queue/c\r\n\r\n\x00"  # CRLF: the general parser's
     + b"SEND\ncontent-length:5\n\na\x00b\x00c\x00"
@@ -313,3 +319,29 @@ def test_long_streams_in_reads_keep_every_body(chunk: int) -> None:
             assert isinstance(frame, Frame)
             bodies.append(frame.body)
     assert bodies == [f"{n:08d}".encode().ljust(1024, b".") for n in range(600)]
+
+
+@pytest.mark.parametrize("chunk", [1000, 4096, 70000])
+@pytest.mark.parametrize("with_length", [False, True])
+def test_large_frames_across_reads_beside_small_ones(chunk: int, with_length: bool) -> None:
+    """A frame of 200 KiB arriving over many reads grows one buffer in place; the small
+    frames cut by a read around it are read from the joined tail; every body is whole."""
+    big = bytes(range(1, 256)) * 800  # no NUL: framed by NUL or by content-length
+    small = [f"{n:04d}".encode() * 50 for n in range(40)]
+    frames = [*small[:20], big, *small[20:], big]
+    stream = b"".join(
+        b"SEND\ndestination:/queue/q\n"
+        + (f"content-length:{len(body)}\n".encode() if with_length else b"")
+        + b"\n"
+        + body
+        + b"\x00"
+        for body in frames
+    )
+    parser = FrameParser(Limits(max_frame_size=1 << 20))
+    bodies: list[bytes] = []
+    for start in range(0, len(stream), chunk):
+        parser.feed(memoryview(stream[start : start + chunk]))
+        while (frame := parser.next_frame()) is not NEED_DATA:
+            assert isinstance(frame, Frame)
+            bodies.append(frame.body)
+    assert bodies == frames

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from bisect import bisect_left
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from roost.core.access import Access
@@ -36,13 +35,18 @@ class Traffic:
 
 # message size histogram bounds, RabbitMQ's (rabbitmq_message_size_bytes); one more
 # bucket holds the larger ones
-SIZE_BOUNDS = (100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000)
+SIZE_BOUNDS: Final = (100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000)
 
 
 def size_bucket(size: int) -> int:
     """The histogram bucket of a body this long (the publish path tests the two smallest
     bounds inline: most messages are small)."""
-    return bisect_left(SIZE_BOUNDS, size)
+    # (a loop, not bisect: compiled, it runs on machine ints, where bisect_left was a
+    # Python call that cost 2.5% of the STOMP server with 1 KiB bodies)
+    for bucket, bound in enumerate(SIZE_BOUNDS):
+        if size <= bound:
+            return bucket
+    return len(SIZE_BOUNDS)
 
 
 # ClientCounts' integer fields, which ``add`` sums by name: a compiled class has no
