@@ -38,15 +38,20 @@ class Traffic:
 SIZE_BOUNDS: Final = (100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 50_000_000, 100_000_000)
 
 
+_BOUNDS: Final[list[int]] = list(SIZE_BOUNDS)  # (a list[int]: compiled, iterated natively)
+
+
 def size_bucket(size: int) -> int:
     """The histogram bucket of a body this long (the publish path tests the two smallest
     bounds inline: most messages are small)."""
     # (a loop, not bisect: compiled, it runs on machine ints, where bisect_left was a
     # Python call that cost 2.5% of the STOMP server with 1 KiB bodies)
-    for bucket, bound in enumerate(SIZE_BOUNDS):
+    bucket = 0
+    for bound in _BOUNDS:
         if size <= bound:
             return bucket
-    return len(SIZE_BOUNDS)
+        bucket += 1
+    return bucket
 
 
 # ClientCounts' integer fields, which ``add`` sums by name: a compiled class has no
