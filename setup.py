@@ -74,6 +74,7 @@ COMPILED = [
     "src/roost/amqp/held.py",
     "src/roost/backpressure.py",
     "src/roost/write_batch.py",
+    "src/roost/core/queues/paged.py",
 ]
 
 

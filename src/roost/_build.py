@@ -72,6 +72,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.amqp.held",
     "roost.backpressure",
     "roost.write_batch",
+    "roost.core.queues.paged",
 )
 PURE_ENV = "ROOST_PURE_PYTHON"
 
