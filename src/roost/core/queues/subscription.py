@@ -163,7 +163,8 @@ class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override, unused
         each message to every subscriber's queue)."""
         consumer = self._consumers
         if consumer is None:
-            if not self._own or not self.has_credit():
+            # (the session's credit_for, not has_credit: one Python call fewer per message)
+            if not self._own or not self.session.credit_for(self):
                 return False
             self._delivered(entry)
             self.session.deliver(self, self, entry)
@@ -171,10 +172,11 @@ class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override, unused
         if type(consumer) is list or self.chooser is not None:
             return super()._offer(entry)
         assert isinstance(consumer, Consumer)
-        if not consumer.has_credit():
+        session = consumer.session
+        if not session.credit_for(consumer):
             return False
         self._delivered(entry)
-        consumer.session.deliver(consumer, self, entry)
+        session.deliver(consumer, self, entry)
         return True
 
     def add_consumer(self, consumer: Consumer) -> None:
