@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from roost import _build
 from roost.amqp import frame_encoders
-from roost.amqp.codec import FrameReader, encode_basic_deliver
+from roost.amqp.codec import FrameReader, encode_basic_deliver, encode_shortstr
 from roost.amqp.frames import BodyFrame, HeaderFrame, MethodFrame
 
 shortstr = st.text(max_size=40).filter(lambda s: len(s.encode()) <= 255)
@@ -39,16 +39,8 @@ def test_both_encoders_write_the_same_bytes(
     properties: bytes,
     body: bytes,
 ) -> None:
-    args = (
-        channel,
-        consumer_tag,
-        delivery_tag,
-        redelivered,
-        exchange,
-        routing_key,
-        properties,
-        body,
-    )
+    tag, ex, rk = (encode_shortstr(text) for text in (consumer_tag, exchange, routing_key))
+    args = (channel, tag, delivery_tag, redelivered, ex, rk, properties, body)
     assert frame_encoders._deliver_written(*args) == frame_encoders._deliver_packed(*args)
 
 
