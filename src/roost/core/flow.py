@@ -41,7 +41,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mypy_extensions import mypyc_attr
 
@@ -64,8 +64,7 @@ STALL_AFTER = 1.0  # seconds
 SOCKET_WAIT_CAP = 60.0  # seconds; 0 = no cap
 
 
-# compiled (docs/compiled.md); the idle subscriptions' shared flow and the cluster's
-# stand-in flow subclass it in interpreted code
+# compiled (docs/compiled.md); the cluster's stand-in flow subclasses it in interpreted code
 @mypyc_attr(allow_interpreted_subclasses=True)
 class QueueFlow:
     """One queue's congestion state and the publishers it holds."""
@@ -170,6 +169,31 @@ class QueueFlow:
             self.release_all()
         self._mark = delivered
         self._checked = now
+
+
+
+class _IdleFlow(QueueFlow):
+    """The flow state of every subscription queue without a backlog: never congested,
+    holding nobody. A queue whose backlog begins gets a ``QueueFlow`` of its own
+    (``Queue._own_flow``, called by ``MessagePath.push``) before anything could congest it.
+    A plain attribute, not a property that makes one on demand: the router reads every
+    target queue's flow per publish (a seventh of a topic fan-out's server CPU)."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:  # no queue: nothing here ever reads it
+        self.congested = False
+        self.stalled = False
+        self.publishers = None
+
+    def after_push(self) -> None:  # pragma: no cover - the queue swaps in its own first
+        raise RuntimeError("a backlog joined the shared idle flow state")
+
+    def after_drain(self) -> None:
+        pass  # nothing queued, nobody held
+
+
+IDLE_FLOW: Final = _IdleFlow()
 
 
 def waits_for_socket(consumer: Consumer) -> bool:

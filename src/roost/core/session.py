@@ -149,10 +149,17 @@ class Session:
         self._next_tag = tag + 1
         message = entry.message
         assert message is not None  # the queue pages a message in before handing it out
-        events = queue.events
-        if events is not None:
-            events.delivered(queue, entry, consumer.tag, consumer.no_ack)
-        if consumer.no_ack:
+        # each read of a consumer's field is a Python attribute access (an interpreted
+        # class): once each
+        consumer_tag = consumer.tag
+        no_ack = consumer.no_ack
+        # a queue records events only while its vhost does (core/events_stream.py): the
+        # vhost is asked first, a native field, where a subscription queue's ``events`` is
+        # a Python property
+        vhost = queue.vhost
+        if vhost.events is not None and (events := queue.events) is not None:
+            events.delivered(queue, entry, consumer_tag, no_ack)
+        if no_ack:
             self.client.counts.consume_auto_ack += 1
             queue.settle(entry)
         else:
@@ -164,8 +171,8 @@ class Session:
             timeouts = self.ack_timeouts
             if timeouts is not None and (consumer.ack_timeout or message.properties.headers):
                 timeouts.delivered(self, tag, consumer.ack_timeout, message)
-        self.sink.deliver(consumer.tag, tag, entry.redelivered, message)
-        tracer = queue.vhost.tracer
+        self.sink.deliver(consumer_tag, tag, entry.redelivered, message)
+        tracer = vhost.tracer
         if tracer is not None:
             tracer.delivered(queue, message, entry.redelivered, self.client, self.number)
         if message.published_at is not None and self.latency is not None:

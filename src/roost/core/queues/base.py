@@ -17,7 +17,7 @@ from roost.core.features.consumer_choice import (
 )
 from roost.core.features.lifecycle import QueueFeatures
 from roost.core.features.settings import QueueSettings
-from roost.core.flow import QueueFlow
+from roost.core.flow import IDLE_FLOW, QueueFlow
 from roost.core.message import Message, Properties
 from roost.core.queues.entry import Entry
 from roost.core.queues.message_path import PAGE_KEEP_BYTES as PAGE_KEEP_BYTES
@@ -173,6 +173,14 @@ class Queue(MessagePath):
         if ready is NO_READY:
             ready = self.ready = deque()
         return ready
+
+    def _own_flow(self) -> QueueFlow:
+        """Its own flow state where it shared the idle one (a subscription queue before
+        its first backlog, core/queues/subscription.py)."""
+        flow = self.flow
+        if flow is IDLE_FLOW:
+            flow = self.flow = QueueFlow(self)
+        return flow
 
     def _refuse_mutated(self, message: Message, error: str) -> None:
         """A mutator refused the message: dead-letter it (reason ``rejected``, with

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final, cast
 from mypy_extensions import mypyc_attr
 
 from roost.core.features.ttl import wall_ms
+from roost.core.flow import IDLE_FLOW
 from roost.core.mutators import MutationRefused
 from roost.core.queues.entry import Entry
 
@@ -162,7 +163,10 @@ class MessagePath:
                 entry.message = None  # paged out: see Queue._page_in
             ready.append(entry)
             self.ready_bytes += entry.size
-            q.flow.after_push()
+            flow = q.flow
+            if flow is IDLE_FLOW:  # maybe a subscription queue's first backlog
+                flow = q._own_flow()
+            flow.after_push()
             if features is not None:
                 features.enqueued(entry)
         return True

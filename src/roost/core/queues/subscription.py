@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.core.consumer import NO_ARGUMENTS, Consumer
 from roost.core.features.consumer_choice import check_consumer_arguments, chooser_for
-from roost.core.flow import QueueFlow
+from roost.core.flow import IDLE_FLOW, QueueFlow
 from roost.core.queues.base import NO_READY, Queue
 
 if TYPE_CHECKING:
@@ -37,28 +37,6 @@ if TYPE_CHECKING:
     from roost.core.queues.entry import Entry
     from roost.core.session import Session
     from roost.core.vhost import VHost
-
-
-class _IdleFlow(QueueFlow):
-    """The flow state of every subscription queue without a backlog: never congested,
-    holding nobody. A queue whose backlog begins gets a ``QueueFlow`` of its own
-    (``SubscriptionQueue.flow``) before anything could congest it."""
-
-    __slots__ = ()
-
-    def __init__(self) -> None:  # no queue: nothing here ever reads it
-        self.congested = False
-        self.stalled = False
-        self.publishers = None
-
-    def after_push(self) -> None:  # pragma: no cover - the queue swaps in its own first
-        raise RuntimeError("a backlog joined the shared idle flow state")
-
-    def after_drain(self) -> None:
-        pass  # nothing queued, nobody held
-
-
-IDLE_FLOW = _IdleFlow()
 
 
 class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override, unused-ignore]  # (see below)
@@ -75,9 +53,9 @@ class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override, unused
     __slots__ = (
         "_bindings",
         "_consumers",
-        "_flow",
         "_own",
         "exclusive_owner",
+        "flow",
         "name",
         "session",
         "tag",
@@ -123,7 +101,8 @@ class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override, unused
         self.unacked = 0
         self.deleted = False
         self._seq = 0
-        self._flow: QueueFlow | None = None
+        # the shared idle flow state until its first backlog (Queue._own_flow)
+        self.flow: QueueFlow = IDLE_FLOW
         self.chooser = None  # both written at every declare and consumer change
         self.mutators = None
         # its bindings (one, as a rule), so that ending it scans no other queue's
@@ -286,17 +265,3 @@ class SubscriptionQueue(Queue, Consumer):  # type: ignore[misc, override, unused
         consumers = self._consumers
         if type(consumers) is list and len(consumers) > 1:
             self.__dict__["_turn"] = turn
-
-    @property
-    def flow(self) -> QueueFlow:
-        """Its own ``QueueFlow`` once it has had a backlog; the shared idle one before."""
-        flow = self._flow
-        if flow is None:
-            if not self.ready:
-                return IDLE_FLOW
-            flow = self._flow = QueueFlow(self)
-        return flow
-
-    @flow.setter
-    def flow(self, flow: QueueFlow) -> None:
-        self._flow = flow
