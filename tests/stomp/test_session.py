@@ -186,7 +186,9 @@ def test_deliveries_outside_a_read_wake_the_plumbing_once_and_leave_in_one_write
     producer.receive(CONNECT + b"SEND\ndestination:/queue/q\n\nm\x00" * 50)
     assert plumbing.woken == [False]  # one wake for the turn's 50 MESSAGEs, none due now
     effects = consumer.take_effects()
-    assert len(effects) == 50 and all(isinstance(e, bytes) for e in effects)
+    # each MESSAGE in two pieces: its own headers, then its message's shared tail
+    assert len(effects) == 100 and all(isinstance(e, bytes) for e in effects)
+    assert all(e.startswith(b"MESSAGE\n") for e in effects[::2])
     apply(effects, plumbing)
     assert plumbing.writes == writes + 1  # joined into one write
     assert [f.body for f in parse(plumbing.data)[-50:]] == [b"m"] * 50
@@ -261,3 +263,31 @@ def test_a_long_lived_session_holds_one_timer_per_purpose() -> None:
     assert not plumbing.closed and plumbing.timers is not None
     assert len(plumbing.timers) == 2  # heart-beats out and in: none of those that fired
     assert b"\n" in plumbing.data[-10:]  # it beat too
+
+
+def test_a_message_fanned_out_is_encoded_for_each_subscribers_version() -> None:
+    """A MESSAGE's tail (its properties' headers and body) is encoded once per message and
+    shared by its subscribers: one on STOMP 1.0 still gets its unescaped headers, and a body
+    over the kept size is encoded for each subscriber, whole."""
+    broker, clock = memory_broker(), FakeClock()
+    connect_10 = CONNECT.replace(b"accept-version:1.2", b"accept-version:1.0")
+    subscribers = []
+    for connect in (CONNECT, connect_10, CONNECT):
+        handler, plumbing = connection(broker, clock)
+        handler.data_received(connect + b"SUBSCRIBE\nid:s\ndestination:/topic/t\n\n\x00")
+        subscribers.append(plumbing)
+    clock.advance(0)
+    producer, _ = connection(broker, clock)
+    big = bytes(range(256)) * 300  # 76,800 bytes: over the kept tail's 64 KiB
+    producer.data_received(CONNECT + b"SEND\ndestination:/topic/t\nx-note:a\\cb\n\nsmall\x00")
+    producer.data_received(b"SEND\ndestination:/topic/t\ncontent-length:76800\n\n" + big + b"\x00")
+    for plumbing in subscribers:
+        plumbing.take()
+    raw_12, raw_10 = subscribers[0].data, subscribers[1].data
+    assert b"x-note:a\\cb\n" in raw_12 and b"x-note:a:b\n" in raw_10
+    for plumbing in subscribers:
+        messages = [f for f in parse(plumbing.data) if f.command == "MESSAGE"]
+        assert [m.body for m in messages] == [b"small", big]
+        assert [m.headers["message-id"] for m in messages] == ["1", "2"]
+    first = raw_12.index(b"MESSAGE\n")  # (after a CONNECTED naming its own session)
+    assert subscribers[2].data.endswith(raw_12[first:])  # the same MESSAGEs, byte for byte

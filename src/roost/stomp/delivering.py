@@ -25,6 +25,44 @@ from roost.stomp.subscription import (
 _GONE: Final = object()  # a default of dict.pop that no entry holds
 
 
+class _LastTail:
+    """The tail of the last MESSAGE frame encoded: what follows its per-delivery headers
+    (the properties' header lines, content-length, the body and the NUL). A message fanned
+    out to many subscriptions is one Message object (immutable by convention, and kept
+    alive here, so identity is a safe key): its tail is encoded once, not once per
+    subscriber (a topic fan-out to 20 spent a third of its server CPU encoding frames)."""
+
+    __slots__ = ("message", "tail", "version")
+
+    def __init__(self) -> None:
+        self.message: Message | None = None
+        self.version = ""
+        self.tail = b""
+
+
+_last_tail: Final = _LastTail()
+# a larger message is encoded per subscriber, so that no big body outlives its delivery
+# here (the cache keeps its message and tail until the next MESSAGE)
+_TAIL_KEPT_MAX: Final = 64 * 1024
+
+
+def message_tail(message: Message, version: str) -> bytes:
+    """A MESSAGE frame's bytes after its delivery's own headers (stomp/delivering.py)."""
+    last = _last_tail
+    if last.message is message and last.version == version:
+        return last.tail
+    lines = property_lines(message.properties, version)
+    body = message.body
+    if body:  # one join: the body is copied once here, once more with its write batch
+        length = str(len(body)).encode()
+        tail = b"".join((lines, b"content-length:", length, b"\n\n", body, b"\x00"))
+    else:
+        tail = lines + b"\n\x00"
+    if len(tail) <= _TAIL_KEPT_MAX:
+        last.message, last.version, last.tail = message, version, tail
+    return tail
+
+
 @trait  # a part of the compiled StompHandler (docs/compiled.md)
 class Delivering(SessionState):
     def deliver(
@@ -63,13 +101,7 @@ class Delivering(SessionState):
                 self.tag_subscription[delivery_tag] = sub
                 if self.gate.flow_held:  # its ack must be read: the socket may not wait
                     self.gate.update_congestion()
-        parts.append(property_lines(message.properties, self.version))
-        body = message.body
-        if body:  # the frame in one join: a 1 KiB body is copied once, not twice
-            parts += (b"content-length:", str(len(body)).encode(), b"\n\n", body, b"\x00")
-        else:
-            parts.append(b"\n\x00")
-        self.write(b"".join(parts))
+        self.write_frame_parts(b"".join(parts), message_tail(message, self.version))
 
     def _head(self, sub_id: str) -> bytes:
         """A subscription's MESSAGE line and subscription header, encoded at its first

@@ -41,6 +41,22 @@ class Output(SessionState):
         if self._effect_bytes >= DRAIN_AT:
             self._wake(True)
 
+    def write_frame_parts(self, head: bytes, tail: bytes) -> None:
+        """One frame written as two pieces, which ``apply`` joins with the rest of the run:
+        a MESSAGE's own headers and its message's shared tail (stomp/delivering.py)."""
+        size = len(head) + len(tail)
+        self.traffic.send_oct += size
+        self.traffic.send_cnt += 1
+        self._wrote = True
+        effects = self.effects
+        effects.append(head)
+        effects.append(tail)
+        if len(effects) == 2:
+            self._wake(False)
+        self._effect_bytes += size
+        if self._effect_bytes >= DRAIN_AT:
+            self._wake(True)
+
     def _effect(self, effect: Effect) -> None:
         """Close, abort, pause, resume, a timer: carried out now, after what was written."""
         self.effects.append(effect)

@@ -77,6 +77,9 @@ class SessionState:
     def write(self, data: bytes) -> None:
         raise NotImplementedError
 
+    def write_frame_parts(self, head: bytes, tail: bytes) -> None:
+        raise NotImplementedError
+
     def _effect(self, effect: Effect) -> None:
         raise NotImplementedError
 
