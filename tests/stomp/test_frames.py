@@ -345,3 +345,42 @@ def test_large_frames_across_reads_beside_small_ones(chunk: int, with_length: bo
             assert isinstance(frame, Frame)
             bodies.append(frame.body)
     assert bodies == frames
+
+
+# heads that repeat, differ by a suffix, or sit either side of the parser's short scan
+_REPEATED = [
+    b"SEND\ndestination:/queue/a\n\nx\x00",
+    b"SEND\ndestination:/queue/a\n\n\x00",
+    b"SEND\ndestination:/queue/a\ncontent-length:1\n\ny\x00",
+    b"SEND\ndestination:/queue/ab\n\nz\x00",
+    b"SEND\ndestination:/queue/a\nx:1\n\n\n\x00",
+    b"SEND\ndestination:/queue/a\r\n\r\nq\x00",
+    b"SEND\nk:" + b"v" * 38 + b"\n\n\x00",
+    b"SEND\nk:" + b"v" * 40 + b"\n\n\x00",
+    b"ACK\nid:" + b"1" * 40 + b"\n\n\x00",
+    b"ACK\nid:7\n\n\x00",
+]
+
+
+@given(st.lists(st.sampled_from(_REPEATED), min_size=1, max_size=12), st.sampled_from([1, 7, 4096]))
+def test_repeated_heads_read_as_the_general_parser_reads_them(
+    pieces: list[bytes], chunk: int
+) -> None:
+    """A SEND head seen twice in a row is parsed once and reused: the frames are still the
+    general parser's, whatever comes between and however reads cut them."""
+    data = b"".join(pieces)
+    assert _outcome(data, chunk, general_only=False) == _outcome(data, chunk, general_only=True)
+
+
+def test_a_reused_head_gives_each_frame_headers_of_its_own() -> None:
+    parser = FrameParser()
+    parser.feed(b"SEND\ndestination:/queue/a\nreceipt:r\n\nm\x00" * 3)
+    frames = [parser.next_frame() for _ in range(3)]
+    assert all(isinstance(f, Frame) for f in frames)
+    for frame in frames:  # the session removes the receipt header it answers
+        assert isinstance(frame, Frame) and frame.headers == {
+            "destination": "/queue/a",
+            "receipt": "r",
+        }
+        del frame.headers["receipt"]
+    assert parser.next_frame() is NEED_DATA

@@ -17,6 +17,7 @@ Wire rules handled here (STOMP 1.2 spec, "Augmented BNF"):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import FunctionType
 from typing import Final
 
 # the encoding half lives in its own module; its names stay importable from here
@@ -137,6 +138,38 @@ def unescape(text: str, version: str) -> str:
 _REBASE_MAX: Final = 65536
 
 
+def _probe() -> None:
+    """Compiled, a function is a builtin, not a ``FunctionType``: see ``NATIVE``."""
+
+
+# Whether this module is compiled (as roost/amqp/frames.py's NATIVE): a loop over a
+# ``bytes`` is then native indexing, where ``bytes.find`` is a Python call that builds
+# an argument tuple (~160 ns, a quarter of parsing an ACK); interpreted, ``find`` wins.
+NATIVE: Final = not isinstance(_probe, FunctionType)
+_SCAN_MAX: Final = 48  # an ACK's head, as a rule; a longer one is found by ``find``
+
+
+def _head_end(buf: bytes, pos: int) -> int:
+    """Where the blank line ending the head that starts at ``pos`` is, or -1."""
+    i = pos
+    if NATIVE:
+        stop = min(len(buf) - 1, pos + _SCAN_MAX)
+        while i < stop:
+            if buf[i] == 10 and buf[i + 1] == 10:
+                return i
+            i += 1
+    return buf.find(b"\n\n", i)
+
+
+def _starts_with_head(buf: bytes, pos: int, head: bytes) -> bool:
+    """Whether the frame at ``pos`` has this head (whose first blank line then ends it:
+    a head, up to its first blank line, does not end in LF)."""
+    stop = pos + len(head)
+    return stop + 1 < len(buf) and buf[stop] == 10 and buf[stop + 1] == 10 and (
+        buf[pos:stop] == head
+    )
+
+
 class FrameParser:
     """Incremental parser. ``version`` selects the escaping and may change once the
     session is negotiated (CONNECT itself is never escaped)."""
@@ -154,6 +187,9 @@ class FrameParser:
         self._pos = 0
         # headers of the frame being read, kept while its body is still arriving
         self._pending: tuple[str, dict[str, str], int, int | None] | None = None
+        # the head of the last plain SEND, and its headers once it came twice in a row
+        self._send_head = b""
+        self._send_headers: dict[str, str] | None = None
         self.heartbeats = 0  # EOLs seen between frames
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
@@ -197,30 +233,46 @@ class FrameParser:
         # are native, where ``bytes | bytearray`` made each a generic Python call
         # (the parser was a fifth of the compiled STOMP server)
         # (an EOL first, a heart-beat, leaves no command: the general path skips it)
-        end = buf.find(b"\n\n", pos)
-        if end < 0 or end - pos > self._plain_head_max:
-            return self._general_frame()
-        try:
-            text = buf[pos:end].decode("utf-8")
-        except UnicodeDecodeError:
-            return self._general_frame()
-        if "\r" in text or "\\" in text:
-            return self._general_frame()
-        lines = text.split("\n")
-        command = lines[0]
-        if command not in _COMMANDS or len(lines) > self._plain_lines_max:
-            return self._general_frame()
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep:
+        known = self._send_headers
+        if known is not None and _starts_with_head(buf, pos, self._send_head):
+            # a producer's SENDs repeat their head: parsed once (issue 27), each frame
+            # still gets a dict of its own (the session changes some, stomp/sending.py)
+            end = pos + len(self._send_head)
+            command = "SEND"
+            headers = known.copy()
+        else:
+            end = _head_end(buf, pos)
+            if end < 0 or end - pos > self._plain_head_max:
                 return self._general_frame()
-            if name not in headers:  # repeated headers: the first one wins
-                headers[name] = value
+            head = buf[pos:end]
+            try:
+                text = head.decode("utf-8")
+            except UnicodeDecodeError:
+                return self._general_frame()
+            if "\r" in text or "\\" in text:
+                return self._general_frame()
+            lines = text.split("\n")
+            command = lines[0]
+            if command not in _COMMANDS or len(lines) > self._plain_lines_max:
+                return self._general_frame()
+            headers = {}
+            for line in lines[1:]:
+                name, sep, value = line.partition(":")
+                if not sep:
+                    return self._general_frame()
+                if name not in headers:  # repeated headers: the first one wins
+                    headers[name] = value
+            if command == "SEND":
+                if head == self._send_head:  # seen twice in a row: kept
+                    self._send_headers = headers.copy()
+                else:  # (a head that changes every time costs no copy)
+                    self._send_head = head
+                    self._send_headers = None
         start = end + 2
         length = headers.get("content-length")
         if length is None:
-            end = buf.find(b"\x00", start)
+            # (an empty body, as a rule: no search)
+            end = start if start < len(buf) and buf[start] == 0 else buf.find(b"\x00", start)
             if end < 0:
                 return self._general_frame()
         elif length.isdigit():
