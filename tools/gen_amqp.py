@@ -410,12 +410,15 @@ def render(constants: list[dict[str, Any]], methods: list[MethodSpec],
     w("import struct")
     w("from typing import Any, ClassVar")
     w()
+    w("from librt.strings import read_i32_be")
+    w()
     w("from roost.amqp.codec import (")
     for name in ("decode_properties", "decode_table", "encode_longstr", "encode_properties",
                  "encode_shortstr", "encode_table"):
         w(f"{name},", 1)
     w(")")
     w("from roost.amqp.errors import FrameError")
+    w("from roost.amqp.frames import NATIVE")
     w()
     render_constants(w, constants)
     w()
@@ -579,12 +582,16 @@ POSTAMBLE = '''
 
 def decode_method(payload: Buffer) -> Method:
     """Decode a whole method frame payload (ids + arguments)."""
-    try:
-        (index,) = _S_I.unpack_from(payload, 0)
-    except struct.error:
-        raise FrameError(
-            FRAME_ERROR, f"FRAME_ERROR - method frame of {len(payload)} bytes"
-        ) from None
+    if NATIVE and type(payload) is bytes and len(payload) >= 4:
+        # compiled, an inline C read where struct is a Python call (roost/amqp/frames.py)
+        index = int(read_i32_be(payload, 0)) & 0xFFFF_FFFF
+    else:
+        try:
+            (index,) = _S_I.unpack_from(payload, 0)
+        except struct.error:
+            raise FrameError(
+                FRAME_ERROR, f"FRAME_ERROR - method frame of {len(payload)} bytes"
+            ) from None
     cls = METHODS.get(index)
     if cls is None:
         class_id, method_id = index >> 16, index & 0xFFFF

@@ -37,7 +37,9 @@ class WriteBatch:
     def write(self, data: bytes | memoryview) -> None:
         self.parts.append(data)
         self.size += len(data)
-        if isinstance(data, memoryview):
+        # a view; not isinstance(data, memoryview), for which the compiled module looked
+        # the name up in builtins on every write
+        if type(data) is not bytes:
             self.views = True
         if self.size >= FLUSH_AT:
             self._flush()

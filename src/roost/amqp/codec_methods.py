@@ -17,6 +17,8 @@ import datetime
 import struct
 from typing import Any, ClassVar
 
+from librt.strings import read_i32_be
+
 from roost.amqp.codec import (
     decode_properties,
     decode_table,
@@ -26,6 +28,7 @@ from roost.amqp.codec import (
     encode_table,
 )
 from roost.amqp.errors import FrameError
+from roost.amqp.frames import NATIVE
 
 # -- reply codes ---------------------------------------------------------------------------
 
@@ -3511,12 +3514,16 @@ class BasicProperties:
 
 def decode_method(payload: Buffer) -> Method:
     """Decode a whole method frame payload (ids + arguments)."""
-    try:
-        (index,) = _S_I.unpack_from(payload, 0)
-    except struct.error:
-        raise FrameError(
-            FRAME_ERROR, f"FRAME_ERROR - method frame of {len(payload)} bytes"
-        ) from None
+    if NATIVE and type(payload) is bytes and len(payload) >= 4:
+        # compiled, an inline C read where struct is a Python call (roost/amqp/frames.py)
+        index = int(read_i32_be(payload, 0)) & 0xFFFF_FFFF
+    else:
+        try:
+            (index,) = _S_I.unpack_from(payload, 0)
+        except struct.error:
+            raise FrameError(
+                FRAME_ERROR, f"FRAME_ERROR - method frame of {len(payload)} bytes"
+            ) from None
     cls = METHODS.get(index)
     if cls is None:
         class_id, method_id = index >> 16, index & 0xFFFF
