@@ -12,7 +12,7 @@ import base64
 import os
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from roost.amqp import codec_methods as m
 from roost.amqp import definitions
@@ -45,6 +45,12 @@ __all__ = ["AMQPChannel", "ConnectionContext", "to_amqp_error"]
 
 def new_consumer_tag() -> str:
     return "amq.ctag-" + base64.urlsafe_b64encode(os.urandom(16)).decode("ascii").rstrip("=")
+
+
+# the channel modes as module constants: compiled, ``Mode.TX`` was two Python attribute
+# lookups (the module's class, then its member) on every publish and ack
+_TX: Final = Mode.TX
+_CONFIRM: Final = Mode.CONFIRM
 
 
 class AMQPChannel:
@@ -239,7 +245,7 @@ class AMQPChannel:
         self.output.release(barrier)
 
     def on_ack(self, method: m.BasicAck) -> None:
-        if self.mode is Mode.TX:
+        if self.mode is _TX:
             self.tx.add(lambda: self.session.ack(method.delivery_tag, method.multiple))
         else:  # the hot path: no closure per ack
             self.session.ack(method.delivery_tag, method.multiple)
@@ -253,7 +259,7 @@ class AMQPChannel:
         self._settle(lambda: self.session.nack(method.delivery_tag, False, method.requeue))
 
     def _settle(self, op: Callable[[], None]) -> None:
-        if self.mode is Mode.TX:
+        if self.mode is _TX:
             self.tx.add(op)
         else:
             op()
@@ -290,7 +296,7 @@ class AMQPChannel:
             except BrokerError as exc:
                 raise to_amqp_error(exc, method) from None
         try:
-            if self.mode is Mode.TX:
+            if self.mode is _TX:
                 self.broker.check_publish(self.client, method.exchange, message)
                 self.tx.add(lambda: self._route(method, message))
             else:
@@ -299,7 +305,7 @@ class AMQPChannel:
             raise to_amqp_error(exc, method) from None
 
     def _route(self, method: m.BasicPublish, message: Message) -> None:
-        seq = self.confirms.publish() if self.mode is Mode.CONFIRM else 0
+        seq = self.confirms.publish() if self.mode is _CONFIRM else 0
         confirm = partial(self._confirmed, seq) if seq else None
         routed = self.broker.publish(
             self.client, method.exchange, message, confirm, self.publisher, channel=self.id
@@ -331,14 +337,14 @@ class AMQPChannel:
     # -- transactions and confirms ----------------------------------------------------------
 
     def on_tx_select(self, method: m.TxSelect) -> None:
-        if self.mode is Mode.CONFIRM:
+        if self.mode is _CONFIRM:
             raise PreconditionFailed("cannot switch from confirm to tx mode")
         self.mode = Mode.TX
         self.session.transactional = True
         self.reply(m.TxSelectOk())
 
     def on_tx_commit(self, method: m.TxCommit) -> None:
-        if self.mode is not Mode.TX:
+        if self.mode is not _TX:
             raise PreconditionFailed("channel is not transactional")
         completion = self.broker.durable_from_here()
         for op in self.tx.take():
@@ -352,13 +358,13 @@ class AMQPChannel:
             self.reply(m.TxCommitOk())
 
     def on_tx_rollback(self, method: m.TxRollback) -> None:
-        if self.mode is not Mode.TX:
+        if self.mode is not _TX:
             raise PreconditionFailed("channel is not transactional")
         self.tx.clear()
         self.reply(m.TxRollbackOk())
 
     def on_confirm_select(self, method: m.ConfirmSelect) -> None:
-        if self.mode is Mode.TX:
+        if self.mode is _TX:
             raise PreconditionFailed("cannot switch from tx to confirm mode")
         self.mode = Mode.CONFIRM
         self.session.confirm = True
