@@ -171,7 +171,6 @@ class QueueFlow:
         self._checked = now
 
 
-
 class _IdleFlow(QueueFlow):
     """The flow state of every subscription queue without a backlog: never congested,
     holding nobody. A queue whose backlog begins gets a ``QueueFlow`` of its own

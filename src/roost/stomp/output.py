@@ -30,28 +30,24 @@ class Output(SessionState):
         self.write(serialize(command, headers, body, version=self.version))
 
     def write(self, data: bytes) -> None:
-        self.traffic.send_oct += len(data)
-        self.traffic.send_cnt += 1
-        self._wrote = True
-        effects = self.effects
-        effects.append(data)
-        if len(effects) == 1:
-            self._wake(False)
-        self._effect_bytes += len(data)
-        if self._effect_bytes >= DRAIN_AT:
-            self._wake(True)
+        self.effects.append(data)
+        self._queued(len(data), 1)
 
     def write_frame_parts(self, head: bytes, tail: bytes) -> None:
         """One frame written as two pieces, which ``apply`` joins with the rest of the run:
         a MESSAGE's own headers and its message's shared tail (stomp/delivering.py)."""
-        size = len(head) + len(tail)
-        self.traffic.send_oct += size
-        self.traffic.send_cnt += 1
-        self._wrote = True
         effects = self.effects
         effects.append(head)
         effects.append(tail)
-        if len(effects) == 2:
+        self._queued(len(head) + len(tail), 2)
+
+    def _queued(self, size: int, pieces: int) -> None:
+        """A frame of ``size`` bytes was just added as ``pieces`` effects: count it, and
+        wake the plumbing at the first effect since the last take, or now at DRAIN_AT."""
+        self.traffic.send_oct += size
+        self.traffic.send_cnt += 1
+        self._wrote = True
+        if len(self.effects) == pieces:
             self._wake(False)
         self._effect_bytes += size
         if self._effect_bytes >= DRAIN_AT:
