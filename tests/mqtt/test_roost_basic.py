@@ -43,6 +43,27 @@ def test_qos0_and_qos1_through_wildcards(roost: RoostProcess, version: int) -> N
 
 
 @pytest.mark.parametrize("version", LEVELS)
+def test_a_star_in_a_topic_name_reaches_subscribers_as_it_was_sent(
+    roost: RoostProcess, version: int
+) -> None:
+    """``*`` is an ordinary character in an MQTT topic name. It travels as amq.topic's
+    ``*`` and must come back as ``*``: a ``+`` in a PUBLISH's topic name is a wildcard,
+    which a server may not send (RabbitMQ 3.x's plugin sends it)."""
+    base = _id("star")
+    sub = Paho(roost.mqtt_port, _id("sub"), version=version)
+    pub = Paho(roost.mqtt_port, _id("pub"), version=version)
+    try:
+        sub.subscribe(f"{base}/#", 1)
+        pub.publish(f"{base}/*", b"star", qos=1)
+        pub.publish(f"{base}/a*b/c", b"inside", qos=1)
+        got = sorted((m.topic, m.payload) for m in (sub.get(), sub.get()))
+        assert got == [(f"{base}/*", b"star"), (f"{base}/a*b/c", b"inside")]
+    finally:
+        sub.close()
+        pub.close()
+
+
+@pytest.mark.parametrize("version", LEVELS)
 def test_qos2_subscription_is_granted_qos1(roost: RoostProcess, version: int) -> None:
     topic = _id("q2")
     sub = Paho(roost.mqtt_port, _id("sub"), version=version)

@@ -2,8 +2,11 @@
 
 Topics travel through ``amq.topic``: a topic's ``/`` level separator becomes the routing
 key's ``.`` (and a ``.`` inside a level becomes ``/``, so it survives the way back), a
-filter's ``+`` becomes ``*`` and ``#`` stays ``#``. A QoS 1 publish is persistent
-(delivery mode 2, as RabbitMQ sets it) and carries its QoS in ``x-mqtt-publish-qos``.
+filter's ``+`` becomes ``*`` and ``#`` stays ``#``. The way back leaves ``*`` alone: a
+routing key is a name, and a ``+`` in a PUBLISH's topic is a protocol error that clients
+refuse (RabbitMQ 3.x turns ``*`` into ``+``: a topic ``a/*`` reaches subscribers as
+``a/+``). A QoS 1 publish is persistent (delivery mode 2, as RabbitMQ sets it) and carries
+its QoS in ``x-mqtt-publish-qos``.
 MQTT 5 properties map onto AMQP's where one exists (content type, correlation data,
 response topic, message expiry, user properties as headers), the other way likewise.
 """
@@ -23,7 +26,7 @@ RETAIN_HEADER: Final = "x-mqtt-retain"
 PUBLISHER_HEADER: Final = "x-mqtt-publisher"
 
 _TO_KEY: Final = str.maketrans({"/": ".", ".": "/", "+": "*"})
-_TO_TOPIC: Final = str.maketrans({".": "/", "/": ".", "*": "+"})
+_TO_TOPIC: Final = str.maketrans({".": "/", "/": "."})
 # AMQP headers an MQTT 5 subscriber does not get as user properties
 _OWN_HEADERS: Final = frozenset({QOS_HEADER, DUP_HEADER, RETAIN_HEADER, PUBLISHER_HEADER})
 
@@ -34,7 +37,7 @@ def routing_key(topic: str) -> str:
 
 
 def topic(key: str) -> str:
-    """``a.b.c`` -> ``a/b/c``: the MQTT topic of a routing key."""
+    """``a.b.c`` -> ``a/b/c``: the MQTT topic name of a routing key (``*`` stays)."""
     return key.translate(_TO_TOPIC)
 
 
