@@ -139,7 +139,8 @@ class Session:
             return False
         if consumer.no_ack:
             return True
-        if consumer.prefetch and consumer.unacked >= consumer.prefetch:
+        prefetch = consumer.prefetch  # (a Python attribute read: once)
+        if prefetch and consumer.unacked >= prefetch:
             return False
         limit = self.global_prefetch
         return not limit or self.unacked_count < limit
@@ -154,9 +155,10 @@ class Session:
         consumer_tag = consumer.tag
         no_ack = consumer.no_ack
         # a queue records events only while its vhost does (core/events_stream.py): the
-        # vhost is asked first, a native field, where a subscription queue's ``events`` is
-        # a Python property
-        vhost = queue.vhost
+        # vhost is asked first, native fields all the way (a session's queues are its
+        # client's vhost's), where a queue's ``events`` is a Python attribute read and a
+        # subscription queue's a property
+        vhost = self.client.vhost
         if vhost.events is not None and (events := queue.events) is not None:
             events.delivered(queue, entry, consumer_tag, no_ack)
         if no_ack:
@@ -264,8 +266,8 @@ class Session:
                     self._order = deque(t for t in order if t in self._unacked)
                 queue, entry, consumer = item
                 queue.settle(entry)
-                if queue.events is not None:
-                    queue.events.acked(queue, entry)
+                if self.client.vhost.events is not None and (events := queue.events) is not None:
+                    events.acked(queue, entry)  # (the vhost first, as in deliver)
                 self.unacked_count -= 1
                 if consumer is not None:
                     consumer.unacked -= 1

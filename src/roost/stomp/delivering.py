@@ -95,9 +95,10 @@ class Delivering(SessionState):
                 if self.version == "1.2":
                     parts += (b"ack:", tag, b"\n")
                 self._max_tag = delivery_tag
-                if sub.outstanding is NONE_OUTSTANDING:
-                    sub.outstanding = {}
-                sub.outstanding[delivery_tag] = None
+                outstanding = sub.outstanding  # (a Python attribute read: once)
+                if outstanding is NONE_OUTSTANDING:
+                    outstanding = sub.outstanding = {}
+                outstanding[delivery_tag] = None
                 self.tag_subscription[delivery_tag] = sub
                 if self.gate.flow_held:  # its ack must be read: the socket may not wait
                     self.gate.update_congestion()

@@ -11,6 +11,7 @@ from mypy_extensions import trait
 
 from roost.core import Message
 from roost.stomp import arguments as stomp_arguments
+from roost.stomp.arguments import QUEUE_ARGS
 from roost.stomp.errors import StompError
 from roost.stomp.frames import Frame
 from roost.stomp.mapping import properties_from_headers
@@ -65,7 +66,7 @@ class Sending(SessionState):
         (a SEND with x- argument headers always declares: its arguments are checked)."""
         assert self.client is not None
         queue = self._sent_to.get(name)
-        if queue is not None and not queue.deleted and stomp_arguments.none_in(headers):
+        if queue is not None and not queue.deleted and QUEUE_ARGS.isdisjoint(headers):
             return
         arguments = stomp_arguments.queue_arguments(headers)
         queue = self.broker.declare_queue(self.client, name, durable=True, arguments=arguments)
