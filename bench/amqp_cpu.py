@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/amqp_cpu.py [--duration 5] [--repeat 5]
     .venv/bin/python bench/amqp_cpu.py --against /tmp/base/src     # A/B against a checkout
+    .venv/bin/python bench/amqp_cpu.py --persistent --against-pure  # compiled ÷ pure, paired
     .venv/bin/python bench/amqp_cpu.py --profile FILE
     .venv/bin/python bench/amqp_cpu.py --persistent   # persistent, confirms (window 1000)
 
@@ -12,7 +13,9 @@ seconds, and what is reported is the server process's user + system CPU time
 ack. Unlike messages per second it hardly depends on what else runs on the machine.
 ``--against SRC`` also starts a server from another source tree (``git archive`` of an
 older commit, say) and alternates runs between the two, so both see the same load; the
-load generator is this checkout's ``roost perf`` for both. ``--profile FILE`` runs the
+load generator is this checkout's ``roost perf`` for both; ``--against-pure`` pairs this
+checkout with its own pure-Python build (``ROOST_PURE_PYTHON=1``), issue 27's compiled ÷
+pure broker CPU as a paired ratio. ``--profile FILE`` runs the
 server under cProfile (much slower; only the shares of the calls mean anything).
 ``--persistent`` runs bench/amqp_throughput.py's scenario 5 instead: persistent messages,
 publisher confirms (window 1000); the store's append, group
@@ -45,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _brokers  # a sibling module, not a package
 from _measure import cpu_times, io_calls, print_runs
 
+from roost._build import PURE_ENV
+
 PERF_ARGS = ["--producers", "1", "--consumers", "1", "--size", "1024", "--prefetch", "100"]
 PERSISTENT_ARGS = ("--persistent", "--confirm", "1000")
 EXTRA_ARGS: list[str] = []  # PERSISTENT_ARGS with --persistent, and --durable-queue
@@ -61,8 +66,9 @@ class Run(NamedTuple):
 
 
 @contextlib.contextmanager
-def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
-    """A Roost server (from ``src`` when given, else this checkout); yields (pid, port)."""
+def server(src: str | None, profile: str | None, pure: bool = False) -> Iterator[tuple[int, int]]:
+    """A Roost server (from ``src`` when given, else this checkout; the pure-Python build
+    with ``pure``); yields (pid, port)."""
     port = _brokers.free_port()
     with tempfile.TemporaryDirectory(prefix="bench-roost-amqp-cpu-") as tmp:
         cprofile = ["-m", "cProfile", "-o", profile] if profile else []
@@ -73,7 +79,9 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
         tree = Path(src) if src else Path(__file__).resolve().parents[1] / "src"
         if "prometheus_port" in (tree / "roost" / "config.py").read_text():
             cmd += ["--prometheus-port", "0"]  # a tree from before it has no such flag
-        env = {**os.environ, "PYTHONPATH": src} if src else None
+        env = {**os.environ, "PYTHONPATH": src} if src else dict(os.environ)
+        if pure:
+            env[PURE_ENV] = "1"
         log = Path(tmp) / "server.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -116,6 +124,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=5.0, help="seconds of load a run")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--against", metavar="SRC", help="also a server from this src directory")
+    ap.add_argument("--against-pure", action="store_true",
+                    help="also this checkout's pure-Python build (compiled ÷ pure, paired)")
     ap.add_argument("--profile", metavar="FILE", help="cProfile the server into FILE")
     ap.add_argument("--persistent", action="store_true",
                     help="persistent messages, confirms (window 1000): scenario 5")
@@ -130,12 +140,17 @@ def main() -> int:
         PERF_ARGS.append("--auto-ack")
     EXTRA_ARGS[:] = (PERSISTENT_ARGS if args.persistent else ()) + (
         ("--durable-queue",) if args.durable else ())
-    trees = {"this checkout": None} | ({args.against: args.against} if args.against else {})
+    trees: dict[str, tuple[str | None, bool]] = {"this checkout": (None, False)}
+    if args.against:
+        trees[args.against] = (args.against, False)
+    elif args.against_pure:
+        trees["this checkout, pure Python"] = (None, True)
     results: dict[str, list[Run]] = {name: [] for name in trees}
     with contextlib.ExitStack() as stack:
         servers = {
-            name: stack.enter_context(server(src, None if src else args.profile))
-            for name, src in trees.items()
+            name: stack.enter_context(
+                server(src, None if src or pure else args.profile, pure))
+            for name, (src, pure) in trees.items()
         }
         for run in range(args.repeat):
             # alternate which tree goes first, so neither always runs on a warmer box
@@ -147,7 +162,7 @@ def main() -> int:
     print(f"server CPU per {kind}AMQP message ({args.size} B, {ack}), "
           f"{args.duration:g} s of load a run, "
           f"{args.repeat} runs:")
-    print_runs(results, paired=bool(args.against))
+    print_runs(results, paired=len(trees) == 2)
     if args.profile:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     return 0

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/stomp_cpu.py [--count 20000] [--repeat 5]
     .venv/bin/python bench/stomp_cpu.py --against /tmp/base/src     # A/B against a checkout
+    .venv/bin/python bench/stomp_cpu.py --against-pure   # compiled ÷ pure, paired (issue 27)
     .venv/bin/python bench/stomp_cpu.py --profile FILE
 
 The scenario of bench/stomp_throughput.py (1 producer / 1 consumer over TCP, 1 KiB,
@@ -11,6 +12,10 @@ SEND parse, routing, MESSAGE encoding, ACK. Unlike messages per second it hardly
 on what else runs on the machine, though runs still scatter by a few µs on a busy one.
 ``--against SRC`` also starts a server from another source tree (``git archive`` of an
 older commit, say) and alternates runs between the two, so both see the same load.
+``--against-pure`` does the same with this checkout's pure-Python build
+(``ROOST_PURE_PYTHON=1``): the paired ratio is then issue 27's compiled ÷ pure broker CPU,
+each pair of runs taken a few seconds apart, which this box's drift moves less than the
+ratio of two medians taken minutes apart.
 ``--profile FILE`` runs the server under cProfile (much slower; only the shares of the
 calls mean anything) and prints its top functions. Each run also reports the server's
 read and write system calls per message (``syscr``/``syscw`` of /proc/PID/io: how well
@@ -39,6 +44,8 @@ import _brokers  # sibling modules, not a package
 import stomp_throughput
 from _measure import cpu_times, io_calls, print_runs
 
+from roost._build import PURE_ENV
+
 
 class Run(NamedTuple):
     """One run's server cost per message: CPU µs (and its user part), and read and
@@ -51,8 +58,9 @@ class Run(NamedTuple):
 
 
 @contextlib.contextmanager
-def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
-    """A Roost server (from ``src`` when given, else this checkout); yields (pid, port)."""
+def server(src: str | None, profile: str | None, pure: bool = False) -> Iterator[tuple[int, int]]:
+    """A Roost server (from ``src`` when given, else this checkout; the pure-Python build
+    with ``pure``); yields (pid, port)."""
     port = _brokers.free_port()
     with tempfile.TemporaryDirectory(prefix="bench-roost-cpu-") as tmp:
         cprofile = ["-m", "cProfile", "-o", profile] if profile else []
@@ -61,7 +69,9 @@ def server(src: str | None, profile: str | None) -> Iterator[tuple[int, int]]:
                "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
                "--stomp-port", str(port),
                "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning"]
-        env = {**os.environ, "PYTHONPATH": src} if src else None
+        env = {**os.environ, "PYTHONPATH": src} if src else dict(os.environ)
+        if pure:
+            env[PURE_ENV] = "1"
         log = Path(tmp) / "server.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -91,14 +101,21 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--against", metavar="SRC", help="also a server from this src directory")
+    ap.add_argument("--against-pure", action="store_true",
+                    help="also this checkout's pure-Python build (compiled ÷ pure, paired)")
     ap.add_argument("--profile", metavar="FILE", help="cProfile the server into FILE")
     args = ap.parse_args()
-    trees = {"this checkout": None} | ({args.against: args.against} if args.against else {})
+    trees: dict[str, tuple[str | None, bool]] = {"this checkout": (None, False)}
+    if args.against:
+        trees[args.against] = (args.against, False)
+    elif args.against_pure:
+        trees["this checkout, pure Python"] = (None, True)
     results: dict[str, list[Run]] = {name: [] for name in trees}
     with contextlib.ExitStack() as stack:
         servers = {
-            name: stack.enter_context(server(src, None if src else args.profile))
-            for name, src in trees.items()
+            name: stack.enter_context(
+                server(src, None if src or pure else args.profile, pure))
+            for name, (src, pure) in trees.items()
         }
         for run in range(args.repeat):
             # alternate which tree goes first, so neither always runs on a warmer box
@@ -106,7 +123,7 @@ def main() -> int:
             for name, (pid, port) in order:
                 results[name].append(measure(pid, port, args.count))
     print(f"server CPU per message, {args.count} messages a run, {args.repeat} runs:")
-    print_runs(results, paired=bool(args.against))
+    print_runs(results, paired=len(trees) == 2)
     if args.profile:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     return 0
