@@ -72,6 +72,7 @@ COMPILED = [
     "src/roost/stream_protocol/chunk_mapping.py",
     "src/roost/core/queues/stream_delivery.py",
     "src/roost/amqp/held.py",
+    "src/roost/amqp/channel.py",
     "src/roost/backpressure.py",
     "src/roost/write_batch.py",
     "src/roost/core/queues/paged.py",

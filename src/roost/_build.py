@@ -70,6 +70,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "roost.stream_protocol.chunk_mapping",
     "roost.core.queues.stream_delivery",
     "roost.amqp.held",
+    "roost.amqp.channel",
     "roost.backpressure",
     "roost.write_batch",
     "roost.core.queues.paged",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import enum
-from collections import deque
 from collections.abc import Callable
+from typing import Final
 
 from roost.amqp import codec_methods as m
 from roost.amqp.codec import encode_method_frame
@@ -21,50 +21,86 @@ class ConfirmTracker:
 
     Results may arrive out of order (a transient message is confirmed at once, a persistent
     one after fsync); ``frames`` turns what is settled into as few basic.ack/nack frames as
-    the ``multiple`` flag allows without ever covering a still-pending number.
+    the ``multiple`` flag allows without ever covering a still-pending number. The common
+    case, every result an ack and none behind a pending number, is one multiple ack with no
+    work per message beyond two dict steps (this module is compiled: issue 27).
     """
 
     def __init__(self) -> None:
         self.last_seq = 0
-        self._pending: deque[int] = deque()  # unsettled seqs, ascending
+        # published, not settled: ascending, as numbers are only ever added in order
+        self._unsettled: dict[int, None] = {}
         self._settled: dict[int, bool] = {}  # seq -> ack? for settled seqs not yet sent
+        self._nacks = 0  # how many of _settled are nacks
+        self._top = 0  # the highest seq in _settled
 
     def publish(self) -> int:
-        self.last_seq += 1
-        self._pending.append(self.last_seq)
-        return self.last_seq
+        seq = self.last_seq + 1
+        self.last_seq = seq
+        self._unsettled[seq] = None
+        return seq
 
     def unconfirmed(self) -> int:
         """Publishes whose ack or nack the client has not been sent yet."""
-        return len(self._pending)
+        return len(self._unsettled) + len(self._settled)
 
     def settle(self, seq: int, ok: bool) -> None:
+        if self._unsettled.pop(seq, _GONE) is _GONE:
+            return  # not pending (settled already): its result stands
         self._settled[seq] = ok
+        if not ok:
+            self._nacks += 1
+        if seq > self._top:
+            self._top = seq
 
     @property
     def has_output(self) -> bool:
         return bool(self._settled)
 
     def frames(self, channel: int) -> list[bytes]:
-        out: list[bytes] = []
-        pending, settled = self._pending, self._settled
-        # leading run: every seq up to the first unsettled one, grouped by ack/nack
-        run_ok: bool | None = None
-        run_end = 0
-        while pending and pending[0] in settled:
-            seq = pending.popleft()
-            ok = settled.pop(seq)
-            if run_ok is not None and ok != run_ok:
-                out.append(_settle_frame(channel, run_end, run_ok, multiple=True))
-            run_ok, run_end = ok, seq
-        if run_ok is not None:
-            out.append(_settle_frame(channel, run_end, run_ok, multiple=True))
-        # the rest sit behind an unsettled seq: settle them one by one
-        for seq in sorted(settled):
-            out.append(_settle_frame(channel, seq, settled[seq], multiple=False))
-            pending.remove(seq)
+        settled, top = self._settled, self._top
+        if not settled:
+            return []
+        first = _first(self._unsettled)
+        if not self._nacks and (first == 0 or first > top):
+            # all acks, none behind a pending number: one multiple ack covers them
+            out = [_settle_frame(channel, top, True, multiple=True)]
+        else:
+            out = _mixed_frames(channel, settled, first)
         settled.clear()
+        self._nacks = self._top = 0
         return out
+
+
+_GONE: Final = object()
+
+
+def _first(unsettled: dict[int, None]) -> int:
+    """The lowest pending number, 0 when none is pending."""
+    for seq in unsettled:
+        return seq
+    return 0
+
+
+def _mixed_frames(channel: int, settled: dict[int, bool], first: int) -> list[bytes]:
+    """Frames for results that include nacks or sit behind the pending number ``first``
+    (0: none pending): the leading run, the numbers below ``first``, as multiple acks and
+    nacks, one per change between the two; then the rest one by one."""
+    lead: list[bytes] = []
+    behind: list[bytes] = []
+    run_ok: bool | None = None
+    run_end = 0
+    for seq in sorted(settled):
+        ok = settled[seq]
+        if first and seq > first:
+            behind.append(_settle_frame(channel, seq, ok, multiple=False))
+            continue
+        if run_ok is not None and ok != run_ok:
+            lead.append(_settle_frame(channel, run_end, run_ok, multiple=True))
+        run_ok, run_end = ok, seq
+    if run_ok is not None:
+        lead.append(_settle_frame(channel, run_end, run_ok, multiple=True))
+    return lead + behind
 
 
 def _settle_frame(channel: int, seq: int, ok: bool, *, multiple: bool) -> bytes:

@@ -195,8 +195,10 @@ class AMQPSession(ReadLoop):
     def confirms_pending(self, channel: AMQPChannel) -> None:
         """The channel has confirms to send: they go out with the next flush (at the end
         of this read, or at the next loop turn after an fsync)."""
-        self.confirm_channels.add(channel)
-        self.transport.flush_soon()
+        # a channel already in the set has its flush due: one ask per flush, not per message
+        if channel not in self.confirm_channels:
+            self.confirm_channels.add(channel)
+            self.transport.flush_soon()
 
     def send_confirms(self) -> None:
         """Called by the plumbing before it writes: the channels' confirms join the batch."""

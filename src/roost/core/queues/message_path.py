@@ -139,7 +139,7 @@ class MessagePath:
                 message.body,
                 expires_ms=wall_ms(entry.expires) if entry.expires else 0,
             )
-        elif len(self.ready) >= PAGE_WINDOW and (pager := q.vhost.pager).active:
+        elif len(self.ready) >= PAGE_WINDOW and (pager := q.vhost.pager).alarms.paging:
             # memory pressure: a transient message behind the window goes to disk too
             entry.slot = pager.store_for(q).append(
                 message.exchange,
@@ -175,7 +175,7 @@ class MessagePath:
         """Whether a stored message joining ``ready`` others leaves memory now."""
         if ready >= PAGE_KEEP_MESSAGES or self.ready_bytes >= PAGE_KEEP_BYTES:
             return True
-        return ready >= PAGE_WINDOW and cast("Queue", self).vhost.pager.active
+        return ready >= PAGE_WINDOW and cast("Queue", self).vhost.pager.alarms.paging
 
     # -- outgoing -----------------------------------------------------------------------
 
