@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 from pathlib import Path
 from typing import Any
+
+from roost._build import PURE_ENV
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -88,3 +91,29 @@ def print_runs(results: dict[str, list[Any]], *, paired: bool) -> None:
             f"  paired ratio this/other: median {statistics.median(ratios):.3f} "
             f"(lower in {lower} of {len(ratios)})"
         )
+
+
+def add_tree_options(ap: argparse.ArgumentParser) -> None:
+    """``--against SRC`` and ``--against-pure``: the second server a CPU bench alternates
+    with this checkout's."""
+    ap.add_argument("--against", metavar="SRC", help="also a server from this src directory")
+    ap.add_argument("--against-pure", action="store_true",
+                    help="also this checkout's pure-Python build (compiled ÷ pure, paired)")
+
+
+def trees(args: argparse.Namespace) -> dict[str, tuple[str | None, bool]]:
+    """The servers to alternate, by name: (source tree or None for this checkout, pure)."""
+    chosen: dict[str, tuple[str | None, bool]] = {"this checkout": (None, False)}
+    if args.against:
+        chosen[args.against] = (args.against, False)
+    elif args.against_pure:
+        chosen["this checkout, pure Python"] = (None, True)
+    return chosen
+
+
+def server_env(src: str | None, pure: bool) -> dict[str, str]:
+    """A server's environment: ``src`` first on its path, the pure build with ``pure``."""
+    env = {**os.environ, "PYTHONPATH": src} if src else dict(os.environ)
+    if pure:
+        env[PURE_ENV] = "1"
+    return env

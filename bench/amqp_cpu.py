@@ -46,9 +46,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _brokers  # a sibling module, not a package
-from _measure import cpu_times, io_calls, print_runs
-
-from roost._build import PURE_ENV
+from _measure import add_tree_options, cpu_times, io_calls, print_runs, server_env, trees
 
 PERF_ARGS = ["--producers", "1", "--consumers", "1", "--size", "1024", "--prefetch", "100"]
 PERSISTENT_ARGS = ("--persistent", "--confirm", "1000")
@@ -79,9 +77,7 @@ def server(src: str | None, profile: str | None, pure: bool = False) -> Iterator
         tree = Path(src) if src else Path(__file__).resolve().parents[1] / "src"
         if "prometheus_port" in (tree / "roost" / "config.py").read_text():
             cmd += ["--prometheus-port", "0"]  # a tree from before it has no such flag
-        env = {**os.environ, "PYTHONPATH": src} if src else dict(os.environ)
-        if pure:
-            env[PURE_ENV] = "1"
+        env = server_env(src, pure)
         log = Path(tmp) / "server.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -123,9 +119,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=5.0, help="seconds of load a run")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--against", metavar="SRC", help="also a server from this src directory")
-    ap.add_argument("--against-pure", action="store_true",
-                    help="also this checkout's pure-Python build (compiled ÷ pure, paired)")
+    add_tree_options(ap)
     ap.add_argument("--profile", metavar="FILE", help="cProfile the server into FILE")
     ap.add_argument("--persistent", action="store_true",
                     help="persistent messages, confirms (window 1000): scenario 5")
@@ -140,17 +134,13 @@ def main() -> int:
         PERF_ARGS.append("--auto-ack")
     EXTRA_ARGS[:] = (PERSISTENT_ARGS if args.persistent else ()) + (
         ("--durable-queue",) if args.durable else ())
-    trees: dict[str, tuple[str | None, bool]] = {"this checkout": (None, False)}
-    if args.against:
-        trees[args.against] = (args.against, False)
-    elif args.against_pure:
-        trees["this checkout, pure Python"] = (None, True)
-    results: dict[str, list[Run]] = {name: [] for name in trees}
+    chosen = trees(args)
+    results: dict[str, list[Run]] = {name: [] for name in chosen}
     with contextlib.ExitStack() as stack:
         servers = {
             name: stack.enter_context(
                 server(src, None if src or pure else args.profile, pure))
-            for name, (src, pure) in trees.items()
+            for name, (src, pure) in chosen.items()
         }
         for run in range(args.repeat):
             # alternate which tree goes first, so neither always runs on a warmer box
@@ -162,7 +152,7 @@ def main() -> int:
     print(f"server CPU per {kind}AMQP message ({args.size} B, {ack}), "
           f"{args.duration:g} s of load a run, "
           f"{args.repeat} runs:")
-    print_runs(results, paired=len(trees) == 2)
+    print_runs(results, paired=len(chosen) == 2)
     if args.profile:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     return 0

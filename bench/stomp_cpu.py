@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import pstats
 import signal
 import subprocess
@@ -42,9 +41,7 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _brokers  # sibling modules, not a package
 import stomp_throughput
-from _measure import cpu_times, io_calls, print_runs
-
-from roost._build import PURE_ENV
+from _measure import add_tree_options, cpu_times, io_calls, print_runs, server_env, trees
 
 
 class Run(NamedTuple):
@@ -69,9 +66,7 @@ def server(src: str | None, profile: str | None, pure: bool = False) -> Iterator
                "--mqtt-port", "0", "--mqtt-ws-port", "0", "--stream-port", "0",
                "--stomp-port", str(port),
                "--data-dir", str(Path(tmp) / "data"), "--log-level", "warning"]
-        env = {**os.environ, "PYTHONPATH": src} if src else dict(os.environ)
-        if pure:
-            env[PURE_ENV] = "1"
+        env = server_env(src, pure)
         log = Path(tmp) / "server.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -100,22 +95,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--against", metavar="SRC", help="also a server from this src directory")
-    ap.add_argument("--against-pure", action="store_true",
-                    help="also this checkout's pure-Python build (compiled ÷ pure, paired)")
+    add_tree_options(ap)
     ap.add_argument("--profile", metavar="FILE", help="cProfile the server into FILE")
     args = ap.parse_args()
-    trees: dict[str, tuple[str | None, bool]] = {"this checkout": (None, False)}
-    if args.against:
-        trees[args.against] = (args.against, False)
-    elif args.against_pure:
-        trees["this checkout, pure Python"] = (None, True)
-    results: dict[str, list[Run]] = {name: [] for name in trees}
+    chosen = trees(args)
+    results: dict[str, list[Run]] = {name: [] for name in chosen}
     with contextlib.ExitStack() as stack:
         servers = {
             name: stack.enter_context(
                 server(src, None if src or pure else args.profile, pure))
-            for name, (src, pure) in trees.items()
+            for name, (src, pure) in chosen.items()
         }
         for run in range(args.repeat):
             # alternate which tree goes first, so neither always runs on a warmer box
@@ -123,7 +112,7 @@ def main() -> int:
             for name, (pid, port) in order:
                 results[name].append(measure(pid, port, args.count))
     print(f"server CPU per message, {args.count} messages a run, {args.repeat} runs:")
-    print_runs(results, paired=len(trees) == 2)
+    print_runs(results, paired=len(chosen) == 2)
     if args.profile:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     return 0

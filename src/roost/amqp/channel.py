@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Final
 
 from roost.amqp import codec_methods as m
 from roost.amqp.codec import encode_method_frame
@@ -45,8 +44,10 @@ class ConfirmTracker:
         return len(self._unsettled) + len(self._settled)
 
     def settle(self, seq: int, ok: bool) -> None:
-        if self._unsettled.pop(seq, _GONE) is _GONE:
+        unsettled = self._unsettled
+        if seq not in unsettled:
             return  # not pending (settled already): its result stands
+        del unsettled[seq]  # `in` and `del` are mypyc primitives; dict.pop is a method call
         self._settled[seq] = ok
         if not ok:
             self._nacks += 1
@@ -71,8 +72,6 @@ class ConfirmTracker:
         self._nacks = self._top = 0
         return out
 
-
-_GONE: Final = object()
 
 
 def _first(unsettled: dict[int, None]) -> int:
