@@ -74,7 +74,9 @@ def broker_pid(url: str) -> int:
 def print_runs(results: dict[str, list[Any]], *, paired: bool) -> None:
     """Each tree's runs (``cpu``/``user`` µs a message, ``reads``/``writes`` system calls a
     message): medians, and with ``paired`` the median of the per-run ratios of the first
-    tree to the second (runs alternate, so each pair shared the box's state)."""
+    tree to the second (runs alternate, so each pair shared the box's state), of all CPU
+    and of user time alone (the system part moves with how often a server wakes, which
+    the load sets as much as the code)."""
     for name, got in results.items():
         runs = ", ".join(f"{r.cpu:.1f}" for r in got)
         print(
@@ -86,10 +88,11 @@ def print_runs(results: dict[str, list[Any]], *, paired: bool) -> None:
     if paired:
         this, other = results.values()
         ratios = [a.cpu / b.cpu for a, b in zip(this, other, strict=True)]
-        lower = sum(r < 1 for r in ratios)
+        users = [a.user / b.user for a, b in zip(this, other, strict=True)]
         print(
             f"  paired ratio this/other: median {statistics.median(ratios):.3f} "
-            f"(lower in {lower} of {len(ratios)})"
+            f"(lower in {sum(r < 1 for r in ratios)} of {len(ratios)}); user time alone "
+            f"{statistics.median(users):.3f} (lower in {sum(r < 1 for r in users)})"
         )
 
 

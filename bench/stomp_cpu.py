@@ -3,6 +3,7 @@
     .venv/bin/python bench/stomp_cpu.py [--count 20000] [--repeat 5]
     .venv/bin/python bench/stomp_cpu.py --against /tmp/base/src     # A/B against a checkout
     .venv/bin/python bench/stomp_cpu.py --against-pure   # compiled ÷ pure, paired (issue 27)
+    .venv/bin/python bench/stomp_cpu.py --rate 30000 --against-pure  # at a fixed load
     .venv/bin/python bench/stomp_cpu.py --profile FILE
 
 The scenario of bench/stomp_throughput.py (1 producer / 1 consumer over TCP, 1 KiB,
@@ -16,6 +17,11 @@ older commit, say) and alternates runs between the two, so both see the same loa
 (``ROOST_PURE_PYTHON=1``): the paired ratio is then issue 27's compiled ÷ pure broker CPU,
 each pair of runs taken a few seconds apart, which this box's drift moves less than the
 ratio of two medians taken minutes apart.
+``--rate N`` has the producer offer N messages a second (a millisecond's worth at a time)
+instead of never waiting: each build is then measured at the same load, as under a
+user's steady traffic. Without it, the faster a server is the more often it wakes for
+fewer messages (its reads/msg and writes/msg), and each wake costs system calls: a
+step that saves user time can show as more CPU per message (docs/compiled.md).
 ``--profile FILE`` runs the server under cProfile (much slower; only the shares of the
 calls mean anything) and prints its top functions. Each run also reports the server's
 read and write system calls per message (``syscr``/``syscw`` of /proc/PID/io: how well
@@ -79,11 +85,11 @@ def server(src: str | None, profile: str | None, pure: bool = False) -> Iterator
             proc.wait(60)
 
 
-def measure(pid: int, port: int, count: int) -> Run:
+def measure(pid: int, port: int, count: int, rate: int) -> Run:
     """One run: the server's cost per message."""
     user0, sys0 = cpu_times(pid)
     reads0, writes0 = io_calls(pid)
-    asyncio.run(stomp_throughput.run_once(port, count))
+    asyncio.run(stomp_throughput.run_once(port, count, rate=rate))
     time.sleep(0.2)  # the last ACKs reach the server
     user1, sys1 = cpu_times(pid)
     reads1, writes1 = io_calls(pid)
@@ -95,6 +101,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rate", type=int, default=0,
+                    help="the producer's messages a second (default: it never waits)")
     add_tree_options(ap)
     ap.add_argument("--profile", metavar="FILE", help="cProfile the server into FILE")
     args = ap.parse_args()
@@ -110,8 +118,10 @@ def main() -> int:
             # alternate which tree goes first, so neither always runs on a warmer box
             order = list(servers.items()) if run % 2 == 0 else list(servers.items())[::-1]
             for name, (pid, port) in order:
-                results[name].append(measure(pid, port, args.count))
-    print(f"server CPU per message, {args.count} messages a run, {args.repeat} runs:")
+                results[name].append(measure(pid, port, args.count, args.rate))
+    offered = f"offered at {args.rate:,} a second" if args.rate else "a producer that never waits"
+    print(f"server CPU per message, {args.count} messages a run ({offered}), "
+          f"{args.repeat} runs:")
     print_runs(results, paired=len(chosen) == 2)
     if args.profile:
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)

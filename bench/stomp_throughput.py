@@ -125,21 +125,47 @@ class Conn:
 
 
 async def produce(
-    transport: str, port: int, destination: str, count: int, body: bytes, started: Any = None
+    transport: str,
+    port: int,
+    destination: str,
+    count: int,
+    body: bytes,
+    started: Any = None,
+    rate: int = 0,
 ) -> None:
+    """SEND ``count`` frames without receipts: as fast as TCP takes them, or with ``rate``
+    at that many a second (a tick's worth every millisecond, as a busy client sends)."""
     conn = await Conn.open(transport, port)
     frame = serialize("SEND", {"destination": destination}, body)
     if started is not None:
         started.put(time.monotonic())
-    for _ in range(count):
-        await conn.send(frame)
+    if not rate:
+        for _ in range(count):
+            await conn.send(frame)
+    else:
+        per_tick = max(1, rate // 1000)
+        begun = time.monotonic()
+        sent = 0
+        while sent < count:
+            for _ in range(min(per_tick, count - sent)):
+                await conn.send(frame)
+            sent = min(count, sent + per_tick)
+            ahead = begun + sent / rate - time.monotonic()
+            if ahead > 0:
+                await asyncio.sleep(ahead)
     await conn.disconnect()
 
 
 def _produce_process(
-    transport: str, port: int, destination: str, count: int, size: int, started: Any = None
+    transport: str,
+    port: int,
+    destination: str,
+    count: int,
+    size: int,
+    started: Any = None,
+    rate: int = 0,
 ) -> None:
-    asyncio.run(produce(transport, port, destination, count, b"x" * size, started))
+    asyncio.run(produce(transport, port, destination, count, b"x" * size, started, rate))
 
 
 async def consume(transport: str, port: int, queue: str, count: int) -> float:
@@ -163,12 +189,13 @@ async def consume(transport: str, port: int, queue: str, count: int) -> float:
     return (count - 1) / elapsed
 
 
-async def run_once(port: int, count: int, transport: str = "tcp") -> float:
+async def run_once(port: int, count: int, transport: str = "tcp", rate: int = 0) -> float:
     queue = f"bench-{time.monotonic_ns()}"
     consumer = asyncio.create_task(consume(transport, port, queue, count))
     await asyncio.sleep(0.3)  # the subscription declares the queue first
     producer = SPAWN.Process(
-        target=_produce_process, args=(transport, port, f"/queue/{queue}", count, 1024)
+        target=_produce_process,
+        args=(transport, port, f"/queue/{queue}", count, 1024, None, rate),
     )
     producer.start()
     try:
