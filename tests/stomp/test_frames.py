@@ -238,6 +238,18 @@ _EDGES = [
     b"\xff\xfe\n\n\x00",
     b"send\n\n\x00",
     b"\n\n\nACK\n\n\x00",
+    # a consumer's ACK by number, which the compiled plain path reads without splitting
+    # its head, and what only looks like one
+    b"ACK\nid:0071\n\n\x00",
+    b"ACK\nid:\n\n\x00",
+    b"ACK\nid:12a\n\n\x00",
+    b"ACK\nid:-1\n\n\x00",
+    b"ACK\nid:5\nreceipt:r\n\n\x00",
+    b"ACK\nid:5\n\nbody\x00",
+    b"ACK\nid:5\r\n\r\n\x00",
+    b"ACK\nid:5\n\n",
+    b"ACKX\nid:5\n\n\x00",
+    b"NACK\nid:5\n\n\x00",
 ]
 
 _frame_pieces = st.one_of(
@@ -251,6 +263,7 @@ _frame_pieces = st.one_of(
     ),
     st.sampled_from(_EDGES),
     st.binary(max_size=12),
+    st.builds(lambda n: b"ACK\nid:%d\n\n\x00" % n, st.integers(0, 10**12)),
 )
 
 

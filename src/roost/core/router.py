@@ -13,6 +13,7 @@ from roost.core.features.routing import route_walk
 from roost.core.features.sender_selected import extra_keys, has_extra_keys, strip_bcc
 from roost.core.mutators import MutationRefused
 from roost.core.queues.base import add_refusal
+from roost.core.queues.message_path import push_into
 
 if TYPE_CHECKING:
     from roost.core.events_stream import EventsStream
@@ -141,7 +142,7 @@ class Router:
         seqs = None if events is None else events.published(ex.name, message, queues)
         for queue in queues:
             before = queue.last_seq if seqs is not None else 0
-            if not queue.push(message):
+            if not push_into(queue, message):
                 refused = add_refusal(refused, queue)
             else:
                 if caches and (cache := caches.get(queue)) is not None:

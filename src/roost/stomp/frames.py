@@ -170,6 +170,27 @@ def _starts_with_head(buf: bytes, pos: int, head: bytes) -> bool:
     )
 
 
+_ACK_BY_ID: Final = b"ACK\nid:"  # a STOMP 1.2 ACK's head, before its number
+_ACK_ID_AT: Final = len(_ACK_BY_ID)
+
+
+def _ack_number_end(buf: bytes, pos: int, end: int) -> bool:
+    """Whether the head from ``pos`` to ``end`` is ``ACK``, ``id:`` and a number alone:
+    a consumer's ACK, parsed without splitting its head into lines (compiled only; the
+    pure build's ``_plain_frame`` reads it as any other frame)."""
+    start = pos + _ACK_ID_AT
+    if end <= start:
+        return False
+    for k in range(_ACK_ID_AT):
+        if buf[pos + k] != _ACK_BY_ID[k]:
+            return False
+    for i in range(start, end):
+        c = buf[i]
+        if c < 48 or c > 57:
+            return False
+    return True
+
+
 class FrameParser:
     """Incremental parser. ``version`` selects the escaping and may change once the
     session is negotiated (CONNECT itself is never escaped)."""
@@ -244,6 +265,9 @@ class FrameParser:
             end = _head_end(buf, pos)
             if end < 0 or end - pos > self._plain_head_max:
                 return self._general_frame()
+            if NATIVE and _ack_number_end(buf, pos, end):
+                number = buf[pos + _ACK_ID_AT : end].decode()
+                return self._body(buf, pos, end, "ACK", {"id": number})
             head = buf[pos:end]
             try:
                 text = head.decode("utf-8")
@@ -268,6 +292,12 @@ class FrameParser:
                 else:  # (a head that changes every time costs no copy)
                     self._send_head = head
                     self._send_headers = None
+        return self._body(buf, pos, end, command, headers)
+
+    def _body(
+        self, buf: bytes, pos: int, end: int, command: str, headers: dict[str, str]
+    ) -> Frame | _NeedData:
+        """The plain frame whose head runs from ``pos`` to ``end``, with its body."""
         start = end + 2
         length = headers.get("content-length")
         if length is None:

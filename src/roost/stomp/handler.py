@@ -201,6 +201,10 @@ class StompHandler(ReadLoop, Output, Sending, Subscribing, Delivering, Transacti
             if work is None:
                 raise StompError("invalid transaction", f"transaction '{tx}' is not active")
             work.append(lambda: handler(self, frame))
+        elif command == "SEND":  # the two frames of every message: native calls, where
+            self.on_send(frame)  # the table's are Python-level ones
+        elif command == "ACK":
+            self.on_ack(frame)
         else:
             handler(self, frame)
         if command == "SEND":

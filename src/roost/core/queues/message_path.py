@@ -52,7 +52,8 @@ PAGE_KEEP_BYTES = 16 * 1024 * 1024
 # class keeps MessagePath's step, it is called here as a native function instead.
 _OFFER: Final = 1
 _DELIVERED: Final = 2
-_STEPS: Final = (("_offer", _OFFER), ("_delivered", _DELIVERED))
+_PUSH: Final = 4
+_STEPS: Final = (("_offer", _OFFER), ("_delivered", _DELIVERED), ("push", _PUSH))
 _OVERRIDES: Final[dict[type, int]] = {}
 
 
@@ -104,72 +105,7 @@ class MessagePath:
     def push(self, message: Message) -> bool:
         """Enqueue or deliver; False when the queue refused it (overflow reject-publish,
         a message mutator)."""
-        q = cast("Queue", self)
-        if self.mutators is not None:
-            try:
-                mutated = self.mutators.run(message)
-            except MutationRefused as exc:
-                q._refuse_mutated(message, exc.error)
-                q.refusal = f"message refused by {q._where()}: {exc.error}"
-                return False
-            if mutated is None:
-                return True  # dropped by a mutator: taken, and gone
-            message = mutated
-        self._seq += 1
-        entry_class = q.entry_class
-        # the plain Entry through its native constructor: calling the class object took
-        # the Python-level call and keyword parsing (1% of AMQP 1/1 16 B)
-        if entry_class is Entry:
-            entry = Entry(self._seq, message)
-        else:
-            entry = entry_class(self._seq, message)
-        features = q.features
-        if features is None and message.properties.expiration is not None:
-            features = q._attach_features()
-        if features is not None and not features.admit(entry):
-            q.refusal = f"{q._where()} is full (overflow {features.settings.overflow})"
-            return False
-        self.stat_published += 1
-        store = q.store
-        if store is not None and (message.properties.delivery_mode == 2 or q.stores_all):
-            entry.slot = store.append(
-                message.exchange,
-                message.routing_key,
-                message.properties.as_tuple(),
-                message.body,
-                expires_ms=wall_ms(entry.expires) if entry.expires else 0,
-            )
-        elif len(self.ready) >= PAGE_WINDOW and (pager := q.vhost.pager).alarms.paging:
-            # memory pressure: a transient message behind the window goes to disk too
-            entry.slot = pager.store_for(q).append(
-                message.exchange,
-                message.routing_key,
-                message.properties.as_tuple(),
-                message.body,
-                transient=True,
-            )
-            pager.paged += 1
-        if self.ready:
-            offered = False
-        elif _overrides(type(self)) & _OFFER:
-            offered = self._offer(entry)
-        else:
-            offered = _offer(self, entry)
-        if not offered:
-            ready = self.ready
-            if not ready:  # maybe the shared empty one: Queue._own_ready makes its own
-                ready = q._own_ready()
-            if entry.slot and self._pages_out(len(ready)):
-                entry.message = None  # paged out: see Queue._page_in
-            ready.append(entry)
-            self.ready_bytes += entry.size
-            flow = q.flow
-            if flow is IDLE_FLOW:  # maybe a subscription queue's first backlog
-                flow = q._own_flow()
-            flow.after_push()
-            if features is not None:
-                features.enqueued(entry)
-        return True
+        return _push(self, message)
 
     def _pages_out(self, ready: int) -> bool:
         """Whether a stored message joining ``ready`` others leaves memory now."""
@@ -244,6 +180,81 @@ class MessagePath:
         self.stat_acked += 1
         if entry.slot:
             cast("Queue", self)._forget(entry)
+
+
+def push_into(mp: MessagePath, message: Message) -> bool:
+    """``mp.push(message)``, a native call where the queue's class keeps MessagePath's
+    (the router's call for every message and target queue; see ``_overrides``)."""
+    if _overrides(type(mp)) & _PUSH:
+        return mp.push(message)
+    return _push(mp, message)
+
+
+def _push(mp: MessagePath, message: Message) -> bool:
+    """MessagePath.push's body (called natively by ``push_into``)."""
+    q = cast("Queue", mp)
+    if mp.mutators is not None:
+        try:
+            mutated = mp.mutators.run(message)
+        except MutationRefused as exc:
+            q._refuse_mutated(message, exc.error)
+            q.refusal = f"message refused by {q._where()}: {exc.error}"
+            return False
+        if mutated is None:
+            return True  # dropped by a mutator: taken, and gone
+        message = mutated
+    mp._seq += 1
+    entry_class = q.entry_class
+    # the plain Entry through its native constructor: calling the class object took
+    # the Python-level call and keyword parsing (1% of AMQP 1/1 16 B)
+    entry = Entry(mp._seq, message) if entry_class is Entry else entry_class(mp._seq, message)
+    features = q.features
+    if features is None and message.properties.expiration is not None:
+        features = q._attach_features()
+    if features is not None and not features.admit(entry):
+        q.refusal = f"{q._where()} is full (overflow {features.settings.overflow})"
+        return False
+    mp.stat_published += 1
+    store = q.store
+    if store is not None and (message.properties.delivery_mode == 2 or q.stores_all):
+        entry.slot = store.append(
+            message.exchange,
+            message.routing_key,
+            message.properties.as_tuple(),
+            message.body,
+            expires_ms=wall_ms(entry.expires) if entry.expires else 0,
+        )
+    elif len(mp.ready) >= PAGE_WINDOW and (pager := q.vhost.pager).alarms.paging:
+        # memory pressure: a transient message behind the window goes to disk too
+        entry.slot = pager.store_for(q).append(
+            message.exchange,
+            message.routing_key,
+            message.properties.as_tuple(),
+            message.body,
+            transient=True,
+        )
+        pager.paged += 1
+    if mp.ready:
+        offered = False
+    elif _overrides(type(mp)) & _OFFER:
+        offered = mp._offer(entry)
+    else:
+        offered = _offer(mp, entry)
+    if not offered:
+        ready = mp.ready
+        if not ready:  # maybe the shared empty one: Queue._own_ready makes its own
+            ready = q._own_ready()
+        if entry.slot and mp._pages_out(len(ready)):
+            entry.message = None  # paged out: see Queue._page_in
+        ready.append(entry)
+        mp.ready_bytes += entry.size
+        flow = q.flow
+        if flow is IDLE_FLOW:  # maybe a subscription queue's first backlog
+            flow = q._own_flow()
+        flow.after_push()
+        if features is not None:
+            features.enqueued(entry)
+    return True
 
 
 def _offer(mp: MessagePath, entry: Entry) -> bool:
