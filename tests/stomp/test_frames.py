@@ -120,6 +120,9 @@ def test_connect_frames_are_never_unescaped() -> None:
         (b"SEND\n" + b"a:b\n" * 20 + b"\n\x00", Limits(max_headers=10), "too many headers"),
         (b"SEND\nk:" + b"v" * 100 + b"\n\n\x00", Limits(max_header_length=50), "too long"),
         (b"SEND\nk:" + b"v" * 100, Limits(max_header_length=50), "too long"),
+        # an ACK by number, read by the compiled parser's shortcut, keeps the limits too
+        (b"ACK\nid:5\n\n\x00", Limits(max_headers=0), "too many headers"),
+        (b"ACK\nid:" + b"7" * 60 + b"\n\n\x00", Limits(max_header_length=50), "too long"),
     ],
 )
 def test_limits_raise_a_clear_error(data: bytes, limits: Limits, match: str) -> None:

@@ -265,7 +265,7 @@ class FrameParser:
             end = _head_end(buf, pos)
             if end < 0 or end - pos > self._plain_head_max:
                 return self._general_frame()
-            if NATIVE and _ack_number_end(buf, pos, end):
+            if NATIVE and self._plain_lines_max > 1 and _ack_number_end(buf, pos, end):
                 number = buf[pos + _ACK_ID_AT : end].decode()
                 return self._body(buf, pos, end, "ACK", {"id": number})
             head = buf[pos:end]
