@@ -73,7 +73,6 @@ class ConfirmTracker:
         return out
 
 
-
 def _first(unsettled: dict[int, None]) -> int:
     """The lowest pending number, 0 when none is pending."""
     for seq in unsettled:
